@@ -1,0 +1,44 @@
+# Finds Poseidon's dependencies (all Debian packages) and fills POSEIDON_DEPS
+# and POSEIDON_DEFINITIONS for the library target.
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(GLOG REQUIRED IMPORTED_TARGET libglog)
+pkg_check_modules(GFLAGS REQUIRED IMPORTED_TARGET gflags)
+pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+
+set(POSEIDON_DEPS PkgConfig::GLOG PkgConfig::GFLAGS PkgConfig::LMDB
+    PkgConfig::OPENBLAS Threads::Threads)
+set(POSEIDON_DEFINITIONS "")
+
+if(USE_OPENCV)
+  # Only the image modules are needed; Debian splits them into packages that
+  # ship no CMake config, so find the headers and libraries directly.
+  find_path(OpenCV_INCLUDE_DIR opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
+  foreach(module core imgproc imgcodecs)
+    find_library(OpenCV_${module}_LIBRARY opencv_${module} REQUIRED)
+    list(APPEND POSEIDON_DEPS ${OpenCV_${module}_LIBRARY})
+  endforeach()
+  include_directories(SYSTEM ${OpenCV_INCLUDE_DIR})
+  list(APPEND POSEIDON_DEFINITIONS USE_OPENCV)
+endif()
+
+if(USE_MPI)
+  find_package(MPI REQUIRED COMPONENTS CXX)
+  list(APPEND POSEIDON_DEPS MPI::MPI_CXX)
+  list(APPEND POSEIDON_DEFINITIONS USE_MPI)
+endif()
+
+if(USE_CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  list(APPEND POSEIDON_DEPS CUDA::cudart CUDA::cublas CUDA::curand)
+  list(APPEND POSEIDON_DEFINITIONS USE_CUDA)
+  if(USE_CUDNN)
+    find_library(CUDNN_LIBRARY cudnn REQUIRED)
+    list(APPEND POSEIDON_DEPS ${CUDNN_LIBRARY})
+    list(APPEND POSEIDON_DEFINITIONS USE_CUDNN)
+  endif()
+else()
+  list(APPEND POSEIDON_DEFINITIONS CPU_ONLY)
+endif()

@@ -1,0 +1,72 @@
+// Process-wide basics: the compute mode (CPU/GPU), the per-thread random
+// generator, and the macros every layer and solver uses for explicit
+// instantiation over float and double.
+//
+// Thread safety: the mode, device and RNG live in a thread-local Context, so
+// each worker thread (one Net replica each) has its own; a new thread starts
+// from the process defaults set by Poseidon::set_mode()/set_random_seed().
+#ifndef POSEIDON_COMMON_HPP_
+#define POSEIDON_COMMON_HPP_
+
+#include <glog/logging.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poseidon/util/status.hpp"
+
+// Instantiates a class template for the two supported element types.
+#define INSTANTIATE_CLASS(classname)   \
+  template class classname<float>;     \
+  template class classname<double>
+
+#define POSEIDON_DISABLE_COPY_AND_ASSIGN(classname) \
+  classname(const classname&) = delete;             \
+  classname& operator=(const classname&) = delete
+
+#define NOT_IMPLEMENTED LOG(FATAL) << "Not implemented yet"
+
+// A CPU-only build still compiles GPU entry points; calling one is an error.
+#define NO_GPU \
+  POSEIDON_THROW(::poseidon::Error, "Poseidon was built without CUDA (USE_CUDA=OFF)")
+
+namespace poseidon {
+
+using std::shared_ptr;
+using std::vector;
+using std::string;
+
+// Initializes glog/gflags for a command-line tool. Safe to call once.
+void GlobalInit(int* argc, char*** argv);
+
+// Process and per-thread settings. The interface mirrors Caffe's Caffe class so
+// that pycaffe's set_mode_cpu()/set_random_seed() map directly.
+class Poseidon {
+ public:
+  enum Brew { CPU, GPU };
+
+  static Brew mode();
+  static void set_mode(Brew mode);
+  static void set_device(int device_id);
+  static int device();
+  // Seeds the calling thread's generator and the default for new threads.
+  // A negative seed draws one from the system's entropy source.
+  static void set_random_seed(int64_t seed);
+  static std::mt19937& rng();
+  // A fresh seed drawn from the calling thread's generator.
+  static uint64_t rng_seed();
+
+  // Multi-worker bookkeeping (device workers inside a process).
+  static int solver_count();
+  static void set_solver_count(int count);
+  static int solver_rank();
+  static void set_solver_rank(int rank);
+  static bool root_solver() { return solver_rank() == 0; }
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_COMMON_HPP_

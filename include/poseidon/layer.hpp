@@ -1,0 +1,135 @@
+// Layer: the unit of computation. A layer reads its bottom blobs and writes its
+// top blobs in Forward, and in Backward turns top diffs into bottom diffs and
+// parameter diffs. Parameters live in blobs() (weights first, then bias).
+//
+// Lifecycle: construct from a LayerParameter -> SetUp(bottom, top) once
+// (LayerSetUp reads parameters and allocates params; Reshape sizes the tops) ->
+// Reshape/Forward/Backward any number of times.
+//
+// Errors: a layer given bad parameters or incompatible bottoms throws a
+// poseidon::Error (ConfigError / ShapeError); Net adds the layer's name and
+// bottom shapes to the message. Layers never communicate: distribution hooks
+// into Net, not here.
+#ifndef POSEIDON_LAYER_HPP_
+#define POSEIDON_LAYER_HPP_
+
+#include <string>
+#include <vector>
+
+#include "poseidon/blob.hpp"
+#include "poseidon/common.hpp"
+#include "poseidon/layer_factory.hpp"
+#include "poseidon/proto/caffe.pb.h"
+#include "poseidon/util/math_functions.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class Layer {
+ public:
+  // Copies any blobs stored in the parameter (weights given inline).
+  explicit Layer(const LayerParameter& param);
+  virtual ~Layer() = default;
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(Layer);
+
+  // Checks blob counts, runs LayerSetUp and Reshape, and sets loss weights.
+  void SetUp(const vector<Blob<Dtype>*>& bottom,
+             const vector<Blob<Dtype>*>& top);
+
+  // Layer-specific one-time setup: read layer_param_, create blobs_.
+  virtual void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                          const vector<Blob<Dtype>*>& top) {}
+  // Sizes the tops (and internal buffers) from the bottoms' shapes.
+  virtual void Reshape(const vector<Blob<Dtype>*>& bottom,
+                       const vector<Blob<Dtype>*>& top) = 0;
+
+  // Reshapes, computes the tops, and returns the weighted loss it produced.
+  Dtype Forward(const vector<Blob<Dtype>*>& bottom,
+                const vector<Blob<Dtype>*>& top);
+  // Computes bottom diffs where propagate_down[i], and param diffs where
+  // param_propagate_down(i). Param diffs are accumulated (+=), bottom diffs
+  // are overwritten.
+  void Backward(const vector<Blob<Dtype>*>& top,
+                const vector<bool>& propagate_down,
+                const vector<Blob<Dtype>*>& bottom);
+
+  vector<shared_ptr<Blob<Dtype>>>& blobs() { return blobs_; }
+  const LayerParameter& layer_param() const { return layer_param_; }
+  // Writes the parameter (with current blob values) to `param`.
+  virtual void ToProto(LayerParameter* param, bool write_diff = false);
+
+  Dtype loss(int top_index) const {
+    return top_index < static_cast<int>(loss_.size()) ? loss_[top_index] : 0;
+  }
+  void set_loss(int top_index, Dtype value) {
+    if (static_cast<int>(loss_.size()) <= top_index) {
+      loss_.resize(top_index + 1, Dtype(0));
+    }
+    loss_[top_index] = value;
+  }
+
+  // The prototxt `type:` string.
+  virtual const char* type() const { return ""; }
+
+  // Blob count constraints; -1 means unconstrained.
+  virtual int ExactNumBottomBlobs() const { return -1; }
+  virtual int MinBottomBlobs() const { return -1; }
+  virtual int MaxBottomBlobs() const { return -1; }
+  virtual int ExactNumTopBlobs() const { return -1; }
+  virtual int MinTopBlobs() const { return -1; }
+  virtual int MaxTopBlobs() const { return -1; }
+  virtual bool EqualNumBottomTopBlobs() const { return false; }
+  // When true, Net creates anonymous tops up to the required count.
+  virtual bool AutoTopBlobs() const { return false; }
+  // Whether force_backward may make this bottom receive a diff (false for
+  // labels and other non-differentiable inputs).
+  virtual bool AllowForceBackward(int bottom_index) const { return true; }
+
+  bool param_propagate_down(int param_id) const {
+    return param_id < static_cast<int>(param_propagate_down_.size())
+               ? param_propagate_down_[param_id]
+               : false;
+  }
+  void set_param_propagate_down(int param_id, bool value) {
+    if (static_cast<int>(param_propagate_down_.size()) <= param_id) {
+      param_propagate_down_.resize(param_id + 1, true);
+    }
+    param_propagate_down_[param_id] = value;
+  }
+
+  Phase phase() const { return phase_; }
+
+ protected:
+  virtual void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                           const vector<Blob<Dtype>*>& top) = 0;
+  // Defaults to the CPU path for layers without a GPU implementation.
+  virtual void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                           const vector<Blob<Dtype>*>& top) {
+    Forward_cpu(bottom, top);
+  }
+  virtual void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                            const vector<bool>& propagate_down,
+                            const vector<Blob<Dtype>*>& bottom) = 0;
+  virtual void Backward_gpu(const vector<Blob<Dtype>*>& top,
+                            const vector<bool>& propagate_down,
+                            const vector<Blob<Dtype>*>& bottom) {
+    Backward_cpu(top, propagate_down, bottom);
+  }
+
+  // Throws ConfigError unless the blob counts satisfy the constraints above.
+  void CheckBlobCounts(const vector<Blob<Dtype>*>& bottom,
+                       const vector<Blob<Dtype>*>& top) const;
+  // Reads loss_weight from the parameter and writes it into the top diffs.
+  void SetLossWeights(const vector<Blob<Dtype>*>& top);
+
+  LayerParameter layer_param_;
+  Phase phase_;
+  vector<shared_ptr<Blob<Dtype>>> blobs_;
+  vector<bool> param_propagate_down_;
+  // The weight of each top in the objective (non-zero for loss tops).
+  vector<Dtype> loss_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYER_HPP_

@@ -1,0 +1,93 @@
+// Error values for Poseidon. User mistakes (bad prototxt, wrong shapes, missing
+// files) are reported by throwing a poseidon::Error subclass whose message names
+// the file/line/field or the layer and shapes; tools catch it in main() and exit
+// non-zero, Python sees an exception. Internal invariants use glog's CHECK.
+// Status is for code that must not throw across threads (communication threads).
+#ifndef POSEIDON_UTIL_STATUS_HPP_
+#define POSEIDON_UTIL_STATUS_HPP_
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace poseidon {
+
+// Base of every user-facing error.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A malformed or inconsistent model/solver description (prototxt, parameters).
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Incompatible blob shapes between layers or against stored weights.
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A file or database that is missing, unreadable or corrupt.
+class IOError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Training diverged or produced non-finite values.
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Distributed runtime failures (a rank died, ranks disagree).
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Concatenates its arguments with operator<<.
+template <typename... Args>
+std::string StrCat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+// Status: the non-throwing error value handed across threads.
+class Status {
+ public:
+  Status() = default;
+  static Status OK() { return Status(); }
+  static Status Failure(std::string message) {
+    Status s;
+    s.ok_ = false;
+    s.message_ = std::move(message);
+    return s;
+  }
+  bool ok() const { return ok_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  bool ok_ = true;
+  std::string message_;
+};
+
+}  // namespace poseidon
+
+// Throws ErrorType with the streamed arguments as message.
+#define POSEIDON_THROW(ErrorType, ...) \
+  throw ErrorType(::poseidon::StrCat(__VA_ARGS__))
+
+// Checks a condition on user input; throws ErrorType naming what was wrong.
+#define POSEIDON_REQUIRE(cond, ErrorType, ...) \
+  do {                                         \
+    if (!(cond)) {                             \
+      POSEIDON_THROW(ErrorType, __VA_ARGS__);  \
+    }                                          \
+  } while (0)
+
+#endif  // POSEIDON_UTIL_STATUS_HPP_

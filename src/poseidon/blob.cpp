@@ -1,0 +1,349 @@
+// Blob: shapes, accessors, proto round trips and reductions.
+#include "poseidon/blob.hpp"
+
+#include <climits>
+
+#include "poseidon/util/math_functions.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+Blob<Dtype>::Blob(const vector<int>& shape) {
+  Reshape(shape);
+}
+
+template <typename Dtype>
+Blob<Dtype>::Blob(int num, int channels, int height, int width) {
+  Reshape(num, channels, height, width);
+}
+
+template <typename Dtype>
+void Blob<Dtype>::Reshape(int num, int channels, int height, int width) {
+  Reshape(vector<int>{num, channels, height, width});
+}
+
+template <typename Dtype>
+void Blob<Dtype>::Reshape(const vector<int>& shape) {
+  POSEIDON_REQUIRE(static_cast<int>(shape.size()) <= kMaxBlobAxes, ShapeError,
+                   "blob shape has ", shape.size(), " axes; at most ",
+                   kMaxBlobAxes, " are supported");
+  int64_t count = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    POSEIDON_REQUIRE(shape[i] >= 0, ShapeError, "blob dimension ", i,
+                     " is negative (", shape[i], ")");
+    count *= shape[i];
+    POSEIDON_REQUIRE(count <= INT_MAX, ShapeError,
+                     "blob size exceeds INT_MAX elements");
+  }
+  shape_ = shape;
+  count_ = static_cast<int>(count);
+  if (count_ > capacity_ || !data_) {
+    capacity_ = count_;
+    data_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype));
+    diff_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype));
+  }
+}
+
+template <typename Dtype>
+void Blob<Dtype>::Reshape(const BlobShape& shape) {
+  vector<int> dims(shape.dim_size());
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    POSEIDON_REQUIRE(shape.dim(i) <= INT_MAX, ShapeError, "blob dimension ",
+                     shape.dim(i), " is too large");
+    dims[i] = static_cast<int>(shape.dim(i));
+  }
+  Reshape(dims);
+}
+
+template <typename Dtype>
+string Blob<Dtype>::shape_string() const {
+  std::ostringstream os;
+  for (int d : shape_) os << d << " ";
+  os << "(" << count_ << ")";
+  return os.str();
+}
+
+template <typename Dtype>
+int Blob<Dtype>::count(int start_axis, int end_axis) const {
+  CHECK_LE(start_axis, end_axis);
+  CHECK_GE(start_axis, 0);
+  CHECK_LE(end_axis, num_axes());
+  int c = 1;
+  for (int i = start_axis; i < end_axis; ++i) c *= shape_[i];
+  return c;
+}
+
+template <typename Dtype>
+int Blob<Dtype>::CanonicalAxisIndex(int axis_index) const {
+  int n = num_axes();
+  POSEIDON_REQUIRE(axis_index >= -n && axis_index < n, ShapeError, "axis ",
+                   axis_index, " is out of range for a ", n,
+                   "-D blob of shape ", shape_string());
+  return axis_index < 0 ? axis_index + n : axis_index;
+}
+
+template <typename Dtype>
+int Blob<Dtype>::LegacyShape(int index) const {
+  CHECK_LE(num_axes(), 4) << "legacy 4-D accessor used on a "
+                          << num_axes() << "-D blob";
+  CHECK(index < 4 && index >= -4);
+  if (index >= num_axes() || index < -num_axes()) return 1;
+  return shape(index);
+}
+
+template <typename Dtype>
+int Blob<Dtype>::offset(int n, int c, int h, int w) const {
+  return ((n * channels() + c) * height() + h) * width() + w;
+}
+
+template <typename Dtype>
+int Blob<Dtype>::offset(const vector<int>& indices) const {
+  CHECK_LE(indices.size(), shape_.size());
+  int off = 0;
+  for (int i = 0; i < num_axes(); ++i) {
+    off *= shape_[i];
+    if (i < static_cast<int>(indices.size())) off += indices[i];
+  }
+  return off;
+}
+
+template <typename Dtype>
+void Blob<Dtype>::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
+  if (source.count() != count_ || source.shape() != shape_) {
+    POSEIDON_REQUIRE(reshape, ShapeError, "cannot copy a blob of shape ",
+                     source.shape_string(), " into one of shape ",
+                     shape_string());
+    ReshapeLike(source);
+  }
+  if (Poseidon::mode() == Poseidon::GPU) {
+#ifndef CPU_ONLY
+    cudaMemcpy(copy_diff ? mutable_gpu_diff() : mutable_gpu_data(),
+               copy_diff ? source.gpu_diff() : source.gpu_data(),
+               sizeof(Dtype) * count_, cudaMemcpyDefault);
+    return;
+#endif
+  }
+  cpu_copy(count_, copy_diff ? source.cpu_diff() : source.cpu_data(),
+           copy_diff ? mutable_cpu_diff() : mutable_cpu_data());
+}
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_data() const {
+  CHECK(data_);
+  return static_cast<const Dtype*>(data_->cpu_data());
+}
+
+template <typename Dtype>
+void Blob<Dtype>::set_cpu_data(Dtype* data) {
+  CHECK(data);
+  // A blob that shares memory with another must not redirect both.
+  size_t size = count_ * sizeof(Dtype);
+  if (data_->size() != size) {
+    data_ = std::make_shared<SyncedMemory>(size);
+    diff_ = std::make_shared<SyncedMemory>(size);
+  }
+  data_->set_cpu_data(data);
+}
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::gpu_data() const {
+  CHECK(data_);
+  return static_cast<const Dtype*>(data_->gpu_data());
+}
+
+template <typename Dtype>
+void Blob<Dtype>::set_gpu_data(Dtype* data) {
+  CHECK(data);
+  size_t size = count_ * sizeof(Dtype);
+  if (data_->size() != size) {
+    data_ = std::make_shared<SyncedMemory>(size);
+    diff_ = std::make_shared<SyncedMemory>(size);
+  }
+  data_->set_gpu_data(data);
+}
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::cpu_diff() const {
+  CHECK(diff_);
+  return static_cast<const Dtype*>(diff_->cpu_data());
+}
+
+template <typename Dtype>
+const Dtype* Blob<Dtype>::gpu_diff() const {
+  CHECK(diff_);
+  return static_cast<const Dtype*>(diff_->gpu_data());
+}
+
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_data() {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_cpu_data());
+}
+
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_gpu_data() {
+  CHECK(data_);
+  return static_cast<Dtype*>(data_->mutable_gpu_data());
+}
+
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_cpu_diff() {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_cpu_data());
+}
+
+template <typename Dtype>
+Dtype* Blob<Dtype>::mutable_gpu_diff() {
+  CHECK(diff_);
+  return static_cast<Dtype*>(diff_->mutable_gpu_data());
+}
+
+template <typename Dtype>
+void Blob<Dtype>::ShareData(const Blob& other) {
+  CHECK_EQ(count_, other.count());
+  data_ = other.data();
+}
+
+template <typename Dtype>
+void Blob<Dtype>::ShareDiff(const Blob& other) {
+  CHECK_EQ(count_, other.count());
+  diff_ = other.diff();
+}
+
+template <typename Dtype>
+void Blob<Dtype>::Update() {
+  if (!data_) return;
+  // Updates happen where the data currently lives.
+  cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff(), mutable_cpu_data());
+}
+
+template <typename Dtype>
+Dtype Blob<Dtype>::asum_data() const {
+  if (!data_) return 0;
+  return cpu_asum(count_, cpu_data());
+}
+
+template <typename Dtype>
+Dtype Blob<Dtype>::asum_diff() const {
+  if (!diff_) return 0;
+  return cpu_asum(count_, cpu_diff());
+}
+
+template <typename Dtype>
+Dtype Blob<Dtype>::sumsq_data() const {
+  if (!data_) return 0;
+  const Dtype* d = cpu_data();
+  return cpu_dot(count_, d, d);
+}
+
+template <typename Dtype>
+Dtype Blob<Dtype>::sumsq_diff() const {
+  if (!diff_) return 0;
+  const Dtype* d = cpu_diff();
+  return cpu_dot(count_, d, d);
+}
+
+template <typename Dtype>
+void Blob<Dtype>::scale_data(Dtype scale_factor) {
+  if (!data_) return;
+  cpu_scal(count_, scale_factor, mutable_cpu_data());
+}
+
+template <typename Dtype>
+void Blob<Dtype>::scale_diff(Dtype scale_factor) {
+  if (!diff_) return;
+  cpu_scal(count_, scale_factor, mutable_cpu_diff());
+}
+
+// Caffe stores old 4-D blobs as num/channels/height/width fields.
+static vector<int> ProtoShape(const BlobProto& proto) {
+  vector<int> shape;
+  if (proto.has_num() || proto.has_channels() || proto.has_height() ||
+      proto.has_width()) {
+    shape = {proto.num(), proto.channels(), proto.height(), proto.width()};
+  } else {
+    for (int i = 0; i < proto.shape().dim_size(); ++i) {
+      shape.push_back(static_cast<int>(proto.shape().dim(i)));
+    }
+  }
+  return shape;
+}
+
+template <typename Dtype>
+bool Blob<Dtype>::ShapeEquals(const BlobProto& other) const {
+  vector<int> other_shape = ProtoShape(other);
+  if (other.has_num() || other.has_channels() || other.has_height() ||
+      other.has_width()) {
+    // Legacy blobs compare on their 4-D view.
+    return num_axes() <= 4 && LegacyShape(-4) == other.num() &&
+           LegacyShape(-3) == other.channels() &&
+           LegacyShape(-2) == other.height() &&
+           LegacyShape(-1) == other.width();
+  }
+  return shape_ == other_shape;
+}
+
+template <typename Dtype>
+void Blob<Dtype>::FromProto(const BlobProto& proto, bool reshape) {
+  if (reshape) {
+    Reshape(ProtoShape(proto));
+  } else {
+    POSEIDON_REQUIRE(ShapeEquals(proto), ShapeError,
+                     "stored blob has shape ", Blob<Dtype>(ProtoShape(proto)).shape_string(),
+                     " but the net expects ", shape_string());
+  }
+  Dtype* data = mutable_cpu_data();
+  if (proto.double_data_size() > 0) {
+    POSEIDON_REQUIRE(proto.double_data_size() == count_, IOError,
+                     "stored blob holds ", proto.double_data_size(),
+                     " values but its shape needs ", count_);
+    for (int i = 0; i < count_; ++i) data[i] = proto.double_data(i);
+  } else {
+    POSEIDON_REQUIRE(proto.data_size() == count_, IOError, "stored blob holds ",
+                     proto.data_size(), " values but its shape needs ", count_);
+    for (int i = 0; i < count_; ++i) data[i] = proto.data(i);
+  }
+  if (proto.double_diff_size() > 0) {
+    CHECK_EQ(count_, proto.double_diff_size());
+    Dtype* diff = mutable_cpu_diff();
+    for (int i = 0; i < count_; ++i) diff[i] = proto.double_diff(i);
+  } else if (proto.diff_size() > 0) {
+    CHECK_EQ(count_, proto.diff_size());
+    Dtype* diff = mutable_cpu_diff();
+    for (int i = 0; i < count_; ++i) diff[i] = proto.diff(i);
+  }
+}
+
+template <>
+void Blob<float>::ToProto(BlobProto* proto, bool write_diff) const {
+  proto->clear_shape();
+  for (int d : shape_) proto->mutable_shape()->add_dim(d);
+  proto->clear_data();
+  proto->clear_diff();
+  const float* data = cpu_data();
+  proto->mutable_data()->Reserve(count_);
+  for (int i = 0; i < count_; ++i) proto->add_data(data[i]);
+  if (write_diff) {
+    const float* diff = cpu_diff();
+    proto->mutable_diff()->Reserve(count_);
+    for (int i = 0; i < count_; ++i) proto->add_diff(diff[i]);
+  }
+}
+
+template <>
+void Blob<double>::ToProto(BlobProto* proto, bool write_diff) const {
+  proto->clear_shape();
+  for (int d : shape_) proto->mutable_shape()->add_dim(d);
+  proto->clear_double_data();
+  proto->clear_double_diff();
+  const double* data = cpu_data();
+  for (int i = 0; i < count_; ++i) proto->add_double_data(data[i]);
+  if (write_diff) {
+    const double* diff = cpu_diff();
+    for (int i = 0; i < count_; ++i) proto->add_double_diff(diff[i]);
+  }
+}
+
+INSTANTIATE_CLASS(Blob);
+
+}  // namespace poseidon

@@ -1,0 +1,87 @@
+// The thread-local context behind Poseidon's mode/seed/device settings.
+#include "poseidon/common.hpp"
+
+#include <gflags/gflags.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace poseidon {
+namespace {
+
+// Process defaults copied into each thread's Context on first use.
+std::atomic<int> g_default_mode{Poseidon::CPU};
+std::atomic<int> g_default_device{0};
+std::atomic<int64_t> g_default_seed{-1};
+std::atomic<int> g_solver_count{1};
+
+uint64_t EntropySeed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+struct Context {
+  Context()
+      : mode(static_cast<Poseidon::Brew>(g_default_mode.load())),
+        device(g_default_device.load()) {
+    int64_t seed = g_default_seed.load();
+    rng.seed(seed < 0 ? EntropySeed() : static_cast<uint64_t>(seed));
+  }
+  Poseidon::Brew mode;
+  int device;
+  int solver_rank = 0;
+  std::mt19937 rng;
+};
+
+Context& ThisThread() {
+  thread_local Context context;
+  return context;
+}
+
+}  // namespace
+
+void GlobalInit(int* argc, char*** argv) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    gflags::ParseCommandLineFlags(argc, argv, true);
+    google::InitGoogleLogging(*(argv)[0]);
+    FLAGS_logtostderr = true;
+    google::InstallFailureSignalHandler();
+  });
+}
+
+Poseidon::Brew Poseidon::mode() { return ThisThread().mode; }
+
+void Poseidon::set_mode(Brew mode) {
+#ifdef CPU_ONLY
+  if (mode == GPU) NO_GPU;
+#endif
+  g_default_mode = mode;
+  ThisThread().mode = mode;
+}
+
+void Poseidon::set_device(int device_id) {
+  g_default_device = device_id;
+  ThisThread().device = device_id;
+}
+
+int Poseidon::device() { return ThisThread().device; }
+
+void Poseidon::set_random_seed(int64_t seed) {
+  g_default_seed = seed;
+  ThisThread().rng.seed(seed < 0 ? EntropySeed() : static_cast<uint64_t>(seed));
+}
+
+std::mt19937& Poseidon::rng() { return ThisThread().rng; }
+
+uint64_t Poseidon::rng_seed() {
+  auto& g = ThisThread().rng;
+  return (static_cast<uint64_t>(g()) << 32) ^ g();
+}
+
+int Poseidon::solver_count() { return g_solver_count; }
+void Poseidon::set_solver_count(int count) { g_solver_count = count; }
+int Poseidon::solver_rank() { return ThisThread().solver_rank; }
+void Poseidon::set_solver_rank(int rank) { ThisThread().solver_rank = rank; }
+
+}  // namespace poseidon

@@ -1,0 +1,208 @@
+// CPU kernels: OpenBLAS where a routine exists, simple loops otherwise.
+#include "poseidon/util/math_functions.hpp"
+
+#include <algorithm>
+#include <random>
+
+namespace poseidon {
+
+template <>
+void cpu_gemm<float>(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
+                     int N, int K, float alpha, const float* A, const float* B,
+                     float beta, float* C) {
+  int lda = (trans_a == CblasNoTrans) ? K : M;
+  int ldb = (trans_b == CblasNoTrans) ? N : K;
+  cblas_sgemm(CblasRowMajor, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+              beta, C, N);
+}
+
+template <>
+void cpu_gemm<double>(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
+                      int N, int K, double alpha, const double* A,
+                      const double* B, double beta, double* C) {
+  int lda = (trans_a == CblasNoTrans) ? K : M;
+  int ldb = (trans_b == CblasNoTrans) ? N : K;
+  cblas_dgemm(CblasRowMajor, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+              beta, C, N);
+}
+
+template <>
+void cpu_gemv<float>(CBLAS_TRANSPOSE trans_a, int M, int N, float alpha,
+                     const float* A, const float* x, float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, trans_a, M, N, alpha, A, N, x, 1, beta, y, 1);
+}
+
+template <>
+void cpu_gemv<double>(CBLAS_TRANSPOSE trans_a, int M, int N, double alpha,
+                      const double* A, const double* x, double beta,
+                      double* y) {
+  cblas_dgemv(CblasRowMajor, trans_a, M, N, alpha, A, N, x, 1, beta, y, 1);
+}
+
+template <>
+void cpu_axpy<float>(int N, float alpha, const float* x, float* y) {
+  cblas_saxpy(N, alpha, x, 1, y, 1);
+}
+template <>
+void cpu_axpy<double>(int N, double alpha, const double* x, double* y) {
+  cblas_daxpy(N, alpha, x, 1, y, 1);
+}
+
+template <typename Dtype>
+void cpu_axpby(int N, Dtype alpha, const Dtype* x, Dtype beta, Dtype* y) {
+  for (int i = 0; i < N; ++i) y[i] = alpha * x[i] + beta * y[i];
+}
+
+template <typename Dtype>
+void cpu_copy(int N, const Dtype* x, Dtype* y) {
+  if (x != y && N > 0) std::memcpy(y, x, sizeof(Dtype) * N);
+}
+
+template <typename Dtype>
+void cpu_set(int N, Dtype alpha, Dtype* y) {
+  if (alpha == Dtype(0)) {
+    std::memset(y, 0, sizeof(Dtype) * N);
+    return;
+  }
+  std::fill(y, y + N, alpha);
+}
+
+template <typename Dtype>
+void cpu_scal(int N, Dtype alpha, Dtype* x) {
+  for (int i = 0; i < N; ++i) x[i] *= alpha;
+}
+
+template <typename Dtype>
+void cpu_scale(int N, Dtype alpha, const Dtype* x, Dtype* y) {
+  for (int i = 0; i < N; ++i) y[i] = alpha * x[i];
+}
+
+template <typename Dtype>
+void cpu_add_scalar(int N, Dtype alpha, Dtype* y) {
+  for (int i = 0; i < N; ++i) y[i] += alpha;
+}
+
+#define POSEIDON_BINARY_OP(name, expr)                               \
+  template <typename Dtype>                                          \
+  void name(int N, const Dtype* a, const Dtype* b, Dtype* y) {       \
+    for (int i = 0; i < N; ++i) y[i] = (expr);                       \
+  }
+POSEIDON_BINARY_OP(cpu_add, a[i] + b[i])
+POSEIDON_BINARY_OP(cpu_sub, a[i] - b[i])
+POSEIDON_BINARY_OP(cpu_mul, a[i] * b[i])
+POSEIDON_BINARY_OP(cpu_div, a[i] / b[i])
+#undef POSEIDON_BINARY_OP
+
+#define POSEIDON_UNARY_OP(name, expr)                    \
+  template <typename Dtype>                              \
+  void name(int N, const Dtype* a, Dtype* y) {           \
+    for (int i = 0; i < N; ++i) y[i] = (expr);           \
+  }
+POSEIDON_UNARY_OP(cpu_sqr, a[i] * a[i])
+POSEIDON_UNARY_OP(cpu_sqrt, std::sqrt(a[i]))
+POSEIDON_UNARY_OP(cpu_exp, std::exp(a[i]))
+POSEIDON_UNARY_OP(cpu_log, std::log(a[i]))
+POSEIDON_UNARY_OP(cpu_abs, std::fabs(a[i]))
+POSEIDON_UNARY_OP(cpu_sign, Dtype((Dtype(0) < a[i]) - (a[i] < Dtype(0))))
+#undef POSEIDON_UNARY_OP
+
+template <typename Dtype>
+void cpu_powx(int N, const Dtype* a, Dtype b, Dtype* y) {
+  for (int i = 0; i < N; ++i) y[i] = std::pow(a[i], b);
+}
+
+template <>
+float cpu_strided_dot<float>(int N, const float* x, int incx, const float* y,
+                             int incy) {
+  return cblas_sdot(N, x, incx, y, incy);
+}
+template <>
+double cpu_strided_dot<double>(int N, const double* x, int incx,
+                               const double* y, int incy) {
+  return cblas_ddot(N, x, incx, y, incy);
+}
+
+template <typename Dtype>
+Dtype cpu_dot(int N, const Dtype* x, const Dtype* y) {
+  return cpu_strided_dot(N, x, 1, y, 1);
+}
+
+template <>
+float cpu_asum<float>(int N, const float* x) {
+  return cblas_sasum(N, x, 1);
+}
+template <>
+double cpu_asum<double>(int N, const double* x) {
+  return cblas_dasum(N, x, 1);
+}
+
+template <typename Dtype>
+void rng_uniform(int N, Dtype a, Dtype b, Dtype* r) {
+  CHECK_LE(a, b) << "rng_uniform: empty range [" << a << ", " << b << "]";
+  std::uniform_real_distribution<Dtype> dist(a, b);
+  auto& gen = Poseidon::rng();
+  for (int i = 0; i < N; ++i) r[i] = dist(gen);
+}
+
+template <typename Dtype>
+void rng_gaussian(int N, Dtype mu, Dtype sigma, Dtype* r) {
+  CHECK_GT(sigma, 0) << "rng_gaussian: sigma must be positive";
+  std::normal_distribution<Dtype> dist(mu, sigma);
+  auto& gen = Poseidon::rng();
+  for (int i = 0; i < N; ++i) r[i] = dist(gen);
+}
+
+template <typename Dtype, typename Int>
+static void BernoulliImpl(int N, Dtype p, Int* r) {
+  CHECK(p >= 0 && p <= 1) << "rng_bernoulli: p = " << p;
+  std::bernoulli_distribution dist(static_cast<double>(p));
+  auto& gen = Poseidon::rng();
+  for (int i = 0; i < N; ++i) r[i] = dist(gen) ? 1 : 0;
+}
+
+template <typename Dtype>
+void rng_bernoulli(int N, Dtype p, int* r) {
+  BernoulliImpl(N, p, r);
+}
+template <typename Dtype>
+void rng_bernoulli(int N, Dtype p, unsigned int* r) {
+  BernoulliImpl(N, p, r);
+}
+
+template <typename Dtype>
+bool cpu_all_finite(int N, const Dtype* x) {
+  for (int i = 0; i < N; ++i) {
+    if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
+#define POSEIDON_INSTANTIATE_MATH(Dtype)                                     \
+  template void cpu_axpby<Dtype>(int, Dtype, const Dtype*, Dtype, Dtype*);   \
+  template void cpu_copy<Dtype>(int, const Dtype*, Dtype*);                  \
+  template void cpu_set<Dtype>(int, Dtype, Dtype*);                          \
+  template void cpu_scal<Dtype>(int, Dtype, Dtype*);                         \
+  template void cpu_scale<Dtype>(int, Dtype, const Dtype*, Dtype*);          \
+  template void cpu_add_scalar<Dtype>(int, Dtype, Dtype*);                   \
+  template void cpu_add<Dtype>(int, const Dtype*, const Dtype*, Dtype*);     \
+  template void cpu_sub<Dtype>(int, const Dtype*, const Dtype*, Dtype*);     \
+  template void cpu_mul<Dtype>(int, const Dtype*, const Dtype*, Dtype*);     \
+  template void cpu_div<Dtype>(int, const Dtype*, const Dtype*, Dtype*);     \
+  template void cpu_sqr<Dtype>(int, const Dtype*, Dtype*);                   \
+  template void cpu_sqrt<Dtype>(int, const Dtype*, Dtype*);                  \
+  template void cpu_exp<Dtype>(int, const Dtype*, Dtype*);                   \
+  template void cpu_log<Dtype>(int, const Dtype*, Dtype*);                   \
+  template void cpu_abs<Dtype>(int, const Dtype*, Dtype*);                   \
+  template void cpu_sign<Dtype>(int, const Dtype*, Dtype*);                  \
+  template void cpu_powx<Dtype>(int, const Dtype*, Dtype, Dtype*);           \
+  template Dtype cpu_dot<Dtype>(int, const Dtype*, const Dtype*);            \
+  template void rng_uniform<Dtype>(int, Dtype, Dtype, Dtype*);               \
+  template void rng_gaussian<Dtype>(int, Dtype, Dtype, Dtype*);              \
+  template void rng_bernoulli<Dtype>(int, Dtype, int*);                      \
+  template void rng_bernoulli<Dtype>(int, Dtype, unsigned int*);             \
+  template bool cpu_all_finite<Dtype>(int, const Dtype*);
+POSEIDON_INSTANTIATE_MATH(float)
+POSEIDON_INSTANTIATE_MATH(double)
+#undef POSEIDON_INSTANTIATE_MATH
+
+}  // namespace poseidon
