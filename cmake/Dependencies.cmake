@@ -7,9 +7,10 @@ pkg_check_modules(GLOG REQUIRED IMPORTED_TARGET libglog)
 pkg_check_modules(GFLAGS REQUIRED IMPORTED_TARGET gflags)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_package(ZLIB REQUIRED)  # gzipped MNIST files (convert_mnist_data)
 
 set(POSEIDON_DEPS PkgConfig::GLOG PkgConfig::GFLAGS PkgConfig::LMDB
-    PkgConfig::OPENBLAS Threads::Threads)
+    PkgConfig::OPENBLAS ZLIB::ZLIB Threads::Threads)
 set(POSEIDON_DEFINITIONS "")
 
 if(USE_OPENCV)

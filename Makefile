@@ -1,0 +1,32 @@
+# Thin driver over CMake: reads options from Makefile.config (copy it from
+# Makefile.config.example) and builds into $(BUILD_DIR).
+-include Makefile.config
+
+BUILD_DIR ?= build
+USE_CUDA ?= OFF
+USE_CUDNN ?= OFF
+USE_MPI ?= OFF
+USE_OPENCV ?= ON
+BUILD_python ?= OFF
+BUILD_matlab ?= OFF
+
+CMAKE_FLAGS := -DUSE_CUDA=$(USE_CUDA) -DUSE_CUDNN=$(USE_CUDNN) \
+  -DUSE_MPI=$(USE_MPI) -DUSE_OPENCV=$(USE_OPENCV) \
+  -DBUILD_python=$(BUILD_python) -DBUILD_matlab=$(BUILD_matlab)
+
+.PHONY: all test demo deps clean
+
+all:
+	BUILD_DIR=$(BUILD_DIR) bash scripts/build.sh $(CMAKE_FLAGS)
+
+test: all
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $$(nproc)
+
+demo:
+	BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
+
+deps:
+	bash scripts/install_deps.sh
+
+clean:
+	rm -rf $(BUILD_DIR)

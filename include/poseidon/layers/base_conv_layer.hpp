@@ -1,0 +1,155 @@
+// BaseConvolutionLayer: what Convolution and Deconvolution share. It reads
+// convolution_param, owns the weights and bias, checks shapes, and computes
+// the convolution and its gradients as matrix products over im2col columns.
+//
+// Parameters (convolution_param):
+//   num_output       (required, > 0) output channels.
+//   bias_term        (default true) learn a per-output-channel bias.
+//   kernel_size / kernel_h, kernel_w   (required, > 0) one value for every
+//                    spatial axis or one per axis; _h/_w only for 2-D.
+//   pad / pad_h, pad_w                 (default 0, >= 0) zero padding.
+//   stride / stride_h, stride_w        (default 1, > 0).
+//   dilation         (default 1, > 0) spacing of the kernel taps.
+//   group            (default 1) input and output channels are split into
+//                    `group` groups; group g of the outputs sees only
+//                    group g of the inputs.
+//   axis             (default 1) the channel axis; axes before it are batch
+//                    axes, axes after it are spatial.
+//   force_nd_im2col  (default false) use the generic N-D path for 2-D too.
+//   weight_filler, bias_filler (default constant 0).
+//
+// Blobs: blobs()[0] the weights, shape (conv_out_channels,
+// conv_in_channels / group, kernel...), where for Convolution
+// conv_out = num_output and conv_in = bottom channels (Deconvolution swaps
+// them); blobs()[1] the bias, shape (num_output), if bias_term.
+//
+// Bottoms/tops: one or more bottoms of identical shape, one top each, all
+// using the same weights.
+//
+// Thread safety: as for any layer, one thread at a time.
+#ifndef POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
+#define POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
+
+#include <cstddef>
+#include <vector>
+
+#include "poseidon/layer.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class BaseConvolutionLayer : public Layer<Dtype> {
+ public:
+  // How the products are arranged; see Note [Batched im2col] in the .cpp.
+  //   kPerImage: Caffe's way, one im2col and one GEMM per image and group;
+  //              the reference path, and the only one for N-D.
+  //   kBatched:  im2col over chunks of images into one wide column matrix
+  //              and one GEMM per chunk and group (2-D only), each chunk as
+  //              many images as fit in max_buffer_bytes.
+  //   kAuto:     batched chunks of about 512 GEMM columns (within
+  //              max_buffer_bytes) when one image has fewer output
+  //              positions than that, per image otherwise.
+  enum class Algorithm { kAuto, kPerImage, kBatched };
+
+  explicit BaseConvolutionLayer(const LayerParameter& param)
+      : Layer<Dtype>(param) {}
+
+  void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                  const vector<Blob<Dtype>*>& top) override;
+  void Reshape(const vector<Blob<Dtype>*>& bottom,
+               const vector<Blob<Dtype>*>& top) override;
+
+  int MinBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  bool EqualNumBottomTopBlobs() const override { return true; }
+
+  // Selects the algorithm (tests and benchmarks); takes effect at the next
+  // Reshape (every Forward reshapes).
+  void set_algorithm(Algorithm algorithm) { algorithm_ = algorithm; }
+  // Bound on the column and output scratch buffers of the batched path
+  // (default 64 MiB); a chunk always holds at least one image.
+  void set_max_buffer_bytes(size_t bytes) { max_buffer_bytes_ = bytes; }
+  // What the last Reshape chose.
+  bool batched() const { return batched_; }
+  int images_per_chunk() const { return images_per_chunk_; }
+
+ protected:
+  // Deconvolution returns true: its bottom is the convolution's output side.
+  virtual bool reverse_dimensions() const = 0;
+  // Fills output_shape_ (the top's spatial dims) from input_shape_ and the
+  // kernel geometry; throws ShapeError if that leaves nothing.
+  virtual void compute_output_shape() = 0;
+
+  // The convolution in "conv space": `input` is the im2col side
+  // (conv_in_channels x conv input dims per image), `output` the GEMM side
+  // (conv_out_channels x column dims per image), num_ images each.
+  //
+  // output = W * im2col(input); overwrites output.
+  void ConvForward(const Dtype* input, const Dtype* weights, Dtype* output);
+  // weight_diff += output_diff * im2col(input)^T (skipped if null; input may
+  // then be null); input_diff = col2im(W^T * output_diff) (skipped if null).
+  void ConvBackward(const Dtype* input, const Dtype* output_diff,
+                    const Dtype* weights, Dtype* weight_diff,
+                    Dtype* input_diff);
+  // top[n][o][...] += bias[o] over the top's spatial positions.
+  void AddBias(const Dtype* bias, Dtype* top);
+  // bias_diff[o] += sum over images and positions of top_diff[n][o][...].
+  void AccumulateBiasDiff(const Dtype* top_diff, Dtype* bias_diff);
+
+  vector<int> kernel_shape_;  // per spatial axis
+  vector<int> stride_;
+  vector<int> pad_;
+  vector<int> dilation_;
+  vector<int> input_shape_;   // the bottom's spatial dims
+  vector<int> output_shape_;  // the top's spatial dims
+  int num_spatial_axes_ = 0;
+  int channel_axis_ = 1;
+  int num_ = 0;       // images: product of the dims before the channel axis
+  int channels_ = 0;  // bottom channels
+  int num_output_ = 0;
+  int group_ = 1;
+  bool bias_term_ = true;
+  bool is_1x1_ = false;  // all kernels 1, strides 1, pads 0
+  bool force_nd_im2col_ = false;
+  int bottom_dim_ = 0;  // per-image counts
+  int top_dim_ = 0;
+
+ private:
+  void ReadGeometry(const ConvolutionParameter& p);
+  void ChooseAlgorithm();
+  void Im2col(const Dtype* input, int images, Dtype* col) const;
+  void Col2im(const Dtype* col, int images, Dtype* input) const;
+  void ForwardPerImage(const Dtype* input, const Dtype* weights,
+                       Dtype* output);
+  void ForwardBatched(const Dtype* input, const Dtype* weights,
+                      Dtype* output);
+  void BackwardPerImage(const Dtype* input, const Dtype* output_diff,
+                        const Dtype* weights, Dtype* weight_diff,
+                        Dtype* input_diff);
+  void BackwardBatched(const Dtype* input, const Dtype* output_diff,
+                       const Dtype* weights, Dtype* weight_diff,
+                       Dtype* input_diff);
+
+  // Conv-space geometry (equal to the layer's for Convolution).
+  int conv_in_channels_ = 0;
+  int conv_out_channels_ = 0;
+  vector<int> conv_input_shape_;  // (conv_in_channels, im2col-side dims...)
+  vector<int> col_shape_;         // (kernel_dim * group, GEMM-side dims...)
+  int kernel_dim_ = 0;            // rows of one group's column block
+  int conv_out_spatial_dim_ = 0;  // columns per image
+  int conv_input_dim_ = 0;        // input count per image
+  int conv_output_dim_ = 0;       // output count per image
+  int top_spatial_dim_ = 0;
+
+  Algorithm algorithm_ = Algorithm::kAuto;
+  size_t max_buffer_bytes_ = size_t{64} << 20;
+  bool batched_ = false;
+  int images_per_chunk_ = 1;
+  Blob<Dtype> col_buffer_;  // im2col columns (or their gradient)
+  Blob<Dtype> out_buffer_;  // batched: the output in (channel, image) order
+  Blob<Dtype> spatial_ones_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_

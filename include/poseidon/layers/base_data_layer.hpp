@@ -1,0 +1,123 @@
+// Bases of the layers that produce data instead of computing from bottoms.
+//
+// BaseDataLayer: no bottoms; top[0] = data, optional top[1] = label. Owns the
+// DataTransformer built from transform_param (see data_transformer.hpp).
+// No backward.
+//
+// BasePrefetchingDataLayer: loads batches on a background thread while the
+// net computes, so reading and decoding overlap training. Prefetched batches
+// circulate between two queues: the thread takes an empty batch from free_,
+// fills it (LoadBatch) and puts it on full_; Forward takes the next full
+// batch, copies it to the tops and returns it to free_. At most
+// data_param.prefetch (default 4) batches are in flight, which bounds the
+// memory used.
+//   - An exception thrown while loading (a corrupt record, an unreadable
+//     image, a record of another size) ends the thread and is rethrown by
+//     the next Forward (and every one after), with its original type.
+//   - The destructor stops the thread and joins it; it never waits for more
+//     than the batch being loaded. Derived classes whose LoadBatch uses their
+//     own members must call StopPrefetch() first thing in their destructor.
+#ifndef POSEIDON_LAYERS_BASE_DATA_LAYER_HPP_
+#define POSEIDON_LAYERS_BASE_DATA_LAYER_HPP_
+
+#include <exception>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "poseidon/blob.hpp"
+#include "poseidon/data_transformer.hpp"
+#include "poseidon/layer.hpp"
+#include "poseidon/util/blocking_queue.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class BaseDataLayer : public Layer<Dtype> {
+ public:
+  explicit BaseDataLayer(const LayerParameter& param);
+
+  // Builds the transformer, then calls DataLayerSetUp.
+  void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                  const vector<Blob<Dtype>*>& top) override;
+  // Reads the layer's parameters and shapes the tops.
+  virtual void DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                              const vector<Blob<Dtype>*>& top) = 0;
+  // Data layers shape their tops in Forward.
+  void Reshape(const vector<Blob<Dtype>*>& bottom,
+               const vector<Blob<Dtype>*>& top) override {}
+
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+
+ protected:
+  void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override {}
+
+  TransformationParameter transform_param_;
+  std::unique_ptr<DataTransformer<Dtype>> data_transformer_;
+  bool output_labels_ = false;
+};
+
+// One prefetched batch.
+template <typename Dtype>
+struct Batch {
+  Blob<Dtype> data_;
+  Blob<Dtype> label_;
+};
+
+template <typename Dtype>
+class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
+ public:
+  // Throws ConfigError if data_param.prefetch is 0.
+  explicit BasePrefetchingDataLayer(const LayerParameter& param);
+  ~BasePrefetchingDataLayer() override;
+
+  // DataLayerSetUp (which shapes prefetch_), then starts the thread.
+  void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                  const vector<Blob<Dtype>*>& top) override;
+
+ protected:
+  // Waits for the next batch and copies it to the tops; rethrows an error
+  // raised on the prefetch thread.
+  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+
+  // Fills one batch. Runs on the prefetch thread: it may touch only the batch
+  // and members that the main thread leaves alone after setup.
+  virtual void LoadBatch(Batch<Dtype>* batch) = 0;
+
+  // Stops and joins the prefetch thread; idempotent.
+  void StopPrefetch();
+  bool prefetching() const { return thread_.joinable(); }
+
+  vector<std::unique_ptr<Batch<Dtype>>> prefetch_;
+  // A one-example view into a batch, for LoadBatch (prefetch thread only).
+  Blob<Dtype> transformed_data_;
+
+ private:
+  // What the thread hands over: a filled batch, or the error that stopped it.
+  struct Loaded {
+    Batch<Dtype>* batch = nullptr;
+    std::exception_ptr error;
+  };
+  void PrefetchLoop(uint64_t seed, int solver_rank);
+
+  BlockingQueue<Batch<Dtype>*> free_;
+  BlockingQueue<Loaded> full_;
+  // The prefetch thread. Why: reading, decoding and transforming the next
+  // batches overlaps the net's forward/backward. What it touches: batches it
+  // popped from free_ (until pushed to full_), LoadBatch's state (database
+  // cursor, list position, transformer, transformed_data_) and its own
+  // thread-local RNG, seeded from the setup thread's RNG so runs are
+  // reproducible. Exceptions are caught in the thread and handed to Forward
+  // through full_; none escapes the thread.
+  std::thread thread_;
+  std::exception_ptr error_;  // the thread's failure, once Forward saw it
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYERS_BASE_DATA_LAYER_HPP_

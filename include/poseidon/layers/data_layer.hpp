@@ -1,0 +1,75 @@
+// Data ("Data"): reads serialized Datums from an LMDB database in key order,
+// transforms them (transform_param, see data_transformer.hpp) and outputs
+// batches, looping over the database forever.
+//
+//   top[0] data:  batch_size x C x H x W (C, H, W from the first record of
+//                 each batch, after cropping; all records of a batch must
+//                 give the same shape)
+//   top[1] label: batch_size (optional)
+//
+// data_param:
+//   source      path of the LMDB directory (required)
+//   batch_size  examples per batch (required, > 0)
+//   backend     LMDB; LEVELDB is rejected (ConfigError). Unset means LMDB.
+//   rand_skip   (default 0) skip a random number in [0, rand_skip) of
+//               records at the start
+//   prefetch    (default 4) batches loaded ahead on the prefetch thread
+//
+// Sharding: with SetShard(index, count) the layer reads only the records at
+// positions i (0-based, key order) with i % count == index, so `count`
+// workers with indices 0..count-1 read disjoint parts that together cover
+// the database, each looping over its own part. Default: index 0, count 1
+// (everything). The distributed trainer calls SetShard on each worker's
+// replica before SetUp.
+#ifndef POSEIDON_LAYERS_DATA_LAYER_HPP_
+#define POSEIDON_LAYERS_DATA_LAYER_HPP_
+
+#include <memory>
+
+#include "poseidon/layers/base_data_layer.hpp"
+#include "poseidon/util/db.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class DataLayer final : public BasePrefetchingDataLayer<Dtype> {
+ public:
+  // The part of the database this layer reads; see the file comment.
+  struct Shard {
+    int index = 0;
+    int count = 1;
+  };
+
+  explicit DataLayer(const LayerParameter& param)
+      : BasePrefetchingDataLayer<Dtype>(param) {}
+  ~DataLayer() override;
+
+  void DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                      const vector<Blob<Dtype>*>& top) override;
+
+  // Must be called before SetUp. Throws ConfigError unless
+  // 0 <= index < count, and Error after SetUp.
+  void SetShard(int index, int count);
+  const Shard& shard() const { return shard_; }
+
+  const char* type() const override { return "Data"; }
+
+ protected:
+  void LoadBatch(Batch<Dtype>* batch) override;
+
+ private:
+  // Moves the cursor to the next record of this shard, wrapping at the end.
+  void NextShardRecord();
+  void NextRecord();
+  Datum ReadDatum() const;
+  string Where() const;  // "LMDB '<source>' record '<key>'"
+
+  Shard shard_;
+  std::unique_ptr<db::DB> db_;
+  std::unique_ptr<db::Cursor> cursor_;
+  size_t position_ = 0;  // index of the cursor's record in key order
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYERS_DATA_LAYER_HPP_

@@ -1,0 +1,66 @@
+// LRNLayer: local response normalisation.
+//
+//   ACROSS_CHANNELS: scale[n][c][h][w] = k + alpha / size *
+//                        sum over c' in [c - (size-1)/2, c + (size-1)/2]
+//                        (clipped to the channels) of x[n][c'][h][w]^2
+//   WITHIN_CHANNEL:  scale[n][c][h][w] = 1 + alpha / size^2 *
+//                        sum over the size x size window centred on (h, w)
+//                        (zero outside the image) of x[n][c][.][.]^2
+//                    (Caffe builds this from pooling with pad (size-1)/2
+//                    and a power layer with shift 1, so k is not used here;
+//                    we match it.)
+//   top = x * scale^-beta
+// Backward (exact): with W(i) the window of element i,
+//   dx_i = dy_i * scale_i^-beta
+//          - 2 * alpha * beta / A * x_i * sum_{j in W(i)} dy_j * y_j / scale_j
+// where A = size (ACROSS) or size^2 (WITHIN); windows are symmetric.
+//
+// Bottom: (N, C, H, W). Top: the same shape.
+// Parameters (lrn_param): local_size (default 5, odd, > 0), alpha (1),
+//   beta (0.75), k (1), norm_region (ACROSS_CHANNELS | WITHIN_CHANNEL).
+#ifndef POSEIDON_LAYERS_LRN_LAYER_HPP_
+#define POSEIDON_LAYERS_LRN_LAYER_HPP_
+
+#include <vector>
+
+#include "poseidon/layer.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class LRNLayer final : public Layer<Dtype> {
+ public:
+  explicit LRNLayer(const LayerParameter& param) : Layer<Dtype>(param) {}
+
+  void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                  const vector<Blob<Dtype>*>& top) override;
+  void Reshape(const vector<Blob<Dtype>*>& bottom,
+               const vector<Blob<Dtype>*>& top) override;
+
+  const char* type() const override { return "LRN"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override;
+
+ private:
+  // out = coeff * (window sum of `in`) + offset over one image's channels
+  // (ACROSS) or over each plane (WITHIN); `in` and `out` hold C*H*W values.
+  void WindowSum(const Dtype* in, Dtype coeff, Dtype offset, Dtype* out);
+
+  int size_ = 5;
+  Dtype alpha_ = 1, beta_ = 0.75, k_ = 1;
+  bool across_channels_ = true;
+  int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
+  Blob<Dtype> scale_;           // saved for backward
+  vector<Dtype> work_, work2_;  // one image of scratch each
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYERS_LRN_LAYER_HPP_

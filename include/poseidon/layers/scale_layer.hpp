@@ -1,0 +1,75 @@
+// Scale: multiplies by a scale s broadcast over the axes it does not cover,
+// optionally adding a bias b of the same shape (as Caffe's Scale layer, the
+// usual partner of BatchNorm).
+//
+//   y[o, d, i] = x[o, d, i] * s[d] (+ b[d])
+//   dE/dx[o, d, i] = dE/dy[o, d, i] * s[d]
+//   dE/ds[d] = sum_{o, i} dE/dy[o, d, i] * x[o, d, i]
+//   dE/db[d] = sum_{o, i} dE/dy[o, d, i]
+//
+// The bottom is viewed as (outer, dim, inner) around s exactly as in
+// BiasLayer (see bias_layer.hpp).
+//
+//   bottom[0]: x, any shape          top[0]: y, the same shape
+//   bottom[1]: s (optional). Without it, s is a learned parameter (blobs[0])
+//              of shape bottom[0].shape[axis, axis + num_axes).
+// Parameter blobs: [s if learned] then [b if bias_term].
+// In place (top == bottom[0]) is supported; x is then kept for dE/ds.
+//
+// Prototxt: scale_param {
+//   axis: 1          first axis of bottom[0] that s covers (negative from end)
+//   num_axes: 1      axes a learned s covers; -1 to the end, 0 a scalar;
+//                    ignored when s is bottom[1]
+//   filler           initialises a learned s (default constant 1)
+//   bias_term: false adds b, computed by an internal BiasLayer
+//   bias_filler      initialises b (default constant 0) }
+#ifndef POSEIDON_LAYERS_SCALE_LAYER_HPP_
+#define POSEIDON_LAYERS_SCALE_LAYER_HPP_
+
+#include <memory>
+#include <vector>
+
+#include "poseidon/layer.hpp"
+#include "poseidon/layers/bias_layer.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class ScaleLayer final : public Layer<Dtype> {
+ public:
+  explicit ScaleLayer(const LayerParameter& param) : Layer<Dtype>(param) {}
+
+  void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                  const vector<Blob<Dtype>*>& top) override;
+  void Reshape(const vector<Blob<Dtype>*>& bottom,
+               const vector<Blob<Dtype>*>& top) override;
+
+  const char* type() const override { return "Scale"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MaxBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override;
+
+ private:
+  Blob<Dtype>* ScaleBlob(const vector<Blob<Dtype>*>& bottom) const {
+    return bottom.size() > 1 ? bottom[1] : this->blobs_[0].get();
+  }
+
+  AxisBroadcast view_;
+  // Computes the bias term in place on the top; its parameter blob is also
+  // this layer's last blob. Null without bias_term.
+  std::unique_ptr<BiasLayer<Dtype>> bias_layer_;
+  int bias_param_id_ = -1;
+  // x, kept by Forward when computing in place.
+  Blob<Dtype> saved_input_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYERS_SCALE_LAYER_HPP_

@@ -1,0 +1,37 @@
+// Sigmoid: the logistic function, element-wise.
+//
+//   y = 1 / (1 + exp(-x))
+//   dE/dx = dE/dy * y * (1 - y)
+//
+//   bottom[0]: any shape      top[0]: the same shape
+//
+// Prototxt: sigmoid_param { engine } (only the CPU/Caffe engine here).
+// In place is supported: Backward needs only y.
+#ifndef POSEIDON_LAYERS_SIGMOID_LAYER_HPP_
+#define POSEIDON_LAYERS_SIGMOID_LAYER_HPP_
+
+#include <vector>
+
+#include "poseidon/layers/neuron_layer.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class SigmoidLayer final : public NeuronLayer<Dtype> {
+ public:
+  explicit SigmoidLayer(const LayerParameter& param)
+      : NeuronLayer<Dtype>(param) {}
+
+  const char* type() const override { return "Sigmoid"; }
+
+ protected:
+  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_LAYERS_SIGMOID_LAYER_HPP_

@@ -1,0 +1,220 @@
+// Net: a DAG of layers built from a NetParameter (prototxt). It filters layers
+// by phase/level/stage rules, upgrades legacy formats, inserts Split layers
+// where a blob feeds several consumers, wires bottoms to tops (in place where
+// a top reuses its bottom's name), shares parameters by name, works out which
+// layers need backward, and runs forward/backward over any layer range.
+//
+// Hooks: callbacks run before each layer's forward and after each layer's
+// backward (and the converse pair). The distributed synchroniser subscribes to
+// them; layers themselves never communicate. Callbacks run on the thread that
+// calls Forward/Backward and must not throw across it.
+//
+// Errors: a layer that fails to set up throws an Error whose message names the
+// layer, its type and its bottom shapes.
+#ifndef POSEIDON_NET_HPP_
+#define POSEIDON_NET_HPP_
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "poseidon/blob.hpp"
+#include "poseidon/common.hpp"
+#include "poseidon/layer.hpp"
+#include "poseidon/proto/caffe.pb.h"
+
+namespace poseidon {
+
+template <typename Dtype>
+class Net {
+ public:
+  // Called with the index of the layer concerned.
+  using LayerCallback = std::function<void(int layer_id)>;
+
+  explicit Net(const NetParameter& param);
+  // Reads a prototxt (upgrading legacy formats) and sets phase/level/stages.
+  Net(const string& param_file, Phase phase, int level = 0,
+      const vector<string>* stages = nullptr);
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(Net);
+
+  // Runs the whole net; *loss receives the weighted loss. Returns the outputs.
+  const vector<Blob<Dtype>*>& Forward(Dtype* loss = nullptr);
+  // Runs layers [start, end] inclusive and returns their loss.
+  Dtype ForwardFromTo(int start, int end);
+  Dtype ForwardFrom(int start);
+  Dtype ForwardTo(int end);
+
+  void Backward();
+  void BackwardFromTo(int start, int end);
+  void BackwardFrom(int start);
+  void BackwardTo(int end);
+
+  Dtype ForwardBackward() {
+    Dtype loss;
+    Forward(&loss);
+    Backward();
+    return loss;
+  }
+
+  // Re-runs every layer's Reshape (after changing an input's shape).
+  void Reshape();
+  // Zeroes the diffs of the learnable parameters.
+  void ClearParamDiffs();
+  // data -= diff for each parameter owner.
+  void Update();
+  // Makes shared parameters alias their owner's data and diff.
+  void ShareWeights();
+
+  // Uses `other`'s parameter data for layers of the same name (test nets).
+  void ShareTrainedLayersWith(const Net* other);
+  // Copies weights by layer name; layers absent from the net are skipped,
+  // shape mismatches throw ShapeError naming the layer and both shapes.
+  void CopyTrainedLayersFrom(const NetParameter& param);
+  // Reads a binary .caffemodel (upgrading legacy formats).
+  void CopyTrainedLayersFrom(const string& trained_filename);
+  void ToProto(NetParameter* param, bool write_diff = false) const;
+
+  const string& name() const { return name_; }
+  Phase phase() const { return phase_; }
+  const vector<string>& layer_names() const { return layer_names_; }
+  const vector<string>& blob_names() const { return blob_names_; }
+  const vector<shared_ptr<Blob<Dtype>>>& blobs() const { return blobs_; }
+  const vector<shared_ptr<Layer<Dtype>>>& layers() const { return layers_; }
+  const vector<vector<Blob<Dtype>*>>& bottom_vecs() const {
+    return bottom_vecs_;
+  }
+  const vector<vector<Blob<Dtype>*>>& top_vecs() const { return top_vecs_; }
+  const vector<int>& top_ids(int i) const { return top_id_vecs_.at(i); }
+  const vector<int>& bottom_ids(int i) const { return bottom_id_vecs_.at(i); }
+  const vector<vector<bool>>& bottom_need_backward() const {
+    return bottom_need_backward_;
+  }
+  const vector<Dtype>& blob_loss_weights() const { return blob_loss_weights_; }
+  const vector<bool>& layer_need_backward() const {
+    return layer_need_backward_;
+  }
+  // Every parameter blob, shared ones included, in layer order.
+  const vector<shared_ptr<Blob<Dtype>>>& params() const { return params_; }
+  // The blobs the solver updates (owners only).
+  const vector<Blob<Dtype>*>& learnable_params() const {
+    return learnable_params_;
+  }
+  const vector<float>& params_lr() const { return params_lr_; }
+  const vector<bool>& has_params_lr() const { return has_params_lr_; }
+  const vector<float>& params_weight_decay() const {
+    return params_weight_decay_;
+  }
+  const vector<bool>& has_params_decay() const { return has_params_decay_; }
+  const std::map<string, int>& param_names_index() const {
+    return param_names_index_;
+  }
+  // -1 for owners, else the index in params() of the owner.
+  const vector<int>& param_owners() const { return param_owners_; }
+  const vector<string>& param_display_names() const {
+    return param_display_names_;
+  }
+  // For each entry of params(): the layer it belongs to and its index there.
+  const vector<std::pair<int, int>>& param_layer_indices() const {
+    return param_layer_indices_;
+  }
+  // For each learnable param: its index in params().
+  const vector<int>& learnable_param_ids() const { return learnable_param_ids_; }
+
+  int num_inputs() const { return static_cast<int>(net_input_blobs_.size()); }
+  int num_outputs() const {
+    return static_cast<int>(net_output_blobs_.size());
+  }
+  const vector<Blob<Dtype>*>& input_blobs() const { return net_input_blobs_; }
+  const vector<Blob<Dtype>*>& output_blobs() const {
+    return net_output_blobs_;
+  }
+  const vector<int>& input_blob_indices() const { return net_input_blob_indices_; }
+  const vector<int>& output_blob_indices() const {
+    return net_output_blob_indices_;
+  }
+  bool has_blob(const string& blob_name) const;
+  // Throws Error naming the blob when absent.
+  shared_ptr<Blob<Dtype>> blob_by_name(const string& blob_name) const;
+  bool has_layer(const string& layer_name) const;
+  shared_ptr<Layer<Dtype>> layer_by_name(const string& layer_name) const;
+  int layer_index(const string& layer_name) const;
+
+  void set_debug_info(bool value) { debug_info_ = value; }
+
+  void add_before_forward(LayerCallback cb) { before_forward_.push_back(cb); }
+  void add_after_forward(LayerCallback cb) { after_forward_.push_back(cb); }
+  void add_before_backward(LayerCallback cb) {
+    before_backward_.push_back(cb);
+  }
+  void add_after_backward(LayerCallback cb) { after_backward_.push_back(cb); }
+
+  // Keeps the layers whose include/exclude rules match param.state().
+  static void FilterNet(const NetParameter& param, NetParameter* filtered);
+  static bool StateMeetsRule(const NetState& state, const NetStateRule& rule,
+                             const string& layer_name);
+
+ private:
+  void Init(const NetParameter& param);
+  void AppendTop(const NetParameter& param, int layer_id, int top_id,
+                 std::set<string>* available_blobs,
+                 std::map<string, int>* blob_name_to_idx);
+  int AppendBottom(const NetParameter& param, int layer_id, int bottom_id,
+                   std::set<string>* available_blobs,
+                   std::map<string, int>* blob_name_to_idx);
+  void AppendParam(const NetParameter& param, int layer_id, int param_id);
+  void ComputeBackwardNeeds(const NetParameter& param);
+  void ForwardDebugInfo(int layer_id) const;
+  void BackwardDebugInfo(int layer_id) const;
+  void UpdateDebugInfo(int param_id) const;
+
+  string name_;
+  Phase phase_ = TRAIN;
+  vector<shared_ptr<Layer<Dtype>>> layers_;
+  vector<string> layer_names_;
+  std::map<string, int> layer_names_index_;
+  vector<bool> layer_need_backward_;
+  vector<shared_ptr<Blob<Dtype>>> blobs_;
+  vector<string> blob_names_;
+  std::map<string, int> blob_names_index_;
+  vector<bool> blob_need_backward_;
+  vector<vector<Blob<Dtype>*>> bottom_vecs_;
+  vector<vector<int>> bottom_id_vecs_;
+  vector<vector<bool>> bottom_need_backward_;
+  vector<vector<Blob<Dtype>*>> top_vecs_;
+  vector<vector<int>> top_id_vecs_;
+  vector<vector<int>> param_id_vecs_;
+  vector<int> param_owners_;
+  vector<string> param_display_names_;
+  vector<std::pair<int, int>> param_layer_indices_;
+  std::map<string, int> param_names_index_;
+  vector<int> net_input_blob_indices_;
+  vector<int> net_output_blob_indices_;
+  vector<Blob<Dtype>*> net_input_blobs_;
+  vector<Blob<Dtype>*> net_output_blobs_;
+  vector<shared_ptr<Blob<Dtype>>> params_;
+  vector<Blob<Dtype>*> learnable_params_;
+  vector<int> learnable_param_ids_;
+  vector<float> params_lr_;
+  vector<bool> has_params_lr_;
+  vector<float> params_weight_decay_;
+  vector<bool> has_params_decay_;
+  vector<Dtype> blob_loss_weights_;
+  bool debug_info_ = false;
+  vector<LayerCallback> before_forward_;
+  vector<LayerCallback> after_forward_;
+  vector<LayerCallback> before_backward_;
+  vector<LayerCallback> after_backward_;
+};
+
+// Reads a net prototxt and upgrades it to the current format (throws on
+// parse errors with file:line:column).
+void ReadNetParamsFromTextFile(const string& filename, NetParameter* param);
+// Reads a binary net (weights) and upgrades it.
+void ReadNetParamsFromBinaryFile(const string& filename, NetParameter* param);
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_NET_HPP_

@@ -1,0 +1,173 @@
+// Solver: drives training of a Net from a SolverParameter (solver.prototxt).
+// It builds the train net and the test nets, runs forward/backward
+// (accumulating gradients over iter_size passes), hands the gradients to the
+// update rule (ApplyUpdate, implemented by the subclasses in solvers/), tests
+// every test_interval iterations, logs progress and writes snapshots.
+//
+// The interface follows Caffe's Solver so that pycaffe's Solver class maps onto
+// it method for method: Solve, Step, Restore, Snapshot, net, test_nets, iter,
+// param, type, add_callback.
+//
+// Files: snapshots are "<snapshot_prefix>_iter_<N>.caffemodel" (a NetParameter)
+// and "<snapshot_prefix>_iter_<N>.solverstate" (a SolverState), binary
+// protobuf, each written atomically (temporary file renamed into place).
+//
+// Errors: an inconsistent solver description throws ConfigError; unreadable or
+// unwritable files throw IOError; a non-finite loss, or non-finite weights
+// about to be snapshotted, throw NumericError naming the iteration and the
+// last snapshot written, and no snapshot of such weights is ever written.
+//
+// Thread safety: a Solver and its nets belong to the thread that calls Step.
+// Callbacks run on that thread.
+#ifndef POSEIDON_SOLVER_HPP_
+#define POSEIDON_SOLVER_HPP_
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "poseidon/common.hpp"
+#include "poseidon/net.hpp"
+#include "poseidon/proto/caffe.pb.h"
+
+namespace poseidon {
+
+// What the solver should do after the current iteration; requested
+// asynchronously (signals) through the action function.
+enum class SolverAction { NONE = 0, STOP = 1, SNAPSHOT = 2 };
+
+using ActionCallback = std::function<SolverAction()>;
+
+template <typename Dtype>
+class Solver {
+ public:
+  // Observers of the training loop (the distributed synchroniser, pycaffe's
+  // add_callback). on_start runs at the start of each iteration, before the
+  // forward passes; on_gradients_ready after all iter_size backward passes,
+  // before ApplyUpdate.
+  class Callback {
+   public:
+    virtual ~Callback() = default;
+    virtual void on_start() = 0;
+    virtual void on_gradients_ready() = 0;
+  };
+
+  // Builds the nets described by `param` (upgraded first, see
+  // UpgradeSolverAsNeeded).
+  explicit Solver(const SolverParameter& param);
+  // Reads a solver prototxt with ReadSolverParamsFromTextFile.
+  explicit Solver(const string& param_file);
+  virtual ~Solver() = default;
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(Solver);
+
+  // Trains until max_iter, optionally resuming from a .solverstate first;
+  // snapshots at the end unless snapshot_after_train is false.
+  virtual void Solve(const char* resume_file = nullptr);
+  void Solve(const string& resume_file) { Solve(resume_file.c_str()); }
+  // Runs `iters` training iterations (testing and snapshotting on schedule).
+  void Step(int iters);
+  // Loads a .solverstate and the weights it names. The weights file is looked
+  // up as written in the state, then relative to the state file's directory.
+  void Restore(const char* state_file);
+  void Restore(const string& state_file) { Restore(state_file.c_str()); }
+  // Writes <prefix>_iter_<iter>.caffemodel and .solverstate.
+  void Snapshot();
+  // Evaluates every test net (test_iter[i] forward passes each) and logs the
+  // mean of each output.
+  void TestAll();
+
+  // The update rule: turns the accumulated gradients into parameter steps
+  // and applies them (does not advance iter()).
+  virtual void ApplyUpdate() = 0;
+  // The solver's prototxt type name ("SGD", "Adam", ...).
+  virtual const char* type() const = 0;
+
+  const SolverParameter& param() const { return param_; }
+  const shared_ptr<Net<Dtype>>& net() const { return net_; }
+  const vector<shared_ptr<Net<Dtype>>>& test_nets() const { return test_nets_; }
+  int iter() const { return iter_; }
+  int max_iter() const { return param_.max_iter(); }
+  Dtype smoothed_loss() const { return smoothed_loss_; }
+  // The mean scores of each test net's outputs from the last TestAll, in
+  // output order (one entry per element of each output blob).
+  const vector<vector<Dtype>>& test_scores() const { return test_scores_; }
+  // The .solverstate file of the last snapshot, "" when none was written.
+  const string& last_snapshot() const { return last_snapshot_; }
+  bool requested_early_exit() const { return requested_early_exit_; }
+
+  // Observes (does not own) the callback; it must outlive the solver's use.
+  void add_callback(Callback* callback) { callbacks_.push_back(callback); }
+  const vector<Callback*>& callbacks() const { return callbacks_; }
+  // Function forms of the two callback points.
+  void add_on_start(std::function<void()> fn) {
+    on_start_fns_.push_back(std::move(fn));
+  }
+  void add_on_gradients_ready(std::function<void()> fn) {
+    on_gradients_ready_fns_.push_back(std::move(fn));
+  }
+
+  // Polled once per iteration (and per test iteration); the tools connect it
+  // to the SIGINT/SIGHUP handler.
+  void SetActionFunction(ActionCallback func) {
+    action_request_function_ = std::move(func);
+  }
+  SolverAction GetRequestedAction() const;
+
+ protected:
+  void Init(const SolverParameter& param);
+  void InitTrainNet();
+  void InitTestNets();
+  void CheckSnapshotWritePermissions() const;
+  void Test(int test_net_id);
+  void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
+  void DisplayProgress(int stop_iter);
+  string SnapshotFilename(const string& extension) const;
+  // Throws NumericError if a learnable parameter holds a non-finite value.
+  void CheckWeightsFinite(const char* when) const;
+  string LastSnapshotNote() const;
+  // Finds the weights file a .solverstate names: as written, else relative
+  // to the state file's directory, else by its file name in that directory.
+  static string ResolveLearnedNet(const string& state_file,
+                                  const string& learned_net);
+
+  // Update-rule state, saved in and restored from the .solverstate.
+  virtual void SnapshotSolverState(const string& model_filename) = 0;
+  virtual void RestoreSolverStateFromBinaryProto(const string& state_file) = 0;
+
+  SolverParameter param_;
+  int iter_ = 0;
+  // The lr schedule position for the step and multistep policies.
+  int current_step_ = 0;
+  shared_ptr<Net<Dtype>> net_;
+  vector<shared_ptr<Net<Dtype>>> test_nets_;
+  vector<vector<Dtype>> test_scores_;
+  vector<Callback*> callbacks_;
+  vector<std::function<void()>> on_start_fns_;
+  vector<std::function<void()>> on_gradients_ready_fns_;
+  vector<Dtype> losses_;
+  Dtype smoothed_loss_ = 0;
+  ActionCallback action_request_function_;
+  bool requested_early_exit_ = false;
+  string last_snapshot_;
+
+  // Throughput and ETA bookkeeping for the display lines.
+  std::chrono::steady_clock::time_point display_start_;
+  int iterations_last_ = 0;
+  double seconds_per_iter_avg_ = -1;
+};
+
+// Reads a solver prototxt (ConfigError with file:line:column on syntax errors,
+// IOError when missing), upgrades it, and, as Caffe does, derives
+// snapshot_prefix from the file name when absent (or puts the file's stem
+// inside snapshot_prefix when that names a directory).
+void ReadSolverParamsFromTextFile(const string& param_file,
+                                  SolverParameter* param);
+// Moves the deprecated `solver_type` enum into the `type` string
+// (SGD -> "SGD", NESTEROV -> "Nesterov", ...). Throws ConfigError naming
+// `source` when both are given and disagree. Returns whether it changed.
+bool UpgradeSolverAsNeeded(const string& source, SolverParameter* param);
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_SOLVER_HPP_

@@ -1,0 +1,77 @@
+// SGDSolver: stochastic gradient descent with momentum, and the base of the
+// adaptive update rules (solvers/*_solver.hpp), which share its learning-rate
+// schedule, gradient clipping, normalisation and weight decay.
+//
+// Each iteration, for the accumulated gradient g of every learnable param
+// (Caffe's order, so results and files match Caffe):
+//   1. ClipGradients: if clip_gradients >= 0 and ||g||_2 over all params
+//      exceeds it, every g is scaled by clip_gradients / ||g||_2.
+//   2. Normalize:  g /= iter_size.
+//   3. Regularize: g += decay * w        (regularization_type "L2", default)
+//                  g += decay * sign(w)  ("L1"),
+//      decay = weight_decay * decay_mult of the param.
+//   4. ComputeUpdateValue (SGD):  v = momentum * v + lr * lr_mult * g; g = v.
+//   5. Net::Update:  w -= g.
+//
+// Learning-rate policies (lr_policy), with it = iter():
+//   fixed      base_lr
+//   step       base_lr * gamma ^ floor(it / stepsize)
+//   exp        base_lr * gamma ^ it
+//   inv        base_lr * (1 + gamma * it) ^ (-power)
+//   multistep  base_lr * gamma ^ (number of stepvalue entries reached)
+//   poly       base_lr * (1 - it / max_iter) ^ power
+//   sigmoid    base_lr / (1 + exp(-gamma * (it - stepsize)))
+//
+// Prototxt fields: base_lr, lr_policy, gamma, power, stepsize, stepvalue,
+// momentum (0), weight_decay (0), regularization_type ("L2"),
+// clip_gradients (-1: off), iter_size (1).
+//
+// State (.solverstate): history holds one blob per learnable param (the
+// momentum v); subclasses may append more (AdaDelta, Adam).
+#ifndef POSEIDON_SOLVERS_SGD_SOLVER_HPP_
+#define POSEIDON_SOLVERS_SGD_SOLVER_HPP_
+
+#include <string>
+#include <vector>
+
+#include "poseidon/solver.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+class SGDSolver : public Solver<Dtype> {
+ public:
+  explicit SGDSolver(const SolverParameter& param);
+  explicit SGDSolver(const string& param_file);
+
+  const char* type() const override { return "SGD"; }
+  void ApplyUpdate() override;
+  // The rate for the current iteration; for "multistep" it also advances the
+  // schedule by at most one step per call, as Caffe does.
+  Dtype GetLearningRate();
+  const vector<shared_ptr<Blob<Dtype>>>& history() const { return history_; }
+
+ protected:
+  // Allocates history/update/temp like the learnable params and checks the
+  // schedule and regularisation settings.
+  void PreSolve();
+  // Appends one more zeroed history blob per learnable param.
+  void AppendHistory();
+  virtual void ClipGradients();
+  virtual void Normalize(int param_id);
+  virtual void Regularize(int param_id);
+  virtual void ComputeUpdateValue(int param_id, Dtype rate);
+
+  void SnapshotSolverState(const string& model_filename) override;
+  void RestoreSolverStateFromBinaryProto(const string& state_file) override;
+
+  // history_: the update rule's state (saved in snapshots); update_, temp_:
+  // scratch space of the same shapes.
+  vector<shared_ptr<Blob<Dtype>>> history_;
+  vector<shared_ptr<Blob<Dtype>>> update_;
+  vector<shared_ptr<Blob<Dtype>>> temp_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_SOLVERS_SGD_SOLVER_HPP_

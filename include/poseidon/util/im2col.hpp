@@ -1,0 +1,83 @@
+// im2col / col2im: the patch rearrangements that turn a convolution into a
+// matrix product (im2col) and scatter its gradient back onto the image
+// (col2im).
+//
+// Layout (2-D). The image is (channels, height, width), row-major. The column
+// matrix has channels * kernel_h * kernel_w rows and output_h * output_w
+// columns; row (c * kernel_h + i) * kernel_w + j, column y * output_w + x holds
+//   image[c][y * stride_h - pad_h + i * dilation_h]
+//           [x * stride_w - pad_w + j * dilation_w],
+// or 0 where that position falls in the padding. The output size per axis is
+// ConvOutputSize() below.
+//
+// The *_batch_* variants treat `num` images stored back to back as one wide
+// column matrix of num * output_h * output_w columns, image n owning columns
+// [n * output_h * output_w, (n + 1) * output_h * output_w). One GEMM over that
+// matrix convolves the whole batch (see Note [Batched im2col] in
+// base_conv_layer.cpp).
+//
+// Layout (N-D). im_shape is (channels, d_1, ..., d_N); col_shape is
+// (channels * prod(kernel), o_1, ..., o_N). Rows enumerate (channel, kernel
+// offsets) with the last kernel axis fastest, columns enumerate output
+// positions row-major, exactly as in the 2-D case.
+//
+// col2im is the adjoint of im2col: it overwrites the image with the sum of
+// every column entry that was read from each pixel (padding entries are
+// dropped). Thread safety: pure functions of their arguments.
+#ifndef POSEIDON_UTIL_IM2COL_HPP_
+#define POSEIDON_UTIL_IM2COL_HPP_
+
+namespace poseidon {
+
+// Number of window positions along one axis:
+//   (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1.
+// Callers check that the padded input holds one dilated kernel.
+inline int ConvOutputSize(int in, int kernel, int pad, int stride,
+                          int dilation) {
+  const int extent = dilation * (kernel - 1) + 1;
+  return (in + 2 * pad - extent) / stride + 1;
+}
+
+template <typename Dtype>
+void im2col_cpu(const Dtype* data_im, int channels, int height, int width,
+                int kernel_h, int kernel_w, int pad_h, int pad_w, int stride_h,
+                int stride_w, int dilation_h, int dilation_w,
+                Dtype* data_col);
+
+template <typename Dtype>
+void col2im_cpu(const Dtype* data_col, int channels, int height, int width,
+                int kernel_h, int kernel_w, int pad_h, int pad_w, int stride_h,
+                int stride_w, int dilation_h, int dilation_w, Dtype* data_im);
+
+// `num` images in, one (channels * kernel_h * kernel_w) x
+// (num * output_h * output_w) column matrix out.
+template <typename Dtype>
+void im2col_batch_cpu(const Dtype* data_im, int num, int channels, int height,
+                      int width, int kernel_h, int kernel_w, int pad_h,
+                      int pad_w, int stride_h, int stride_w, int dilation_h,
+                      int dilation_w, Dtype* data_col);
+
+// The adjoint of im2col_batch_cpu; overwrites all `num` images.
+template <typename Dtype>
+void col2im_batch_cpu(const Dtype* data_col, int num, int channels, int height,
+                      int width, int kernel_h, int kernel_w, int pad_h,
+                      int pad_w, int stride_h, int stride_w, int dilation_h,
+                      int dilation_w, Dtype* data_im);
+
+// N-D versions; every shape array but im_shape and col_shape has
+// num_spatial_axes entries, those two have num_spatial_axes + 1.
+template <typename Dtype>
+void im2col_nd_cpu(const Dtype* data_im, int num_spatial_axes,
+                   const int* im_shape, const int* col_shape,
+                   const int* kernel_shape, const int* pad, const int* stride,
+                   const int* dilation, Dtype* data_col);
+
+template <typename Dtype>
+void col2im_nd_cpu(const Dtype* data_col, int num_spatial_axes,
+                   const int* im_shape, const int* col_shape,
+                   const int* kernel_shape, const int* pad, const int* stride,
+                   const int* dilation, Dtype* data_im);
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_IM2COL_HPP_

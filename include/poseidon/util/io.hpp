@@ -1,0 +1,43 @@
+// Reading and writing protobuf files: text prototxt with errors that name
+// file:line:column, binary files (.caffemodel, .solverstate, .binaryproto)
+// with size checks, and atomic writes (a temporary file renamed into place, so
+// a crash mid-write never leaves a truncated file under the final name).
+#ifndef POSEIDON_UTIL_IO_HPP_
+#define POSEIDON_UTIL_IO_HPP_
+
+#include <google/protobuf/message.h>
+
+#include <string>
+
+#include "poseidon/common.hpp"
+
+namespace poseidon {
+
+// Parses a text-format message. Unknown fields, malformed values and syntax
+// errors throw ConfigError("file:line:column: what"); a missing file throws
+// IOError.
+void ReadProtoFromTextFile(const string& filename,
+                           google::protobuf::Message* proto);
+// Parses text from memory; `source` names it in error messages.
+void ReadProtoFromTextString(const string& text, const string& source,
+                             google::protobuf::Message* proto);
+// Parses a binary message; missing, unreadable, truncated or otherwise
+// corrupt files throw IOError naming the file.
+void ReadProtoFromBinaryFile(const string& filename,
+                             google::protobuf::Message* proto);
+
+// Atomic writes (write to "<file>.tmp.<pid>", fsync, rename).
+void WriteProtoToTextFile(const google::protobuf::Message& proto,
+                          const string& filename);
+void WriteProtoToBinaryFile(const google::protobuf::Message& proto,
+                            const string& filename);
+// Writes bytes atomically.
+void WriteFileAtomically(const string& filename, const string& contents);
+
+// Reads a whole file; throws IOError naming it if it cannot.
+string ReadFileToString(const string& filename);
+bool FileExists(const string& filename);
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_IO_HPP_

@@ -1,0 +1,50 @@
+// Turns SIGINT and SIGHUP into solver actions, as Caffe's tool does: while a
+// SignalHandler lives, the two signals only set flags (the handler itself does
+// nothing else, so it is async-signal-safe), and the solver polls them once
+// per iteration through GetActionFunction(). Defaults as in Caffe: SIGINT
+// stops training (Solve still writes its final snapshot when
+// snapshot_after_train), SIGHUP snapshots and goes on.
+//
+//   SignalHandler handler(FLAGS_sigint_effect, FLAGS_sighup_effect);
+//   solver->SetActionFunction(handler.GetActionFunction());
+//
+// Thread safety: one SignalHandler may exist at a time in a process (a second
+// one throws Error). The previous dispositions are restored on destruction.
+// The action function observes the handler, which must outlive its use.
+#ifndef POSEIDON_UTIL_SIGNAL_HANDLER_HPP_
+#define POSEIDON_UTIL_SIGNAL_HANDLER_HPP_
+
+#include <string>
+
+#include "poseidon/solver.hpp"
+
+namespace poseidon {
+
+// Parses a --sigint_effect / --sighup_effect value: "stop", "snapshot" or
+// "none"; anything else throws ConfigError naming `flag_name`.
+SolverAction ParseSolverAction(const string& value, const string& flag_name);
+
+class SignalHandler {
+ public:
+  SignalHandler(SolverAction sigint_action, SolverAction sighup_action);
+  // From the flag strings (see ParseSolverAction).
+  SignalHandler(const string& sigint_effect, const string& sighup_effect);
+  ~SignalHandler();
+  SignalHandler(const SignalHandler&) = delete;
+  SignalHandler& operator=(const SignalHandler&) = delete;
+
+  // Returns (and clears) the action of a signal received since the last
+  // call: SIGHUP's first, then SIGINT's; NONE when neither arrived.
+  SolverAction CheckForSignals() const;
+  ActionCallback GetActionFunction();
+
+ private:
+  void Install();
+
+  SolverAction sigint_action_;
+  SolverAction sighup_action_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_SIGNAL_HANDLER_HPP_

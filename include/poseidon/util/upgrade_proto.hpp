@@ -1,0 +1,37 @@
+// Upgrades of legacy Caffe formats to the current schema, done on load as
+// Caffe does: V1 nets (`layers { type: CONVOLUTION blobs_lr: 1 }`), net-level
+// `input:`/`input_shape:` fields (become Input layers), transformation fields
+// inside data_param (moved to transform_param), BatchNorm's obsolete zero-lr
+// ParamSpecs. (The solver_type enum upgrade lives beside Solver.)
+#ifndef POSEIDON_UTIL_UPGRADE_PROTO_HPP_
+#define POSEIDON_UTIL_UPGRADE_PROTO_HPP_
+
+#include <string>
+
+#include "poseidon/proto/caffe.pb.h"
+
+namespace poseidon {
+
+bool NetNeedsUpgrade(const NetParameter& net_param);
+// Applies every needed upgrade in place; `source` names the file in messages.
+// Returns true if anything changed. Throws ConfigError for what cannot be
+// upgraded (e.g. a V1 layer type with no counterpart).
+bool UpgradeNetAsNeeded(const std::string& source, NetParameter* param);
+
+bool NetNeedsV1ToV2Upgrade(const NetParameter& net_param);
+void UpgradeV1Net(const std::string& source, NetParameter* param);
+// The V2 type string of a V1 enum value ("Convolution" for CONVOLUTION).
+const char* UpgradeV1LayerType(V1LayerParameter::LayerType type);
+
+bool NetNeedsInputUpgrade(const NetParameter& net_param);
+void UpgradeNetInput(NetParameter* param);
+
+bool NetNeedsDataUpgrade(const NetParameter& net_param);
+void UpgradeNetDataTransformation(NetParameter* param);
+
+bool NetNeedsBatchNormUpgrade(const NetParameter& net_param);
+void UpgradeNetBatchNorm(NetParameter* param);
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_UPGRADE_PROTO_HPP_

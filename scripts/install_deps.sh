@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Poseidon builds and runs with. Idempotent: when
+# everything is present it does nothing (and needs no network).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ccache
+  protobuf-compiler libprotobuf-dev
+  libgoogle-glog-dev libgflags-dev
+  liblmdb-dev lmdb-utils
+  libopenblas-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  zlib1g-dev
+  libgtest-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,544 @@
+// BaseConvolutionLayer: parameter parsing, shape checks, and the convolution
+// as GEMMs over im2col columns, per image (reference) or per chunk of images.
+#include "poseidon/layers/base_conv_layer.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "poseidon/filler.hpp"
+#include "poseidon/util/im2col.hpp"
+
+namespace poseidon {
+
+// Note [Batched im2col]
+// Caffe convolves image by image: im2col of one image into a K x S column
+// matrix (K = channels/group * kernel size, S = output positions), then an
+// (O/group) x K by K x S GEMM per group. When S is small (the 8x8 maps of
+// CIFAR-10's conv3, LeNet's conv2, AlexNet's 13x13 layers) those GEMMs are
+// too narrow to keep BLAS busy, and its per-call overhead and thread
+// wake-ups dominate. The batched path writes the columns of a chunk of B
+// images side by side into one K x (B*S) matrix (im2col_batch_cpu), does
+// one GEMM per group into an O x (B*S) buffer, and copies that back to
+// (B, O, S) order. Backward gathers the top diff into the same (O, B*S)
+// order once and uses it for the weight gradient (one GEMM accumulating
+// over the chunk) and the column gradient (one GEMM, then col2im).
+//
+// Chunks are NOT the whole batch: measured on the 2-core development
+// machine, a column matrix that outgrows the L2 cache makes im2col, the
+// GEMMs and col2im all slower (a 64-image CIFAR-10 conv1 chunk, 20 MB of
+// columns, ran at half the speed of per-image GEMMs). kAuto therefore takes
+// just enough images for kTargetColumns GEMM columns, within
+// max_buffer_bytes_; layers whose images alone give that many columns run
+// per image, where a 1x1, stride 1, pad 0 convolution needs no im2col at
+// all (the image is its own column matrix). N-D convolutions (and
+// force_nd_im2col) always run per image.
+namespace {
+
+// GEMM width kAuto aims for when batching images (see Note [Batched im2col]).
+constexpr int kTargetColumns = 512;
+
+int Product(const vector<int>& v, size_t begin = 0) {
+  int p = 1;
+  for (size_t i = begin; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+// A uint32 proto value as an int; values above INT_MAX are what a negative
+// number written into a uint32 field becomes.
+int ToInt(const char* field, uint32_t value) {
+  POSEIDON_REQUIRE(value <= static_cast<uint32_t>(INT_MAX), ConfigError,
+                   "convolution_param.", field,
+                   " must be non-negative, got ",
+                   static_cast<int32_t>(value));
+  return static_cast<int>(value);
+}
+
+// Reads a per-axis parameter given either as the repeated field `name` (one
+// value for every axis, or one per axis) or as name_h / name_w (2-D only).
+vector<int> PerAxis(const char* name,
+                    const google::protobuf::RepeatedField<uint32_t>& values,
+                    bool has_h, uint32_t h, bool has_w, uint32_t w,
+                    int num_axes, int default_value, bool required) {
+  const string n(name);
+  if (has_h || has_w) {
+    POSEIDON_REQUIRE(values.empty(), ConfigError, "convolution_param: give ",
+                     n, " or ", n, "_h/", n, "_w, not both");
+    POSEIDON_REQUIRE(has_h && has_w, ConfigError, "convolution_param.", n,
+                     "_h and ", n, "_w must be given together");
+    POSEIDON_REQUIRE(num_axes == 2, ConfigError, "convolution_param.", n,
+                     "_h/", n, "_w apply only to 2-D convolution, but there ",
+                     "are ", num_axes, " spatial axes");
+    return {ToInt((n + "_h").c_str(), h), ToInt((n + "_w").c_str(), w)};
+  }
+  if (values.empty()) {
+    POSEIDON_REQUIRE(!required, ConfigError, "convolution_param.", n,
+                     " (or ", n, "_h and ", n, "_w) is required");
+    return vector<int>(num_axes, default_value);
+  }
+  POSEIDON_REQUIRE(values.size() == 1 || values.size() == num_axes,
+                   ConfigError, "convolution_param.", n, " has ",
+                   values.size(), " values; give one, or one per spatial ",
+                   "axis (", num_axes, ")");
+  vector<int> out(num_axes);
+  for (int i = 0; i < num_axes; ++i) {
+    out[i] = ToInt(name, values.size() == 1 ? values[0] : values[i]);
+  }
+  return out;
+}
+
+string JoinInts(const vector<int>& v) {
+  string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += " x ";
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+// (images, channels, S) <-> (channels, images * S).
+template <typename Dtype>
+void ImagesToChannelMajor(const Dtype* images, int num, int channels,
+                          int spatial, Dtype* out) {
+  for (int n = 0; n < num; ++n) {
+    for (int c = 0; c < channels; ++c) {
+      std::memcpy(out + (static_cast<size_t>(c) * num + n) * spatial,
+                  images + (static_cast<size_t>(n) * channels + c) * spatial,
+                  sizeof(Dtype) * spatial);
+    }
+  }
+}
+
+template <typename Dtype>
+void ChannelMajorToImages(const Dtype* in, int num, int channels, int spatial,
+                          Dtype* images) {
+  for (int n = 0; n < num; ++n) {
+    for (int c = 0; c < channels; ++c) {
+      std::memcpy(images + (static_cast<size_t>(n) * channels + c) * spatial,
+                  in + (static_cast<size_t>(c) * num + n) * spatial,
+                  sizeof(Dtype) * spatial);
+    }
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ReadGeometry(const ConvolutionParameter& p) {
+  const int n = num_spatial_axes_;
+  kernel_shape_ = PerAxis("kernel", p.kernel_size(), p.has_kernel_h(),
+                          p.kernel_h(), p.has_kernel_w(), p.kernel_w(), n, 0,
+                          /*required=*/true);
+  stride_ = PerAxis("stride", p.stride(), p.has_stride_h(), p.stride_h(),
+                    p.has_stride_w(), p.stride_w(), n, 1, false);
+  pad_ = PerAxis("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(),
+                 p.pad_w(), n, 0, false);
+  dilation_ = PerAxis("dilation", p.dilation(), false, 0, false, 0, n, 1,
+                      false);
+  is_1x1_ = true;
+  for (int i = 0; i < n; ++i) {
+    POSEIDON_REQUIRE(kernel_shape_[i] > 0, ConfigError,
+                     "convolution_param: kernel size must be positive, got ",
+                     JoinInts(kernel_shape_));
+    POSEIDON_REQUIRE(stride_[i] > 0, ConfigError,
+                     "convolution_param: stride must be positive, got ",
+                     JoinInts(stride_));
+    POSEIDON_REQUIRE(dilation_[i] > 0, ConfigError,
+                     "convolution_param: dilation must be positive, got ",
+                     JoinInts(dilation_));
+    is_1x1_ = is_1x1_ && kernel_shape_[i] == 1 && stride_[i] == 1 &&
+              pad_[i] == 0;
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::LayerSetUp(
+    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+  const ConvolutionParameter& p = this->layer_param_.convolution_param();
+  const int num_axes = bottom[0]->num_axes();
+  POSEIDON_REQUIRE(p.axis() >= -num_axes && p.axis() < num_axes, ConfigError,
+                   "convolution_param.axis ", p.axis(),
+                   " is out of range for bottom[0] of shape ",
+                   bottom[0]->shape_string());
+  channel_axis_ = p.axis() < 0 ? p.axis() + num_axes : p.axis();
+  num_spatial_axes_ = num_axes - channel_axis_ - 1;
+  POSEIDON_REQUIRE(num_spatial_axes_ >= 1, ShapeError, this->type(),
+                   " needs at least one spatial axis after the channel axis ",
+                   channel_axis_, ", but bottom[0] has shape ",
+                   bottom[0]->shape_string());
+  force_nd_im2col_ = p.force_nd_im2col();
+  ReadGeometry(p);
+
+  num_output_ = static_cast<int>(p.num_output());
+  POSEIDON_REQUIRE(num_output_ > 0, ConfigError,
+                   "convolution_param.num_output must be positive, got ",
+                   static_cast<int32_t>(p.num_output()));
+  group_ = static_cast<int>(p.group());
+  POSEIDON_REQUIRE(group_ > 0, ConfigError,
+                   "convolution_param.group must be positive, got ",
+                   static_cast<int32_t>(p.group()));
+  channels_ = bottom[0]->shape(channel_axis_);
+  POSEIDON_REQUIRE(channels_ % group_ == 0, ShapeError, this->type(),
+                   ": bottom[0] has ", channels_, " channels (shape ",
+                   bottom[0]->shape_string(),
+                   "), not divisible by convolution_param.group ", group_);
+  POSEIDON_REQUIRE(num_output_ % group_ == 0, ConfigError,
+                   "convolution_param.num_output ", num_output_,
+                   " is not divisible by convolution_param.group ", group_);
+  if (reverse_dimensions()) {
+    conv_out_channels_ = channels_;
+    conv_in_channels_ = num_output_;
+  } else {
+    conv_out_channels_ = num_output_;
+    conv_in_channels_ = channels_;
+  }
+  bias_term_ = p.bias_term();
+
+  vector<int> weight_shape = {conv_out_channels_, conv_in_channels_ / group_};
+  weight_shape.insert(weight_shape.end(), kernel_shape_.begin(),
+                      kernel_shape_.end());
+  const vector<int> bias_shape = {num_output_};
+  auto& blobs = this->blobs_;
+  if (!blobs.empty()) {
+    const size_t expected = bias_term_ ? 2 : 1;
+    POSEIDON_REQUIRE(blobs.size() == expected, ShapeError, this->type(),
+                     " has ", blobs.size(), " parameter blobs but expects ",
+                     expected, " (bias_term ", bias_term_ ? "true" : "false",
+                     ")");
+    POSEIDON_REQUIRE(blobs[0]->shape() == weight_shape, ShapeError,
+                     this->type(), ": weights have shape ",
+                     blobs[0]->shape_string(), " but bottom[0] of shape ",
+                     bottom[0]->shape_string(), " with num_output ",
+                     num_output_, ", group ", group_, " and kernel ",
+                     JoinInts(kernel_shape_), " needs ",
+                     JoinInts(weight_shape));
+    if (bias_term_) {
+      POSEIDON_REQUIRE(blobs[1]->shape() == bias_shape, ShapeError,
+                       this->type(), ": bias has shape ",
+                       blobs[1]->shape_string(), " but num_output is ",
+                       num_output_);
+    }
+  } else {
+    blobs.push_back(std::make_shared<Blob<Dtype>>(weight_shape));
+    GetFiller<Dtype>(p.weight_filler())->Fill(blobs[0].get());
+    if (bias_term_) {
+      blobs.push_back(std::make_shared<Blob<Dtype>>(bias_shape));
+      GetFiller<Dtype>(p.bias_filler())->Fill(blobs[1].get());
+    }
+  }
+  this->param_propagate_down_.resize(blobs.size(), true);
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top) {
+  const int first_spatial = channel_axis_ + 1;
+  POSEIDON_REQUIRE(bottom[0]->num_axes() == first_spatial + num_spatial_axes_,
+                   ShapeError, this->type(), ": bottom[0] has shape ",
+                   bottom[0]->shape_string(), " but the layer was set up for ",
+                   first_spatial + num_spatial_axes_, " axes");
+  POSEIDON_REQUIRE(bottom[0]->shape(channel_axis_) == channels_, ShapeError,
+                   this->type(), ": bottom[0] has shape ",
+                   bottom[0]->shape_string(), " with ",
+                   bottom[0]->shape(channel_axis_),
+                   " channels, but the weights (shape ",
+                   this->blobs_[0]->shape_string(), ") expect ", channels_);
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    POSEIDON_REQUIRE(bottom[i]->shape() == bottom[0]->shape(), ShapeError,
+                     this->type(), ": all bottoms must have the same shape; ",
+                     "bottom[0] is ", bottom[0]->shape_string(), ", bottom[",
+                     i, "] is ", bottom[i]->shape_string());
+  }
+  num_ = bottom[0]->count(0, channel_axis_);
+  input_shape_.assign(bottom[0]->shape().begin() + first_spatial,
+                      bottom[0]->shape().end());
+  compute_output_shape();
+
+  vector<int> top_shape(bottom[0]->shape().begin(),
+                        bottom[0]->shape().begin() + channel_axis_);
+  top_shape.push_back(num_output_);
+  top_shape.insert(top_shape.end(), output_shape_.begin(),
+                   output_shape_.end());
+  for (Blob<Dtype>* t : top) t->Reshape(top_shape);
+
+  const vector<int>& im_side =
+      reverse_dimensions() ? output_shape_ : input_shape_;
+  const vector<int>& col_side =
+      reverse_dimensions() ? input_shape_ : output_shape_;
+  conv_input_shape_ = {conv_in_channels_};
+  conv_input_shape_.insert(conv_input_shape_.end(), im_side.begin(),
+                           im_side.end());
+  kernel_dim_ = conv_in_channels_ / group_ * Product(kernel_shape_);
+  col_shape_ = {kernel_dim_ * group_};
+  col_shape_.insert(col_shape_.end(), col_side.begin(), col_side.end());
+  conv_out_spatial_dim_ = Product(col_side);
+  conv_input_dim_ = Product(conv_input_shape_);
+  conv_output_dim_ = conv_out_channels_ * conv_out_spatial_dim_;
+  bottom_dim_ = bottom[0]->count(channel_axis_);
+  top_dim_ = top[0]->count(channel_axis_);
+  top_spatial_dim_ = Product(output_shape_);
+  ChooseAlgorithm();
+
+  if (bias_term_) {
+    spatial_ones_.Reshape({top_spatial_dim_});
+    cpu_set(top_spatial_dim_, Dtype(1), spatial_ones_.mutable_cpu_data());
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
+  const bool can_batch = num_spatial_axes_ == 2 && !force_nd_im2col_;
+  const int col_rows = col_shape_[0];
+  const int S = std::max(conv_out_spatial_dim_, 1);
+  const size_t per_image =
+      sizeof(Dtype) * static_cast<size_t>(col_rows + conv_out_channels_) * S;
+  const size_t fit = std::max<size_t>(1, max_buffer_bytes_ / per_image);
+  const size_t wanted = (kTargetColumns + S - 1) / S;
+  size_t chunk = 1;
+  switch (algorithm_) {
+    case Algorithm::kPerImage:
+      break;
+    case Algorithm::kBatched:
+      chunk = fit;
+      break;
+    case Algorithm::kAuto:
+      chunk = std::min(fit, wanted);
+      break;
+  }
+  chunk = std::min<size_t>(chunk, std::max(num_, 1));
+  batched_ = can_batch &&
+             (algorithm_ == Algorithm::kBatched ||
+              (algorithm_ == Algorithm::kAuto && chunk > 1));
+  if (!batched_) {
+    images_per_chunk_ = 1;
+    col_buffer_.Reshape(is_1x1_ ? vector<int>{1} : col_shape_);
+    return;
+  }
+  images_per_chunk_ = static_cast<int>(chunk);
+  const int columns = images_per_chunk_ * conv_out_spatial_dim_;
+  col_buffer_.Reshape({col_rows, columns});
+  out_buffer_.Reshape({conv_out_channels_, columns});
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::Im2col(const Dtype* input, int images,
+                                         Dtype* col) const {
+  if (num_spatial_axes_ == 2 && !force_nd_im2col_) {
+    im2col_batch_cpu(input, images, conv_in_channels_, conv_input_shape_[1],
+                     conv_input_shape_[2], kernel_shape_[0], kernel_shape_[1],
+                     pad_[0], pad_[1], stride_[0], stride_[1], dilation_[0],
+                     dilation_[1], col);
+    return;
+  }
+  CHECK_EQ(images, 1) << "N-D im2col runs one image at a time";
+  im2col_nd_cpu(input, num_spatial_axes_, conv_input_shape_.data(),
+                col_shape_.data(), kernel_shape_.data(), pad_.data(),
+                stride_.data(), dilation_.data(), col);
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::Col2im(const Dtype* col, int images,
+                                         Dtype* input) const {
+  if (num_spatial_axes_ == 2 && !force_nd_im2col_) {
+    col2im_batch_cpu(col, images, conv_in_channels_, conv_input_shape_[1],
+                     conv_input_shape_[2], kernel_shape_[0], kernel_shape_[1],
+                     pad_[0], pad_[1], stride_[0], stride_[1], dilation_[0],
+                     dilation_[1], input);
+    return;
+  }
+  CHECK_EQ(images, 1) << "N-D col2im runs one image at a time";
+  col2im_nd_cpu(col, num_spatial_axes_, conv_input_shape_.data(),
+                col_shape_.data(), kernel_shape_.data(), pad_.data(),
+                stride_.data(), dilation_.data(), input);
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ConvForward(const Dtype* input,
+                                              const Dtype* weights,
+                                              Dtype* output) {
+  if (batched_) {
+    ForwardBatched(input, weights, output);
+  } else {
+    ForwardPerImage(input, weights, output);
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ConvBackward(const Dtype* input,
+                                               const Dtype* output_diff,
+                                               const Dtype* weights,
+                                               Dtype* weight_diff,
+                                               Dtype* input_diff) {
+  if (weight_diff == nullptr && input_diff == nullptr) return;
+  if (batched_) {
+    BackwardBatched(input, output_diff, weights, weight_diff, input_diff);
+  } else {
+    BackwardPerImage(input, output_diff, weights, weight_diff, input_diff);
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ForwardPerImage(const Dtype* input,
+                                                  const Dtype* weights,
+                                                  Dtype* output) {
+  const int out_per_group = conv_out_channels_ / group_;
+  const int S = conv_out_spatial_dim_;
+  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
+  const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
+  const size_t out_step = static_cast<size_t>(out_per_group) * S;
+  for (int n = 0; n < num_; ++n) {
+    const Dtype* in_n = input + static_cast<size_t>(n) * conv_input_dim_;
+    Dtype* out_n = output + static_cast<size_t>(n) * conv_output_dim_;
+    const Dtype* col = in_n;
+    if (!is_1x1_) {
+      Im2col(in_n, 1, col_buffer_.mutable_cpu_data());
+      col = col_buffer_.cpu_data();
+    }
+    for (int g = 0; g < group_; ++g) {
+      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, S,
+                      kernel_dim_, Dtype(1), weights + g * w_step,
+                      col + g * col_step, Dtype(0), out_n + g * out_step);
+    }
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
+                                                   const Dtype* output_diff,
+                                                   const Dtype* weights,
+                                                   Dtype* weight_diff,
+                                                   Dtype* input_diff) {
+  const int out_per_group = conv_out_channels_ / group_;
+  const int S = conv_out_spatial_dim_;
+  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
+  const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
+  const size_t out_step = static_cast<size_t>(out_per_group) * S;
+  for (int n = 0; n < num_; ++n) {
+    const Dtype* od_n = output_diff + static_cast<size_t>(n) * conv_output_dim_;
+    if (weight_diff != nullptr) {
+      const Dtype* in_n = input + static_cast<size_t>(n) * conv_input_dim_;
+      const Dtype* col = in_n;
+      if (!is_1x1_) {
+        Im2col(in_n, 1, col_buffer_.mutable_cpu_data());
+        col = col_buffer_.cpu_data();
+      }
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
+                        S, Dtype(1), od_n + g * out_step, col + g * col_step,
+                        Dtype(1), weight_diff + g * w_step);
+      }
+    }
+    if (input_diff != nullptr) {
+      Dtype* id_n = input_diff + static_cast<size_t>(n) * conv_input_dim_;
+      Dtype* col_diff = is_1x1_ ? id_n : col_buffer_.mutable_cpu_data();
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_, S,
+                        out_per_group, Dtype(1), weights + g * w_step,
+                        od_n + g * out_step, Dtype(0),
+                        col_diff + g * col_step);
+      }
+      if (!is_1x1_) Col2im(col_diff, 1, id_n);
+    }
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ForwardBatched(const Dtype* input,
+                                                 const Dtype* weights,
+                                                 Dtype* output) {
+  const int out_per_group = conv_out_channels_ / group_;
+  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
+  Dtype* col = col_buffer_.mutable_cpu_data();
+  Dtype* buf = out_buffer_.mutable_cpu_data();
+  for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
+    const int images = std::min(images_per_chunk_, num_ - n0);
+    const int columns = images * conv_out_spatial_dim_;
+    Dtype* out_n0 = output + static_cast<size_t>(n0) * conv_output_dim_;
+    // A lone image's (O, S) block is already in output order.
+    Dtype* dst = images == 1 ? out_n0 : buf;
+    Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
+    for (int g = 0; g < group_; ++g) {
+      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, columns,
+                      kernel_dim_, Dtype(1), weights + g * w_step,
+                      col + static_cast<size_t>(g) * kernel_dim_ * columns,
+                      Dtype(0),
+                      dst + static_cast<size_t>(g) * out_per_group * columns);
+    }
+    if (images > 1) {
+      ChannelMajorToImages(buf, images, conv_out_channels_,
+                           conv_out_spatial_dim_, out_n0);
+    }
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
+                                                  const Dtype* output_diff,
+                                                  const Dtype* weights,
+                                                  Dtype* weight_diff,
+                                                  Dtype* input_diff) {
+  const int out_per_group = conv_out_channels_ / group_;
+  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
+  Dtype* col = col_buffer_.mutable_cpu_data();
+  Dtype* buf = out_buffer_.mutable_cpu_data();
+  for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
+    const int images = std::min(images_per_chunk_, num_ - n0);
+    const size_t columns = static_cast<size_t>(images) * conv_out_spatial_dim_;
+    const Dtype* od_n0 =
+        output_diff + static_cast<size_t>(n0) * conv_output_dim_;
+    const Dtype* od = od_n0;
+    if (images > 1) {
+      ImagesToChannelMajor(od_n0, images, conv_out_channels_,
+                           conv_out_spatial_dim_, buf);
+      od = buf;
+    }
+    if (weight_diff != nullptr) {
+      Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
+                        static_cast<int>(columns), Dtype(1),
+                        od + g * out_per_group * columns,
+                        col + g * kernel_dim_ * columns, Dtype(1),
+                        weight_diff + g * w_step);
+      }
+    }
+    if (input_diff != nullptr) {
+      for (int g = 0; g < group_; ++g) {
+        cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_,
+                        static_cast<int>(columns), out_per_group, Dtype(1),
+                        weights + g * w_step,
+                        od + g * out_per_group * columns, Dtype(0),
+                        col + g * kernel_dim_ * columns);
+      }
+      Col2im(col, images,
+             input_diff + static_cast<size_t>(n0) * conv_input_dim_);
+    }
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::AddBias(const Dtype* bias, Dtype* top) {
+  for (int n = 0; n < num_; ++n) {
+    for (int o = 0; o < num_output_; ++o) {
+      Dtype* row = top + (static_cast<size_t>(n) * num_output_ + o) *
+                             top_spatial_dim_;
+      const Dtype b = bias[o];
+      for (int s = 0; s < top_spatial_dim_; ++s) row[s] += b;
+    }
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::AccumulateBiasDiff(const Dtype* top_diff,
+                                                     Dtype* bias_diff) {
+  const Dtype* ones = spatial_ones_.cpu_data();
+  for (int n = 0; n < num_; ++n) {
+    cpu_gemv<Dtype>(CblasNoTrans, num_output_, top_spatial_dim_, Dtype(1),
+                    top_diff + static_cast<size_t>(n) * top_dim_, ones,
+                    Dtype(1), bias_diff);
+  }
+}
+
+INSTANTIATE_CLASS(BaseConvolutionLayer);
+
+}  // namespace poseidon

@@ -1,0 +1,63 @@
+// ConvolutionLayer: the output-size rule and the forward/backward passes on
+// top of BaseConvolutionLayer's GEMM helpers.
+#include "poseidon/layers/conv_layer.hpp"
+
+#include "poseidon/util/im2col.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::compute_output_shape() {
+  this->output_shape_.clear();
+  for (int i = 0; i < this->num_spatial_axes_; ++i) {
+    const int in = this->input_shape_[i];
+    const int extent = this->dilation_[i] * (this->kernel_shape_[i] - 1) + 1;
+    POSEIDON_REQUIRE(
+        in + 2 * this->pad_[i] >= extent, ShapeError,
+        "Convolution: spatial axis ", i, " of the bottom has size ", in,
+        ", padded by ", this->pad_[i], " on each side that is ",
+        in + 2 * this->pad_[i], ", smaller than the kernel extent ", extent,
+        " (kernel_size ", this->kernel_shape_[i], ", dilation ",
+        this->dilation_[i], "), so the output would be empty");
+    this->output_shape_.push_back(ConvOutputSize(
+        in, this->kernel_shape_[i], this->pad_[i], this->stride_[i],
+        this->dilation_[i]));
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top) {
+  const Dtype* weights = this->blobs_[0]->cpu_data();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    Dtype* top_data = top[i]->mutable_cpu_data();
+    this->ConvForward(bottom[i]->cpu_data(), weights, top_data);
+    if (this->bias_term_) {
+      this->AddBias(this->blobs_[1]->cpu_data(), top_data);
+    }
+  }
+}
+
+template <typename Dtype>
+void ConvolutionLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
+                                           const vector<bool>& propagate_down,
+                                           const vector<Blob<Dtype>*>& bottom) {
+  const Dtype* weights = this->blobs_[0]->cpu_data();
+  Dtype* weight_diff = this->param_propagate_down(0)
+                           ? this->blobs_[0]->mutable_cpu_diff()
+                           : nullptr;
+  for (size_t i = 0; i < top.size(); ++i) {
+    const Dtype* top_diff = top[i]->cpu_diff();
+    if (this->bias_term_ && this->param_propagate_down(1)) {
+      this->AccumulateBiasDiff(top_diff, this->blobs_[1]->mutable_cpu_diff());
+    }
+    this->ConvBackward(bottom[i]->cpu_data(), top_diff, weights, weight_diff,
+                       propagate_down[i] ? bottom[i]->mutable_cpu_diff()
+                                         : nullptr);
+  }
+}
+
+INSTANTIATE_CLASS(ConvolutionLayer);
+REGISTER_LAYER_CLASS(Convolution);
+
+}  // namespace poseidon

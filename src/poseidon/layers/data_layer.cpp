@@ -1,0 +1,133 @@
+// The LMDB-backed Data layer.
+#include "poseidon/layers/data_layer.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+DataLayer<Dtype>::~DataLayer() {
+  // The prefetch thread reads cursor_, which is destroyed before the base.
+  this->StopPrefetch();
+}
+
+template <typename Dtype>
+void DataLayer<Dtype>::SetShard(int index, int count) {
+  POSEIDON_REQUIRE(!this->prefetching(), Error,
+                   "Data layer: SetShard must be called before SetUp");
+  POSEIDON_REQUIRE(count >= 1 && index >= 0 && index < count, ConfigError,
+                   "Data layer: shard index ", index, " of ", count,
+                   " is out of range (need 0 <= index < count)");
+  shard_.index = index;
+  shard_.count = count;
+}
+
+template <typename Dtype>
+void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
+  const DataParameter& param = this->layer_param_.data_param();
+  POSEIDON_REQUIRE(!param.source().empty(), ConfigError,
+                   "data_param.source is required");
+  const int batch_size = static_cast<int>(param.batch_size());
+  POSEIDON_REQUIRE(batch_size > 0, ConfigError,
+                   "data_param.batch_size must be positive (got ",
+                   param.batch_size(), ")");
+  db_ = param.has_backend() ? db::GetDB(param.backend())
+                            : db::GetDB(DataParameter::LMDB);
+  db_->Open(param.source(), db::Mode::READ);
+  const size_t size = db_->Size();
+  POSEIDON_REQUIRE(size > 0, IOError, "LMDB '", param.source(),
+                   "' holds no records");
+  POSEIDON_REQUIRE(static_cast<size_t>(shard_.index) < size, ConfigError,
+                   "Data layer: shard ", shard_.index, " of ", shard_.count,
+                   " gets no records: LMDB '", param.source(), "' holds ",
+                   size);
+  cursor_ = db_->NewCursor();
+  position_ = 0;
+  while (position_ % shard_.count != static_cast<size_t>(shard_.index)) {
+    NextRecord();
+  }
+  if (param.rand_skip() > 0) {
+    const unsigned skip = Poseidon::rng()() % param.rand_skip();
+    LOG(INFO) << "Skipping the first " << skip << " records";
+    for (unsigned i = 0; i < skip; ++i) NextShardRecord();
+  }
+
+  // The first record fixes the output shape.
+  const Datum datum = ReadDatum();
+  vector<int> shape = this->data_transformer_->InferBlobShape(datum);
+  this->transformed_data_.Reshape(shape);
+  shape[0] = batch_size;
+  top[0]->Reshape(shape);
+  for (auto& batch : this->prefetch_) batch->data_.Reshape(shape);
+  LOG(INFO) << "Data layer output: " << top[0]->shape_string();
+  if (this->output_labels_) {
+    const vector<int> label_shape{batch_size};
+    top[1]->Reshape(label_shape);
+    for (auto& batch : this->prefetch_) batch->label_.Reshape(label_shape);
+  }
+}
+
+template <typename Dtype>
+void DataLayer<Dtype>::NextRecord() {
+  cursor_->Next();
+  ++position_;
+  if (!cursor_->valid()) {
+    cursor_->SeekToFirst();
+    position_ = 0;
+  }
+}
+
+template <typename Dtype>
+void DataLayer<Dtype>::NextShardRecord() {
+  // Terminates: DataLayerSetUp checked that the shard has a record.
+  do {
+    NextRecord();
+  } while (position_ % shard_.count != static_cast<size_t>(shard_.index));
+}
+
+template <typename Dtype>
+string DataLayer<Dtype>::Where() const {
+  return StrCat("LMDB '", this->layer_param_.data_param().source(),
+                "' record '", cursor_->key(), "'");
+}
+
+template <typename Dtype>
+Datum DataLayer<Dtype>::ReadDatum() const {
+  Datum datum;
+  POSEIDON_REQUIRE(datum.ParseFromString(cursor_->value()), IOError, Where(),
+                   " is not a valid Datum");
+  return datum;
+}
+
+template <typename Dtype>
+void DataLayer<Dtype>::LoadBatch(Batch<Dtype>* batch) {
+  const int batch_size =
+      static_cast<int>(this->layer_param_.data_param().batch_size());
+  for (int i = 0; i < batch_size; ++i) {
+    const Datum datum = ReadDatum();
+    // Errors name the record; the exception keeps its type.
+    try {
+      if (i == 0) {
+        vector<int> shape = this->data_transformer_->InferBlobShape(datum);
+        this->transformed_data_.Reshape(shape);
+        shape[0] = batch_size;
+        batch->data_.Reshape(shape);
+      }
+      this->transformed_data_.set_cpu_data(batch->data_.mutable_cpu_data() +
+                                           batch->data_.offset(i));
+      this->data_transformer_->Transform(datum, &this->transformed_data_);
+    } catch (const ShapeError& e) {
+      POSEIDON_THROW(ShapeError, Where(), ": ", e.what());
+    } catch (const IOError& e) {
+      POSEIDON_THROW(IOError, Where(), ": ", e.what());
+    }
+    if (this->output_labels_) {
+      batch->label_.mutable_cpu_data()[i] = static_cast<Dtype>(datum.label());
+    }
+    NextShardRecord();
+  }
+}
+
+INSTANTIATE_CLASS(DataLayer);
+REGISTER_LAYER_CLASS(Data);
+
+}  // namespace poseidon

@@ -1,0 +1,36 @@
+// LossLayer: default loss weights and the shared bottom/top shape checks.
+#include "poseidon/layers/loss_layer.hpp"
+
+namespace poseidon {
+
+template <typename Dtype>
+void LossLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
+  // Layer::SetUp applies loss_weight after LayerSetUp, so the defaults added
+  // here are the ones that take effect.
+  if (this->layer_param_.loss_weight_size() == 0) {
+    this->layer_param_.add_loss_weight(1);
+    for (size_t i = 1; i < top.size(); ++i) {
+      this->layer_param_.add_loss_weight(0);
+    }
+  }
+}
+
+template <typename Dtype>
+void LossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
+                               const vector<Blob<Dtype>*>& top) {
+  POSEIDON_REQUIRE(
+      bottom[0]->num_axes() >= 1 && bottom[1]->num_axes() >= 1, ShapeError,
+      this->type(), " needs bottoms with at least one axis, got shapes ",
+      bottom[0]->shape_string(), " and ", bottom[1]->shape_string());
+  POSEIDON_REQUIRE(
+      bottom[0]->shape(0) == bottom[1]->shape(0), ShapeError, this->type(),
+      ": the prediction and the target must have the same first "
+      "dimension, got shapes ",
+      bottom[0]->shape_string(), " and ", bottom[1]->shape_string());
+  top[0]->Reshape(vector<int>{});
+}
+
+INSTANTIATE_CLASS(LossLayer);
+
+}  // namespace poseidon

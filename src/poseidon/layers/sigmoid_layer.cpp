@@ -1,0 +1,38 @@
+// Sigmoid on the CPU.
+#include "poseidon/layers/sigmoid_layer.hpp"
+
+#include <cmath>
+
+namespace poseidon {
+
+template <typename Dtype>
+void SigmoidLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
+  const int count = bottom[0]->count();
+  const Dtype* x = bottom[0]->cpu_data();
+  Dtype* y = top[0]->mutable_cpu_data();
+  for (int i = 0; i < count; ++i) {
+    // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
+    // overflow exp() for large |x|.
+    y[i] = Dtype(0.5) * std::tanh(Dtype(0.5) * x[i]) + Dtype(0.5);
+  }
+}
+
+template <typename Dtype>
+void SigmoidLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
+  if (!propagate_down[0]) return;
+  const int count = bottom[0]->count();
+  const Dtype* y = top[0]->cpu_data();
+  const Dtype* dy = top[0]->cpu_diff();
+  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  for (int i = 0; i < count; ++i) {
+    dx[i] = dy[i] * y[i] * (Dtype(1) - y[i]);
+  }
+}
+
+INSTANTIATE_CLASS(SigmoidLayer);
+REGISTER_LAYER_CLASS(Sigmoid);
+
+}  // namespace poseidon

@@ -1,0 +1,581 @@
+// The training loop shared by every update rule: net construction, the
+// iteration loop with gradient accumulation, testing, logging, snapshots.
+#include "poseidon/solver.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "poseidon/util/io.hpp"
+#include "poseidon/util/math_functions.hpp"
+
+namespace poseidon {
+namespace {
+
+// "hh:mm:ss" (hours grow past two digits when needed).
+string FormatDuration(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return "--:--:--";
+  const long total = std::lround(seconds);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%02ld:%02ld:%02ld", total / 3600,
+                (total / 60) % 60, total % 60);
+  return buf;
+}
+
+// Splits "a.caffemodel,b.caffemodel" as Caffe's --weights does.
+vector<string> SplitWeights(const string& list) {
+  vector<string> out;
+  std::stringstream ss(list);
+  string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+template <typename Dtype>
+void LoadWeights(const string& list, Net<Dtype>* net) {
+  for (const string& file : SplitWeights(list)) {
+    LOG(INFO) << "Loading weights for net " << net->name() << " from " << file;
+    net->CopyTrainedLayersFrom(file);
+  }
+}
+
+}  // namespace
+
+bool UpgradeSolverAsNeeded(const string& source, SolverParameter* param) {
+  if (!param->has_solver_type()) return false;
+  string type;
+  switch (param->solver_type()) {
+    case SolverParameter::SGD:
+      type = "SGD";
+      break;
+    case SolverParameter::NESTEROV:
+      type = "Nesterov";
+      break;
+    case SolverParameter::ADAGRAD:
+      type = "AdaGrad";
+      break;
+    case SolverParameter::RMSPROP:
+      type = "RMSProp";
+      break;
+    case SolverParameter::ADADELTA:
+      type = "AdaDelta";
+      break;
+    case SolverParameter::ADAM:
+      type = "Adam";
+      break;
+  }
+  POSEIDON_REQUIRE(!param->has_type() || param->type() == type, ConfigError,
+                   source, ": the deprecated solver_type: ",
+                   SolverParameter::SolverType_Name(param->solver_type()),
+                   " contradicts type: \"", param->type(),
+                   "\"; remove solver_type");
+  LOG(INFO) << source << ": upgrading deprecated solver_type: "
+            << SolverParameter::SolverType_Name(param->solver_type())
+            << " to type: \"" << type << "\"";
+  param->set_type(type);
+  param->clear_solver_type();
+  return true;
+}
+
+void ReadSolverParamsFromTextFile(const string& param_file,
+                                  SolverParameter* param) {
+  namespace fs = std::filesystem;
+  ReadProtoFromTextFile(param_file, param);
+  UpgradeSolverAsNeeded(param_file, param);
+  if (!param->has_snapshot_prefix()) {
+    param->set_snapshot_prefix(
+        fs::path(param_file).replace_extension().string());
+    LOG(INFO) << "snapshot_prefix was not specified and is set to "
+              << param->snapshot_prefix();
+  } else {
+    std::error_code ec;
+    if (fs::is_directory(param->snapshot_prefix(), ec)) {
+      param->set_snapshot_prefix(
+          (fs::path(param->snapshot_prefix()) / fs::path(param_file).stem())
+              .string());
+      LOG(INFO) << "snapshot_prefix is a directory and is set to "
+                << param->snapshot_prefix();
+    }
+  }
+}
+
+template <typename Dtype>
+Solver<Dtype>::Solver(const SolverParameter& param) {
+  Init(param);
+}
+
+template <typename Dtype>
+Solver<Dtype>::Solver(const string& param_file) {
+  SolverParameter param;
+  ReadSolverParamsFromTextFile(param_file, &param);
+  Init(param);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Init(const SolverParameter& param) {
+  param_ = param;
+  UpgradeSolverAsNeeded("SolverParameter", &param_);
+  LOG_IF(INFO, Poseidon::root_solver())
+      << "Initializing solver from parameters:\n"
+      << param_.DebugString();
+  POSEIDON_REQUIRE(param_.average_loss() >= 1, ConfigError,
+                   "solver average_loss must be >= 1, got ",
+                   param_.average_loss());
+  POSEIDON_REQUIRE(param_.iter_size() >= 1, ConfigError,
+                   "solver iter_size must be >= 1, got ", param_.iter_size());
+  POSEIDON_REQUIRE(param_.max_iter() >= 0, ConfigError,
+                   "solver max_iter must be >= 0, got ", param_.max_iter());
+  POSEIDON_REQUIRE(param_.display() >= 0 && param_.snapshot() >= 0 &&
+                       param_.test_interval() >= 0,
+                   ConfigError,
+                   "solver display, snapshot and test_interval must be >= 0 "
+                   "(got ",
+                   param_.display(), ", ", param_.snapshot(), ", ",
+                   param_.test_interval(), ")");
+  POSEIDON_REQUIRE(
+      param_.snapshot_format() == SolverParameter::BINARYPROTO, ConfigError,
+      "HDF5 snapshots are not supported; use BINARYPROTO (snapshot_format)");
+  CheckSnapshotWritePermissions();
+  if (param_.random_seed() >= 0) {
+    // Each device worker gets its own stream, as in Caffe.
+    Poseidon::set_random_seed(param_.random_seed() + Poseidon::solver_rank());
+  }
+  InitTrainNet();
+  InitTestNets();
+  LOG_IF(INFO, Poseidon::root_solver()) << "Solver scaffolding done.";
+  iter_ = 0;
+  current_step_ = 0;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::InitTrainNet() {
+  const int num_train_nets = param_.has_net() + param_.has_net_param() +
+                             param_.has_train_net() +
+                             param_.has_train_net_param();
+  const char* fields = "net, net_param, train_net, train_net_param";
+  POSEIDON_REQUIRE(num_train_nets >= 1, ConfigError,
+                   "the solver must name a train net with one of: ", fields);
+  POSEIDON_REQUIRE(num_train_nets <= 1, ConfigError, "the solver names ",
+                   num_train_nets,
+                   " train nets; give exactly one of: ", fields);
+  NetParameter net_param;
+  if (param_.has_train_net_param()) {
+    LOG(INFO) << "Creating training net specified in train_net_param.";
+    net_param.CopyFrom(param_.train_net_param());
+  } else if (param_.has_train_net()) {
+    LOG(INFO) << "Creating training net from train_net file: "
+              << param_.train_net();
+    ReadNetParamsFromTextFile(param_.train_net(), &net_param);
+  } else if (param_.has_net_param()) {
+    LOG(INFO) << "Creating training net specified in net_param.";
+    net_param.CopyFrom(param_.net_param());
+  } else {
+    LOG(INFO) << "Creating training net from net file: " << param_.net();
+    ReadNetParamsFromTextFile(param_.net(), &net_param);
+  }
+  // Precedence, lowest first: the solver's TRAIN default, the net's own
+  // state, the solver's train_state.
+  NetState net_state;
+  net_state.set_phase(TRAIN);
+  net_state.MergeFrom(net_param.state());
+  net_state.MergeFrom(param_.train_state());
+  *net_param.mutable_state() = net_state;
+  net_ = std::make_shared<Net<Dtype>>(net_param);
+  for (const string& weights : param_.weights()) {
+    LoadWeights(weights, net_.get());
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::InitTestNets() {
+  const bool has_net_param = param_.has_net_param();
+  const bool has_net_file = param_.has_net();
+  const int num_generic_nets = has_net_param + has_net_file;
+  const int num_test_net_params = param_.test_net_param_size();
+  const int num_test_net_files = param_.test_net_size();
+  const int num_test_nets = num_test_net_params + num_test_net_files;
+  if (num_generic_nets > 0) {
+    POSEIDON_REQUIRE(
+        param_.test_iter_size() >= num_test_nets, ConfigError,
+        "test_iter must be given for each test net: ", num_test_nets,
+        " test nets but ", param_.test_iter_size(), " test_iter values");
+  } else {
+    POSEIDON_REQUIRE(
+        param_.test_iter_size() == num_test_nets, ConfigError,
+        "test_iter must be given once per test net: ", num_test_nets,
+        " test nets but ", param_.test_iter_size(), " test_iter values");
+  }
+  // With a generic net, each test_iter beyond the explicit test nets adds
+  // one TEST-phase instance of it.
+  const int num_instances = param_.test_iter_size();
+  POSEIDON_REQUIRE(param_.test_state_size() == 0 ||
+                       param_.test_state_size() == num_instances,
+                   ConfigError,
+                   "test_state must be unspecified or given once per test ",
+                   "net: ", num_instances, " test nets but ",
+                   param_.test_state_size(), " test_state values");
+  if (num_instances > 0) {
+    POSEIDON_REQUIRE(param_.test_interval() > 0, ConfigError, "the solver has ",
+                     num_instances, " test net(s) but test_interval is ",
+                     param_.test_interval(), "; set test_interval > 0");
+  }
+  for (int i = 0; i < num_instances; ++i) {
+    POSEIDON_REQUIRE(param_.test_iter(i) >= 0, ConfigError, "test_iter[", i,
+                     "] must be >= 0, got ", param_.test_iter(i));
+  }
+  vector<string> sources(num_instances);
+  vector<NetParameter> net_params(num_instances);
+  int id = 0;
+  for (int i = 0; i < num_test_net_params; ++i, ++id) {
+    sources[id] = "test_net_param";
+    net_params[id].CopyFrom(param_.test_net_param(i));
+  }
+  for (int i = 0; i < num_test_net_files; ++i, ++id) {
+    sources[id] = "test_net file: " + param_.test_net(i);
+    ReadNetParamsFromTextFile(param_.test_net(i), &net_params[id]);
+  }
+  for (; id < num_instances; ++id) {
+    if (has_net_param) {
+      sources[id] = "net_param";
+      net_params[id].CopyFrom(param_.net_param());
+    } else {
+      sources[id] = "net file: " + param_.net();
+      ReadNetParamsFromTextFile(param_.net(), &net_params[id]);
+    }
+  }
+  test_nets_.resize(num_instances);
+  test_scores_.assign(num_instances, vector<Dtype>());
+  for (int i = 0; i < num_instances; ++i) {
+    NetState net_state;
+    net_state.set_phase(TEST);
+    net_state.MergeFrom(net_params[i].state());
+    if (param_.test_state_size() > 0) {
+      net_state.MergeFrom(param_.test_state(i));
+    }
+    *net_params[i].mutable_state() = net_state;
+    LOG(INFO) << "Creating test net (#" << i << ") specified by " << sources[i];
+    test_nets_[i] = std::make_shared<Net<Dtype>>(net_params[i]);
+    test_nets_[i]->set_debug_info(param_.debug_info());
+    for (const string& weights : param_.weights()) {
+      LoadWeights(weights, test_nets_[i].get());
+    }
+    test_nets_[i]->ShareTrainedLayersWith(net_.get());
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::CheckSnapshotWritePermissions() const {
+  if (!Poseidon::root_solver() || param_.snapshot() == 0) return;
+  POSEIDON_REQUIRE(param_.has_snapshot_prefix(), ConfigError,
+                   "the solver sets snapshot: ", param_.snapshot(),
+                   " but no snapshot_prefix");
+  const string probe = SnapshotFilename(".tempfile");
+  std::ofstream out(probe);
+  POSEIDON_REQUIRE(out.good(), IOError, "cannot write to snapshot_prefix '",
+                   param_.snapshot_prefix(),
+                   "': make sure the directory exists and is writable");
+  out.close();
+  std::remove(probe.c_str());
+}
+
+template <typename Dtype>
+SolverAction Solver<Dtype>::GetRequestedAction() const {
+  return action_request_function_ ? action_request_function_()
+                                  : SolverAction::NONE;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Step(int iters) {
+  const int start_iter = iter_;
+  const int stop_iter = iter_ + iters;
+  const int average_loss = param_.average_loss();
+  losses_.clear();
+  smoothed_loss_ = 0;
+  requested_early_exit_ = false;
+  display_start_ = std::chrono::steady_clock::now();
+  iterations_last_ = iter_;
+
+  while (iter_ < stop_iter) {
+    // Diffs accumulate in Backward, so they start from zero each iteration.
+    net_->ClearParamDiffs();
+    if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0 &&
+        (iter_ > 0 || param_.test_initialization())) {
+      if (Poseidon::root_solver()) TestAll();
+      if (requested_early_exit_) break;
+    }
+    for (Callback* cb : callbacks_) cb->on_start();
+    for (auto& fn : on_start_fns_) fn();
+    const bool display = param_.display() > 0 && iter_ % param_.display() == 0;
+    net_->set_debug_info(display && param_.debug_info());
+    // Gradients of iter_size passes accumulate; the update rule divides
+    // them by iter_size (SGDSolver::Normalize).
+    Dtype loss = 0;
+    for (int i = 0; i < param_.iter_size(); ++i) {
+      loss += net_->ForwardBackward();
+    }
+    loss /= param_.iter_size();
+    if (!std::isfinite(static_cast<double>(loss))) {
+      POSEIDON_THROW(NumericError, "Iteration ", iter_, ": the loss is ", loss,
+                     "; training diverged (lower base_lr or set "
+                     "clip_gradients). ",
+                     LastSnapshotNote());
+    }
+    UpdateSmoothedLoss(loss, start_iter, average_loss);
+    if (display) DisplayProgress(stop_iter);
+    for (Callback* cb : callbacks_) cb->on_gradients_ready();
+    for (auto& fn : on_gradients_ready_fns_) fn();
+    ApplyUpdate();
+    // iter_ counts the updates applied to the weights.
+    ++iter_;
+
+    const SolverAction request = GetRequestedAction();
+    if ((param_.snapshot() > 0 && iter_ % param_.snapshot() == 0 &&
+         Poseidon::root_solver()) ||
+        request == SolverAction::SNAPSHOT) {
+      Snapshot();
+    }
+    if (request == SolverAction::STOP) {
+      requested_early_exit_ = true;
+      break;
+    }
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::DisplayProgress(int stop_iter) {
+  const auto now = std::chrono::steady_clock::now();
+  const double lapse =
+      std::chrono::duration<double>(now - display_start_).count();
+  const int iters = iter_ - iterations_last_;
+  const double per_s = iters / (lapse > 0 ? lapse : 1.0);
+  if (iters > 0) {
+    const double spi = lapse / iters;
+    seconds_per_iter_avg_ = seconds_per_iter_avg_ < 0
+                                ? spi
+                                : 0.5 * seconds_per_iter_avg_ + 0.5 * spi;
+  }
+  int batch = 0;
+  if (!net_->top_vecs().empty() && !net_->top_vecs()[0].empty() &&
+      net_->top_vecs()[0][0]->num_axes() > 0) {
+    batch = net_->top_vecs()[0][0]->shape(0);
+  }
+  const double images_per_s = per_s * batch * param_.iter_size();
+  const string eta =
+      seconds_per_iter_avg_ < 0
+          ? FormatDuration(-1)
+          : FormatDuration(seconds_per_iter_avg_ * (stop_iter - iter_));
+  LOG_IF(INFO, Poseidon::root_solver())
+      << "Iteration " << iter_ << " (" << per_s << " iter/s, " << images_per_s
+      << " images/s, ETA " << eta << "), loss = " << smoothed_loss_;
+  display_start_ = now;
+  iterations_last_ = iter_;
+  const vector<Blob<Dtype>*>& result = net_->output_blobs();
+  int score_index = 0;
+  for (size_t j = 0; j < result.size(); ++j) {
+    const Dtype* values = result[j]->cpu_data();
+    const int blob_id = net_->output_blob_indices()[j];
+    const string& name = net_->blob_names()[blob_id];
+    const Dtype loss_weight = net_->blob_loss_weights()[blob_id];
+    for (int k = 0; k < result[j]->count(); ++k) {
+      std::ostringstream loss_msg;
+      if (loss_weight != 0) {
+        loss_msg << " (* " << loss_weight << " = " << loss_weight * values[k]
+                 << " loss)";
+      }
+      LOG_IF(INFO, Poseidon::root_solver())
+          << "    Train net output #" << score_index++ << ": " << name << " = "
+          << values[k] << loss_msg.str();
+    }
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::UpdateSmoothedLoss(Dtype loss, int start_iter,
+                                       int average_loss) {
+  if (static_cast<int>(losses_.size()) < average_loss) {
+    losses_.push_back(loss);
+    const int size = static_cast<int>(losses_.size());
+    smoothed_loss_ = (smoothed_loss_ * (size - 1) + loss) / size;
+  } else {
+    const int idx = (iter_ - start_iter) % average_loss;
+    smoothed_loss_ += (loss - losses_[idx]) / average_loss;
+    losses_[idx] = loss;
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Solve(const char* resume_file) {
+  CHECK(Poseidon::root_solver());
+  LOG(INFO) << "Solving " << net_->name();
+  LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
+  if (resume_file != nullptr) {
+    LOG(INFO) << "Restoring previous solver status from " << resume_file;
+    Restore(resume_file);
+  }
+  const int start_iter = iter_;
+  Step(param_.max_iter() - iter_);
+  // Snapshot unless the schedule just wrote one for this iteration.
+  if (param_.snapshot_after_train() &&
+      (param_.snapshot() == 0 || iter_ % param_.snapshot() != 0)) {
+    Snapshot();
+  }
+  if (requested_early_exit_) {
+    LOG(INFO) << "Optimization stopped early.";
+    return;
+  }
+  // One more forward pass to report the final loss (no update follows).
+  if (param_.display() > 0 && iter_ % param_.display() == 0) {
+    Dtype loss;
+    net_->Forward(&loss);
+    UpdateSmoothedLoss(loss, start_iter, param_.average_loss());
+    LOG(INFO) << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+  }
+  if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0) {
+    TestAll();
+  }
+  LOG(INFO) << "Optimization Done.";
+}
+
+template <typename Dtype>
+void Solver<Dtype>::TestAll() {
+  for (int id = 0;
+       id < static_cast<int>(test_nets_.size()) && !requested_early_exit_;
+       ++id) {
+    Test(id);
+  }
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Test(int test_net_id) {
+  CHECK(Poseidon::root_solver());
+  LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << test_net_id
+            << ")";
+  Net<Dtype>* test_net = test_nets_[test_net_id].get();
+  test_net->ShareTrainedLayersWith(net_.get());
+  vector<Dtype> scores;
+  vector<int> score_output_id;
+  Dtype loss = 0;
+  const int test_iter = param_.test_iter(test_net_id);
+  for (int i = 0; i < test_iter; ++i) {
+    for (SolverAction request = GetRequestedAction();
+         request != SolverAction::NONE; request = GetRequestedAction()) {
+      if (request == SolverAction::SNAPSHOT) {
+        Snapshot();
+      } else if (request == SolverAction::STOP) {
+        requested_early_exit_ = true;
+      }
+    }
+    if (requested_early_exit_) break;
+    Dtype iter_loss;
+    const vector<Blob<Dtype>*>& result = test_net->Forward(&iter_loss);
+    if (param_.test_compute_loss()) loss += iter_loss;
+    int idx = 0;
+    for (size_t j = 0; j < result.size(); ++j) {
+      const Dtype* values = result[j]->cpu_data();
+      for (int k = 0; k < result[j]->count(); ++k, ++idx) {
+        if (i == 0) {
+          scores.push_back(values[k]);
+          score_output_id.push_back(static_cast<int>(j));
+        } else {
+          scores[idx] += values[k];
+        }
+      }
+    }
+  }
+  if (requested_early_exit_) {
+    LOG(INFO) << "Test interrupted.";
+    return;
+  }
+  if (param_.test_compute_loss() && test_iter > 0) {
+    loss /= test_iter;
+    LOG(INFO) << "Test loss: " << loss;
+  }
+  for (size_t i = 0; i < scores.size(); ++i) {
+    const int blob_id = test_net->output_blob_indices()[score_output_id[i]];
+    const string& name = test_net->blob_names()[blob_id];
+    const Dtype loss_weight = test_net->blob_loss_weights()[blob_id];
+    scores[i] /= test_iter;
+    std::ostringstream loss_msg;
+    if (loss_weight != 0) {
+      loss_msg << " (* " << loss_weight << " = " << loss_weight * scores[i]
+               << " loss)";
+    }
+    LOG(INFO) << "    Test net output #" << i << ": " << name << " = "
+              << scores[i] << loss_msg.str();
+  }
+  test_scores_[test_net_id] = scores;
+}
+
+template <typename Dtype>
+string Solver<Dtype>::SnapshotFilename(const string& extension) const {
+  return StrCat(param_.snapshot_prefix(), "_iter_", iter_, extension);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::CheckWeightsFinite(const char* when) const {
+  const vector<Blob<Dtype>*>& params = net_->learnable_params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (cpu_all_finite(params[i]->count(), params[i]->cpu_data())) continue;
+    const int net_id = net_->learnable_param_ids()[i];
+    POSEIDON_THROW(NumericError, "Iteration ", iter_, ": parameter '",
+                   net_->param_display_names()[net_id],
+                   "' holds non-finite values ", when,
+                   "; training diverged (lower base_lr or set "
+                   "clip_gradients). ",
+                   LastSnapshotNote());
+  }
+}
+
+template <typename Dtype>
+string Solver<Dtype>::LastSnapshotNote() const {
+  return last_snapshot_.empty()
+             ? string("No snapshot was written in this run.")
+             : StrCat("Last good snapshot: ", last_snapshot_);
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Snapshot() {
+  CHECK(Poseidon::root_solver());
+  CheckWeightsFinite("(snapshot refused)");
+  const string model_filename = SnapshotFilename(".caffemodel");
+  LOG(INFO) << "Snapshotting to binary proto file " << model_filename;
+  NetParameter net_param;
+  net_->ToProto(&net_param, param_.snapshot_diff());
+  WriteProtoToBinaryFile(net_param, model_filename);
+  SnapshotSolverState(model_filename);
+  last_snapshot_ = SnapshotFilename(".solverstate");
+}
+
+template <typename Dtype>
+string Solver<Dtype>::ResolveLearnedNet(const string& state_file,
+                                        const string& learned_net) {
+  namespace fs = std::filesystem;
+  if (FileExists(learned_net)) return learned_net;
+  const fs::path dir = fs::path(state_file).parent_path();
+  const fs::path beside = dir / learned_net;
+  if (FileExists(beside.string())) return beside.string();
+  const fs::path by_name = dir / fs::path(learned_net).filename();
+  if (FileExists(by_name.string())) return by_name.string();
+  POSEIDON_THROW(IOError, "solver state '", state_file, "' names weights '",
+                 learned_net, "', which exist neither as given nor in '",
+                 dir.string().empty() ? "." : dir.string(), "'");
+}
+
+template <typename Dtype>
+void Solver<Dtype>::Restore(const char* state_file) {
+  CHECK(Poseidon::root_solver());
+  const string name(state_file);
+  POSEIDON_REQUIRE(
+      name.size() < 3 || name.compare(name.size() - 3, 3, ".h5") != 0,
+      ConfigError, "cannot restore '", name,
+      "': HDF5 snapshots are not supported; use BINARYPROTO");
+  RestoreSolverStateFromBinaryProto(name);
+}
+
+INSTANTIATE_CLASS(Solver);
+
+}  // namespace poseidon

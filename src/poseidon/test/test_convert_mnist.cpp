@@ -1,0 +1,163 @@
+// MNIST idx and CIFAR-10 conversion to LMDB (util/mnist, util/cifar), on tiny
+// files written here, gzipped with zlib or plain.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <functional>
+
+#include "poseidon/util/cifar.hpp"
+#include "poseidon/util/db.hpp"
+#include "poseidon/util/io.hpp"
+#include "poseidon/util/mnist.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+string BigEndian(uint32_t v) {
+  string s(4, '\0');
+  for (int i = 0; i < 4; ++i)
+    s[i] = static_cast<char>((v >> (24 - 8 * i)) & 0xff);
+  return s;
+}
+
+void WriteGzip(const string& path, const string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// Three 2x3 images, pixel j of image i = 10 * i + j, labels 7, 8, 9.
+string ImageBytes(uint32_t magic = 2051, uint32_t count = 3) {
+  string s = BigEndian(magic) + BigEndian(count) + BigEndian(2) + BigEndian(3);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 6; ++j) s.push_back(static_cast<char>(10 * i + j));
+  return s;
+}
+
+string LabelBytes(uint32_t count = 3) {
+  return BigEndian(2049) + BigEndian(count) + string("\x07\x08\x09", 3);
+}
+
+vector<Datum> ReadAll(const string& path) {
+  db::DB in;
+  in.Open(path, db::Mode::READ);
+  vector<Datum> datums;
+  for (auto cursor = in.NewCursor(); cursor->valid(); cursor->Next()) {
+    datums.emplace_back();
+    EXPECT_TRUE(datums.back().ParseFromString(cursor->value()));
+    EXPECT_EQ(cursor->key(), db::IndexKey(static_cast<int>(datums.size()) - 1));
+  }
+  return datums;
+}
+
+string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const IOError& e) {
+    return e.what();
+  }
+  return "(no IOError)";
+}
+
+TEST(ConvertMnistTest, GzippedAndPlainFilesConvert) {
+  const string dir = test::MakeTempDir();
+  WriteGzip(dir + "/images.gz", ImageBytes());
+  WriteGzip(dir + "/labels.gz", LabelBytes());
+  EXPECT_EQ(ConvertMnistToDB(dir + "/images.gz", dir + "/labels.gz",
+                             dir + "/gz_lmdb"),
+            3);
+  WriteFileAtomically(dir + "/images", ImageBytes());
+  WriteFileAtomically(dir + "/labels", LabelBytes());
+  EXPECT_EQ(
+      ConvertMnistToDB(dir + "/images", dir + "/labels", dir + "/plain_lmdb"),
+      3);
+  for (const char* db : {"/gz_lmdb", "/plain_lmdb"}) {
+    const vector<Datum> datums = ReadAll(dir + db);
+    ASSERT_EQ(datums.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(datums[i].channels(), 1);
+      EXPECT_EQ(datums[i].height(), 2);
+      EXPECT_EQ(datums[i].width(), 3);
+      EXPECT_EQ(datums[i].label(), 7 + i);
+      ASSERT_EQ(datums[i].data().size(), 6u);
+      for (int j = 0; j < 6; ++j)
+        EXPECT_EQ(static_cast<int>(datums[i].data()[j]), 10 * i + j);
+    }
+  }
+  // The database exists now: converting again must not overwrite it.
+  EXPECT_THROW(
+      ConvertMnistToDB(dir + "/images", dir + "/labels", dir + "/plain_lmdb"),
+      IOError);
+}
+
+TEST(ConvertMnistTest, BadInputsAreNamedAndLeaveNoDatabase) {
+  const string dir = test::MakeTempDir();
+  const string images = dir + "/images.gz", labels = dir + "/labels.gz";
+  const string out = dir + "/out_lmdb";
+  WriteGzip(labels, LabelBytes());
+
+  WriteGzip(images, ImageBytes(2049));  // a label file's magic
+  string error = ErrorOf([&] { ConvertMnistToDB(images, labels, out); });
+  EXPECT_NE(error.find("'" + images + "' is not an MNIST image file"),
+            string::npos)
+      << error;
+
+  WriteGzip(images, ImageBytes(2051, 4));
+  error = ErrorOf([&] { ConvertMnistToDB(images, labels, out); });
+  EXPECT_NE(error.find("holds 4 images"), string::npos) << error;
+
+  // Declares 3 images but holds 2.5.
+  WriteGzip(images, ImageBytes().substr(0, 16 + 15));
+  error = ErrorOf([&] { ConvertMnistToDB(images, labels, out); });
+  EXPECT_NE(error.find("is truncated"), string::npos) << error;
+  EXPECT_FALSE(FileExists(out));
+
+  error = ErrorOf([&] { ConvertMnistToDB(dir + "/absent.gz", labels, out); });
+  EXPECT_NE(error.find("absent.gz"), string::npos) << error;
+  EXPECT_THROW(ConvertMnistToDB(images, labels, out, "leveldb"), ConfigError);
+}
+
+TEST(ConvertCifarTest, BatchesBecomeTrainAndTestDatabases) {
+  const string in = test::MakeTempDir();
+  auto record = [](int label, int seed) {
+    string r(1, static_cast<char>(label));
+    for (int i = 0; i < 3072; ++i) r.push_back(static_cast<char>(seed + i));
+    return r;
+  };
+  for (int b = 1; b <= 5; ++b) {
+    WriteFileAtomically(in + "/data_batch_" + std::to_string(b) + ".bin",
+                        record(b, b) + record(0, 100));
+  }
+  WriteFileAtomically(in + "/test_batch.bin", record(9, 7));
+  const string out = test::MakeTempDir() + "/cifar";
+  const CifarCounts counts = ConvertCifar10ToDB(in, out);
+  EXPECT_EQ(counts.train, 10);
+  EXPECT_EQ(counts.test, 1);
+  const vector<Datum> train = ReadAll(out + "/cifar10_train_lmdb");
+  ASSERT_EQ(train.size(), 10u);
+  EXPECT_EQ(train[2].label(), 2);  // first record of data_batch_2
+  EXPECT_EQ(train[2].channels(), 3);
+  EXPECT_EQ(train[2].height(), 32);
+  EXPECT_EQ(train[2].width(), 32);
+  EXPECT_EQ(static_cast<int>(train[2].data()[5]), 2 + 5);
+  const vector<Datum> test = ReadAll(out + "/cifar10_test_lmdb");
+  ASSERT_EQ(test.size(), 1u);
+  EXPECT_EQ(test[0].label(), 9);
+
+  const string out2 = test::MakeTempDir() + "/cifar";
+  WriteFileAtomically(in + "/test_batch.bin", record(10, 0));
+  string error = ErrorOf([&] { ConvertCifar10ToDB(in, out2); });
+  EXPECT_NE(error.find("label 10"), string::npos) << error;
+  WriteFileAtomically(in + "/test_batch.bin", "short");
+  error = ErrorOf([&] { ConvertCifar10ToDB(in, test::MakeTempDir()); });
+  EXPECT_NE(error.find("test_batch.bin' is 5 bytes"), string::npos) << error;
+  std::remove((in + "/data_batch_3.bin").c_str());
+  error = ErrorOf([&] { ConvertCifar10ToDB(in, test::MakeTempDir()); });
+  EXPECT_NE(error.find("data_batch_3.bin' is missing"), string::npos) << error;
+}
+
+}  // namespace
+}  // namespace poseidon

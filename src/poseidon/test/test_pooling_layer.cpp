@@ -1,0 +1,398 @@
+// PoolingLayer: hand-computed windows, Caffe's output-size rules, a naive
+// reference for random inputs, the mask top, stochastic pooling, gradients
+// and the error paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gradient_checker.hpp"
+#include "poseidon/layer_factory.hpp"
+#include "poseidon/layers/pooling_layer.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+LayerParameter PoolParam(PoolingParameter::PoolMethod method, int kernel,
+                         int stride = 1, int pad = 0) {
+  LayerParameter param;
+  param.set_type("Pooling");
+  PoolingParameter* p = param.mutable_pooling_param();
+  p->set_pool(method);
+  p->set_kernel_size(kernel);
+  p->set_stride(stride);
+  p->set_pad(pad);
+  return param;
+}
+
+// Pooled size of one axis: the documented rule, written out independently.
+int ExpectedPooled(int size, int kernel, int pad, int stride, bool ceil) {
+  const int span = size + 2 * pad - kernel;
+  int out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  if (pad > 0 && (out - 1) * stride >= size + pad) --out;
+  return out;
+}
+
+template <typename TypeParam>
+class PoolingLayerTest : public test::MultiDeviceTest<TypeParam> {
+ protected:
+  using Dtype = typename TypeParam::Dtype;
+
+  // The 4 x 4 plane used by the hand-computed cases.
+  void FillKnown(Blob<Dtype>* blob) {
+    const Dtype v[] = {1, 2, 3, 16, 5, 9, 7, 6, 4, 10, 11, 8, 13, 12, 15, 14};
+    blob->Reshape(1, 1, 4, 4);
+    std::copy(v, v + 16, blob->mutable_cpu_data());
+  }
+
+  // Compares MAX or AVE against loops over the windows written here.
+  void CheckAgainstNaive(PoolingParameter::PoolMethod method, int kh, int kw,
+                         int sh, int sw, int ph, int pw, bool ceil) {
+    Blob<Dtype> bottom(2, 3, 7, 6), top;
+    test::FillGaussian(&bottom);
+    LayerParameter param;
+    PoolingParameter* p = param.mutable_pooling_param();
+    p->set_pool(method);
+    p->set_kernel_h(kh);
+    p->set_kernel_w(kw);
+    p->set_stride_h(sh);
+    p->set_stride_w(sw);
+    p->set_pad_h(ph);
+    p->set_pad_w(pw);
+    if (!ceil) p->set_round_mode(PoolingParameter::FLOOR);
+    PoolingLayer<Dtype> layer(param);
+    layer.SetUp({&bottom}, {&top});
+    const int H = 7, W = 6;
+    const int PH = ExpectedPooled(H, kh, ph, sh, ceil);
+    const int PW = ExpectedPooled(W, kw, pw, sw, ceil);
+    ASSERT_EQ(top.shape(), (vector<int>{2, 3, PH, PW}));
+    layer.Forward({&bottom}, {&top});
+    for (int n = 0; n < 2; ++n) {
+      for (int c = 0; c < 3; ++c) {
+        for (int y = 0; y < PH; ++y) {
+          for (int x = 0; x < PW; ++x) {
+            double best = -1e300, sum = 0;
+            int padded_area = 0;
+            for (int i = 0; i < kh; ++i) {
+              for (int j = 0; j < kw; ++j) {
+                const int h = y * sh - ph + i, w = x * sw - pw + j;
+                if (h < H + ph && w < W + pw) ++padded_area;
+                if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                best = std::max(best, double(bottom.data_at(n, c, h, w)));
+                sum += bottom.data_at(n, c, h, w);
+              }
+            }
+            const double expected =
+                method == PoolingParameter::MAX ? best : sum / padded_area;
+            EXPECT_NEAR(top.data_at(n, c, y, x), expected, 1e-5)
+                << "at " << n << "," << c << "," << y << "," << x;
+          }
+        }
+      }
+    }
+  }
+};
+
+TYPED_TEST_SUITE(PoolingLayerTest, test::TestDtypesAndDevices);
+
+TYPED_TEST(PoolingLayerTest, MaxHandComputedWithMask) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom, top, mask;
+  this->FillKnown(&bottom);
+  PoolingLayer<Dtype> layer(PoolParam(PoolingParameter::MAX, 3));
+  layer.SetUp({&bottom}, {&top, &mask});
+  layer.Forward({&bottom}, {&top, &mask});
+  ASSERT_EQ(top.shape(), (vector<int>{1, 1, 2, 2}));
+  ASSERT_EQ(mask.shape(), top.shape());
+  const Dtype expected[] = {11, 16, 15, 15};
+  const Dtype expected_mask[] = {10, 3, 14, 14};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(top.cpu_data()[i], expected[i]) << i;
+    EXPECT_EQ(mask.cpu_data()[i], expected_mask[i]) << i;
+  }
+  // Backward routes each diff to its maximum; 15 collects two.
+  for (int i = 0; i < 4; ++i) top.mutable_cpu_diff()[i] = i + 1;
+  layer.Backward({&top, &mask}, {true}, {&bottom});
+  for (int i = 0; i < 16; ++i) {
+    const Dtype want = i == 10 ? 1 : i == 3 ? 2 : i == 14 ? 7 : 0;
+    EXPECT_EQ(bottom.cpu_diff()[i], want) << i;
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, AveHandComputed) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom, top;
+  this->FillKnown(&bottom);
+  PoolingLayer<Dtype> layer(PoolParam(PoolingParameter::AVE, 3));
+  layer.SetUp({&bottom}, {&top});
+  layer.Forward({&bottom}, {&top});
+  const double expected[] = {52 / 9.0, 8, 86 / 9.0, 92 / 9.0};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(top.cpu_data()[i], expected[i], 1e-5);
+
+  // Padding counts toward the divisor up to the padded border only: all-ones
+  // 4x4, kernel 3, stride 2, pad 1 gives 3x3 windows of areas 9, 9, 6 /
+  // 9, 9, 6 / 6, 6, 4.
+  Blob<Dtype> ones(1, 1, 4, 4);
+  cpu_set(16, Dtype(1), ones.mutable_cpu_data());
+  PoolingLayer<Dtype> padded(PoolParam(PoolingParameter::AVE, 3, 2, 1));
+  padded.SetUp({&ones}, {&top});
+  padded.Forward({&ones}, {&top});
+  ASSERT_EQ(top.shape(), (vector<int>{1, 1, 3, 3}));
+  const double want[] = {4 / 9.0, 6 / 9.0, 2 / 6.0, 6 / 9.0, 9 / 9.0,
+                         3 / 6.0, 2 / 6.0, 3 / 6.0, 1 / 4.0};
+  for (int i = 0; i < 9; ++i) EXPECT_NEAR(top.cpu_data()[i], want[i], 1e-6);
+}
+
+TYPED_TEST(PoolingLayerTest, OutputShapeRounding) {
+  using Dtype = typename TypeParam::Dtype;
+  struct Case {
+    int size, kernel, stride, pad;
+    bool ceil;
+    int expected;
+  };
+  const Case cases[] = {
+      {6, 3, 2, 0, true, 3},    // ceil(1.5) + 1
+      {6, 3, 2, 0, false, 2},   // floor(1.5) + 1
+      {32, 3, 2, 0, true, 16},  // CIFAR-10 quick
+      {32, 3, 2, 0, false, 15},
+      {55, 3, 2, 0, true, 27},  // AlexNet
+      {13, 3, 2, 0, true, 6},
+      {5, 2, 2, 1, true, 3},    // ceil gives 4; the last window would start
+                                // in the right padding, so 3
+      {5, 2, 2, 1, false, 3},
+      {4, 3, 2, 1, true, 3},    // last window starts inside: kept
+      {7, 2, 3, 1, true, 3},    // ceil(7/3) + 1 = 4; (4-1)*3 = 9 >= 8: 3
+      {2, 3, 2, 0, true, 1},    // kernel larger than the image, one window
+  };
+  for (const Case& c : cases) {
+    Blob<Dtype> bottom(1, 2, c.size, c.size), top;
+    LayerParameter param =
+        PoolParam(PoolingParameter::MAX, c.kernel, c.stride, c.pad);
+    if (!c.ceil) {
+      param.mutable_pooling_param()->set_round_mode(PoolingParameter::FLOOR);
+    }
+    PoolingLayer<Dtype> layer(param);
+    layer.SetUp({&bottom}, {&top});
+    EXPECT_EQ(top.shape(2), c.expected)
+        << "size " << c.size << " kernel " << c.kernel << " stride "
+        << c.stride << " pad " << c.pad << (c.ceil ? " CEIL" : " FLOOR");
+    EXPECT_EQ(top.shape(3), c.expected);
+    EXPECT_EQ(ExpectedPooled(c.size, c.kernel, c.pad, c.stride, c.ceil),
+              c.expected);
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, MaxMatchesNaive) {
+  this->CheckAgainstNaive(PoolingParameter::MAX, 3, 3, 2, 2, 0, 0, true);
+  this->CheckAgainstNaive(PoolingParameter::MAX, 3, 2, 2, 1, 1, 1, true);
+  this->CheckAgainstNaive(PoolingParameter::MAX, 2, 3, 3, 2, 1, 0, false);
+}
+
+TYPED_TEST(PoolingLayerTest, AveMatchesNaive) {
+  this->CheckAgainstNaive(PoolingParameter::AVE, 3, 3, 2, 2, 0, 0, true);
+  this->CheckAgainstNaive(PoolingParameter::AVE, 3, 2, 2, 1, 1, 1, true);
+  this->CheckAgainstNaive(PoolingParameter::AVE, 4, 3, 3, 2, 2, 1, false);
+}
+
+TYPED_TEST(PoolingLayerTest, GlobalPooling) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 3, 4, 5), top;
+  test::FillGaussian(&bottom);
+  for (auto method : {PoolingParameter::MAX, PoolingParameter::AVE}) {
+    LayerParameter param;
+    param.mutable_pooling_param()->set_pool(method);
+    param.mutable_pooling_param()->set_global_pooling(true);
+    PoolingLayer<Dtype> layer(param);
+    layer.SetUp({&bottom}, {&top});
+    layer.Forward({&bottom}, {&top});
+    ASSERT_EQ(top.shape(), (vector<int>{2, 3, 1, 1}));
+    for (int nc = 0; nc < 6; ++nc) {
+      const Dtype* plane = bottom.cpu_data() + nc * 20;
+      double want = 0;
+      if (method == PoolingParameter::MAX) {
+        want = *std::max_element(plane, plane + 20);
+      } else {
+        for (int i = 0; i < 20; ++i) want += plane[i] / 20.0;
+      }
+      EXPECT_NEAR(top.cpu_data()[nc], want, 1e-5);
+    }
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, StochasticTrainPicksByValue) {
+  using Dtype = typename TypeParam::Dtype;
+  // 2000 windows of [1, 3]: 3 should be drawn about 3/4 of the time.
+  Blob<Dtype> bottom(1, 2000, 1, 2), top;
+  for (int i = 0; i < 2000; ++i) {
+    bottom.mutable_cpu_data()[2 * i] = 1;
+    bottom.mutable_cpu_data()[2 * i + 1] = 3;
+  }
+  LayerParameter param = PoolParam(PoolingParameter::STOCHASTIC, 1);
+  param.mutable_pooling_param()->clear_kernel_size();
+  param.mutable_pooling_param()->set_kernel_h(1);
+  param.mutable_pooling_param()->set_kernel_w(2);
+  param.set_phase(TRAIN);
+  PoolingLayer<Dtype> layer(param);
+  layer.SetUp({&bottom}, {&top});
+  layer.Forward({&bottom}, {&top});
+  int threes = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const Dtype v = top.cpu_data()[i];
+    ASSERT_TRUE(v == 1 || v == 3) << v;
+    threes += v == 3;
+  }
+  EXPECT_NEAR(threes / 2000.0, 0.75, 0.04);
+}
+
+TYPED_TEST(PoolingLayerTest, StochasticTestIsWeightedAverage) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 2, 5, 6), top;
+  test::FillUniform(&bottom, 0.1, 1.0);
+  bottom.mutable_cpu_data()[0] = 0;
+  LayerParameter param = PoolParam(PoolingParameter::STOCHASTIC, 3, 2);
+  param.set_phase(TEST);
+  PoolingLayer<Dtype> layer(param);
+  layer.SetUp({&bottom}, {&top});
+  layer.Forward({&bottom}, {&top});
+  ASSERT_EQ(top.shape(), (vector<int>{2, 2, 2, 3}));
+  for (int n = 0; n < 2; ++n) {
+    for (int c = 0; c < 2; ++c) {
+      for (int y = 0; y < 2; ++y) {
+        for (int x = 0; x < 3; ++x) {
+          double s1 = 0, s2 = 0;
+          for (int h = 2 * y; h < std::min(2 * y + 3, 5); ++h) {
+            for (int w = 2 * x; w < std::min(2 * x + 3, 6); ++w) {
+              s1 += bottom.data_at(n, c, h, w);
+              s2 += bottom.data_at(n, c, h, w) * bottom.data_at(n, c, h, w);
+            }
+          }
+          EXPECT_NEAR(top.data_at(n, c, y, x), s2 / s1, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, RegisteredInFactory) {
+  using Dtype = typename TypeParam::Dtype;
+  auto layer =
+      LayerRegistry<Dtype>::CreateLayer(PoolParam(PoolingParameter::MAX, 2));
+  EXPECT_STREQ(layer->type(), "Pooling");
+}
+
+TYPED_TEST(PoolingLayerTest, GradientMax) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 3, 6, 5), top;
+  test::FillGaussian(&bottom);
+  PoolingLayer<Dtype> layer(PoolParam(PoolingParameter::MAX, 3, 2, 1));
+  test::GradientChecker<Dtype> checker(1e-4, 1e-2);
+  checker.CheckGradient(&layer, {&bottom}, {&top});
+}
+
+TYPED_TEST(PoolingLayerTest, GradientMaxWithMaskTop) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 3, 6, 5), top, mask;
+  test::FillGaussian(&bottom);
+  PoolingLayer<Dtype> layer(PoolParam(PoolingParameter::MAX, 2, 2));
+  layer.SetUp({&bottom}, {&top, &mask});
+  // Only the first top carries a gradient; check through a one-top view.
+  test::GradientChecker<Dtype> checker(1e-4, 1e-2);
+  PoolingLayer<Dtype> plain(PoolParam(PoolingParameter::MAX, 2, 2));
+  checker.CheckGradient(&plain, {&bottom}, {&top});
+  // The mask path gives the same bottom diff as the internal indices.
+  layer.Forward({&bottom}, {&top, &mask});
+  test::FillGaussian(&top);
+  cpu_copy(top.count(), top.cpu_data(), top.mutable_cpu_diff());
+  layer.Forward({&bottom}, {&top, &mask});
+  layer.Backward({&top, &mask}, {true}, {&bottom});
+  vector<Dtype> with_mask(bottom.cpu_diff(), bottom.cpu_diff() + bottom.count());
+  plain.Forward({&bottom}, {&top});
+  plain.Backward({&top}, {true}, {&bottom});
+  for (int i = 0; i < bottom.count(); ++i) {
+    EXPECT_EQ(with_mask[i], bottom.cpu_diff()[i]) << i;
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, GradientAve) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 3, 6, 5), top;
+  test::FillGaussian(&bottom);
+  for (bool ceil : {true, false}) {
+    LayerParameter param = PoolParam(PoolingParameter::AVE, 3, 2, 1);
+    if (!ceil) {
+      param.mutable_pooling_param()->set_round_mode(PoolingParameter::FLOOR);
+    }
+    PoolingLayer<Dtype> layer(param);
+    test::GradientChecker<Dtype> checker(1e-2, 1e-3);
+    checker.CheckGradient(&layer, {&bottom}, {&top});
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, GradientStochastic) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 3, 6, 5), top;
+  test::FillUniform(&bottom, 0.1, 1.0);
+  for (Phase phase : {TRAIN, TEST}) {
+    LayerParameter param = PoolParam(PoolingParameter::STOCHASTIC, 3, 2);
+    param.set_phase(phase);
+    PoolingLayer<Dtype> layer(param);
+    test::GradientChecker<Dtype> checker(1e-4, 1e-2);
+    checker.CheckGradient(&layer, {&bottom}, {&top});
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, Errors) {
+  using Dtype = typename TypeParam::Dtype;
+  Blob<Dtype> bottom(2, 3, 6, 5), top, mask;
+  auto expect_config_error = [&](const LayerParameter& param,
+                                 const char* what) {
+    PoolingLayer<Dtype> layer(param);
+    EXPECT_THROW(layer.SetUp({&bottom}, {&top}), ConfigError) << what;
+  };
+  expect_config_error(PoolParam(PoolingParameter::MAX, 3, 1, 3),
+                      "pad equal to the kernel");
+  expect_config_error(PoolParam(PoolingParameter::MAX, 2, 0), "stride 0");
+  expect_config_error(PoolParam(PoolingParameter::MAX, 0), "kernel 0");
+  expect_config_error(PoolParam(PoolingParameter::STOCHASTIC, 3, 1, 1),
+                      "stochastic with pad");
+  LayerParameter p = PoolParam(PoolingParameter::MAX, 3);
+  p.mutable_pooling_param()->set_kernel_h(3);
+  p.mutable_pooling_param()->set_kernel_w(3);
+  expect_config_error(p, "kernel_size and kernel_h/w");
+  p = PoolParam(PoolingParameter::MAX, 3);
+  p.mutable_pooling_param()->clear_kernel_size();
+  p.mutable_pooling_param()->set_kernel_h(3);
+  expect_config_error(p, "kernel_h without kernel_w");
+  p = PoolParam(PoolingParameter::MAX, 3);
+  p.mutable_pooling_param()->clear_kernel_size();
+  expect_config_error(p, "no kernel");
+  p = PoolParam(PoolingParameter::MAX, 3);
+  p.mutable_pooling_param()->set_global_pooling(true);
+  expect_config_error(p, "global pooling with a kernel");
+  p.mutable_pooling_param()->clear_kernel_size();
+  p.mutable_pooling_param()->set_stride(2);
+  expect_config_error(p, "global pooling with stride");
+  p = PoolParam(PoolingParameter::MAX, 3);
+  p.mutable_pooling_param()->set_pad(static_cast<uint32_t>(-1));
+  expect_config_error(p, "negative pad");
+  {
+    PoolingLayer<Dtype> ave(PoolParam(PoolingParameter::AVE, 2));
+    EXPECT_THROW(ave.SetUp({&bottom}, {&top, &mask}), ConfigError)
+        << "mask top for AVE";
+  }
+  {
+    Blob<Dtype> flat({2, 3, 6});
+    PoolingLayer<Dtype> layer(PoolParam(PoolingParameter::MAX, 2));
+    EXPECT_THROW(layer.SetUp({&flat}, {&top}), ShapeError) << "3-D bottom";
+  }
+  {
+    // A 7x7 kernel over 6x5 without padding leaves no output.
+    PoolingLayer<Dtype> layer(PoolParam(PoolingParameter::MAX, 7));
+    EXPECT_THROW(layer.SetUp({&bottom}, {&top}), ShapeError) << "kernel 7";
+  }
+}
+
+}  // namespace
+}  // namespace poseidon

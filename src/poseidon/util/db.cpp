@@ -1,0 +1,227 @@
+// The LMDB wrapper: environment setup, cursors, and transactions that grow
+// the memory map on demand.
+#include "poseidon/util/db.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace poseidon {
+namespace db {
+namespace {
+
+// Throws IOError("<what> '<source>': <LMDB's reason>") unless rc is success.
+void MdbRequire(int rc, const char* what, const string& source) {
+  if (rc == MDB_SUCCESS) return;
+  POSEIDON_THROW(IOError, what, " '", source, "': ", mdb_strerror(rc));
+}
+
+MDB_val ToVal(const string& s) {
+  MDB_val v;
+  v.mv_size = s.size();
+  v.mv_data = const_cast<char*>(s.data());
+  return v;
+}
+
+}  // namespace
+
+Cursor::Cursor(MDB_env* env, const string& source) : source_(source) {
+  MdbRequire(mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_),
+             "cannot start a read transaction on LMDB", source_);
+  MDB_dbi dbi;
+  int rc = mdb_dbi_open(txn_, nullptr, 0, &dbi);
+  if (rc == MDB_SUCCESS) rc = mdb_cursor_open(txn_, dbi, &cursor_);
+  if (rc != MDB_SUCCESS) {
+    mdb_txn_abort(txn_);
+    MdbRequire(rc, "cannot open a cursor on LMDB", source_);
+  }
+  SeekToFirst();
+}
+
+Cursor::~Cursor() {
+  mdb_cursor_close(cursor_);
+  mdb_txn_abort(txn_);
+}
+
+void Cursor::SeekToFirst() { Seek(MDB_FIRST); }
+
+void Cursor::Next() {
+  CHECK(valid_) << "Next() on an exhausted cursor of " << source_;
+  Seek(MDB_NEXT);
+}
+
+string Cursor::key() const {
+  CHECK(valid_);
+  return string(static_cast<const char*>(key_.mv_data), key_.mv_size);
+}
+
+string Cursor::value() const {
+  CHECK(valid_);
+  return string(static_cast<const char*>(value_.mv_data), value_.mv_size);
+}
+
+void Cursor::Seek(MDB_cursor_op op) {
+  const int rc = mdb_cursor_get(cursor_, &key_, &value_, op);
+  if (rc == MDB_NOTFOUND) {
+    valid_ = false;
+    return;
+  }
+  MdbRequire(rc, "cannot read from LMDB", source_);
+  valid_ = true;
+}
+
+Transaction::Transaction(MDB_env* env, const string& source)
+    : env_(env), source_(source) {}
+
+void Transaction::Put(const string& key, const string& value) {
+  keys_.push_back(key);
+  values_.push_back(value);
+}
+
+void Transaction::Commit() {
+  // Each attempt writes every buffered record in one transaction; a full map
+  // aborts the attempt (LMDB cannot resize inside a write transaction).
+  for (;;) {
+    MDB_txn* txn = nullptr;
+    MdbRequire(mdb_txn_begin(env_, nullptr, 0, &txn),
+               "cannot start a write transaction on LMDB", source_);
+    MDB_dbi dbi;
+    int rc = mdb_dbi_open(txn, nullptr, 0, &dbi);
+    for (size_t i = 0; rc == MDB_SUCCESS && i < keys_.size(); ++i) {
+      MDB_val k = ToVal(keys_[i]);
+      MDB_val v = ToVal(values_[i]);
+      rc = mdb_put(txn, dbi, &k, &v, 0);
+    }
+    if (rc == MDB_SUCCESS) {
+      rc = mdb_txn_commit(txn);  // frees txn whatever the outcome
+    } else {
+      mdb_txn_abort(txn);
+    }
+    if (rc == MDB_MAP_FULL) {
+      DoubleMapSize();
+      continue;
+    }
+    MdbRequire(rc, "cannot write to LMDB", source_);
+    break;
+  }
+  keys_.clear();
+  values_.clear();
+}
+
+void Transaction::DoubleMapSize() {
+  MDB_envinfo info;
+  MdbRequire(mdb_env_info(env_, &info), "cannot query LMDB", source_);
+  const size_t new_size = info.me_mapsize * 2;
+  LOG(INFO) << "LMDB " << source_ << ": map full, growing it to " << new_size
+            << " bytes";
+  MdbRequire(mdb_env_set_mapsize(env_, new_size), "cannot grow LMDB", source_);
+}
+
+void DB::Open(const string& source, Mode mode) {
+  Close();
+  if (mode == Mode::NEW) {
+    if (::mkdir(source.c_str(), 0755) != 0) {
+      POSEIDON_THROW(
+          IOError, "cannot create LMDB '", source, "': ",
+          errno == EEXIST ? "the path already exists" : std::strerror(errno));
+    }
+  }
+  MdbRequire(mdb_env_create(&env_), "cannot open LMDB", source);
+  const unsigned flags = mode == Mode::READ ? MDB_RDONLY | MDB_NOTLS : 0;
+  const int rc = mdb_env_open(env_, source.c_str(), flags, 0664);
+  if (rc != MDB_SUCCESS) {
+    mdb_env_close(env_);
+    env_ = nullptr;
+    MdbRequire(rc, "cannot open LMDB", source);
+  }
+  source_ = source;
+  LOG(INFO) << "Opened LMDB " << source;
+}
+
+void DB::Close() {
+  if (env_ == nullptr) return;
+  mdb_env_close(env_);
+  env_ = nullptr;
+}
+
+std::unique_ptr<Cursor> DB::NewCursor() {
+  CHECK(env_) << "NewCursor() on a closed DB";
+  return std::make_unique<Cursor>(env_, source_);
+}
+
+std::unique_ptr<Transaction> DB::NewTransaction() {
+  CHECK(env_) << "NewTransaction() on a closed DB";
+  return std::make_unique<Transaction>(env_, source_);
+}
+
+size_t DB::Size() const {
+  CHECK(env_) << "Size() on a closed DB";
+  MDB_stat stat;
+  MdbRequire(mdb_env_stat(env_, &stat), "cannot query LMDB", source_);
+  return stat.ms_entries;
+}
+
+Writer::Writer(const string& backend, const string& source, int commit_every)
+    : db_(GetDB(backend)), source_(source), commit_every_(commit_every) {
+  CHECK_GT(commit_every, 0);
+  db_->Open(source, Mode::NEW);
+  txn_ = db_->NewTransaction();
+}
+
+Writer::~Writer() {
+  if (finished_) return;
+  txn_.reset();
+  db_->Close();
+  LOG(WARNING) << "Removing the incomplete database " << source_;
+  RemoveLMDB(source_);
+}
+
+void Writer::Put(const string& key, const string& value) {
+  CHECK(!finished_) << "Put() after Finish()";
+  txn_->Put(key, value);
+  if (++count_ % commit_every_ == 0) {
+    txn_->Commit();
+    LOG(INFO) << "Wrote " << count_ << " records to " << source_;
+  }
+}
+
+void Writer::Finish() {
+  CHECK(!finished_) << "Finish() twice";
+  txn_->Commit();
+  txn_.reset();
+  db_->Close();
+  finished_ = true;
+  LOG(INFO) << "Wrote " << count_ << " records to " << source_;
+}
+
+void RemoveLMDB(const string& source) {
+  ::unlink((source + "/data.mdb").c_str());
+  ::unlink((source + "/lock.mdb").c_str());
+  ::rmdir(source.c_str());
+}
+
+string IndexKey(int index) {
+  char key[32];
+  std::snprintf(key, sizeof(key), "%08d", index);
+  return key;
+}
+
+std::unique_ptr<DB> GetDB(DataParameter::DB backend) {
+  POSEIDON_REQUIRE(backend == DataParameter::LMDB, ConfigError,
+                   "data_param.backend ", DataParameter::DB_Name(backend),
+                   " is not supported: Poseidon reads only LMDB "
+                   "(backend: LMDB)");
+  return std::make_unique<DB>();
+}
+
+std::unique_ptr<DB> GetDB(const string& backend) {
+  POSEIDON_REQUIRE(backend == "lmdb", ConfigError, "backend '", backend,
+                   "' is not supported: Poseidon supports only 'lmdb'");
+  return std::make_unique<DB>();
+}
+
+}  // namespace db
+}  // namespace poseidon

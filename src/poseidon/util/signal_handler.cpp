@@ -1,0 +1,93 @@
+// SIGINT/SIGHUP -> SolverAction through flags set by a minimal handler.
+#include "poseidon/util/signal_handler.hpp"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace poseidon {
+namespace {
+
+static_assert(std::atomic<bool>::is_always_lock_free,
+              "signal flags need lock-free atomics");
+
+std::atomic<bool> g_got_sigint{false};
+std::atomic<bool> g_got_sighup{false};
+std::atomic<bool> g_installed{false};
+struct sigaction g_old_sigint;
+struct sigaction g_old_sighup;
+
+extern "C" void HandleSignal(int signal) {
+  if (signal == SIGINT) {
+    g_got_sigint.store(true);
+  } else if (signal == SIGHUP) {
+    g_got_sighup.store(true);
+  }
+}
+
+}  // namespace
+
+SolverAction ParseSolverAction(const string& value, const string& flag_name) {
+  if (value == "stop") return SolverAction::STOP;
+  if (value == "snapshot") return SolverAction::SNAPSHOT;
+  if (value == "none") return SolverAction::NONE;
+  POSEIDON_THROW(ConfigError, "invalid value '", value, "' for ", flag_name,
+                 " (expected stop, snapshot or none)");
+}
+
+SignalHandler::SignalHandler(SolverAction sigint_action,
+                             SolverAction sighup_action)
+    : sigint_action_(sigint_action), sighup_action_(sighup_action) {
+  Install();
+}
+
+SignalHandler::SignalHandler(const string& sigint_effect,
+                             const string& sighup_effect)
+    : sigint_action_(ParseSolverAction(sigint_effect, "--sigint_effect")),
+      sighup_action_(ParseSolverAction(sighup_effect, "--sighup_effect")) {
+  Install();
+}
+
+void SignalHandler::Install() {
+  bool expected = false;
+  POSEIDON_REQUIRE(g_installed.compare_exchange_strong(expected, true), Error,
+                   "signal handlers are already installed by another "
+                   "SignalHandler");
+  g_got_sigint = false;
+  g_got_sighup = false;
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = &HandleSignal;
+  action.sa_flags = SA_RESTART;
+  sigfillset(&action.sa_mask);  // block other signals while flagging
+  if (sigaction(SIGINT, &action, &g_old_sigint) != 0 ||
+      sigaction(SIGHUP, &action, &g_old_sighup) != 0) {
+    const int err = errno;
+    g_installed = false;
+    POSEIDON_THROW(
+        Error, "cannot install SIGINT/SIGHUP handlers: ", std::strerror(err));
+  }
+}
+
+SignalHandler::~SignalHandler() {
+  if (sigaction(SIGINT, &g_old_sigint, nullptr) != 0 ||
+      sigaction(SIGHUP, &g_old_sighup, nullptr) != 0) {
+    LOG(ERROR) << "cannot restore the SIGINT/SIGHUP handlers: "
+               << std::strerror(errno);
+  }
+  g_installed = false;
+}
+
+SolverAction SignalHandler::CheckForSignals() const {
+  if (g_got_sighup.exchange(false)) return sighup_action_;
+  if (g_got_sigint.exchange(false)) return sigint_action_;
+  return SolverAction::NONE;
+}
+
+ActionCallback SignalHandler::GetActionFunction() {
+  return [this] { return CheckForSignals(); };
+}
+
+}  // namespace poseidon

@@ -1,0 +1,306 @@
+// poseidon_train: the command-line trainer, with Caffe's actions and flags.
+//   poseidon_train train --solver=solver.prototxt [--snapshot=S | --weights=W]
+//   poseidon_train test  --model=net.prototxt --weights=W [--iterations=50]
+//   poseidon_train time  --model=net.prototxt [--iterations=50]
+//   poseidon_train device_query
+// User mistakes end with "Error: ..." on stderr and exit status 1.
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "poseidon/common.hpp"
+#include "poseidon/layer_factory.hpp"
+#include "poseidon/net.hpp"
+#include "poseidon/solver.hpp"
+#include "poseidon/solver_factory.hpp"
+#include "poseidon/util/signal_handler.hpp"
+
+DEFINE_string(gpu, "",
+              "GPU ids to use, comma separated, or 'all' (needs a CUDA build)");
+DEFINE_string(solver, "", "The solver definition protocol buffer text file.");
+DEFINE_string(model, "", "The model definition protocol buffer text file.");
+DEFINE_string(phase, "", "Optional; network phase (TRAIN or TEST), for time.");
+DEFINE_int32(level, 0, "Optional; network level.");
+DEFINE_string(stage, "",
+              "Optional; network stages (not to be confused with phase), "
+              "separated by ','.");
+DEFINE_string(snapshot, "",
+              "Optional; the snapshot solver state to resume training.");
+DEFINE_string(weights, "",
+              "Optional; the pretrained weights to initialize finetuning, "
+              "separated by ','. Cannot be set simultaneously with snapshot.");
+DEFINE_int32(iterations, 50, "The number of iterations to run.");
+DEFINE_string(sigint_effect, "stop",
+              "Optional; action to take when a SIGINT signal is received: "
+              "snapshot, stop or none.");
+DEFINE_string(sighup_effect, "snapshot",
+              "Optional; action to take when a SIGHUP signal is received: "
+              "snapshot, stop or none.");
+
+namespace poseidon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start)
+      .count();
+}
+
+vector<string> SplitList(const string& s) {
+  vector<string> out;
+  std::stringstream ss(s);
+  string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void RequireCpuBuild() {
+  if (FLAGS_gpu.empty()) return;
+#ifdef CPU_ONLY
+  POSEIDON_THROW(ConfigError, "--gpu=", FLAGS_gpu,
+                 " given, but Poseidon was built without CUDA");
+#else
+  vector<string> ids = SplitList(FLAGS_gpu);
+  POSEIDON_REQUIRE(!ids.empty(), ConfigError, "--gpu is empty");
+  Poseidon::set_mode(Poseidon::GPU);
+  if (ids[0] != "all") Poseidon::set_device(std::stoi(ids[0]));
+#endif
+}
+
+void CopyWeights(const string& weights, Net<float>* net) {
+  for (const auto& file : SplitList(weights)) {
+    LOG(INFO) << "Loading weights from " << file;
+    net->CopyTrainedLayersFrom(file);
+  }
+}
+
+int Train() {
+  POSEIDON_REQUIRE(!FLAGS_solver.empty(), ConfigError,
+                   "train needs --solver=<solver.prototxt>");
+  POSEIDON_REQUIRE(FLAGS_snapshot.empty() || FLAGS_weights.empty(),
+                   ConfigError,
+                   "give either --snapshot (resume) or --weights (fine-tune), "
+                   "not both");
+  SolverParameter param;
+  ReadSolverParamsFromTextFile(FLAGS_solver, &param);
+  param.mutable_train_state()->set_level(FLAGS_level);
+  for (const auto& stage : SplitList(FLAGS_stage)) {
+    param.mutable_train_state()->add_stage(stage);
+  }
+  RequireCpuBuild();
+  if (FLAGS_gpu.empty() && param.solver_mode() == SolverParameter::GPU) {
+#ifdef CPU_ONLY
+    LOG(WARNING) << FLAGS_solver << " asks for solver_mode: GPU, but this "
+                 << "build has no CUDA; training on the CPU";
+#else
+    Poseidon::set_mode(Poseidon::GPU);
+    Poseidon::set_device(param.device_id());
+#endif
+  }
+
+  SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
+  std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
+  solver->SetActionFunction(signals.GetActionFunction());
+  if (!FLAGS_snapshot.empty()) {
+    LOG(INFO) << "Resuming from " << FLAGS_snapshot;
+    solver->Solve(FLAGS_snapshot);
+  } else {
+    if (!FLAGS_weights.empty()) {
+      CopyWeights(FLAGS_weights, solver->net().get());
+      for (const auto& test_net : solver->test_nets()) {
+        CopyWeights(FLAGS_weights, test_net.get());
+      }
+    }
+    solver->Solve();
+  }
+  return 0;
+}
+
+int Test() {
+  POSEIDON_REQUIRE(!FLAGS_model.empty(), ConfigError,
+                   "test needs --model=<net.prototxt>");
+  POSEIDON_REQUIRE(!FLAGS_weights.empty(), ConfigError,
+                   "test needs --weights=<file.caffemodel>");
+  RequireCpuBuild();
+  vector<string> stages = SplitList(FLAGS_stage);
+  Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
+  CopyWeights(FLAGS_weights, &net);
+  LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
+
+  vector<double> scores;
+  vector<string> names;
+  vector<float> weights;
+  double loss = 0;
+  for (int i = 0; i < FLAGS_iterations; ++i) {
+    float iter_loss = 0;
+    const auto& outputs = net.Forward(&iter_loss);
+    loss += iter_loss;
+    size_t idx = 0;
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const string& name = net.blob_names()[net.output_blob_indices()[j]];
+      const float w = net.blob_loss_weights()[net.output_blob_indices()[j]];
+      for (int k = 0; k < outputs[j]->count(); ++k, ++idx) {
+        const float v = outputs[j]->cpu_data()[k];
+        if (i == 0) {
+          scores.push_back(v);
+          names.push_back(name);
+          weights.push_back(w);
+        } else {
+          scores[idx] += v;
+        }
+        LOG(INFO) << "Batch " << i << ", " << name << " = " << v;
+      }
+    }
+  }
+  loss /= FLAGS_iterations;
+  LOG(INFO) << "Loss: " << loss;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    const double mean = scores[i] / FLAGS_iterations;
+    std::ostringstream line;
+    line << names[i] << " = " << mean;
+    if (weights[i] != 0) {
+      line << " (* " << weights[i] << " = " << weights[i] * mean
+           << " loss)";
+    }
+    LOG(INFO) << line.str();
+  }
+  return 0;
+}
+
+int Time() {
+  POSEIDON_REQUIRE(!FLAGS_model.empty(), ConfigError,
+                   "time needs --model=<net.prototxt>");
+  POSEIDON_REQUIRE(FLAGS_iterations > 0, ConfigError,
+                   "--iterations must be positive");
+  RequireCpuBuild();
+  Phase phase = TRAIN;
+  if (!FLAGS_phase.empty()) {
+    POSEIDON_REQUIRE(Phase_Parse(FLAGS_phase, &phase), ConfigError,
+                     "--phase must be TRAIN or TEST, got ", FLAGS_phase);
+  }
+  vector<string> stages = SplitList(FLAGS_stage);
+  Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+
+  LOG(INFO) << "Performing Forward";
+  float initial_loss = 0;
+  net.Forward(&initial_loss);
+  LOG(INFO) << "Initial loss: " << initial_loss;
+  LOG(INFO) << "Performing Backward";
+  net.Backward();
+
+  const auto& layers = net.layers();
+  const int n = static_cast<int>(layers.size());
+  vector<double> forward_ms(n, 0), backward_ms(n, 0);
+  double forward_total = 0, backward_total = 0;
+  const auto total_start = Clock::now();
+  LOG(INFO) << "*** Benchmark begins ***";
+  LOG(INFO) << "Testing for " << FLAGS_iterations << " iterations.";
+  for (int it = 0; it < FLAGS_iterations; ++it) {
+    const auto iter_start = Clock::now();
+    auto t = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      t = Clock::now();
+      layers[i]->Forward(net.bottom_vecs()[i], net.top_vecs()[i]);
+      forward_ms[i] += MsSince(t);
+    }
+    const double fwd = MsSince(iter_start);
+    forward_total += fwd;
+    const auto back_start = Clock::now();
+    for (int i = n - 1; i >= 0; --i) {
+      t = Clock::now();
+      if (net.layer_need_backward()[i]) {
+        layers[i]->Backward(net.top_vecs()[i], net.bottom_need_backward()[i],
+                            net.bottom_vecs()[i]);
+      }
+      backward_ms[i] += MsSince(t);
+    }
+    const double bwd = MsSince(back_start);
+    backward_total += bwd;
+    LOG(INFO) << "Iteration: " << it + 1
+              << " forward-backward time: " << fwd + bwd << " ms.";
+  }
+  LOG(INFO) << "Average time per layer: ";
+  for (int i = 0; i < n; ++i) {
+    LOG(INFO) << std::setfill(' ') << std::setw(10) << net.layer_names()[i]
+              << "\tforward: " << forward_ms[i] / FLAGS_iterations << " ms.";
+    LOG(INFO) << std::setfill(' ') << std::setw(10) << net.layer_names()[i]
+              << "\tbackward: " << backward_ms[i] / FLAGS_iterations
+              << " ms.";
+  }
+  LOG(INFO) << "Average Forward pass: " << forward_total / FLAGS_iterations
+            << " ms.";
+  LOG(INFO) << "Average Backward pass: " << backward_total / FLAGS_iterations
+            << " ms.";
+  LOG(INFO) << "Average Forward-Backward: "
+            << (forward_total + backward_total) / FLAGS_iterations << " ms.";
+  LOG(INFO) << "Total Time: " << MsSince(total_start) << " ms.";
+  LOG(INFO) << "*** Benchmark ends ***";
+  return 0;
+}
+
+int DeviceQuery() {
+#ifdef CPU_ONLY
+  LOG(INFO) << "Poseidon was built for the CPU only (no CUDA).";
+#else
+  LOG(INFO) << "Poseidon was built with CUDA; see nvidia-smi for devices.";
+#endif
+  LOG(INFO) << "Hardware threads: " << std::thread::hardware_concurrency();
+  LOG(INFO) << "Registered layer types: "
+            << LayerRegistry<float>::LayerTypeList().size();
+  return 0;
+}
+
+const std::map<string, int (*)()>& Actions() {
+  static const std::map<string, int (*)()> actions = {
+      {"train", Train},
+      {"test", Test},
+      {"time", Time},
+      {"device_query", DeviceQuery}};
+  return actions;
+}
+
+}  // namespace
+}  // namespace poseidon
+
+int main(int argc, char** argv) {
+  FLAGS_alsologtostderr = 1;
+  gflags::SetUsageMessage(
+      "command line brew\n"
+      "usage: poseidon_train <command> <args>\n\n"
+      "commands:\n"
+      "  train           train or finetune a model\n"
+      "  test            score a model\n"
+      "  device_query    show build and device information\n"
+      "  time            benchmark model execution time");
+  gflags::SetVersionString("0.1.0");
+  poseidon::GlobalInit(&argc, &argv);
+  if (argc != 2) {
+    gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/poseidon_train");
+    return 1;
+  }
+  const auto& actions = poseidon::Actions();
+  auto it = actions.find(argv[1]);
+  if (it == actions.end()) {
+    std::fprintf(stderr, "Error: unknown action '%s' (use train, test, time "
+                 "or device_query)\n", argv[1]);
+    return 1;
+  }
+  try {
+    return it->second();
+  } catch (const poseidon::Error& e) {
+    std::fprintf(stderr, "Error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "Error: %s\n", e.what());
+    return 1;
+  }
+}
