@@ -119,10 +119,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void ChooseAlgorithm();
   void Im2col(const Dtype* input, int images, Dtype* col) const;
   void Col2im(const Dtype* col, int images, Dtype* input) const;
-  void ForwardPerImage(const Dtype* input, const Dtype* weights,
-                       Dtype* output);
-  void ForwardBatched(const Dtype* input, const Dtype* weights,
-                      Dtype* output);
+  void ForwardPerImage(const Dtype* input, const Dtype* weights, Dtype* output);
+  void ForwardBatched(const Dtype* input, const Dtype* weights, Dtype* output);
   void BackwardPerImage(const Dtype* input, const Dtype* output_diff,
                         const Dtype* weights, Dtype* weight_diff,
                         Dtype* input_diff);

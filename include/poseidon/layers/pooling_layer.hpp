@@ -50,8 +50,7 @@ class PoolingLayer final : public Layer<Dtype> {
   int MinTopBlobs() const override { return 1; }
   // MAX may output its mask as a second top.
   int MaxTopBlobs() const override {
-    return this->layer_param_.pooling_param().pool() ==
-                   PoolingParameter::MAX
+    return this->layer_param_.pooling_param().pool() == PoolingParameter::MAX
                ? 2
                : 1;
   }

@@ -48,8 +48,7 @@ int Product(const vector<int>& v, size_t begin = 0) {
 // number written into a uint32 field becomes.
 int ToInt(const char* field, uint32_t value) {
   POSEIDON_REQUIRE(value <= static_cast<uint32_t>(INT_MAX), ConfigError,
-                   "convolution_param.", field,
-                   " must be non-negative, got ",
+                   "convolution_param.", field, " must be non-negative, got ",
                    static_cast<int32_t>(value));
   return static_cast<int>(value);
 }
@@ -62,24 +61,24 @@ vector<int> PerAxis(const char* name,
                     int num_axes, int default_value, bool required) {
   const string n(name);
   if (has_h || has_w) {
-    POSEIDON_REQUIRE(values.empty(), ConfigError, "convolution_param: give ",
-                     n, " or ", n, "_h/", n, "_w, not both");
+    POSEIDON_REQUIRE(values.empty(), ConfigError, "convolution_param: give ", n,
+                     " or ", n, "_h/", n, "_w, not both");
     POSEIDON_REQUIRE(has_h && has_w, ConfigError, "convolution_param.", n,
                      "_h and ", n, "_w must be given together");
-    POSEIDON_REQUIRE(num_axes == 2, ConfigError, "convolution_param.", n,
-                     "_h/", n, "_w apply only to 2-D convolution, but there ",
-                     "are ", num_axes, " spatial axes");
+    POSEIDON_REQUIRE(num_axes == 2, ConfigError, "convolution_param.", n, "_h/",
+                     n, "_w apply only to 2-D convolution, but there ", "are ",
+                     num_axes, " spatial axes");
     return {ToInt((n + "_h").c_str(), h), ToInt((n + "_w").c_str(), w)};
   }
   if (values.empty()) {
-    POSEIDON_REQUIRE(!required, ConfigError, "convolution_param.", n,
-                     " (or ", n, "_h and ", n, "_w) is required");
+    POSEIDON_REQUIRE(!required, ConfigError, "convolution_param.", n, " (or ",
+                     n, "_h and ", n, "_w) is required");
     return vector<int>(num_axes, default_value);
   }
-  POSEIDON_REQUIRE(values.size() == 1 || values.size() == num_axes,
-                   ConfigError, "convolution_param.", n, " has ",
-                   values.size(), " values; give one, or one per spatial ",
-                   "axis (", num_axes, ")");
+  POSEIDON_REQUIRE(values.size() == 1 || values.size() == num_axes, ConfigError,
+                   "convolution_param.", n, " has ", values.size(),
+                   " values; give one, or one per spatial ", "axis (", num_axes,
+                   ")");
   vector<int> out(num_axes);
   for (int i = 0; i < num_axes; ++i) {
     out[i] = ToInt(name, values.size() == 1 ? values[0] : values[i]);
@@ -133,8 +132,8 @@ void BaseConvolutionLayer<Dtype>::ReadGeometry(const ConvolutionParameter& p) {
                     p.has_stride_w(), p.stride_w(), n, 1, false);
   pad_ = PerAxis("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(),
                  p.pad_w(), n, 0, false);
-  dilation_ = PerAxis("dilation", p.dilation(), false, 0, false, 0, n, 1,
-                      false);
+  dilation_ =
+      PerAxis("dilation", p.dilation(), false, 0, false, 0, n, 1, false);
   is_1x1_ = true;
   for (int i = 0; i < n; ++i) {
     POSEIDON_REQUIRE(kernel_shape_[i] > 0, ConfigError,
@@ -146,14 +145,14 @@ void BaseConvolutionLayer<Dtype>::ReadGeometry(const ConvolutionParameter& p) {
     POSEIDON_REQUIRE(dilation_[i] > 0, ConfigError,
                      "convolution_param: dilation must be positive, got ",
                      JoinInts(dilation_));
-    is_1x1_ = is_1x1_ && kernel_shape_[i] == 1 && stride_[i] == 1 &&
-              pad_[i] == 0;
+    is_1x1_ =
+        is_1x1_ && kernel_shape_[i] == 1 && stride_[i] == 1 && pad_[i] == 0;
   }
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::LayerSetUp(
-    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+void BaseConvolutionLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
+                                             const vector<Blob<Dtype>*>& top) {
   const ConvolutionParameter& p = this->layer_param_.convolution_param();
   const int num_axes = bottom[0]->num_axes();
   POSEIDON_REQUIRE(p.axis() >= -num_axes && p.axis() < num_axes, ConfigError,
@@ -205,13 +204,12 @@ void BaseConvolutionLayer<Dtype>::LayerSetUp(
                      " has ", blobs.size(), " parameter blobs but expects ",
                      expected, " (bias_term ", bias_term_ ? "true" : "false",
                      ")");
-    POSEIDON_REQUIRE(blobs[0]->shape() == weight_shape, ShapeError,
-                     this->type(), ": weights have shape ",
-                     blobs[0]->shape_string(), " but bottom[0] of shape ",
-                     bottom[0]->shape_string(), " with num_output ",
-                     num_output_, ", group ", group_, " and kernel ",
-                     JoinInts(kernel_shape_), " needs ",
-                     JoinInts(weight_shape));
+    POSEIDON_REQUIRE(
+        blobs[0]->shape() == weight_shape, ShapeError, this->type(),
+        ": weights have shape ", blobs[0]->shape_string(),
+        " but bottom[0] of shape ", bottom[0]->shape_string(),
+        " with num_output ", num_output_, ", group ", group_, " and kernel ",
+        JoinInts(kernel_shape_), " needs ", JoinInts(weight_shape));
     if (bias_term_) {
       POSEIDON_REQUIRE(blobs[1]->shape() == bias_shape, ShapeError,
                        this->type(), ": bias has shape ",
@@ -237,17 +235,16 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                    ShapeError, this->type(), ": bottom[0] has shape ",
                    bottom[0]->shape_string(), " but the layer was set up for ",
                    first_spatial + num_spatial_axes_, " axes");
-  POSEIDON_REQUIRE(bottom[0]->shape(channel_axis_) == channels_, ShapeError,
-                   this->type(), ": bottom[0] has shape ",
-                   bottom[0]->shape_string(), " with ",
-                   bottom[0]->shape(channel_axis_),
-                   " channels, but the weights (shape ",
-                   this->blobs_[0]->shape_string(), ") expect ", channels_);
+  POSEIDON_REQUIRE(
+      bottom[0]->shape(channel_axis_) == channels_, ShapeError, this->type(),
+      ": bottom[0] has shape ", bottom[0]->shape_string(), " with ",
+      bottom[0]->shape(channel_axis_), " channels, but the weights (shape ",
+      this->blobs_[0]->shape_string(), ") expect ", channels_);
   for (size_t i = 1; i < bottom.size(); ++i) {
     POSEIDON_REQUIRE(bottom[i]->shape() == bottom[0]->shape(), ShapeError,
                      this->type(), ": all bottoms must have the same shape; ",
-                     "bottom[0] is ", bottom[0]->shape_string(), ", bottom[",
-                     i, "] is ", bottom[i]->shape_string());
+                     "bottom[0] is ", bottom[0]->shape_string(), ", bottom[", i,
+                     "] is ", bottom[i]->shape_string());
   }
   num_ = bottom[0]->count(0, channel_axis_);
   input_shape_.assign(bottom[0]->shape().begin() + first_spatial,
@@ -257,8 +254,7 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   vector<int> top_shape(bottom[0]->shape().begin(),
                         bottom[0]->shape().begin() + channel_axis_);
   top_shape.push_back(num_output_);
-  top_shape.insert(top_shape.end(), output_shape_.begin(),
-                   output_shape_.end());
+  top_shape.insert(top_shape.end(), output_shape_.begin(), output_shape_.end());
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);
 
   const vector<int>& im_side =
@@ -306,9 +302,8 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
       break;
   }
   chunk = std::min<size_t>(chunk, std::max(num_, 1));
-  batched_ = can_batch &&
-             (algorithm_ == Algorithm::kBatched ||
-              (algorithm_ == Algorithm::kAuto && chunk > 1));
+  batched_ = can_batch && (algorithm_ == Algorithm::kBatched ||
+                           (algorithm_ == Algorithm::kAuto && chunk > 1));
   if (!batched_) {
     images_per_chunk_ = 1;
     col_buffer_.Reshape(is_1x1_ ? vector<int>{1} : col_shape_);
@@ -395,9 +390,9 @@ void BaseConvolutionLayer<Dtype>::ForwardPerImage(const Dtype* input,
       col = col_buffer_.cpu_data();
     }
     for (int g = 0; g < group_; ++g) {
-      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, S,
-                      kernel_dim_, Dtype(1), weights + g * w_step,
-                      col + g * col_step, Dtype(0), out_n + g * out_step);
+      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, S, kernel_dim_,
+                      Dtype(1), weights + g * w_step, col + g * col_step,
+                      Dtype(0), out_n + g * out_step);
     }
   }
 }
@@ -423,8 +418,8 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
         col = col_buffer_.cpu_data();
       }
       for (int g = 0; g < group_; ++g) {
-        cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
-                        S, Dtype(1), od_n + g * out_step, col + g * col_step,
+        cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_, S,
+                        Dtype(1), od_n + g * out_step, col + g * col_step,
                         Dtype(1), weight_diff + g * w_step);
       }
     }
@@ -432,10 +427,9 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
       Dtype* id_n = input_diff + static_cast<size_t>(n) * conv_input_dim_;
       Dtype* col_diff = is_1x1_ ? id_n : col_buffer_.mutable_cpu_data();
       for (int g = 0; g < group_; ++g) {
-        cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_, S,
-                        out_per_group, Dtype(1), weights + g * w_step,
-                        od_n + g * out_step, Dtype(0),
-                        col_diff + g * col_step);
+        cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_, S, out_per_group,
+                        Dtype(1), weights + g * w_step, od_n + g * out_step,
+                        Dtype(0), col_diff + g * col_step);
       }
       if (!is_1x1_) Col2im(col_diff, 1, id_n);
     }
@@ -506,9 +500,8 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
       for (int g = 0; g < group_; ++g) {
         cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_,
                         static_cast<int>(columns), out_per_group, Dtype(1),
-                        weights + g * w_step,
-                        od + g * out_per_group * columns, Dtype(0),
-                        col + g * kernel_dim_ * columns);
+                        weights + g * w_step, od + g * out_per_group * columns,
+                        Dtype(0), col + g * kernel_dim_ * columns);
       }
       Col2im(col, images,
              input_diff + static_cast<size_t>(n0) * conv_input_dim_);
@@ -520,8 +513,8 @@ template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::AddBias(const Dtype* bias, Dtype* top) {
   for (int n = 0; n < num_; ++n) {
     for (int o = 0; o < num_output_; ++o) {
-      Dtype* row = top + (static_cast<size_t>(n) * num_output_ + o) *
-                             top_spatial_dim_;
+      Dtype* row =
+          top + (static_cast<size_t>(n) * num_output_ + o) * top_spatial_dim_;
       const Dtype b = bias[o];
       for (int s = 0; s < top_spatial_dim_; ++s) row[s] += b;
     }

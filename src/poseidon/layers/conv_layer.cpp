@@ -19,9 +19,9 @@ void ConvolutionLayer<Dtype>::compute_output_shape() {
         in + 2 * this->pad_[i], ", smaller than the kernel extent ", extent,
         " (kernel_size ", this->kernel_shape_[i], ", dilation ",
         this->dilation_[i], "), so the output would be empty");
-    this->output_shape_.push_back(ConvOutputSize(
-        in, this->kernel_shape_[i], this->pad_[i], this->stride_[i],
-        this->dilation_[i]));
+    this->output_shape_.push_back(
+        ConvOutputSize(in, this->kernel_shape_[i], this->pad_[i],
+                       this->stride_[i], this->dilation_[i]));
   }
 }
 
@@ -51,9 +51,9 @@ void ConvolutionLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
     if (this->bias_term_ && this->param_propagate_down(1)) {
       this->AccumulateBiasDiff(top_diff, this->blobs_[1]->mutable_cpu_diff());
     }
-    this->ConvBackward(bottom[i]->cpu_data(), top_diff, weights, weight_diff,
-                       propagate_down[i] ? bottom[i]->mutable_cpu_diff()
-                                         : nullptr);
+    this->ConvBackward(
+        bottom[i]->cpu_data(), top_diff, weights, weight_diff,
+        propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr);
   }
 }
 

@@ -27,15 +27,14 @@ void InnerProductLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
   auto& blobs = this->blobs_;
   if (!blobs.empty()) {
     const size_t expected = bias_term_ ? 2 : 1;
-    POSEIDON_REQUIRE(blobs.size() == expected, ShapeError,
-                     "InnerProduct has ", blobs.size(),
-                     " parameter blobs but expects ", expected,
+    POSEIDON_REQUIRE(blobs.size() == expected, ShapeError, "InnerProduct has ",
+                     blobs.size(), " parameter blobs but expects ", expected,
                      " (bias_term ", bias_term_ ? "true" : "false", ")");
     POSEIDON_REQUIRE(blobs[0]->shape() == weight_shape, ShapeError,
                      "InnerProduct: weights have shape ",
                      blobs[0]->shape_string(), " but bottom[0] of shape ",
-                     bottom[0]->shape_string(), " flattened from axis ",
-                     axis_, " (K = ", K_, ") with num_output ", N_,
+                     bottom[0]->shape_string(), " flattened from axis ", axis_,
+                     " (K = ", K_, ") with num_output ", N_,
                      transpose_ ? " and transpose" : "", " needs ",
                      weight_shape[0], " x ", weight_shape[1]);
     if (bias_term_) {
@@ -57,12 +56,12 @@ void InnerProductLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
 template <typename Dtype>
 void InnerProductLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                                        const vector<Blob<Dtype>*>& top) {
-  POSEIDON_REQUIRE(axis_ < bottom[0]->num_axes() &&
-                       bottom[0]->count(axis_) == K_,
-                   ShapeError, "InnerProduct: bottom[0] has shape ",
-                   bottom[0]->shape_string(), ", but the weights (shape ",
-                   this->blobs_[0]->shape_string(), ") expect ", K_,
-                   " inputs from axis ", axis_, " on");
+  POSEIDON_REQUIRE(
+      axis_ < bottom[0]->num_axes() && bottom[0]->count(axis_) == K_,
+      ShapeError, "InnerProduct: bottom[0] has shape ",
+      bottom[0]->shape_string(), ", but the weights (shape ",
+      this->blobs_[0]->shape_string(), ") expect ", K_, " inputs from axis ",
+      axis_, " on");
   M_ = bottom[0]->count(0, axis_);
   vector<int> top_shape(bottom[0]->shape().begin(),
                         bottom[0]->shape().begin() + axis_);
@@ -78,8 +77,8 @@ template <typename Dtype>
 void InnerProductLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                                            const vector<Blob<Dtype>*>& top) {
   Dtype* out = top[0]->mutable_cpu_data();
-  cpu_gemm<Dtype>(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_,
-                  N_, K_, Dtype(1), bottom[0]->cpu_data(),
+  cpu_gemm<Dtype>(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_, N_,
+                  K_, Dtype(1), bottom[0]->cpu_data(),
                   this->blobs_[0]->cpu_data(), Dtype(0), out);
   if (bias_term_) {
     cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, M_, N_, 1, Dtype(1),
@@ -102,8 +101,8 @@ void InnerProductLayer<Dtype>::Backward_cpu(
                       top_diff, Dtype(1), weight_diff);
     } else {
       // dW (N x K) += top_diff^T * bottom
-      cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, N_, K_, M_, Dtype(1),
-                      top_diff, in, Dtype(1), weight_diff);
+      cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, N_, K_, M_, Dtype(1), top_diff,
+                      in, Dtype(1), weight_diff);
     }
   }
   if (bias_term_ && this->param_propagate_down(1)) {

@@ -45,8 +45,7 @@ void LRNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                    "LRN needs a 4-D bottom (num, channels, height, width), "
                    "got shape ",
                    bottom[0]->shape_string());
-  POSEIDON_REQUIRE(bottom[0] != top[0], ConfigError,
-                   "LRN cannot run in place");
+  POSEIDON_REQUIRE(bottom[0] != top[0], ConfigError, "LRN cannot run in place");
   num_ = bottom[0]->shape(0);
   channels_ = bottom[0]->shape(1);
   height_ = bottom[0]->shape(2);

@@ -21,8 +21,8 @@ void ReadPair(const char* name, bool has_both, uint32_t both, bool has_h,
               uint32_t h, bool has_w, uint32_t w, int* out_h, int* out_w) {
   const string n(name);
   if (has_h || has_w) {
-    POSEIDON_REQUIRE(!has_both, ConfigError, "pooling_param: give ", n,
-                     " or ", n, "_h/", n, "_w, not both");
+    POSEIDON_REQUIRE(!has_both, ConfigError, "pooling_param: give ", n, " or ",
+                     n, "_h/", n, "_w, not both");
     POSEIDON_REQUIRE(has_h && has_w, ConfigError, "pooling_param.", n,
                      "_h and ", n, "_w must be given together");
     *out_h = ToInt((n + "_h").c_str(), h);
@@ -64,33 +64,32 @@ void PoolingLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                      "pooling_param: kernel size must be positive, got ",
                      kernel_h_, " x ", kernel_w_);
   }
-  ReadPair("pad", p.has_pad(), p.pad(), p.has_pad_h(), p.pad_h(),
-           p.has_pad_w(), p.pad_w(), &pad_h_, &pad_w_);
-  ReadPair("stride", p.has_stride(), p.stride(), p.has_stride_h(),
-           p.stride_h(), p.has_stride_w(), p.stride_w(), &stride_h_,
-           &stride_w_);
+  ReadPair("pad", p.has_pad(), p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(),
+           p.pad_w(), &pad_h_, &pad_w_);
+  ReadPair("stride", p.has_stride(), p.stride(), p.has_stride_h(), p.stride_h(),
+           p.has_stride_w(), p.stride_w(), &stride_h_, &stride_w_);
   POSEIDON_REQUIRE(stride_h_ > 0 && stride_w_ > 0, ConfigError,
                    "pooling_param: stride must be positive, got ", stride_h_,
                    " x ", stride_w_);
   if (global_pooling_) {
-    POSEIDON_REQUIRE(pad_h_ == 0 && pad_w_ == 0 && stride_h_ == 1 &&
-                         stride_w_ == 1,
-                     ConfigError,
-                     "pooling_param: global_pooling needs pad 0 and stride 1 "
-                     "(got pad ", pad_h_, " x ", pad_w_, ", stride ",
-                     stride_h_, " x ", stride_w_, ")");
+    POSEIDON_REQUIRE(
+        pad_h_ == 0 && pad_w_ == 0 && stride_h_ == 1 && stride_w_ == 1,
+        ConfigError,
+        "pooling_param: global_pooling needs pad 0 and stride 1 "
+        "(got pad ",
+        pad_h_, " x ", pad_w_, ", stride ", stride_h_, " x ", stride_w_, ")");
   }
   if (pad_h_ != 0 || pad_w_ != 0) {
-    POSEIDON_REQUIRE(method_ == PoolingParameter::MAX ||
-                         method_ == PoolingParameter::AVE,
-                     ConfigError,
-                     "pooling_param: padding is supported for MAX and AVE "
-                     "pooling only");
-    POSEIDON_REQUIRE(global_pooling_ ||
-                         (pad_h_ < kernel_h_ && pad_w_ < kernel_w_),
-                     ConfigError, "pooling_param: pad (", pad_h_, " x ",
-                     pad_w_, ") must be smaller than the kernel (",
-                     kernel_h_, " x ", kernel_w_, ")");
+    POSEIDON_REQUIRE(
+        method_ == PoolingParameter::MAX || method_ == PoolingParameter::AVE,
+        ConfigError,
+        "pooling_param: padding is supported for MAX and AVE "
+        "pooling only");
+    POSEIDON_REQUIRE(
+        global_pooling_ || (pad_h_ < kernel_h_ && pad_w_ < kernel_w_),
+        ConfigError, "pooling_param: pad (", pad_h_, " x ", pad_w_,
+        ") must be smaller than the kernel (", kernel_h_, " x ", kernel_w_,
+        ")");
   }
   POSEIDON_REQUIRE(top.size() < 2 || method_ == PoolingParameter::MAX,
                    ConfigError,
@@ -120,12 +119,11 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
     if ((pooled_height_ - 1) * stride_h_ >= height_ + pad_h_) --pooled_height_;
     if ((pooled_width_ - 1) * stride_w_ >= width_ + pad_w_) --pooled_width_;
   }
-  POSEIDON_REQUIRE(pooled_height_ > 0 && pooled_width_ > 0, ShapeError,
-                   "Pooling: a ", kernel_h_, " x ", kernel_w_,
-                   " kernel with pad ", pad_h_, " x ", pad_w_, " and stride ",
-                   stride_h_, " x ", stride_w_,
-                   " leaves no output for bottom of shape ",
-                   bottom[0]->shape_string());
+  POSEIDON_REQUIRE(
+      pooled_height_ > 0 && pooled_width_ > 0, ShapeError, "Pooling: a ",
+      kernel_h_, " x ", kernel_w_, " kernel with pad ", pad_h_, " x ", pad_w_,
+      " and stride ", stride_h_, " x ", stride_w_,
+      " leaves no output for bottom of shape ", bottom[0]->shape_string());
   const vector<int> top_shape = {num_, channels_, pooled_height_,
                                  pooled_width_};
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);
@@ -349,8 +347,8 @@ void PoolingLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
     Dtype* diff = bottom_diff + static_cast<size_t>(nc) * plane;
     const size_t base = static_cast<size_t>(nc) * top_plane;
     for (int t = 0; t < top_plane; ++t) {
-      const int index = use_mask ? static_cast<int>(mask[base + t])
-                                 : chosen_[base + t];
+      const int index =
+          use_mask ? static_cast<int>(mask[base + t]) : chosen_[base + t];
       diff[index] += top_diff[base + t];
     }
   }

@@ -23,8 +23,7 @@ struct Geometry {
   int group = 1;
 };
 
-LayerParameter ConvParam(int num_output, const Geometry& g,
-                         bool bias = true) {
+LayerParameter ConvParam(int num_output, const Geometry& g, bool bias = true) {
   LayerParameter param;
   param.set_type("Convolution");
   ConvolutionParameter* p = param.mutable_convolution_param();
@@ -53,10 +52,10 @@ void NaiveConv(const Blob<Dtype>& in, const Blob<Dtype>& w,
   const int N = in.num(), C = in.channels(), H = in.height(), W = in.width();
   const int O = w.shape(0), KH = w.shape(2), KW = w.shape(3);
   const int cg = C / g.group, og = O / g.group;
-  const int OH = (H + 2 * g.pad_h - (g.dilation_h * (KH - 1) + 1)) /
-                     g.stride_h + 1;
-  const int OW = (W + 2 * g.pad_w - (g.dilation_w * (KW - 1) + 1)) /
-                     g.stride_w + 1;
+  const int OH =
+      (H + 2 * g.pad_h - (g.dilation_h * (KH - 1) + 1)) / g.stride_h + 1;
+  const int OW =
+      (W + 2 * g.pad_w - (g.dilation_w * (KW - 1) + 1)) / g.stride_w + 1;
   out->Reshape(N, O, OH, OW);
   for (int n = 0; n < N; ++n) {
     for (int o = 0; o < O; ++o) {
@@ -70,8 +69,8 @@ void NaiveConv(const Blob<Dtype>& in, const Blob<Dtype>& w,
                 const int ih = y * g.stride_h - g.pad_h + i * g.dilation_h;
                 const int iw = x * g.stride_w - g.pad_w + j * g.dilation_w;
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                sum += w.data_at(o, c, i, j) *
-                       in.data_at(n, first_c + c, ih, iw);
+                sum +=
+                    w.data_at(o, c, i, j) * in.data_at(n, first_c + c, ih, iw);
               }
             }
           }
@@ -108,8 +107,7 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
     ConvolutionLayer<Dtype> layer(ConvParam(num_output, g));
     vector<Blob<Dtype>*> bottoms{&bottom}, tops{&top};
     layer.SetUp(bottoms, tops);
-    NaiveConv(bottom, *layer.blobs()[0], layer.blobs()[1].get(), g,
-              &expected);
+    NaiveConv(bottom, *layer.blobs()[0], layer.blobs()[1].get(), g, &expected);
     ASSERT_EQ(top.shape(), expected.shape());
     using Algo = typename BaseConvolutionLayer<Dtype>::Algorithm;
     for (Algo algo : {Algo::kPerImage, Algo::kBatched, Algo::kAuto}) {
@@ -137,9 +135,9 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
       layer.set_algorithm(run == 0 ? Algo::kPerImage : Algo::kBatched);
       if (run == 1) {
         // Size the budget for exactly `chunk` images per GEMM.
-        const size_t per_image = sizeof(Dtype) * top.count(2) *
-                                 (layer.blobs()[0]->count(1) * g.group +
-                                  num_output);
+        const size_t per_image =
+            sizeof(Dtype) * top.count(2) *
+            (layer.blobs()[0]->count(1) * g.group + num_output);
         layer.set_max_buffer_bytes(per_image * chunk);
       }
       layer.Forward(bottoms, tops);
@@ -154,20 +152,18 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
       layer.Backward(tops, {true}, bottoms);
       auto grab = [](const Dtype* p, int n) { return vector<Dtype>(p, p + n); };
       layer.Forward(bottoms, tops);
-      results[run] = {grab(top.cpu_data(), top.count()),
-                      grab(bottom.cpu_diff(), bottom.count()),
-                      grab(layer.blobs()[0]->cpu_diff(),
-                           layer.blobs()[0]->count()),
-                      grab(layer.blobs()[1]->cpu_diff(),
-                           layer.blobs()[1]->count())};
+      results[run] = {
+          grab(top.cpu_data(), top.count()),
+          grab(bottom.cpu_diff(), bottom.count()),
+          grab(layer.blobs()[0]->cpu_diff(), layer.blobs()[0]->count()),
+          grab(layer.blobs()[1]->cpu_diff(), layer.blobs()[1]->count())};
     }
     const char* names[] = {"top data", "bottom diff", "weight diff",
                            "bias diff"};
     for (int k = 0; k < 4; ++k) {
       ASSERT_EQ(results[0][k].size(), results[1][k].size());
       ExpectBlobsNear(results[0][k].data(), results[1][k].data(),
-                      static_cast<int>(results[0][k].size()), Tol(),
-                      names[k]);
+                      static_cast<int>(results[0][k].size()), Tol(), names[k]);
     }
   }
 };
@@ -362,8 +358,8 @@ TYPED_TEST(ConvolutionLayerTest, NonDefaultAxisMatchesReshapedBottom) {
   layer.blobs()[1]->CopyFrom(*ref.blobs()[1]);
   layer.Forward({&bottom}, {&top});
   ref.Forward({&flat}, {&flat_top});
-  ExpectBlobsNear(flat_top.cpu_data(), top.cpu_data(), top.count(),
-                  this->Tol(), "axis 2 forward");
+  ExpectBlobsNear(flat_top.cpu_data(), top.cpu_data(), top.count(), this->Tol(),
+                  "axis 2 forward");
 }
 
 // 3-D convolution through the N-D path, against a direct 3-D loop.

@@ -209,8 +209,8 @@ TYPED_TEST(Im2colTest, Nd3DMatchesNaiveAndIsAdjoint) {
             for (int y = 0; y < out[1]; ++y) {
               for (int x = 0; x < out[2]; ++x) {
                 const int iz = z - 1 + i, iy = y * 2 + j, ix = x - 1 + 2 * k;
-                const bool inside = iz >= 0 && iz < 4 && iy < 5 && ix >= 0 &&
-                                    ix < 3;
+                const bool inside =
+                    iz >= 0 && iz < 4 && iy < 5 && ix >= 0 && ix < 3;
                 const Dtype expected =
                     inside ? im[((c * 4 + iz) * 5 + iy) * 3 + ix] : Dtype(0);
                 ASSERT_EQ(col[row * cols + (z * out[1] + y) * out[2] + x],
@@ -225,8 +225,8 @@ TYPED_TEST(Im2colTest, Nd3DMatchesNaiveAndIsAdjoint) {
   }
   const auto y = RandomVector<Dtype>(col.size(), 10);
   vector<Dtype> back(im.size(), Dtype(3));
-  col2im_nd_cpu(y.data(), 3, im_shape, col_shape, kernel, pad, stride,
-                dilation, back.data());
+  col2im_nd_cpu(y.data(), 3, im_shape, col_shape, kernel, pad, stride, dilation,
+                back.data());
   EXPECT_NEAR(Dot(col, y), Dot(im, back), 1e-3);
 }
 

@@ -71,10 +71,8 @@ TYPED_TEST(InnerProductLayerTest, SetupShapes) {
     vector<int> top_shape, weight_shape;
   };
   const Case cases[] = {
-      {1, false, {2, 10}, {10, 60}},
-      {1, true, {2, 10}, {60, 10}},
-      {-1, false, {2, 3, 4, 10}, {10, 5}},
-      {2, false, {2, 3, 10}, {10, 20}},
+      {1, false, {2, 10}, {10, 60}},       {1, true, {2, 10}, {60, 10}},
+      {-1, false, {2, 3, 4, 10}, {10, 5}}, {2, false, {2, 3, 10}, {10, 20}},
       {0, false, {10}, {10, 120}},
   };
   for (const Case& c : cases) {
@@ -177,7 +175,8 @@ TYPED_TEST(InnerProductLayerTest, ParamDiffsAccumulate) {
   layer.SetUp({&bottom}, {&top});
   layer.Forward({&bottom}, {&top});
   cpu_set(top.count(), Dtype(1), top.mutable_cpu_diff());
-  for (auto& b : layer.blobs()) cpu_set(b->count(), Dtype(0), b->mutable_cpu_diff());
+  for (auto& b : layer.blobs())
+    cpu_set(b->count(), Dtype(0), b->mutable_cpu_diff());
   layer.Backward({&top}, {true}, {&bottom});
   layer.Backward({&top}, {true}, {&bottom});
   // d bias = 2 passes * 3 rows of ones; dW[n][k] = 2 * sum_m x[m][k].

@@ -43,8 +43,8 @@ double NaiveLRN(const Blob<Dtype>& x, int n, int c, int h, int w, int size,
     const double scale = 1 + alpha / (size * size) * sum;
     return x.data_at(n, c, h, w) * std::pow(scale, -beta);
   }
-  for (int d = std::max(c - half, 0);
-       d <= std::min(c + half, x.channels() - 1); ++d) {
+  for (int d = std::max(c - half, 0); d <= std::min(c + half, x.channels() - 1);
+       ++d) {
     sum += std::pow(double(x.data_at(n, d, h, w)), 2);
   }
   const double scale = k + alpha / size * sum;
@@ -68,12 +68,12 @@ class LRNLayerTest : public test::MultiDeviceTest<TypeParam> {
       for (int c = 0; c < 7; ++c) {
         for (int h = 0; h < 3; ++h) {
           for (int w = 0; w < 4; ++w) {
-            EXPECT_NEAR(top.data_at(n, c, h, w),
-                        NaiveLRN(bottom, n, c, h, w, size, alpha, beta, k,
-                                 within),
-                        1e-5)
-                << (within ? "WITHIN" : "ACROSS") << " size " << size
-                << " at " << n << "," << c << "," << h << "," << w;
+            EXPECT_NEAR(
+                top.data_at(n, c, h, w),
+                NaiveLRN(bottom, n, c, h, w, size, alpha, beta, k, within),
+                1e-5)
+                << (within ? "WITHIN" : "ACROSS") << " size " << size << " at "
+                << n << "," << c << "," << h << "," << w;
           }
         }
       }
@@ -175,8 +175,7 @@ TYPED_TEST(LRNLayerTest, Errors) {
   }
   {
     LRNLayer<Dtype> layer(LRNParam(3, 1, 0.75, 1));
-    EXPECT_THROW(layer.SetUp({&bottom}, {&bottom}), ConfigError)
-        << "in place";
+    EXPECT_THROW(layer.SetUp({&bottom}, {&bottom}), ConfigError) << "in place";
   }
 }
 

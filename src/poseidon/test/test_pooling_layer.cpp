@@ -159,12 +159,12 @@ TYPED_TEST(PoolingLayerTest, OutputShapeRounding) {
       {32, 3, 2, 0, false, 15},
       {55, 3, 2, 0, true, 27},  // AlexNet
       {13, 3, 2, 0, true, 6},
-      {5, 2, 2, 1, true, 3},    // ceil gives 4; the last window would start
-                                // in the right padding, so 3
+      {5, 2, 2, 1, true, 3},  // ceil gives 4; the last window would start
+                              // in the right padding, so 3
       {5, 2, 2, 1, false, 3},
-      {4, 3, 2, 1, true, 3},    // last window starts inside: kept
-      {7, 2, 3, 1, true, 3},    // ceil(7/3) + 1 = 4; (4-1)*3 = 9 >= 8: 3
-      {2, 3, 2, 0, true, 1},    // kernel larger than the image, one window
+      {4, 3, 2, 1, true, 3},  // last window starts inside: kept
+      {7, 2, 3, 1, true, 3},  // ceil(7/3) + 1 = 4; (4-1)*3 = 9 >= 8: 3
+      {2, 3, 2, 0, true, 1},  // kernel larger than the image, one window
   };
   for (const Case& c : cases) {
     Blob<Dtype> bottom(1, 2, c.size, c.size), top;
@@ -176,8 +176,8 @@ TYPED_TEST(PoolingLayerTest, OutputShapeRounding) {
     PoolingLayer<Dtype> layer(param);
     layer.SetUp({&bottom}, {&top});
     EXPECT_EQ(top.shape(2), c.expected)
-        << "size " << c.size << " kernel " << c.kernel << " stride "
-        << c.stride << " pad " << c.pad << (c.ceil ? " CEIL" : " FLOOR");
+        << "size " << c.size << " kernel " << c.kernel << " stride " << c.stride
+        << " pad " << c.pad << (c.ceil ? " CEIL" : " FLOOR");
     EXPECT_EQ(top.shape(3), c.expected);
     EXPECT_EQ(ExpectedPooled(c.size, c.kernel, c.pad, c.stride, c.ceil),
               c.expected);
@@ -307,7 +307,8 @@ TYPED_TEST(PoolingLayerTest, GradientMaxWithMaskTop) {
   cpu_copy(top.count(), top.cpu_data(), top.mutable_cpu_diff());
   layer.Forward({&bottom}, {&top, &mask});
   layer.Backward({&top, &mask}, {true}, {&bottom});
-  vector<Dtype> with_mask(bottom.cpu_diff(), bottom.cpu_diff() + bottom.count());
+  vector<Dtype> with_mask(bottom.cpu_diff(),
+                          bottom.cpu_diff() + bottom.count());
   plain.Forward({&bottom}, {&top});
   plain.Backward({&top}, {true}, {&bottom});
   for (int i = 0; i < bottom.count(); ++i) {

@@ -27,9 +27,18 @@ struct Geometry2D {
 Geometry2D MakeGeometry(int channels, int height, int width, int kernel_h,
                         int kernel_w, int pad_h, int pad_w, int stride_h,
                         int stride_w, int dilation_h, int dilation_w) {
-  Geometry2D g{channels, height,   width,      kernel_h,   kernel_w,
-               pad_h,    pad_w,    stride_h,   stride_w,   dilation_h,
-               dilation_w, 0,      0};
+  Geometry2D g;
+  g.channels = channels;
+  g.height = height;
+  g.width = width;
+  g.kernel_h = kernel_h;
+  g.kernel_w = kernel_w;
+  g.pad_h = pad_h;
+  g.pad_w = pad_w;
+  g.stride_h = stride_h;
+  g.stride_w = stride_w;
+  g.dilation_h = dilation_h;
+  g.dilation_w = dilation_w;
   g.output_h = ConvOutputSize(height, kernel_h, pad_h, stride_h, dilation_h);
   g.output_w = ConvOutputSize(width, kernel_w, pad_w, stride_w, dilation_w);
   CHECK_GT(g.output_h, 0) << "im2col: empty output height";
@@ -63,8 +72,7 @@ void Transfer2D(const Geometry2D& g,
   // (y, x) of a kernel offset reads image element (y, x) plus a fixed
   // offset, so a whole block of valid rows is a single contiguous copy (the
   // "same"-padded convolutions of most nets).
-  const bool contiguous =
-      g.stride_h == 1 && g.stride_w == 1 && ow == g.width;
+  const bool contiguous = g.stride_h == 1 && g.stride_w == 1 && ow == g.width;
   const std::ptrdiff_t plane = static_cast<std::ptrdiff_t>(g.height) * g.width;
   for (int c = 0; c < g.channels; ++c) {
     auto im_c = im + c * plane;
@@ -88,9 +96,9 @@ void Transfer2D(const Geometry2D& g,
                 static_cast<std::ptrdiff_t>(y_lo) * ow + x_lo;
             const std::ptrdiff_t last =
                 static_cast<std::ptrdiff_t>(y_hi - 1) * ow + x_hi;
-            std::memcpy(col + first,
-                        im_c + first + static_cast<std::ptrdiff_t>(h_off) *
-                                           g.width + w_off,
+            const std::ptrdiff_t shift =
+                static_cast<std::ptrdiff_t>(h_off) * g.width + w_off;
+            std::memcpy(col + first, im_c + (first + shift),
                         sizeof(Dtype) * (last - first));
             for (int y = y_lo; y < y_hi; ++y) {
               auto row = col + static_cast<std::ptrdiff_t>(y) * ow;
@@ -102,13 +110,13 @@ void Transfer2D(const Geometry2D& g,
         }
         for (int y = y_lo; y < y_hi; ++y) {
           auto row = col + static_cast<std::ptrdiff_t>(y) * ow;
-          auto src = im_c + static_cast<std::ptrdiff_t>(y * g.stride_h +
-                                                        h_off) * g.width;
+          auto src =
+              im_c +
+              static_cast<std::ptrdiff_t>(y * g.stride_h + h_off) * g.width;
           if constexpr (kToColumns) {
             for (int x = 0; x < x_lo; ++x) row[x] = Dtype(0);
             if (g.stride_w == 1) {
-              const Dtype* in = src + w_off;
-              for (int x = x_lo; x < x_hi; ++x) row[x] = in[x];
+              for (int x = x_lo; x < x_hi; ++x) row[x] = src[x + w_off];
             } else {
               for (int x = x_lo; x < x_hi; ++x) {
                 row[x] = src[x * g.stride_w + w_off];
@@ -117,8 +125,7 @@ void Transfer2D(const Geometry2D& g,
             for (int x = x_hi; x < ow; ++x) row[x] = Dtype(0);
           } else {
             if (g.stride_w == 1) {
-              Dtype* out = src + w_off;
-              for (int x = x_lo; x < x_hi; ++x) out[x] += row[x];
+              for (int x = x_lo; x < x_hi; ++x) src[x + w_off] += row[x];
             } else {
               for (int x = x_lo; x < x_hi; ++x) {
                 src[x * g.stride_w + w_off] += row[x];
@@ -159,8 +166,7 @@ void TransferND(int num_axes, const int* im_shape, const int* col_shape,
       std::ptrdiff_t index = 0;
       bool inside = true;
       for (int d = 0; d < num_axes; ++d) {
-        const int pos =
-            o_idx[d] * stride[d] - pad[d] + k_idx[d] * dilation[d];
+        const int pos = o_idx[d] * stride[d] - pad[d] + k_idx[d] * dilation[d];
         if (pos < 0 || pos >= im_shape[d + 1]) {
           inside = false;
           break;
@@ -185,14 +191,12 @@ void TransferND(int num_axes, const int* im_shape, const int* col_shape,
 template <typename Dtype>
 void im2col_cpu(const Dtype* data_im, int channels, int height, int width,
                 int kernel_h, int kernel_w, int pad_h, int pad_w, int stride_h,
-                int stride_w, int dilation_h, int dilation_w,
-                Dtype* data_col) {
+                int stride_w, int dilation_h, int dilation_w, Dtype* data_col) {
   const Geometry2D g =
       MakeGeometry(channels, height, width, kernel_h, kernel_w, pad_h, pad_w,
                    stride_h, stride_w, dilation_h, dilation_w);
   Transfer2D<true, Dtype>(g, data_im, data_col,
-                          static_cast<std::ptrdiff_t>(g.output_h) *
-                              g.output_w);
+                          static_cast<std::ptrdiff_t>(g.output_h) * g.output_w);
 }
 
 template <typename Dtype>
@@ -217,8 +221,8 @@ void im2col_batch_cpu(const Dtype* data_im, int num, int channels, int height,
   const std::ptrdiff_t im_size =
       static_cast<std::ptrdiff_t>(channels) * height * width;
   for (int n = 0; n < num; ++n) {
-    Transfer2D<true, Dtype>(g, data_im + n * im_size,
-                            data_col + n * out_plane, num * out_plane);
+    Transfer2D<true, Dtype>(g, data_im + n * im_size, data_col + n * out_plane,
+                            num * out_plane);
   }
 }
 
@@ -236,8 +240,8 @@ void col2im_batch_cpu(const Dtype* data_col, int num, int channels, int height,
       static_cast<std::ptrdiff_t>(channels) * height * width;
   std::memset(data_im, 0, sizeof(Dtype) * im_size * num);
   for (int n = 0; n < num; ++n) {
-    Transfer2D<false, Dtype>(g, data_im + n * im_size,
-                             data_col + n * out_plane, num * out_plane);
+    Transfer2D<false, Dtype>(g, data_im + n * im_size, data_col + n * out_plane,
+                             num * out_plane);
   }
 }
 
@@ -258,27 +262,26 @@ void col2im_nd_cpu(const Dtype* data_col, int num_spatial_axes,
   std::ptrdiff_t im_count = im_shape[0];
   for (int d = 0; d < num_spatial_axes; ++d) im_count *= im_shape[d + 1];
   std::memset(data_im, 0, sizeof(Dtype) * im_count);
-  TransferND<false, Dtype>(num_spatial_axes, im_shape, col_shape,
-                           kernel_shape, pad, stride, dilation, data_im,
-                           data_col);
+  TransferND<false, Dtype>(num_spatial_axes, im_shape, col_shape, kernel_shape,
+                           pad, stride, dilation, data_im, data_col);
 }
 
-#define POSEIDON_INSTANTIATE_IM2COL(Dtype)                                    \
-  template void im2col_cpu<Dtype>(const Dtype*, int, int, int, int, int, int, \
-                                  int, int, int, int, int, Dtype*);           \
-  template void col2im_cpu<Dtype>(const Dtype*, int, int, int, int, int, int, \
-                                  int, int, int, int, int, Dtype*);           \
-  template void im2col_batch_cpu<Dtype>(const Dtype*, int, int, int, int,     \
-                                        int, int, int, int, int, int, int,    \
-                                        int, Dtype*);                         \
-  template void col2im_batch_cpu<Dtype>(const Dtype*, int, int, int, int,     \
-                                        int, int, int, int, int, int, int,    \
-                                        int, Dtype*);                         \
-  template void im2col_nd_cpu<Dtype>(const Dtype*, int, const int*,           \
-                                     const int*, const int*, const int*,      \
-                                     const int*, const int*, Dtype*);         \
-  template void col2im_nd_cpu<Dtype>(const Dtype*, int, const int*,           \
-                                     const int*, const int*, const int*,      \
+#define POSEIDON_INSTANTIATE_IM2COL(Dtype)                                     \
+  template void im2col_cpu<Dtype>(const Dtype*, int, int, int, int, int, int,  \
+                                  int, int, int, int, int, Dtype*);            \
+  template void col2im_cpu<Dtype>(const Dtype*, int, int, int, int, int, int,  \
+                                  int, int, int, int, int, Dtype*);            \
+  template void im2col_batch_cpu<Dtype>(const Dtype*, int, int, int, int, int, \
+                                        int, int, int, int, int, int, int,     \
+                                        Dtype*);                               \
+  template void col2im_batch_cpu<Dtype>(const Dtype*, int, int, int, int, int, \
+                                        int, int, int, int, int, int, int,     \
+                                        Dtype*);                               \
+  template void im2col_nd_cpu<Dtype>(const Dtype*, int, const int*,            \
+                                     const int*, const int*, const int*,       \
+                                     const int*, const int*, Dtype*);          \
+  template void col2im_nd_cpu<Dtype>(const Dtype*, int, const int*,            \
+                                     const int*, const int*, const int*,       \
                                      const int*, const int*, Dtype*);
 POSEIDON_INSTANTIATE_IM2COL(float)
 POSEIDON_INSTANTIATE_IM2COL(double)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# End to end on real data: converts Fashion-MNIST (Debian's
+# dataset-fashion-mnist) to LMDB, trains BVLC Caffe's LeNet prototxt
+# unchanged for a short run, and checks that
+#   - the test accuracy is clearly better than chance (> 0.80; chance is 0.10),
+#   - `poseidon_train test` on the snapshot reproduces that accuracy,
+#   - the legacy V1 LeNet prototxt trains too,
+#   - `poseidon_train time` reports per-layer and total times.
+# Usage: test_train_fashion_mnist.sh BUILD_DIR   (run from the repo root)
+set -euo pipefail
+BUILD_DIR=$(cd "$1" && pwd)
+TRAIN="$BUILD_DIR/tools/poseidon_train"
+ITERS=${ITERS:-1000}
+WORK=$(mktemp -d /tmp/poseidon_fmnist.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+BUILD_DIR="$BUILD_DIR" bash examples/fashion_mnist/create_fashion_mnist.sh
+
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Caffe's LeNet prototxt as it is, with a short schedule.
+sed -e "s/^max_iter: .*/max_iter: $ITERS/" \
+    -e "s/^test_interval: .*/test_interval: $ITERS/" \
+    -e "s|^snapshot_prefix: .*|snapshot_prefix: \"$WORK/lenet\"|" \
+    -e "s/^snapshot: .*/snapshot: 0/" \
+    examples/fashion_mnist/caffe_lenet_solver.prototxt > "$WORK/solver.prototxt"
+"$TRAIN" train --solver="$WORK/solver.prototxt" > "$WORK/train.log" 2>&1 \
+  || { tail -20 "$WORK/train.log"; fail "training exited non-zero"; }
+grep -q "images/s" "$WORK/train.log" || fail "no throughput in the log"
+grep -q "ETA" "$WORK/train.log" || fail "no ETA in the log"
+accuracy=$(grep "Test net output #0: accuracy" "$WORK/train.log" | tail -1 \
+           | sed 's/.*accuracy = //')
+echo "test accuracy after $ITERS iterations: $accuracy"
+awk -v a="$accuracy" 'BEGIN { exit !(a > 0.80) }' \
+  || fail "accuracy $accuracy is not above 0.80"
+
+# Scoring the snapshot gives the same accuracy over the whole test set.
+"$TRAIN" test --model=examples/fashion_mnist/caffe_lenet_train_test.prototxt \
+  --weights="$WORK/lenet_iter_$ITERS.caffemodel" --iterations=100 \
+  > "$WORK/test.log" 2>&1 || { tail "$WORK/test.log"; fail "test failed"; }
+scored=$(grep -E "\] accuracy = " "$WORK/test.log" | tail -1 | sed 's/.*accuracy = //')
+echo "poseidon_train test accuracy: $scored"
+awk -v a="$accuracy" -v b="$scored" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
+  || fail "test accuracy $scored differs from training's $accuracy"
+
+# The V1 format trains.
+sed -e "s|^net: .*|net: \"examples/fashion_mnist/lenet_v1_train_test.prototxt\"|" \
+    -e "s/^max_iter: .*/max_iter: 20/" -e "s/^test_iter: .*/test_iter: 2/" \
+    "$WORK/solver.prototxt" > "$WORK/v1_solver.prototxt"
+"$TRAIN" train --solver="$WORK/v1_solver.prototxt" > "$WORK/v1.log" 2>&1 \
+  || { tail "$WORK/v1.log"; fail "V1 net did not train"; }
+grep -q "upgrading V1 net format" "$WORK/v1.log" || fail "V1 upgrade not logged"
+
+# time prints per-layer and total figures.
+"$TRAIN" time --model=examples/fashion_mnist/caffe_lenet_train_test.prototxt \
+  --iterations=3 > "$WORK/time.log" 2>&1 || fail "time failed"
+grep -q "conv1	forward:" "$WORK/time.log" || fail "no per-layer forward time"
+grep -q "Average Forward-Backward:" "$WORK/time.log" || fail "no total time"
+echo "all checks passed"
