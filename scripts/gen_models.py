@@ -882,25 +882,21 @@ def render(net_dir, build, make_solver, title, time_batch):
     train = build("train_val")
     deploy = build("deploy")
     timing = build("time", time_batch)
-    model_dir = "models/" + net_dir + "/"
-    files = {
-        model_dir
-        + "train_val.prototxt": train.text(
-            header(title, "training/validation net")
-        ),
-        model_dir
-        + "deploy.prototxt": deploy.text(header(title, "deployment net")),
-        model_dir
-        + "solver.prototxt": to_text(make_solver(), header(title, "solver")),
-        "scripts/bench/nets/%s_time.prototxt"
-        % net_dir: timing.text(
-            header(
-                title,
-                "timing net (batch %d) for "
-                "`poseidon_train time`" % time_batch,
-            )
-        ),
-    }
+    model_dir = "models/%s/" % net_dir
+    timing_what = "timing net (batch %d) for `poseidon_train time`"
+    files = {}
+    files[model_dir + "train_val.prototxt"] = train.text(
+        header(title, "training/validation net")
+    )
+    files[model_dir + "deploy.prototxt"] = deploy.text(
+        header(title, "deployment net")
+    )
+    files[model_dir + "solver.prototxt"] = to_text(
+        make_solver(), header(title, "solver")
+    )
+    files["scripts/bench/nets/%s_time.prototxt" % net_dir] = timing.text(
+        header(title, timing_what % time_batch)
+    )
     return files, {"train_val": train, "deploy": deploy}
 
 

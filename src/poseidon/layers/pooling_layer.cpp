@@ -91,9 +91,6 @@ void PoolingLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
         ") must be smaller than the kernel (", kernel_h_, " x ", kernel_w_,
         ")");
   }
-  POSEIDON_REQUIRE(top.size() < 2 || method_ == PoolingParameter::MAX,
-                   ConfigError,
-                   "Pooling: only MAX pooling has a second (mask) top");
 }
 
 template <typename Dtype>
