@@ -9,6 +9,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   liblmdb-dev lmdb-utils
   libopenblas-dev
+  openmpi-bin libopenmpi-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   zlib1g-dev
   libgtest-dev

@@ -1,0 +1,116 @@
+// Communicator: the point-to-point and collective operations the distributed
+// trainer is written against, with two implementations: MpiCommunicator (one
+// rank per process, over Open MPI) and LoopbackCommunicator (ranks as threads
+// of one process, for unit tests). Nothing outside dist/ talks to MPI.
+//
+// Error model: every operation returns a Status and never throws, because it
+// runs on communication threads; the training thread turns a failed Status
+// into a DistributedError where it waits. Messages name this rank, the
+// operation and the peer ("rank 1: Recv from rank 0 tag 7: ...").
+//
+// Thread safety (every implementation):
+//  - rank() and size() may be called from any thread.
+//  - Send and Recv may be called concurrently from several threads (the
+//    push/pull communication threads), as long as two threads never wait on
+//    the same (peer, tag) pair at once in the same direction; use a tag per
+//    thread or per layer. Matching is MPI's: messages from one source with
+//    one tag arrive in the order they were sent.
+//  - Collectives (AllreduceSum, Broadcast, Allgather, Barrier) must be issued
+//    by ONE thread per rank at a time, in the same order on every rank (as in
+//    MPI). They may run while other threads use Send/Recv; the two never
+//    match each other.
+//  - Abort may be called from any thread.
+//
+// Buffers: the caller owns every buffer; an operation reads/writes it only
+// until it returns. Sizes are in bytes unless the name says otherwise.
+#ifndef POSEIDON_DIST_COMMUNICATOR_HPP_
+#define POSEIDON_DIST_COMMUNICATOR_HPP_
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "poseidon/common.hpp"
+#include "poseidon/util/status.hpp"
+
+namespace poseidon {
+namespace dist {
+
+// User tags are 0..kMaxTag; MPI guarantees at least this many.
+constexpr int kMaxTag = 32767;
+
+// Default deadline of a blocking operation before it gives up and names the
+// peer it was waiting for.
+constexpr std::chrono::milliseconds kDefaultTimeout{60000};
+
+class Communicator {
+ public:
+  Communicator() = default;
+  virtual ~Communicator() = default;
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(Communicator);
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Sends `bytes` bytes to rank `dest` with tag `tag` (0..kMaxTag). May
+  // return before the receiver has posted its Recv (buffered) or wait for it.
+  virtual Status Send(const void* buf, size_t bytes, int dest, int tag) = 0;
+
+  // Receives exactly `bytes` bytes from rank `src` with tag `tag`. A message
+  // of another size is consumed and reported as an error naming both sizes
+  // and the peer. Times out (error naming `src`) after the deadline.
+  virtual Status Recv(void* buf, size_t bytes, int src, int tag) = 0;
+
+  // buf[i] <- sum over ranks r of buf_r[i], identical bits on every rank.
+  // See Note [Deterministic allreduce].
+  virtual Status AllreduceSum(float* buf, size_t count) = 0;
+  virtual Status AllreduceSum(double* buf, size_t count) = 0;
+
+  // Copies `bytes` bytes from rank `root`'s buf into every rank's buf.
+  virtual Status Broadcast(void* buf, size_t bytes, int root) = 0;
+
+  // recv[r * bytes, (r + 1) * bytes) <- rank r's send, on every rank. recv
+  // holds size() * bytes bytes and must not overlap send.
+  virtual Status Allgather(const void* send, size_t bytes, void* recv) = 0;
+
+  virtual Status Barrier() = 0;
+
+  // A fatal error: logs `why` with this rank and ends the job on every rank.
+  // MpiCommunicator calls MPI_Abort and does not return; LoopbackCommunicator
+  // fails every pending and later operation of its world with `why`, so a
+  // test can observe it, and returns.
+  virtual void Abort(const std::string& why) = 0;
+};
+
+// Note [Deterministic allreduce]
+// Every replica must apply bit-identical gradients, whatever order messages
+// arrive in. AllreduceSum therefore fixes the order of the additions: each
+// element is summed in rank order, evaluated left to right in the buffer's
+// type,
+//   result[i] = (...((x_0[i] + x_1[i]) + x_2[i]) + ...) + x_{n-1}[i],
+// on one rank's data gathered from all ranks, so every rank computes the same
+// expression on the same inputs. The reference algorithm below gathers the
+// buffer in chunks (Allgather) and adds in rank order. Every rank's buffer
+// reaches every other rank, so a node receives (n - 1) x size bytes (and, with
+// a ring allgather, sends as much), against 2 (n - 1) / n x size each way for
+// a ring allreduce: n / 2 times the traffic, correctness first. A
+// ring (reduce-scatter then allgather, each chunk summed along the ring
+// starting from a fixed rank) also has a fixed order per element and is the
+// drop-in replacement: an implementation's AllreduceSum may call it instead.
+
+// Elements per chunk of AllreduceSumByAllgather: bounds its scratch memory to
+// size() x kAllreduceChunkElements elements. The same on every rank.
+constexpr size_t kAllreduceChunkElements = size_t{1} << 20;
+
+// The reference deterministic allreduce over comm's Allgather; see
+// Note [Deterministic allreduce]. Collective.
+template <typename Dtype>
+Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count);
+
+// Seconds as text for messages: "0.25 s".
+std::string FormatSeconds(std::chrono::milliseconds d);
+
+}  // namespace dist
+}  // namespace poseidon
+
+#endif  // POSEIDON_DIST_COMMUNICATOR_HPP_

@@ -1,0 +1,118 @@
+// The per-layer choice of transport (parameter server, sufficient factor
+// broadcasting or allreduce) from a model of the bytes each node must send
+// and receive per iteration, evaluated once at start-up. Pure functions of
+// their arguments: every rank computes the same choice, and any thread may
+// call them.
+//
+// Notation (Poseidon, USENIX ATC'17): a layer's weights form an M x N matrix
+// (M outputs, N inputs; InnerProduct stores them N_out x K_in, i.e. M x N);
+// K rows of input per worker per iteration (the batch, times the dims before
+// InnerProduct's `axis`); P1 workers, P2 server shards; S = (M N + bias)
+// parameter elements x dtype bytes. Bytes per node per iteration, sent plus
+// received (see Note [Counting both directions]):
+//   PS, worker node             2 S
+//   PS, server node             2 P1 S / P2
+//   PS, worker + server on one node   2 S (P1 + P2 - 2) / P2
+//   SFB                         2 K (P1 - 1) (M + N) x dtype bytes
+//   ALLREDUCE (ring, n = P1)    4 (n - 1) / n x S
+// Without colocation a PS node is either kind; the model charges the busier.
+// The bias costs nothing extra under SFB: its gradient is the column sums of
+// U (K x M numbers already sent); PS and allreduce move its M numbers.
+//
+// Choice: a forced transport wins (a param's ParamSpec.comm over the net's
+// DistributedParameter.comm); AUTO takes the cheapest, preferring PS, then
+// ALLREDUCE, then SFB on ties. SFB applies only to InnerProduct layers:
+// forcing it on another layer through ParamSpec.comm is a ConfigError naming
+// the layer; a net-wide SFB default falls back to AUTO for such layers.
+#ifndef POSEIDON_DIST_SYNC_POLICY_HPP_
+#define POSEIDON_DIST_SYNC_POLICY_HPP_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "poseidon/proto/caffe.pb.h"
+
+namespace poseidon {
+namespace dist {
+
+// Note [Counting both directions]
+// Every figure counts bytes sent plus bytes received, as the paper's PS and
+// SFB costs do (a PS worker pushes S and pulls S: 2 S). A ring allreduce
+// sends 2 (n - 1) / n x S and receives as much, so it is charged
+// 4 (n - 1) / n x S: exactly the cost of a colocated PS with P1 = P2 = n,
+// which it then loses to on the PS-first tie rule.
+
+// The values match DistributedParameter::CommType.
+enum class CommType { AUTO = 0, PS = 1, SFB = 2, ALLREDUCE = 3 };
+
+CommType CommTypeFromProto(DistributedParameter::CommType type);
+DistributedParameter::CommType CommTypeToProto(CommType type);
+// "AUTO", "PS", "SFB", "ALLREDUCE".
+const char* CommTypeName(CommType type);
+
+// What the cost model needs to know about one layer's parameters.
+struct LayerCommShape {
+  std::string name;  // for messages
+  std::string type;  // the prototxt type; SFB needs "InnerProduct"
+  int64_t M = 0;     // weight rows (outputs)
+  int64_t N = 0;     // weight columns (inputs per output)
+  int64_t K = 0;     // input rows per worker per iteration
+  int64_t bias = 0;  // further parameter elements (InnerProduct's bias: M)
+};
+
+struct ClusterShape {
+  int num_workers = 1;     // P1
+  int num_servers = 1;     // P2
+  bool colocated = true;   // every node hosts a worker and a server shard
+  size_t dtype_bytes = 4;  // bytes per parameter element
+};
+
+// Describes a layer from its parameter and its parameter blobs' shapes
+// (weights first). InnerProduct: M = num_output, N = inputs, whatever the
+// `transpose` layout; other layers: M = the weights' first dim, N = the rest.
+// Every blob after the first counts as bias. `rows` is K.
+LayerCommShape DescribeLayer(const LayerParameter& param,
+                             const std::vector<std::vector<int>>& param_shapes,
+                             int64_t rows);
+
+// True for layers whose gradient is a sum of outer products (InnerProduct).
+bool SfbEligible(const LayerCommShape& layer);
+
+// Predicted bytes sent plus received per node per iteration under `transport`
+// (PS, SFB or ALLREDUCE; not AUTO). SFB on an ineligible layer costs
+// +infinity. Throws ConfigError on a bad cluster shape.
+double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
+                    CommType transport);
+
+// The transport a layer's params force, from their ParamSpec.comm; nullopt
+// when none sets it. Throws ConfigError naming the layer when its params ask
+// for different transports (a layer's params travel together).
+std::optional<CommType> LayerCommOverride(const LayerParameter& param);
+
+struct TransportChoice {
+  CommType type = CommType::PS;
+  double bytes = 0;     // predicted for `type`
+  bool forced = false;  // set by comm, not by the cost model
+  // "fc6: SFB 2.1 MB vs PS 302 MB vs ALLREDUCE 302 MB per node per
+  // iteration", with the reason when forced.
+  std::string reason;
+};
+
+// Chooses the layer's transport; see the top of this file for the rules.
+// `layer_override` comes from LayerCommOverride; an explicit AUTO there
+// overrides a forced net default.
+TransportChoice ChooseTransport(
+    const LayerCommShape& layer, const ClusterShape& cluster,
+    CommType net_default = CommType::AUTO,
+    std::optional<CommType> layer_override = std::nullopt);
+
+// "2.1 MB", "302 MB", "512 B" (decimal units).
+std::string FormatBytes(double bytes);
+
+}  // namespace dist
+}  // namespace poseidon
+
+#endif  // POSEIDON_DIST_SYNC_POLICY_HPP_

@@ -1,0 +1,48 @@
+// The reference deterministic allreduce shared by every Communicator.
+#include "poseidon/dist/communicator.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace poseidon {
+namespace dist {
+
+template <typename Dtype>
+Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count) {
+  const int n = comm->size();
+  if (n == 1 || count == 0) return Status::OK();
+  std::vector<Dtype> gathered(static_cast<size_t>(n) *
+                              std::min(count, kAllreduceChunkElements));
+  for (size_t begin = 0; begin < count; begin += kAllreduceChunkElements) {
+    const size_t len = std::min(kAllreduceChunkElements, count - begin);
+    Status s = comm->Allgather(buf + begin, len * sizeof(Dtype),
+                               gathered.data());
+    if (!s.ok()) {
+      return Status::Failure(StrCat("AllreduceSum of ", count,
+                                    " elements: ", s.message()));
+    }
+    // See Note [Deterministic allreduce]: rank 0's value, then + rank 1's,
+    // + rank 2's, ... for every element.
+    Dtype* out = buf + begin;
+    std::copy(gathered.data(), gathered.data() + len, out);
+    for (int r = 1; r < n; ++r) {
+      const Dtype* x = gathered.data() + static_cast<size_t>(r) * len;
+      for (size_t i = 0; i < len; ++i) out[i] += x[i];
+    }
+  }
+  return Status::OK();
+}
+
+template Status AllreduceSumByAllgather<float>(Communicator*, float*, size_t);
+template Status AllreduceSumByAllgather<double>(Communicator*, double*,
+                                                size_t);
+
+std::string FormatSeconds(std::chrono::milliseconds d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", d.count() / 1000.0);
+  return text;
+}
+
+}  // namespace dist
+}  // namespace poseidon

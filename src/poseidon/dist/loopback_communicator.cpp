@@ -1,0 +1,310 @@
+// LoopbackWorld: one mailbox per rank; a message is a copied payload queued
+// under (source, tag); collectives are messages on a reserved tag that carry
+// their kind and sequence number for cross-rank checks.
+#include "poseidon/dist/loopback_communicator.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+// Collectives travel on a tag no user can pass (user tags are >= 0).
+constexpr int kCollectiveTag = -1;
+
+struct Message {
+  std::vector<char> payload;
+  const char* collective = nullptr;  // kind, for collective messages
+  uint64_t seq = 0;                  // collective sequence number
+  bool taken = false;  // guarded by the destination mailbox's mutex
+};
+
+// Messages waiting for rank `owner` to receive them.
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;  // a message arrived, was taken, or abort
+  // Keyed by (source, tag), FIFO within a key.
+  std::map<std::pair<int, int>, std::deque<std::shared_ptr<Message>>> queues;
+};
+
+}  // namespace
+
+struct LoopbackWorld::State {
+  int size = 0;
+  LoopbackOptions options;
+  std::vector<std::unique_ptr<Mailbox>> mailboxes;
+  std::atomic<bool> aborted{false};
+  mutable std::mutex abort_mu;
+  std::string abort_reason;  // guarded by abort_mu; set once
+
+  std::string reason() const {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    return abort_reason;
+  }
+};
+
+class LoopbackCommunicator final : public Communicator {
+ public:
+  LoopbackCommunicator(LoopbackWorld::State* world, int rank)
+      : world_(world), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_->size; }
+
+  Status Send(const void* buf, size_t bytes, int dest, int tag) override {
+    const std::string what = StrCat("Send of ", bytes, " bytes to rank ",
+                                    dest, " tag ", tag);
+    Status s = CheckPeer(what, dest, tag);
+    if (!s.ok()) return s;
+    auto msg = std::make_shared<Message>();
+    msg->payload.assign(static_cast<const char*>(buf),
+                        static_cast<const char*>(buf) + bytes);
+    Post(dest, tag, msg);
+    if (!world_->options.synchronous_send) return Status::OK();
+    return AwaitTaken(what, dest, tag, msg);
+  }
+
+  Status Recv(void* buf, size_t bytes, int src, int tag) override {
+    const std::string what = StrCat("Recv of ", bytes, " bytes from rank ",
+                                    src, " tag ", tag);
+    Status s = CheckPeer(what, src, tag);
+    if (!s.ok()) return s;
+    std::shared_ptr<Message> msg;
+    s = Take(what, src, tag, &msg);
+    if (!s.ok()) return s;
+    if (msg->payload.size() != bytes) {
+      return Fail(what, ": rank ", src, " sent ", msg->payload.size(),
+                  " bytes, this rank expected ", bytes);
+    }
+    if (bytes > 0) std::memcpy(buf, msg->payload.data(), bytes);
+    return Status::OK();
+  }
+
+  Status AllreduceSum(float* buf, size_t count) override {
+    return AllreduceSumByAllgather(this, buf, count);
+  }
+  Status AllreduceSum(double* buf, size_t count) override {
+    return AllreduceSumByAllgather(this, buf, count);
+  }
+
+  Status Broadcast(void* buf, size_t bytes, int root) override {
+    const uint64_t seq = ++collective_seq_;
+    const std::string what =
+        StrCat("Broadcast #", seq, " of ", bytes, " bytes from root ", root);
+    if (root < 0 || root >= size()) {
+      return Fail(what, ": no such rank (world of ", size(), ")");
+    }
+    if (rank_ == root) {
+      for (int r = 0; r < size(); ++r) {
+        if (r != rank_) PostCollective("Broadcast", seq, r, buf, bytes);
+      }
+      return Status::OK();
+    }
+    std::shared_ptr<Message> msg;
+    Status s = TakeCollective(what, "Broadcast", seq, root, &msg);
+    if (!s.ok()) return s;
+    if (msg->payload.size() != bytes) {
+      return Fail(what, ": root sent ", msg->payload.size(),
+                  " bytes, this rank expected ", bytes);
+    }
+    if (bytes > 0) std::memcpy(buf, msg->payload.data(), bytes);
+    return Status::OK();
+  }
+
+  Status Allgather(const void* send, size_t bytes, void* recv) override {
+    const uint64_t seq = ++collective_seq_;
+    return Gather(StrCat("Allgather #", seq, " of ", bytes, " bytes per rank"),
+                  "Allgather", seq, send, bytes, recv);
+  }
+
+  Status Barrier() override {
+    const uint64_t seq = ++collective_seq_;
+    return Gather(StrCat("Barrier #", seq), "Barrier", seq, nullptr, 0,
+                  nullptr);
+  }
+
+  void Abort(const std::string& why) override {
+    {
+      std::lock_guard<std::mutex> lock(world_->abort_mu);
+      if (world_->abort_reason.empty()) {
+        world_->abort_reason = StrCat("rank ", rank_, " aborted: ", why);
+      }
+    }
+    LOG(ERROR) << "rank " << rank_ << " aborted: " << why;
+    world_->aborted = true;
+    for (auto& box : world_->mailboxes) {
+      std::lock_guard<std::mutex> lock(box->mu);
+      box->cv.notify_all();
+    }
+  }
+
+ private:
+  template <typename... Args>
+  Status Fail(const std::string& what, Args&&... args) const {
+    return Status::Failure(
+        StrCat("rank ", rank_, ": ", what, std::forward<Args>(args)...));
+  }
+
+  Status Aborted(const std::string& what) const {
+    return Fail(what, ": world aborted (", world_->reason(), ")");
+  }
+
+  Status CheckPeer(const std::string& what, int peer, int tag) const {
+    if (peer < 0 || peer >= size()) {
+      return Fail(what, ": no such rank (world of ", size(), ")");
+    }
+    if (tag < 0 || tag > kMaxTag) {
+      return Fail(what, ": tag is outside 0..", kMaxTag);
+    }
+    if (world_->aborted) return Aborted(what);
+    return Status::OK();
+  }
+
+  void Post(int dest, int tag, std::shared_ptr<Message> msg) {
+    Mailbox& box = *world_->mailboxes[dest];
+    std::lock_guard<std::mutex> lock(box.mu);
+    box.queues[{rank_, tag}].push_back(std::move(msg));
+    box.cv.notify_all();
+  }
+
+  void PostCollective(const char* kind, uint64_t seq, int dest,
+                      const void* buf, size_t bytes) {
+    auto msg = std::make_shared<Message>();
+    msg->payload.assign(static_cast<const char*>(buf),
+                        static_cast<const char*>(buf) + bytes);
+    msg->collective = kind;
+    msg->seq = seq;
+    Post(dest, kCollectiveTag, std::move(msg));
+  }
+
+  std::chrono::steady_clock::time_point Deadline() const {
+    return std::chrono::steady_clock::now() + world_->options.timeout;
+  }
+
+  Status TimedOut(const std::string& what, int peer) const {
+    return Fail(what, ": timed out after ",
+                FormatSeconds(world_->options.timeout), " waiting for rank ",
+                peer);
+  }
+
+  // Waits for the oldest message from `src` with `tag` in this rank's mailbox.
+  Status Take(const std::string& what, int src, int tag,
+              std::shared_ptr<Message>* out) {
+    Mailbox& box = *world_->mailboxes[rank_];
+    const auto key = std::make_pair(src, tag);
+    std::unique_lock<std::mutex> lock(box.mu);
+    const bool ready = box.cv.wait_until(lock, Deadline(), [&] {
+      if (world_->aborted) return true;
+      auto it = box.queues.find(key);
+      return it != box.queues.end() && !it->second.empty();
+    });
+    if (world_->aborted) return Aborted(what);
+    if (!ready) return TimedOut(what, src);
+    auto it = box.queues.find(key);
+    *out = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) box.queues.erase(it);
+    (*out)->taken = true;
+    box.cv.notify_all();  // a synchronous sender may be waiting
+    return Status::OK();
+  }
+
+  Status TakeCollective(const std::string& what, const char* kind,
+                        uint64_t seq, int src, std::shared_ptr<Message>* out) {
+    Status s = Take(what, src, kCollectiveTag, out);
+    if (!s.ok()) return s;
+    const Message& msg = **out;
+    if (std::strcmp(msg.collective, kind) != 0 || msg.seq != seq) {
+      return Fail(what, ": rank ", src, " issued ", msg.collective, " #",
+                  msg.seq, " instead; every rank must issue the same ",
+                  "collectives in the same order");
+    }
+    return Status::OK();
+  }
+
+  // Allgather and Barrier: everyone sends to everyone, receives in rank order.
+  Status Gather(const std::string& what, const char* kind, uint64_t seq,
+                const void* send, size_t bytes, void* recv) {
+    if (world_->aborted) return Aborted(what);
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank_) PostCollective(kind, seq, r, send, bytes);
+    }
+    char* out = static_cast<char*>(recv);
+    if (bytes > 0) std::memcpy(out + rank_ * bytes, send, bytes);
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank_) continue;
+      std::shared_ptr<Message> msg;
+      Status s = TakeCollective(what, kind, seq, r, &msg);
+      if (!s.ok()) return s;
+      if (msg->payload.size() != bytes) {
+        return Fail(what, ": rank ", r, " contributed ", msg->payload.size(),
+                    " bytes, this rank ", bytes);
+      }
+      if (bytes > 0) std::memcpy(out + r * bytes, msg->payload.data(), bytes);
+    }
+    return Status::OK();
+  }
+
+  // Synchronous send: waits until the receiver has taken `msg`; on timeout
+  // withdraws it, so a late Recv does not see a send that reported failure.
+  Status AwaitTaken(const std::string& what, int dest, int tag,
+                    const std::shared_ptr<Message>& msg) {
+    Mailbox& box = *world_->mailboxes[dest];
+    std::unique_lock<std::mutex> lock(box.mu);
+    box.cv.wait_until(lock, Deadline(),
+                      [&] { return msg->taken || world_->aborted; });
+    if (msg->taken) return Status::OK();
+    auto it = box.queues.find({rank_, tag});
+    if (it != box.queues.end()) {
+      auto& q = it->second;
+      for (auto m = q.begin(); m != q.end(); ++m) {
+        if (*m == msg) {
+          q.erase(m);
+          break;
+        }
+      }
+      if (q.empty()) box.queues.erase(it);
+    }
+    if (world_->aborted) return Aborted(what);
+    return TimedOut(what, dest);
+  }
+
+  LoopbackWorld::State* const world_;
+  const int rank_;
+  std::atomic<uint64_t> collective_seq_{0};
+};
+
+LoopbackWorld::LoopbackWorld(int size, LoopbackOptions options)
+    : state_(std::make_unique<State>()) {
+  POSEIDON_REQUIRE(size >= 1, ConfigError,
+                   "LoopbackWorld needs at least one rank, got ", size);
+  POSEIDON_REQUIRE(options.timeout.count() > 0, ConfigError,
+                   "LoopbackOptions.timeout must be positive, got ",
+                   options.timeout.count(), " ms");
+  state_->size = size;
+  state_->options = options;
+  for (int i = 0; i < size; ++i) {
+    state_->mailboxes.push_back(std::make_unique<Mailbox>());
+    ranks_.push_back(std::make_unique<LoopbackCommunicator>(state_.get(), i));
+  }
+}
+
+LoopbackWorld::~LoopbackWorld() = default;
+
+int LoopbackWorld::size() const { return state_->size; }
+
+Communicator* LoopbackWorld::rank(int i) {
+  CHECK(i >= 0 && i < size()) << "rank " << i << " of a world of " << size();
+  return ranks_[i].get();
+}
+
+std::string LoopbackWorld::abort_reason() const { return state_->reason(); }
+
+}  // namespace dist
+}  // namespace poseidon
