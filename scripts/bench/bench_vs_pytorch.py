@@ -305,7 +305,12 @@ def main():
         default=",".join(DEFAULT_NETS),
         help="comma-separated subset of %s" % ", ".join(DEFAULT_NETS),
     )
-    parser.add_argument("--alexnet-batch", type=int, default=16)
+    parser.add_argument(
+        "--alexnet-batch",
+        type=int,
+        default=16,
+        help="AlexNet batch size (default: %(default)s)",
+    )
     parser.add_argument(
         "--iterations",
         type=int,
@@ -350,7 +355,8 @@ def main():
         "--poseidon-arg",
         action="append",
         default=[],
-        help="extra argument for poseidon_train (repeatable)",
+        help="extra argument for poseidon_train, written "
+        "--poseidon-arg=--flag=value (repeatable)",
     )
     parser.add_argument(
         "--skip-poseidon", action="store_true", help="time PyTorch only"
@@ -396,6 +402,16 @@ def main():
         )
 
     env = child_env(args)
+    load = os.getloadavg()[0]
+    if load > 0.5 * (os.cpu_count() or 1):
+        # OpenMP teams that lose their cores to other processes wait at
+        # every barrier; small nets then slow down many times over.
+        print(
+            "warning: load average %.2f on %d cores; other processes will "
+            "skew the timings (multi-threaded ones most)"
+            % (load, os.cpu_count()),
+            file=sys.stderr,
+        )
     print(
         "threads %d, MALLOC_MMAP_THRESHOLD_=%s, MALLOC_TRIM_THRESHOLD_=%s, "
         "%d runs per side, interleaved; load average %.2f"
