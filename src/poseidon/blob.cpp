@@ -4,6 +4,9 @@
 #include <climits>
 
 #include "poseidon/util/math_functions.hpp"
+#ifndef CPU_ONLY
+#include "poseidon/util/device_check.hpp"
+#endif
 
 namespace poseidon {
 
@@ -117,9 +120,10 @@ void Blob<Dtype>::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
   }
   if (Poseidon::mode() == Poseidon::GPU) {
 #ifndef CPU_ONLY
-    cudaMemcpy(copy_diff ? mutable_gpu_diff() : mutable_gpu_data(),
-               copy_diff ? source.gpu_diff() : source.gpu_data(),
-               sizeof(Dtype) * count_, cudaMemcpyDefault);
+    POSEIDON_CUDA_CHECK(
+        cudaMemcpy(copy_diff ? mutable_gpu_diff() : mutable_gpu_data(),
+                   copy_diff ? source.gpu_diff() : source.gpu_data(),
+                   sizeof(Dtype) * count_, cudaMemcpyDefault));
     return;
 #endif
   }
@@ -136,7 +140,9 @@ const Dtype* Blob<Dtype>::cpu_data() const {
 template <typename Dtype>
 void Blob<Dtype>::set_cpu_data(Dtype* data) {
   CHECK(data);
-  // A blob that shares memory with another must not redirect both.
+  // The external buffer holds exactly count() elements; if the current one
+  // is larger (capacity kept from a bigger shape), start right-sized ones.
+  // Blobs sharing this memory (ShareData) see the new pointer too.
   size_t size = count_ * sizeof(Dtype);
   if (data_->size() != size) {
     data_ = std::make_shared<SyncedMemory>(size);

@@ -320,3 +320,47 @@ TEST(NetUpgradeTest, V1LayersAndInputFieldsUpgrade) {
 
 }  // namespace
 }  // namespace poseidon
+
+namespace poseidon {
+namespace {
+
+// Old Caffe weight files store V1 `layers` with 4-D num/channels/height/width
+// blobs; they load by layer name into a current net.
+TEST(NetUpgradeTest, LegacyBinaryWeightsLoad) {
+  NetParameter legacy;
+  legacy.set_name("old");
+  V1LayerParameter* ip = legacy.add_layers();
+  ip->set_name("ip");
+  ip->set_type(V1LayerParameter::INNER_PRODUCT);
+  BlobProto* w = ip->add_blobs();
+  w->set_num(1);
+  w->set_channels(1);
+  w->set_height(2);
+  w->set_width(3);
+  for (int i = 0; i < 6; ++i) w->add_data(i + 1);
+  BlobProto* b = ip->add_blobs();
+  b->set_num(1);
+  b->set_channels(1);
+  b->set_height(1);
+  b->set_width(2);
+  b->add_data(-1);
+  b->add_data(-2);
+  const string file = test::MakeTempDir() + "/old.caffemodel";
+  WriteProtoToBinaryFile(legacy, file);
+
+  Net<float> net(ParseNet(R"(
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 3 } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+            inner_product_param { num_output: 2 } })"));
+  net.CopyTrainedLayersFrom(file);
+  const Blob<float>& weights = *net.layer_by_name("ip")->blobs()[0];
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(weights.cpu_data()[i], i + 1);
+  Blob<float>* x = net.blob_by_name("x").get();
+  for (int i = 0; i < 3; ++i) x->mutable_cpu_data()[i] = 1;
+  net.Forward();
+  EXPECT_EQ(net.blob_by_name("y")->cpu_data()[0], 1 + 2 + 3 - 1);
+  EXPECT_EQ(net.blob_by_name("y")->cpu_data()[1], 4 + 5 + 6 - 2);
+}
+
+}  // namespace
+}  // namespace poseidon
