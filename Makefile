@@ -5,7 +5,7 @@
 BUILD_DIR ?= build
 USE_CUDA ?= OFF
 USE_CUDNN ?= OFF
-USE_MPI ?= OFF
+USE_MPI ?= ON
 USE_OPENCV ?= ON
 BUILD_python ?= OFF
 BUILD_matlab ?= OFF

@@ -25,14 +25,13 @@ Status MpiErrorStatus(int code, int rank, const std::string& what,
 // Evaluates `call`; unless it returns MPI_SUCCESS, returns from the enclosing
 // function (which must return Status) the error. `what` describes the
 // operation and is evaluated only on failure.
-#define POSEIDON_MPI_CHECK(rank, what, call)                              \
-  do {                                                                    \
-    const int poseidon_mpi_err_ = (call);                                 \
-    if (poseidon_mpi_err_ != MPI_SUCCESS) {                               \
-      return ::poseidon::dist::MpiErrorStatus(poseidon_mpi_err_, (rank),  \
-                                              (what), #call, __FILE__,    \
-                                              __LINE__);                  \
-    }                                                                     \
+#define POSEIDON_MPI_CHECK(rank, what, call)                             \
+  do {                                                                   \
+    const int poseidon_mpi_err_ = (call);                                \
+    if (poseidon_mpi_err_ != MPI_SUCCESS) {                              \
+      return ::poseidon::dist::MpiErrorStatus(                           \
+          poseidon_mpi_err_, (rank), (what), #call, __FILE__, __LINE__); \
+    }                                                                    \
   } while (0)
 
 #endif  // POSEIDON_DIST_MPI_CHECK_HPP_

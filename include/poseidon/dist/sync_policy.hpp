@@ -16,6 +16,8 @@
 //   SFB                         2 K (P1 - 1) (M + N) x dtype bytes
 //   ALLREDUCE (ring, n = P1)    4 (n - 1) / n x S
 // Without colocation a PS node is either kind; the model charges the busier.
+// The ALLREDUCE figure is a ring's; the reference AllreduceSumByAllgather
+// moves n / 2 times more (Note [Deterministic allreduce], communicator.hpp).
 // The bias costs nothing extra under SFB: its gradient is the column sums of
 // U (K x M numbers already sent); PS and allreduce move its M numbers.
 //
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "poseidon/proto/caffe.pb.h"
+#include "poseidon/util/status.hpp"
 
 namespace poseidon {
 namespace dist {

@@ -16,11 +16,11 @@ Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count) {
                               std::min(count, kAllreduceChunkElements));
   for (size_t begin = 0; begin < count; begin += kAllreduceChunkElements) {
     const size_t len = std::min(kAllreduceChunkElements, count - begin);
-    Status s = comm->Allgather(buf + begin, len * sizeof(Dtype),
-                               gathered.data());
+    Status s =
+        comm->Allgather(buf + begin, len * sizeof(Dtype), gathered.data());
     if (!s.ok()) {
-      return Status::Failure(StrCat("AllreduceSum of ", count,
-                                    " elements: ", s.message()));
+      return Status::Failure(
+          StrCat("AllreduceSum of ", count, " elements: ", s.message()));
     }
     // See Note [Deterministic allreduce]: rank 0's value, then + rank 1's,
     // + rank 2's, ... for every element.
@@ -35,8 +35,7 @@ Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count) {
 }
 
 template Status AllreduceSumByAllgather<float>(Communicator*, float*, size_t);
-template Status AllreduceSumByAllgather<double>(Communicator*, double*,
-                                                size_t);
+template Status AllreduceSumByAllgather<double>(Communicator*, double*, size_t);
 
 std::string FormatSeconds(std::chrono::milliseconds d) {
   char text[32];

@@ -58,8 +58,8 @@ class LoopbackCommunicator final : public Communicator {
   int size() const override { return world_->size; }
 
   Status Send(const void* buf, size_t bytes, int dest, int tag) override {
-    const std::string what = StrCat("Send of ", bytes, " bytes to rank ",
-                                    dest, " tag ", tag);
+    const std::string what =
+        StrCat("Send of ", bytes, " bytes to rank ", dest, " tag ", tag);
     Status s = CheckPeer(what, dest, tag);
     if (!s.ok()) return s;
     auto msg = std::make_shared<Message>();
@@ -71,8 +71,8 @@ class LoopbackCommunicator final : public Communicator {
   }
 
   Status Recv(void* buf, size_t bytes, int src, int tag) override {
-    const std::string what = StrCat("Recv of ", bytes, " bytes from rank ",
-                                    src, " tag ", tag);
+    const std::string what =
+        StrCat("Recv of ", bytes, " bytes from rank ", src, " tag ", tag);
     Status s = CheckPeer(what, src, tag);
     if (!s.ok()) return s;
     std::shared_ptr<Message> msg;
@@ -100,6 +100,7 @@ class LoopbackCommunicator final : public Communicator {
     if (root < 0 || root >= size()) {
       return Fail(what, ": no such rank (world of ", size(), ")");
     }
+    if (world_->aborted) return Aborted(what);
     if (rank_ == root) {
       for (int r = 0; r < size(); ++r) {
         if (r != rank_) PostCollective("Broadcast", seq, r, buf, bytes);
@@ -173,8 +174,8 @@ class LoopbackCommunicator final : public Communicator {
     box.cv.notify_all();
   }
 
-  void PostCollective(const char* kind, uint64_t seq, int dest,
-                      const void* buf, size_t bytes) {
+  void PostCollective(const char* kind, uint64_t seq, int dest, const void* buf,
+                      size_t bytes) {
     auto msg = std::make_shared<Message>();
     msg->payload.assign(static_cast<const char*>(buf),
                         static_cast<const char*>(buf) + bytes);
@@ -215,8 +216,8 @@ class LoopbackCommunicator final : public Communicator {
     return Status::OK();
   }
 
-  Status TakeCollective(const std::string& what, const char* kind,
-                        uint64_t seq, int src, std::shared_ptr<Message>* out) {
+  Status TakeCollective(const std::string& what, const char* kind, uint64_t seq,
+                        int src, std::shared_ptr<Message>* out) {
     Status s = Take(what, src, kCollectiveTag, out);
     if (!s.ok()) return s;
     const Message& msg = **out;

@@ -25,8 +25,8 @@ Status MpiErrorStatus(int code, int rank, const std::string& what,
   }
   const char* base = std::strrchr(file, '/');
   return Status::Failure(StrCat("rank ", rank, ": ", what, ": ", call,
-                                " failed: ", text, " (",
-                                base ? base + 1 : file, ":", line, ")"));
+                                " failed: ", text, " (", base ? base + 1 : file,
+                                ":", line, ")"));
 }
 
 namespace {
@@ -90,7 +90,7 @@ struct MpiCommunicator::Impl {
   int size = 1;
   MpiOptions options;
   std::mutex broken_mu;
-  std::string broken;  // guarded by broken_mu; see Note [MPI timeouts]
+  std::string broken;           // guarded by broken_mu; see Note [MPI timeouts]
   uint64_t collective_seq = 0;  // touched by the collective thread only
 
   template <typename... Args>
@@ -106,8 +106,7 @@ struct MpiCommunicator::Impl {
                 broken, ")");
   }
 
-  Status CheckPeer(const std::string& what, int peer, int tag,
-                   size_t bytes) {
+  Status CheckPeer(const std::string& what, int peer, int tag, size_t bytes) {
     if (peer < 0 || peer >= size) {
       return Fail(what, ": no such rank (job of ", size, " ranks)");
     }
@@ -148,9 +147,9 @@ struct MpiCommunicator::Impl {
                          MPI_Test(request, &done, MPI_STATUS_IGNORE));
       if (done) return Status::OK();
       if (Expired(start)) {
-        Status s = Fail(what, ": timed out after ",
-                        FormatSeconds(options.timeout), " waiting for ",
-                        waiting_for);
+        Status s =
+            Fail(what, ": timed out after ", FormatSeconds(options.timeout),
+                 " waiting for ", waiting_for);
         std::lock_guard<std::mutex> lock(broken_mu);
         if (broken.empty()) broken = s.message();
         return s;
@@ -186,8 +185,7 @@ MpiCommunicator::~MpiCommunicator() {
 int MpiCommunicator::rank() const { return impl_->rank; }
 int MpiCommunicator::size() const { return impl_->size; }
 
-Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest,
-                             int tag) {
+Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
   const std::string what =
       StrCat("Send of ", bytes, " bytes to rank ", dest, " tag ", tag);
   Status s = impl_->CheckPeer(what, dest, tag, bytes);
@@ -227,15 +225,15 @@ Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
                      MPI_Get_count(&status, MPI_BYTE, &count));
   if (static_cast<size_t>(count) != bytes) {
     std::vector<char> sink(std::max(count, 1));
-    POSEIDON_MPI_CHECK(impl_->rank, what,
-                       MPI_Mrecv(sink.data(), count, MPI_BYTE, &message,
-                                 MPI_STATUS_IGNORE));
+    POSEIDON_MPI_CHECK(
+        impl_->rank, what,
+        MPI_Mrecv(sink.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE));
     return impl_->Fail(what, ": rank ", src, " sent ", count,
                        " bytes, this rank expected ", bytes);
   }
-  POSEIDON_MPI_CHECK(impl_->rank, what,
-                     MPI_Mrecv(buf, count, MPI_BYTE, &message,
-                               MPI_STATUS_IGNORE));
+  POSEIDON_MPI_CHECK(
+      impl_->rank, what,
+      MPI_Mrecv(buf, count, MPI_BYTE, &message, MPI_STATUS_IGNORE));
   return Status::OK();
 }
 
@@ -252,8 +250,7 @@ Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
   const std::string what =
       StrCat("Broadcast #", seq, " of ", bytes, " bytes from root ", root);
   if (root < 0 || root >= impl_->size) {
-    return impl_->Fail(what, ": no such rank (job of ", impl_->size,
-                       " ranks)");
+    return impl_->Fail(what, ": no such rank (job of ", impl_->size, " ranks)");
   }
   Status s = impl_->CheckUsable(what);
   if (!s.ok()) return s;
@@ -261,17 +258,16 @@ Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
   for (size_t begin = 0; begin < bytes; begin += kMaxMessageBytes) {
     const int len = static_cast<int>(std::min(kMaxMessageBytes, bytes - begin));
     MPI_Request request;
-    POSEIDON_MPI_CHECK(impl_->rank, what,
-                       MPI_Ibcast(data + begin, len, MPI_BYTE, root,
-                                  impl_->comm, &request));
+    POSEIDON_MPI_CHECK(
+        impl_->rank, what,
+        MPI_Ibcast(data + begin, len, MPI_BYTE, root, impl_->comm, &request));
     s = impl_->Collective(what, &request);
     if (!s.ok()) return s;
   }
   return Status::OK();
 }
 
-Status MpiCommunicator::Allgather(const void* send, size_t bytes,
-                                  void* recv) {
+Status MpiCommunicator::Allgather(const void* send, size_t bytes, void* recv) {
   const uint64_t seq = ++impl_->collective_seq;
   const std::string what =
       StrCat("Allgather #", seq, " of ", bytes, " bytes per rank");
@@ -285,8 +281,7 @@ Status MpiCommunicator::Allgather(const void* send, size_t bytes,
   POSEIDON_MPI_CHECK(
       impl_->rank, what,
       MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
-                     static_cast<int>(bytes), MPI_BYTE, impl_->comm,
-                     &request));
+                     static_cast<int>(bytes), MPI_BYTE, impl_->comm, &request));
   return impl_->Collective(what, &request);
 }
 
@@ -296,8 +291,7 @@ Status MpiCommunicator::Barrier() {
   Status s = impl_->CheckUsable(what);
   if (!s.ok()) return s;
   MPI_Request request;
-  POSEIDON_MPI_CHECK(impl_->rank, what,
-                     MPI_Ibarrier(impl_->comm, &request));
+  POSEIDON_MPI_CHECK(impl_->rank, what, MPI_Ibarrier(impl_->comm, &request));
   return impl_->Collective(what, &request);
 }
 

@@ -1,0 +1,332 @@
+// mpi_selftest: MpiCommunicator under a real mpirun (CTest runs it with 2 and
+// 4 ranks). Every rank runs the same checks; rank 0 prints which failed on
+// which rank and "N passed, M failed"; the exit status is non-zero when any
+// check failed on any rank.
+//
+// Threads: the main thread runs the checks; ConcurrentTags starts a sender
+// and a receiver thread per tag to exercise Send/Recv from several threads.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "poseidon/dist/mpi_communicator.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+// A check returns "" on success, else what went wrong on this rank.
+using Check = std::function<std::string(Communicator*)>;
+
+std::string Expect(const Status& s, const std::string& what) {
+  return s.ok() ? "" : StrCat(what, ": ", s.message());
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A value for (rank, i) whose sum over ranks depends on the addition order
+// in float: large terms of alternating sign plus small ones.
+template <typename Dtype>
+Dtype Term(int rank, size_t i) {
+  const uint64_t h =
+      (i * 2654435761u + static_cast<uint64_t>(rank) * 97) % 1000003;
+  const double big = (rank % 2 == 0 ? 1 : -1) * 1e7 * ((h % 7) + 1);
+  return static_cast<Dtype>(big + (h % 1000) * 0.001 + rank * 0.1);
+}
+
+std::string SendRecvRing(Communicator* c) {
+  const int n = c->size(), r = c->rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  // Large enough to need the rendezvous protocol.
+  std::vector<int32_t> out(1 << 18, r), in(1 << 18, -1);
+  Status sent;
+  std::thread sender([&] {
+    sent = c->Send(out.data(), out.size() * sizeof(int32_t), next, 1);
+  });
+  Status got = c->Recv(in.data(), in.size() * sizeof(int32_t), prev, 1);
+  sender.join();
+  if (!sent.ok()) return sent.message();
+  if (!got.ok()) return got.message();
+  for (int32_t v : in) {
+    if (v != prev) return StrCat("received ", v, " instead of ", prev);
+  }
+  return "";
+}
+
+std::string TagMatching(Communicator* c) {
+  if (c->size() < 2) return "";
+  if (c->rank() == 0) {
+    const int64_t a = 11, b = 22, d = 33;
+    std::string e = Expect(c->Send(&a, 8, 1, 5), "send a");
+    if (e.empty()) e = Expect(c->Send(&b, 8, 1, 6), "send b");
+    if (e.empty()) e = Expect(c->Send(&d, 8, 1, 5), "send d");
+    return e;
+  }
+  if (c->rank() != 1) return "";
+  int64_t x = 0, y = 0, z = 0;
+  std::string e = Expect(c->Recv(&x, 8, 0, 6), "recv tag 6");
+  if (e.empty()) e = Expect(c->Recv(&y, 8, 0, 5), "recv tag 5");
+  if (e.empty()) e = Expect(c->Recv(&z, 8, 0, 5), "recv tag 5 again");
+  if (!e.empty()) return e;
+  if (x != 22 || y != 11 || z != 33) {
+    return StrCat("got ", x, ", ", y, ", ", z, " instead of 22, 11, 33");
+  }
+  return "";
+}
+
+std::string ConcurrentTags(Communicator* c) {
+  const int n = c->size(), r = c->rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  constexpr int kTags = 4, kMessages = 20;
+  std::vector<std::string> errors(2 * kTags);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kTags; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kMessages && errors[2 * t].empty(); ++i) {
+        std::vector<int32_t> msg(1 + (i * 4099) % 70000, r * 1000 + t);
+        msg[0] = i;
+        errors[2 * t] = Expect(c->Send(msg.data(), msg.size() * 4, next, t),
+                               StrCat("sender tag ", t));
+      }
+    });
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kMessages && errors[2 * t + 1].empty(); ++i) {
+        std::vector<int32_t> msg(1 + (i * 4099) % 70000, -1);
+        Status s = c->Recv(msg.data(), msg.size() * 4, prev, t);
+        if (!s.ok()) {
+          errors[2 * t + 1] = StrCat("receiver tag ", t, ": ", s.message());
+        } else if (msg[0] != i ||
+                   (msg.size() > 1 && msg[1] != prev * 1000 + t)) {
+          errors[2 * t + 1] =
+              StrCat("receiver tag ", t, ": message ", i, " arrived as ",
+                     msg[0], "/", msg.size() > 1 ? msg[1] : 0);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+std::string SizeMismatch(Communicator* c) {
+  if (c->size() < 2) return "";
+  if (c->rank() == 0) {
+    const double v[1] = {1.5};
+    return Expect(c->Send(v, 8, 1, 7), "send");
+  }
+  if (c->rank() != 1) return "";
+  double v[2];
+  Status s = c->Recv(v, 16, 0, 7);
+  if (s.ok()) return "a 16-byte Recv of an 8-byte message succeeded";
+  if (!Contains(s.message(), "sent 8 bytes") ||
+      !Contains(s.message(), "expected 16") ||
+      !Contains(s.message(), "rank 0")) {
+    return StrCat("unclear message: ", s.message());
+  }
+  return "";
+}
+
+std::string BadArguments(Communicator* c) {
+  int v = 0;
+  Status s = c->Send(&v, 4, c->size(), 0);
+  if (s.ok() || !Contains(s.message(), "no such rank")) {
+    return StrCat("Send to rank ", c->size(), ": ", s.message());
+  }
+  s = c->Recv(&v, 4, 0, -1);
+  if (s.ok() || !Contains(s.message(), "tag")) {
+    return StrCat("Recv with tag -1: ", s.message());
+  }
+  s = c->Broadcast(&v, 4, -2);
+  if (s.ok()) return "Broadcast from root -2 succeeded";
+  return "";
+}
+
+std::string BroadcastAllRoots(Communicator* c) {
+  for (int root = 0; root < c->size(); ++root) {
+    std::vector<double> buf(1000, c->rank() == root ? root + 0.25 : -1.0);
+    std::string e = Expect(c->Broadcast(buf.data(), buf.size() * 8, root),
+                           StrCat("root ", root));
+    if (!e.empty()) return e;
+    for (double v : buf) {
+      if (v != root + 0.25) return StrCat("root ", root, ": got ", v);
+    }
+    e = Expect(c->Broadcast(nullptr, 0, root), "empty broadcast");
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+std::string AllgatherInts(Communicator* c) {
+  const int n = c->size(), r = c->rank();
+  const int32_t mine[3] = {r, 10 * r, 100 * r};
+  std::vector<int32_t> all(3 * n, -1);
+  std::string e = Expect(c->Allgather(mine, sizeof(mine), all.data()), "");
+  if (!e.empty()) return e;
+  for (int q = 0; q < n; ++q) {
+    if (all[3 * q] != q || all[3 * q + 1] != 10 * q ||
+        all[3 * q + 2] != 100 * q) {
+      return StrCat("rank ", q, "'s slot holds ", all[3 * q], " ",
+                    all[3 * q + 1], " ", all[3 * q + 2]);
+    }
+  }
+  return "";
+}
+
+std::string Barriers(Communicator* c) {
+  for (int i = 0; i < 10; ++i) {
+    std::string e = Expect(c->Barrier(), StrCat("barrier ", i));
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+// Rank-order sum, identical bits on every rank; crosses an allgather chunk.
+template <typename Dtype>
+std::string DeterministicAllreduce(Communicator* c) {
+  const size_t count = kAllreduceChunkElements + 4097;
+  std::vector<Dtype> buf(count);
+  for (size_t i = 0; i < count; ++i) buf[i] = Term<Dtype>(c->rank(), i);
+  std::string e = Expect(c->AllreduceSum(buf.data(), count), "");
+  if (!e.empty()) return e;
+  for (size_t i = 0; i < count; ++i) {
+    Dtype want = Term<Dtype>(0, i);
+    for (int q = 1; q < c->size(); ++q) want += Term<Dtype>(q, i);
+    if (std::memcmp(&want, &buf[i], sizeof(Dtype)) != 0) {
+      return StrCat("element ", i, " is ", buf[i], ", the rank-order sum is ",
+                    want);
+    }
+  }
+  // Same bits everywhere: compare a checksum of the raw bytes.
+  uint64_t sum = 0;
+  const unsigned char* bytes =
+      reinterpret_cast<const unsigned char*>(buf.data());
+  for (size_t i = 0; i < count * sizeof(Dtype); ++i) {
+    sum = sum * 1099511628211ull + bytes[i];
+  }
+  std::vector<uint64_t> sums(c->size());
+  e = Expect(c->Allgather(&sum, 8, sums.data()), "checksum allgather");
+  if (!e.empty()) return e;
+  for (int q = 0; q < c->size(); ++q) {
+    if (sums[q] != sum) return StrCat("rank ", q, " has different bits");
+  }
+  return "";
+}
+
+// A Recv nobody answers times out naming the peer, and leaves the
+// communicator usable.
+std::string RecvTimeout(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  if (c.size() < 2) return "";
+  std::string result;
+  if (c.rank() == 1) {
+    int v = 0;
+    const auto start = std::chrono::steady_clock::now();
+    Status s = c.Recv(&v, 4, 0, 3);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (s.ok()) {
+      result = "a Recv nobody sent to succeeded";
+    } else if (!Contains(s.message(), "timed out") ||
+               !Contains(s.message(), "waiting for rank 0")) {
+      result = StrCat("unclear message: ", s.message());
+    } else if (waited < 0.15 || waited > 5) {
+      result = StrCat("gave up after ", waited, " s, not about 0.2 s");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  int v = 42;
+  if (c.rank() == 0) e = Expect(c.Send(&v, 4, 1, 4), "send after timeout");
+  if (c.rank() == 1) {
+    v = 0;
+    e = Expect(c.Recv(&v, 4, 0, 4), "recv after timeout");
+    if (e.empty() && v != 42) e = StrCat("got ", v, " after timeout");
+  }
+  if (!e.empty()) return e;
+  return result;
+}
+
+int Run() {
+  MpiOptions options;
+  options.timeout = std::chrono::seconds(20);
+  MpiCommunicator comm(options);
+  const std::vector<std::pair<std::string, Check>> checks = {
+      {"SendRecvRing", SendRecvRing},
+      {"TagMatching", TagMatching},
+      {"ConcurrentTags", ConcurrentTags},
+      {"SizeMismatch", SizeMismatch},
+      {"BadArguments", BadArguments},
+      {"BroadcastAllRoots", BroadcastAllRoots},
+      {"AllgatherInts", AllgatherInts},
+      {"Barriers", Barriers},
+      {"DeterministicAllreduceFloat", DeterministicAllreduce<float>},
+      {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
+      {"RecvTimeout", RecvTimeout},
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<double> failed(checks.size(), 0);
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const std::string error = checks[i].second(&comm);
+    if (!error.empty()) {
+      failed[i] = 1;
+      std::fprintf(stderr, "rank %d: FAILED %s: %s\n", comm.rank(),
+                   checks[i].first.c_str(), error.c_str());
+    }
+    // Keep the checks apart even when one failed on some rank.
+    Status s = comm.Barrier();
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: barrier after %s failed: %s\n",
+                   comm.rank(), checks[i].first.c_str(), s.message().c_str());
+      comm.Abort("mpi_selftest cannot continue");
+    }
+  }
+  Status s = comm.AllreduceSum(failed.data(), failed.size());
+  if (!s.ok()) comm.Abort(s.message());
+  int num_failed = 0;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (failed[i] > 0) {
+      ++num_failed;
+      if (comm.rank() == 0) {
+        std::printf("FAILED %s on %g of %d ranks\n", checks[i].first.c_str(),
+                    failed[i], comm.size());
+      }
+    }
+  }
+  if (comm.rank() == 0) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    std::printf("mpi_selftest with %d ranks: %d passed, %d failed (%.2f s)\n",
+                comm.size(), static_cast<int>(checks.size()) - num_failed,
+                num_failed, seconds);
+  }
+  return num_failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace poseidon
+
+int main() {
+  try {
+    return poseidon::dist::Run();
+  } catch (const poseidon::Error& e) {
+    std::fprintf(stderr, "mpi_selftest: %s\n", e.what());
+    return 1;
+  }
+}

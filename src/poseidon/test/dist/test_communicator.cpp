@@ -1,0 +1,379 @@
+// LoopbackCommunicator: every operation with 1 to 4 ranks as threads, the
+// deterministic allreduce, MPI-style matching, and the error paths (sizes,
+// timeouts naming the missing rank, mismatched collectives, abort).
+//
+// Threads: each test starts one thread per rank (RunRanks); ConcurrentTags
+// adds a sender and a receiver thread per tag inside every rank.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "poseidon/dist/loopback_communicator.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs fn(rank's communicator) on one thread per rank and joins them.
+void RunRanks(LoopbackWorld* world,
+              const std::function<void(Communicator*)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world->size(); ++r) {
+    threads.emplace_back([world, r, &fn] { fn(world->rank(r)); });
+  }
+  for (auto& t : threads) t.join();
+}
+
+LoopbackOptions ShortTimeout(int ms = 100) {
+  LoopbackOptions options;
+  options.timeout = milliseconds(ms);
+  return options;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Values whose float sum depends on the order of the additions.
+template <typename Dtype>
+Dtype Term(int rank, size_t i) {
+  const double big = (rank % 2 == 0 ? 1 : -1) * 1e7 * (1 + (i + rank) % 5);
+  return static_cast<Dtype>(big + 0.001 * ((i * 7919 + rank * 31) % 1000));
+}
+
+class LoopbackTest : public ::testing::TestWithParam<int> {
+ protected:
+  int n() const { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LoopbackTest, ::testing::Values(1, 2, 3, 4),
+                         ::testing::PrintToStringParamName());
+
+TEST_P(LoopbackTest, RankAndSize) {
+  LoopbackWorld world(n());
+  EXPECT_EQ(world.size(), n());
+  for (int r = 0; r < n(); ++r) {
+    EXPECT_EQ(world.rank(r)->rank(), r);
+    EXPECT_EQ(world.rank(r)->size(), n());
+  }
+}
+
+TEST_P(LoopbackTest, SendRecvRing) {
+  LoopbackWorld world(n());
+  RunRanks(&world, [](Communicator* c) {
+    const int next = (c->rank() + 1) % c->size();
+    const int prev = (c->rank() + c->size() - 1) % c->size();
+    std::vector<int> out(1000, c->rank()), in(1000, -1);
+    ASSERT_TRUE(c->Send(out.data(), 4000, next, 3).ok());
+    Status s = c->Recv(in.data(), 4000, prev, 3);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(in, std::vector<int>(1000, prev));
+    EXPECT_TRUE(c->Send(nullptr, 0, next, 4).ok());
+    EXPECT_TRUE(c->Recv(nullptr, 0, prev, 4).ok());
+  });
+}
+
+TEST_P(LoopbackTest, TagAndSourceMatchingIsFifo) {
+  if (n() < 2) GTEST_SKIP() << "needs two ranks";
+  LoopbackWorld world(n());
+  RunRanks(&world, [](Communicator* c) {
+    const int last = c->size() - 1;
+    if (c->rank() == 0) {
+      for (int v : {11, 33}) {
+        ASSERT_TRUE(c->Send(&v, 4, 1, 5).ok());
+        const int w = v + 11;
+        ASSERT_TRUE(c->Send(&w, 4, 1, 6).ok());
+      }
+    } else if (c->rank() == last && last != 1) {
+      const int v = 99;
+      ASSERT_TRUE(c->Send(&v, 4, 1, 5).ok());
+    }
+    if (c->rank() != 1) return;
+    // Tag 6 before tag 5, and the last rank before rank 0: matching is by
+    // (source, tag), FIFO within each.
+    int got[5] = {0, 0, 0, 0, 0};
+    ASSERT_TRUE(c->Recv(&got[0], 4, 0, 6).ok());
+    if (last != 1) {
+      ASSERT_TRUE(c->Recv(&got[4], 4, last, 5).ok());
+      EXPECT_EQ(got[4], 99);
+    }
+    ASSERT_TRUE(c->Recv(&got[1], 4, 0, 5).ok());
+    ASSERT_TRUE(c->Recv(&got[2], 4, 0, 5).ok());
+    ASSERT_TRUE(c->Recv(&got[3], 4, 0, 6).ok());
+    EXPECT_EQ(got[0], 22);
+    EXPECT_EQ(got[1], 11);
+    EXPECT_EQ(got[2], 33);
+    EXPECT_EQ(got[3], 44);
+  });
+}
+
+TEST_P(LoopbackTest, ConcurrentTags) {
+  LoopbackWorld world(n());
+  RunRanks(&world, [](Communicator* c) {
+    const int next = (c->rank() + 1) % c->size();
+    const int prev = (c->rank() + c->size() - 1) % c->size();
+    constexpr int kTags = 4, kMessages = 50;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kTags; ++t) {
+      threads.emplace_back([c, t, next] {
+        for (int i = 0; i < kMessages; ++i) {
+          std::vector<int> msg(1 + i % 7, c->rank() * 100 + t);
+          msg[0] = i;
+          ASSERT_TRUE(c->Send(msg.data(), msg.size() * 4, next, t).ok());
+        }
+      });
+      threads.emplace_back([c, t, prev] {
+        for (int i = 0; i < kMessages; ++i) {
+          std::vector<int> msg(1 + i % 7, -1);
+          Status s = c->Recv(msg.data(), msg.size() * 4, prev, t);
+          ASSERT_TRUE(s.ok()) << s.message();
+          EXPECT_EQ(msg[0], i) << "tag " << t << " out of order";
+          if (msg.size() > 1) EXPECT_EQ(msg[1], prev * 100 + t);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  });
+}
+
+TEST_P(LoopbackTest, BroadcastFromEveryRoot) {
+  LoopbackWorld world(n());
+  RunRanks(&world, [](Communicator* c) {
+    for (int root = 0; root < c->size(); ++root) {
+      std::vector<double> buf(100, c->rank() == root ? root + 0.5 : -1);
+      Status s = c->Broadcast(buf.data(), buf.size() * 8, root);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(buf, std::vector<double>(100, root + 0.5));
+    }
+  });
+}
+
+TEST_P(LoopbackTest, Allgather) {
+  LoopbackWorld world(n());
+  RunRanks(&world, [](Communicator* c) {
+    const int mine[2] = {c->rank(), -c->rank()};
+    std::vector<int> all(2 * c->size(), 7);
+    ASSERT_TRUE(c->Allgather(mine, sizeof(mine), all.data()).ok());
+    for (int r = 0; r < c->size(); ++r) {
+      EXPECT_EQ(all[2 * r], r);
+      EXPECT_EQ(all[2 * r + 1], -r);
+    }
+  });
+}
+
+TEST_P(LoopbackTest, BarrierWaitsForEveryRank) {
+  LoopbackWorld world(n());
+  std::atomic<int> arrived{0};
+  RunRanks(&world, [&arrived](Communicator* c) {
+    for (int round = 1; round <= 3; ++round) {
+      std::this_thread::sleep_for(milliseconds(c->rank()));
+      ++arrived;
+      ASSERT_TRUE(c->Barrier().ok());
+      EXPECT_GE(arrived.load(), round * c->size());
+      ASSERT_TRUE(c->Barrier().ok());
+    }
+  });
+}
+
+template <typename Dtype>
+void CheckDeterministicAllreduce(int n, size_t count) {
+  std::vector<std::vector<Dtype>> results(n);
+  for (int trial = 0; trial < 2; ++trial) {
+    LoopbackWorld world(n);
+    RunRanks(&world, [&](Communicator* c) {
+      // Ranks arrive in a different order in each trial.
+      std::this_thread::sleep_for(
+          milliseconds(trial == 0 ? c->rank() : c->size() - c->rank()));
+      std::vector<Dtype> buf(count);
+      for (size_t i = 0; i < count; ++i) buf[i] = Term<Dtype>(c->rank(), i);
+      Status s = c->AllreduceSum(buf.data(), count);
+      ASSERT_TRUE(s.ok()) << s.message();
+      if (trial == 0) {
+        results[c->rank()] = std::move(buf);
+      } else {
+        EXPECT_EQ(std::memcmp(buf.data(), results[c->rank()].data(),
+                              count * sizeof(Dtype)),
+                  0)
+            << "rank " << c->rank() << " got other bits in trial 2";
+      }
+    });
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Dtype want = Term<Dtype>(0, i);
+    for (int r = 1; r < n; ++r) want += Term<Dtype>(r, i);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(std::memcmp(&results[r][i], &want, sizeof(Dtype)), 0)
+          << "rank " << r << " element " << i << ": " << results[r][i]
+          << " vs the rank-order sum " << want;
+    }
+  }
+}
+
+TEST_P(LoopbackTest, AllreduceSumIsRankOrderAndBitIdentical) {
+  CheckDeterministicAllreduce<float>(n(), 1000);
+  CheckDeterministicAllreduce<double>(n(), 1000);
+}
+
+TEST_P(LoopbackTest, AllreduceSumAcrossChunks) {
+  CheckDeterministicAllreduce<float>(n(), kAllreduceChunkElements + 3);
+}
+
+TEST(LoopbackErrorTest, RecvOfWrongSizeNamesBothSizesAndThePeer) {
+  LoopbackWorld world(2);
+  RunRanks(&world, [](Communicator* c) {
+    double v[2] = {1, 2};
+    if (c->rank() == 0) {
+      ASSERT_TRUE(c->Send(v, 8, 1, 0).ok());
+      ASSERT_TRUE(c->Send(v, 16, 1, 0).ok());
+      return;
+    }
+    Status s = c->Recv(v, 16, 0, 0);
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(Contains(s.message(), "rank 1: Recv of 16 bytes from rank 0"))
+        << s.message();
+    EXPECT_TRUE(Contains(s.message(), "rank 0 sent 8 bytes")) << s.message();
+    EXPECT_TRUE(Contains(s.message(), "expected 16")) << s.message();
+    // The bad message was consumed; the next one matches.
+    EXPECT_TRUE(c->Recv(v, 16, 0, 0).ok());
+  });
+}
+
+TEST(LoopbackErrorTest, BadRankOrTag) {
+  LoopbackWorld world(2);
+  Communicator* c = world.rank(0);
+  int v = 0;
+  Status s = c->Send(&v, 4, 2, 0);
+  EXPECT_TRUE(Contains(s.message(), "no such rank (world of 2)"))
+      << s.message();
+  s = c->Recv(&v, 4, -1, 0);
+  EXPECT_TRUE(Contains(s.message(), "no such rank")) << s.message();
+  s = c->Send(&v, 4, 1, kMaxTag + 1);
+  EXPECT_TRUE(Contains(s.message(), "tag is outside 0..32767")) << s.message();
+  s = c->Broadcast(&v, 4, 5);
+  EXPECT_TRUE(Contains(s.message(), "no such rank")) << s.message();
+  EXPECT_THROW(LoopbackWorld(0), ConfigError);
+  EXPECT_THROW(LoopbackWorld(2, ShortTimeout(0)), ConfigError);
+}
+
+TEST(LoopbackErrorTest, RecvTimeoutNamesTheMissingRank) {
+  LoopbackWorld world(2, ShortTimeout(100));
+  int v = 0;
+  const auto start = std::chrono::steady_clock::now();
+  Status s = world.rank(1)->Recv(&v, 4, 0, 9);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "rank 1: Recv of 4 bytes from rank 0 tag 9: timed out after "
+            "0.1 s waiting for rank 0");
+  EXPECT_GE(waited, milliseconds(90));
+  EXPECT_LT(waited, milliseconds(5000));
+}
+
+TEST(LoopbackErrorTest, CollectiveTimeoutNamesTheMissingRank) {
+  LoopbackWorld world(3, ShortTimeout(100));
+  std::vector<std::string> errors(3);
+  RunRanks(&world, [&errors](Communicator* c) {
+    if (c->rank() == 2) return;  // never joins
+    Status s = c->Barrier();
+    errors[c->rank()] = s.message();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(Contains(errors[r], "Barrier #1")) << errors[r];
+    EXPECT_TRUE(Contains(errors[r], "waiting for rank 2")) << errors[r];
+  }
+  Status s = world.rank(1)->Broadcast(nullptr, 0, 0);
+  EXPECT_TRUE(Contains(s.message(), "waiting for rank 0")) << s.message();
+}
+
+TEST(LoopbackErrorTest, MismatchedCollectivesNameBoth) {
+  LoopbackWorld world(2, ShortTimeout(200));
+  std::vector<std::string> errors(2);
+  RunRanks(&world, [&errors](Communicator* c) {
+    int send = 1, recv[2] = {0, 0};
+    Status s = c->rank() == 0 ? c->Barrier() : c->Allgather(&send, 4, recv);
+    errors[c->rank()] = s.message();
+  });
+  EXPECT_EQ(errors[0],
+            "rank 0: Barrier #1: rank 1 issued Allgather #1 instead; every "
+            "rank must issue the same collectives in the same order");
+  EXPECT_TRUE(Contains(errors[1], "rank 1: Allgather #1 of 4 bytes per rank"))
+      << errors[1];
+  EXPECT_TRUE(Contains(errors[1], "rank 0 issued Barrier #1 instead"))
+      << errors[1];
+}
+
+TEST(LoopbackErrorTest, AllgatherSizesMustAgree) {
+  LoopbackWorld world(2, ShortTimeout(200));
+  std::vector<std::string> errors(2);
+  RunRanks(&world, [&errors](Communicator* c) {
+    double send[2] = {1, 2}, recv[4];
+    errors[c->rank()] =
+        c->Allgather(send, c->rank() == 0 ? 8 : 16, recv).message();
+  });
+  EXPECT_TRUE(Contains(errors[0], "rank 1 contributed 16 bytes, this rank 8"))
+      << errors[0];
+  EXPECT_TRUE(Contains(errors[1], "rank 0 contributed 8 bytes, this rank 16"))
+      << errors[1];
+}
+
+TEST(LoopbackErrorTest, SynchronousSendWaitsAndTimesOut) {
+  LoopbackOptions options = ShortTimeout(100);
+  options.synchronous_send = true;
+  LoopbackWorld world(2, options);
+  int v = 5;
+  Status s = world.rank(0)->Send(&v, 4, 1, 2);
+  EXPECT_EQ(s.message(),
+            "rank 0: Send of 4 bytes to rank 1 tag 2: timed out after 0.1 s "
+            "waiting for rank 1");
+  // The failed send was withdrawn.
+  s = world.rank(1)->Recv(&v, 4, 0, 2);
+  EXPECT_TRUE(Contains(s.message(), "timed out")) << s.message();
+  // A matched synchronous send completes.
+  RunRanks(&world, [](Communicator* c) {
+    int x = 8;
+    if (c->rank() == 0) {
+      EXPECT_TRUE(c->Send(&x, 4, 1, 3).ok());
+    } else {
+      std::this_thread::sleep_for(milliseconds(20));
+      EXPECT_TRUE(c->Recv(&x, 4, 0, 3).ok());
+    }
+  });
+}
+
+TEST(LoopbackErrorTest, AbortWakesEveryRankWithTheReason) {
+  LoopbackWorld world(3);  // default 60 s deadline: abort must not wait it
+  std::vector<std::string> errors(3);
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks(&world, [&errors](Communicator* c) {
+    int v = 0;
+    if (c->rank() == 0) {
+      std::this_thread::sleep_for(milliseconds(20));
+      c->Abort("disk full");
+      return;
+    }
+    errors[c->rank()] = c->rank() == 1 ? c->Recv(&v, 4, 0, 1).message()
+                                       : c->Barrier().message();
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000));
+  EXPECT_EQ(world.abort_reason(), "rank 0 aborted: disk full");
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_TRUE(
+        Contains(errors[r], "world aborted (rank 0 aborted: disk full)"))
+        << errors[r];
+  }
+  int v = 0;
+  EXPECT_FALSE(world.rank(1)->Send(&v, 4, 2, 0).ok());
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace poseidon
