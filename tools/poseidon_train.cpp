@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iomanip>
 #include <map>
@@ -83,9 +84,25 @@ void CopyWeights(const string& weights, Net<float>* net) {
   }
 }
 
+// The number of ranks mpirun started, from the launcher's environment (1 when
+// run alone).
+int LaunchedWorldSize() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const char* value = std::getenv(var);
+    if (value != nullptr) return std::atoi(value);
+  }
+  return 1;
+}
+
 int Train() {
   POSEIDON_REQUIRE(!FLAGS_solver.empty(), ConfigError,
                    "train needs --solver=<solver.prototxt>");
+  // Until the distributed trainer is wired in, N ranks would each train the
+  // whole model and overwrite each other's snapshots: refuse instead.
+  POSEIDON_REQUIRE(LaunchedWorldSize() <= 1, ConfigError,
+                   "started by mpirun with ", LaunchedWorldSize(),
+                   " ranks, but this poseidon_train trains on one process "
+                   "only; run it without mpirun (or with -np 1)");
   POSEIDON_REQUIRE(FLAGS_snapshot.empty() || FLAGS_weights.empty(),
                    ConfigError,
                    "give either --snapshot (resume) or --weights (fine-tune), "
