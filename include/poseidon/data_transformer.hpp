@@ -74,6 +74,25 @@ class DataTransformer {
   const TransformationParameter& param() const { return param_; }
 
  private:
+  // Transforms items[i] into example i of `blob` (shape(0) == items.size()),
+  // through a one-example view; shared by the Datum and cv::Mat batches.
+  template <typename Item>
+  void TransformBatch(const vector<Item>& items, const char* what,
+                      Blob<Dtype>* blob) {
+    const int num = static_cast<int>(items.size());
+    POSEIDON_REQUIRE(num > 0 && blob->num_axes() >= 1 && blob->shape(0) == num,
+                     ShapeError, "cannot transform ", num, " ", what,
+                     " into a blob of shape ", blob->shape_string());
+    const int per_example = blob->count(1);
+    vector<int> shape = blob->shape();
+    shape[0] = 1;
+    Blob<Dtype> view(shape);
+    for (int i = 0; i < num; ++i) {
+      view.set_cpu_data(blob->mutable_cpu_data() + i * per_example);
+      Transform(items[i], &view);
+    }
+  }
+
   // Chosen for one example.
   struct Window {
     int h_off = 0;

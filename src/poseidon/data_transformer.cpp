@@ -215,18 +215,7 @@ void DataTransformer<Dtype>::Transform(const Datum& datum, Blob<Dtype>* blob) {
 template <typename Dtype>
 void DataTransformer<Dtype>::Transform(const vector<Datum>& datums,
                                        Blob<Dtype>* blob) {
-  const int num = static_cast<int>(datums.size());
-  POSEIDON_REQUIRE(num > 0 && blob->num_axes() >= 1 && blob->shape(0) == num,
-                   ShapeError, "cannot transform ", num,
-                   " datums into a blob of shape ", blob->shape_string());
-  const int per_example = blob->count(1);
-  vector<int> shape = blob->shape();
-  shape[0] = 1;
-  Blob<Dtype> view(shape);
-  for (int i = 0; i < num; ++i) {
-    view.set_cpu_data(blob->mutable_cpu_data() + i * per_example);
-    Transform(datums[i], &view);
-  }
+  TransformBatch(datums, "datums", blob);
 }
 
 INSTANTIATE_CLASS(DataTransformer);

@@ -49,18 +49,7 @@ void DataTransformer<Dtype>::Transform(const cv::Mat& image,
 template <typename Dtype>
 void DataTransformer<Dtype>::Transform(const vector<cv::Mat>& images,
                                        Blob<Dtype>* blob) {
-  const int num = static_cast<int>(images.size());
-  POSEIDON_REQUIRE(num > 0 && blob->num_axes() >= 1 && blob->shape(0) == num,
-                   ShapeError, "cannot transform ", num,
-                   " images into a blob of shape ", blob->shape_string());
-  const int per_example = blob->count(1);
-  vector<int> shape = blob->shape();
-  shape[0] = 1;
-  Blob<Dtype> view(shape);
-  for (int i = 0; i < num; ++i) {
-    view.set_cpu_data(blob->mutable_cpu_data() + i * per_example);
-    Transform(images[i], &view);
-  }
+  TransformBatch(images, "images", blob);
 }
 
 // The class is instantiated in data_transformer.cpp, which does not see these
