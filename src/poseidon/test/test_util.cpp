@@ -3,13 +3,44 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <mutex>
+#include <vector>
+
 namespace poseidon {
 namespace test {
+namespace {
+
+std::mutex g_temp_mutex;
+std::vector<std::string>& TempDirs() {
+  static auto* dirs = new std::vector<std::string>();
+  return *dirs;
+}
+
+// Removes every directory MakeTempDir handed out when the test run ends.
+class TempDirCleaner final : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::lock_guard<std::mutex> lock(g_temp_mutex);
+    for (const auto& dir : TempDirs()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+    TempDirs().clear();
+  }
+};
+
+const auto* const g_cleaner =
+    ::testing::AddGlobalTestEnvironment(new TempDirCleaner);
+
+}  // namespace
 
 std::string MakeTempDir() {
   std::string tmpl = "/tmp/poseidon_test_XXXXXX";
   char* dir = mkdtemp(tmpl.data());
   CHECK(dir != nullptr) << "mkdtemp failed";
+  std::lock_guard<std::mutex> lock(g_temp_mutex);
+  TempDirs().push_back(dir);
   return std::string(dir);
 }
 

@@ -45,7 +45,7 @@ inline std::string TestDataDir() {
   return SourceDir() + "/src/poseidon/test/test_data";
 }
 
-// A fresh temporary directory (removed by the OS's tmp cleaning).
+// A fresh temporary directory, removed when the test run ends.
 std::string MakeTempDir();
 
 // Fills a blob with Gaussian noise N(0, std^2).
