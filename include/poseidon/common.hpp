@@ -65,6 +65,14 @@ class Poseidon {
   static int solver_rank();
   static void set_solver_rank(int rank);
   static bool root_solver() { return solver_rank() == 0; }
+
+  // Threads a layer may use for work inside one Forward/Backward
+  // (util/parallel.hpp), process-wide. Defaults to the env variable
+  // POSEIDON_NUM_THREADS if it is a positive integer, else to
+  // std::thread::hardware_concurrency(). set_num_threads throws ConfigError
+  // for n < 1; call it between iterations, not while layers run.
+  static int num_threads();
+  static void set_num_threads(int n);
 };
 
 }  // namespace poseidon

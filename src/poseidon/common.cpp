@@ -3,8 +3,11 @@
 
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
+#include <thread>
 
 namespace poseidon {
 namespace {
@@ -14,6 +17,20 @@ std::atomic<int> g_default_mode{Poseidon::CPU};
 std::atomic<int> g_default_device{0};
 std::atomic<int64_t> g_default_seed{-1};
 std::atomic<int> g_solver_count{1};
+std::atomic<int> g_num_threads{0};  // 0: not yet read from the environment
+
+int DefaultNumThreads() {
+  if (const char* env = std::getenv("POSEIDON_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 4096) {
+      return static_cast<int>(n);
+    }
+    LOG(WARNING) << "Ignoring POSEIDON_NUM_THREADS=\"" << env
+                 << "\": not a positive integer";
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 uint64_t EntropySeed() {
   std::random_device rd;
@@ -83,5 +100,21 @@ int Poseidon::solver_count() { return g_solver_count; }
 void Poseidon::set_solver_count(int count) { g_solver_count = count; }
 int Poseidon::solver_rank() { return ThisThread().solver_rank; }
 void Poseidon::set_solver_rank(int rank) { ThisThread().solver_rank = rank; }
+
+int Poseidon::num_threads() {
+  int n = g_num_threads.load();
+  if (n == 0) {
+    int expected = 0;
+    g_num_threads.compare_exchange_strong(expected, DefaultNumThreads());
+    n = g_num_threads.load();
+  }
+  return n;
+}
+
+void Poseidon::set_num_threads(int n) {
+  POSEIDON_REQUIRE(n >= 1, ConfigError,
+                   "the number of threads must be at least 1, got ", n);
+  g_num_threads = n;
+}
 
 }  // namespace poseidon

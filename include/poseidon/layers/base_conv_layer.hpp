@@ -26,7 +26,9 @@
 // Bottoms/tops: one or more bottoms of identical shape, one top each, all
 // using the same weights.
 //
-// Thread safety: as for any layer, one thread at a time.
+// Thread safety: as for any layer, one thread at a time. Inside a call the
+// batched path may run chunks of the batch on Poseidon::num_threads()
+// threads (util/parallel.hpp) and makes OpenBLAS single-threaded meanwhile.
 #ifndef POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
 #define POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
 
@@ -48,7 +50,10 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              many images as fit in max_buffer_bytes.
   //   kAuto:     batched chunks of about 512 GEMM columns (within
   //              max_buffer_bytes) when one image has fewer output
-  //              positions than that, per image otherwise.
+  //              positions than that, per image otherwise. With
+  //              Poseidon::num_threads() > 1: always batched (2-D), at
+  //              most ceil(N / threads) images a chunk, chunks run in
+  //              parallel; see Note [Parallel chunks] in the .cpp.
   enum class Algorithm { kAuto, kPerImage, kBatched };
 
   explicit BaseConvolutionLayer(const LayerParameter& param)
@@ -67,7 +72,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Reshape (every Forward reshapes).
   void set_algorithm(Algorithm algorithm) { algorithm_ = algorithm; }
   // Bound on the column and output scratch buffers of the batched path
-  // (default 64 MiB); a chunk always holds at least one image.
+  // (default 64 MiB), per worker thread; a chunk always holds at least one
+  // image.
   void set_max_buffer_bytes(size_t bytes) { max_buffer_bytes_ = bytes; }
   // What the last Reshape chose.
   bool batched() const { return batched_; }
@@ -127,6 +133,16 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void BackwardBatched(const Dtype* input, const Dtype* output_diff,
                        const Dtype* weights, Dtype* weight_diff,
                        Dtype* input_diff);
+  // One chunk of the batched path, the images from n0 on, with the worker's
+  // column and output scratch (col, buf); weight_diff and input_diff as in
+  // ConvBackward.
+  void ForwardChunk(const Dtype* input, const Dtype* weights, int n0,
+                    Dtype* col, Dtype* buf, Dtype* output) const;
+  void BackwardChunk(const Dtype* input, const Dtype* output_diff,
+                     const Dtype* weights, int n0, Dtype* col, Dtype* buf,
+                     Dtype* weight_diff, Dtype* input_diff) const;
+  // Grows the per-worker scratch if the thread count rose since Reshape.
+  void ReserveWorkerBuffers(int workers);
 
   // Conv-space geometry (equal to the layer's for Convolution).
   int conv_in_channels_ = 0;
@@ -143,8 +159,13 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   size_t max_buffer_bytes_ = size_t{64} << 20;
   bool batched_ = false;
   int images_per_chunk_ = 1;
-  Blob<Dtype> col_buffer_;  // im2col columns (or their gradient)
-  Blob<Dtype> out_buffer_;  // batched: the output in (channel, image) order
+  int workers_ = 1;  // batched: scratch slices in col_buffer_/out_buffer_
+  // im2col columns (or their gradient); batched: (workers, rows, columns).
+  Blob<Dtype> col_buffer_;
+  // Batched: the output in (channel, image) order, one slice per worker.
+  Blob<Dtype> out_buffer_;
+  // Parallel Backward: per-worker weight or bias gradient accumulators.
+  Blob<Dtype> param_diff_buffer_;
   Blob<Dtype> spatial_ones_;
 };
 

@@ -2,12 +2,15 @@
 // as GEMMs over im2col columns, per image (reference) or per chunk of images.
 #include "poseidon/layers/base_conv_layer.hpp"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
 
 #include "poseidon/filler.hpp"
 #include "poseidon/util/im2col.hpp"
+#include "poseidon/util/parallel.hpp"
 
 namespace poseidon {
 
@@ -33,10 +36,42 @@ namespace poseidon {
 // per image, where a 1x1, stride 1, pad 0 convolution needs no im2col at
 // all (the image is its own column matrix). N-D convolutions (and
 // force_nd_im2col) always run per image.
+//
+// Note [Parallel chunks]
+// With Poseidon::num_threads() T > 1, BLAS threading alone does little for
+// these GEMMs (32 output channels by ~512 columns is too small to split
+// well), so the batched path instead runs whole chunks on T threads
+// (ParallelFor) with single-threaded BLAS inside. kAuto then batches even
+// when one image fills a GEMM (chunks of one image) and caps the chunk at
+// ceil(N / T) images so every thread gets a chunk. Each worker has its own
+// slice of col_buffer_ and out_buffer_ (max_buffer_bytes bounds one slice)
+// and, in Backward, its own weight-gradient accumulator; the accumulators
+// are added to the weight diff in worker order, and ParallelFor's split
+// depends only on the chunk and thread counts, so results are the same
+// from run to run for a given T (they differ from T = 1 by rounding only).
+// The bias terms split the images the same way. With T == 1, or a single
+// chunk, everything runs serially as before.
 namespace {
 
 // GEMM width kAuto aims for when batching images (see Note [Batched im2col]).
 constexpr int kTargetColumns = 512;
+
+// Makes OpenBLAS single-threaded for its lifetime (a parallel region whose
+// threads each call BLAS), then restores the previous thread count. The
+// setting is process-wide.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas() : previous_(openblas_get_num_threads()) {
+    if (previous_ != 1) openblas_set_num_threads(1);
+  }
+  ~SingleThreadedBlas() {
+    if (previous_ != 1) openblas_set_num_threads(previous_);
+  }
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(SingleThreadedBlas);
+
+ private:
+  const int previous_;
+};
 
 int Product(const vector<int>& v, size_t begin = 0) {
   int p = 1;
@@ -286,6 +321,8 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
   const bool can_batch = num_spatial_axes_ == 2 && !force_nd_im2col_;
   const int col_rows = col_shape_[0];
   const int S = std::max(conv_out_spatial_dim_, 1);
+  const int num = std::max(num_, 1);
+  const int threads = Poseidon::num_threads();
   const size_t per_image =
       sizeof(Dtype) * static_cast<size_t>(col_rows + conv_out_channels_) * S;
   const size_t fit = std::max<size_t>(1, max_buffer_bytes_ / per_image);
@@ -298,21 +335,29 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
       chunk = fit;
       break;
     case Algorithm::kAuto:
+      // See Note [Parallel chunks] for the threaded choice.
       chunk = std::min(fit, wanted);
+      if (threads > 1) {
+        chunk = std::min<size_t>(chunk, (num + threads - 1) / threads);
+      }
       break;
   }
-  chunk = std::min<size_t>(chunk, std::max(num_, 1));
+  chunk = std::min<size_t>(chunk, num);
   batched_ = can_batch && (algorithm_ == Algorithm::kBatched ||
-                           (algorithm_ == Algorithm::kAuto && chunk > 1));
+                           (algorithm_ == Algorithm::kAuto &&
+                            (chunk > 1 || (threads > 1 && num > 1))));
+  workers_ = 1;
   if (!batched_) {
     images_per_chunk_ = 1;
     col_buffer_.Reshape(is_1x1_ ? vector<int>{1} : col_shape_);
     return;
   }
   images_per_chunk_ = static_cast<int>(chunk);
+  const int chunks = (num + images_per_chunk_ - 1) / images_per_chunk_;
+  workers_ = std::max(1, ParallelForWorkers(chunks));
   const int columns = images_per_chunk_ * conv_out_spatial_dim_;
-  col_buffer_.Reshape({col_rows, columns});
-  out_buffer_.Reshape({conv_out_channels_, columns});
+  col_buffer_.Reshape({workers_, col_rows, columns});
+  out_buffer_.Reshape({workers_, conv_out_channels_, columns});
 }
 
 template <typename Dtype>
@@ -437,32 +482,102 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
 }
 
 template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ForwardChunk(const Dtype* input,
+                                               const Dtype* weights, int n0,
+                                               Dtype* col, Dtype* buf,
+                                               Dtype* output) const {
+  const int out_per_group = conv_out_channels_ / group_;
+  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
+  const int images = std::min(images_per_chunk_, num_ - n0);
+  const int columns = images * conv_out_spatial_dim_;
+  Dtype* out_n0 = output + static_cast<size_t>(n0) * conv_output_dim_;
+  // A lone image's (O, S) block is already in output order.
+  Dtype* dst = images == 1 ? out_n0 : buf;
+  Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
+  for (int g = 0; g < group_; ++g) {
+    cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, columns,
+                    kernel_dim_, Dtype(1), weights + g * w_step,
+                    col + static_cast<size_t>(g) * kernel_dim_ * columns,
+                    Dtype(0),
+                    dst + static_cast<size_t>(g) * out_per_group * columns);
+  }
+  if (images > 1) {
+    ChannelMajorToImages(buf, images, conv_out_channels_, conv_out_spatial_dim_,
+                         out_n0);
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::BackwardChunk(
+    const Dtype* input, const Dtype* output_diff, const Dtype* weights, int n0,
+    Dtype* col, Dtype* buf, Dtype* weight_diff, Dtype* input_diff) const {
+  const int out_per_group = conv_out_channels_ / group_;
+  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
+  const int images = std::min(images_per_chunk_, num_ - n0);
+  const size_t columns = static_cast<size_t>(images) * conv_out_spatial_dim_;
+  const Dtype* od_n0 = output_diff + static_cast<size_t>(n0) * conv_output_dim_;
+  const Dtype* od = od_n0;
+  if (images > 1) {
+    ImagesToChannelMajor(od_n0, images, conv_out_channels_,
+                         conv_out_spatial_dim_, buf);
+    od = buf;
+  }
+  if (weight_diff != nullptr) {
+    Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
+    for (int g = 0; g < group_; ++g) {
+      cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
+                      static_cast<int>(columns), Dtype(1),
+                      od + g * out_per_group * columns,
+                      col + g * kernel_dim_ * columns, Dtype(1),
+                      weight_diff + g * w_step);
+    }
+  }
+  if (input_diff != nullptr) {
+    for (int g = 0; g < group_; ++g) {
+      cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_,
+                      static_cast<int>(columns), out_per_group, Dtype(1),
+                      weights + g * w_step, od + g * out_per_group * columns,
+                      Dtype(0), col + g * kernel_dim_ * columns);
+    }
+    Col2im(col, images, input_diff + static_cast<size_t>(n0) * conv_input_dim_);
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ReserveWorkerBuffers(int workers) {
+  if (workers <= workers_) return;
+  workers_ = workers;
+  const int columns = images_per_chunk_ * conv_out_spatial_dim_;
+  col_buffer_.Reshape({workers_, col_shape_[0], columns});
+  out_buffer_.Reshape({workers_, conv_out_channels_, columns});
+}
+
+template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ForwardBatched(const Dtype* input,
                                                  const Dtype* weights,
                                                  Dtype* output) {
-  const int out_per_group = conv_out_channels_ / group_;
-  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
-  Dtype* col = col_buffer_.mutable_cpu_data();
-  Dtype* buf = out_buffer_.mutable_cpu_data();
-  for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-    const int images = std::min(images_per_chunk_, num_ - n0);
-    const int columns = images * conv_out_spatial_dim_;
-    Dtype* out_n0 = output + static_cast<size_t>(n0) * conv_output_dim_;
-    // A lone image's (O, S) block is already in output order.
-    Dtype* dst = images == 1 ? out_n0 : buf;
-    Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
-    for (int g = 0; g < group_; ++g) {
-      cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, columns,
-                      kernel_dim_, Dtype(1), weights + g * w_step,
-                      col + static_cast<size_t>(g) * kernel_dim_ * columns,
-                      Dtype(0),
-                      dst + static_cast<size_t>(g) * out_per_group * columns);
+  const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
+  const int workers = ParallelForWorkers(chunks);
+  const size_t col_size = col_buffer_.count(1);
+  const size_t buf_size = out_buffer_.count(1);
+  if (workers <= 1) {
+    Dtype* col = col_buffer_.mutable_cpu_data();
+    Dtype* buf = out_buffer_.mutable_cpu_data();
+    for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
+      ForwardChunk(input, weights, n0, col, buf, output);
     }
-    if (images > 1) {
-      ChannelMajorToImages(buf, images, conv_out_channels_,
-                           conv_out_spatial_dim_, out_n0);
-    }
+    return;
   }
+  ReserveWorkerBuffers(workers);
+  Dtype* cols = col_buffer_.mutable_cpu_data();
+  Dtype* bufs = out_buffer_.mutable_cpu_data();
+  SingleThreadedBlas single_threaded_blas;
+  ParallelFor(chunks, [&](int begin, int end, int w) {
+    for (int c = begin; c < end; ++c) {
+      ForwardChunk(input, weights, c * images_per_chunk_, cols + w * col_size,
+                   bufs + w * buf_size, output);
+    }
+  });
 }
 
 template <typename Dtype>
@@ -471,53 +586,65 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
                                                   const Dtype* weights,
                                                   Dtype* weight_diff,
                                                   Dtype* input_diff) {
-  const int out_per_group = conv_out_channels_ / group_;
-  const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
-  Dtype* col = col_buffer_.mutable_cpu_data();
-  Dtype* buf = out_buffer_.mutable_cpu_data();
-  for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-    const int images = std::min(images_per_chunk_, num_ - n0);
-    const size_t columns = static_cast<size_t>(images) * conv_out_spatial_dim_;
-    const Dtype* od_n0 =
-        output_diff + static_cast<size_t>(n0) * conv_output_dim_;
-    const Dtype* od = od_n0;
-    if (images > 1) {
-      ImagesToChannelMajor(od_n0, images, conv_out_channels_,
-                           conv_out_spatial_dim_, buf);
-      od = buf;
+  const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
+  const int workers = ParallelForWorkers(chunks);
+  const size_t col_size = col_buffer_.count(1);
+  const size_t buf_size = out_buffer_.count(1);
+  if (workers <= 1) {
+    Dtype* col = col_buffer_.mutable_cpu_data();
+    Dtype* buf = out_buffer_.mutable_cpu_data();
+    for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
+      BackwardChunk(input, output_diff, weights, n0, col, buf, weight_diff,
+                    input_diff);
     }
-    if (weight_diff != nullptr) {
-      Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
-      for (int g = 0; g < group_; ++g) {
-        cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
-                        static_cast<int>(columns), Dtype(1),
-                        od + g * out_per_group * columns,
-                        col + g * kernel_dim_ * columns, Dtype(1),
-                        weight_diff + g * w_step);
+    return;
+  }
+  ReserveWorkerBuffers(workers);
+  Dtype* cols = col_buffer_.mutable_cpu_data();
+  Dtype* bufs = out_buffer_.mutable_cpu_data();
+  // Each worker accumulates its chunks' weight gradient into its own zeroed
+  // slice; the slices are added to weight_diff in worker order below.
+  const int w_count = conv_out_channels_ * kernel_dim_;
+  Dtype* w_accs = nullptr;
+  if (weight_diff != nullptr) {
+    param_diff_buffer_.Reshape({workers, w_count});
+    w_accs = param_diff_buffer_.mutable_cpu_data();
+    cpu_set(workers * w_count, Dtype(0), w_accs);
+  }
+  {
+    SingleThreadedBlas single_threaded_blas;
+    ParallelFor(chunks, [&](int begin, int end, int w) {
+      Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
+      for (int c = begin; c < end; ++c) {
+        BackwardChunk(input, output_diff, weights, c * images_per_chunk_,
+                      cols + w * col_size, bufs + w * buf_size, w_acc,
+                      input_diff);
       }
-    }
-    if (input_diff != nullptr) {
-      for (int g = 0; g < group_; ++g) {
-        cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_,
-                        static_cast<int>(columns), out_per_group, Dtype(1),
-                        weights + g * w_step, od + g * out_per_group * columns,
-                        Dtype(0), col + g * kernel_dim_ * columns);
-      }
-      Col2im(col, images,
-             input_diff + static_cast<size_t>(n0) * conv_input_dim_);
+    });
+  }
+  if (weight_diff != nullptr) {
+    for (int w = 0; w < workers; ++w) {
+      cpu_axpy(w_count, Dtype(1), w_accs + w * w_count, weight_diff);
     }
   }
 }
 
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::AddBias(const Dtype* bias, Dtype* top) {
-  for (int n = 0; n < num_; ++n) {
-    for (int o = 0; o < num_output_; ++o) {
-      Dtype* row =
-          top + (static_cast<size_t>(n) * num_output_ + o) * top_spatial_dim_;
-      const Dtype b = bias[o];
-      for (int s = 0; s < top_spatial_dim_; ++s) row[s] += b;
+  auto add = [&](int begin, int end, int) {
+    for (int n = begin; n < end; ++n) {
+      for (int o = 0; o < num_output_; ++o) {
+        Dtype* row =
+            top + (static_cast<size_t>(n) * num_output_ + o) * top_spatial_dim_;
+        const Dtype b = bias[o];
+        for (int s = 0; s < top_spatial_dim_; ++s) row[s] += b;
+      }
     }
+  };
+  if (ParallelForWorkers(num_) <= 1) {
+    add(0, num_, 0);
+  } else {
+    ParallelFor(num_, add);
   }
 }
 
@@ -525,10 +652,31 @@ template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::AccumulateBiasDiff(const Dtype* top_diff,
                                                      Dtype* bias_diff) {
   const Dtype* ones = spatial_ones_.cpu_data();
-  for (int n = 0; n < num_; ++n) {
-    cpu_gemv<Dtype>(CblasNoTrans, num_output_, top_spatial_dim_, Dtype(1),
-                    top_diff + static_cast<size_t>(n) * top_dim_, ones,
-                    Dtype(1), bias_diff);
+  auto accumulate = [&](int begin, int end, Dtype* acc) {
+    for (int n = begin; n < end; ++n) {
+      cpu_gemv<Dtype>(CblasNoTrans, num_output_, top_spatial_dim_, Dtype(1),
+                      top_diff + static_cast<size_t>(n) * top_dim_, ones,
+                      Dtype(1), acc);
+    }
+  };
+  const int workers = ParallelForWorkers(num_);
+  if (workers <= 1) {
+    accumulate(0, num_, bias_diff);
+    return;
+  }
+  // Per-worker partial sums, added in worker order: deterministic for a
+  // given thread count.
+  param_diff_buffer_.Reshape({workers, num_output_});
+  Dtype* accs = param_diff_buffer_.mutable_cpu_data();
+  cpu_set(workers * num_output_, Dtype(0), accs);
+  {
+    SingleThreadedBlas single_threaded_blas;
+    ParallelFor(num_, [&](int begin, int end, int w) {
+      accumulate(begin, end, accs + w * num_output_);
+    });
+  }
+  for (int w = 0; w < workers; ++w) {
+    cpu_axpy(num_output_, Dtype(1), accs + w * num_output_, bias_diff);
   }
 }
 

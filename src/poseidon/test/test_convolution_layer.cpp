@@ -92,6 +92,19 @@ void ExpectBlobsNear(const Dtype* expected, const Dtype* actual, int count,
   }
 }
 
+// Sets Poseidon::num_threads() for a scope and restores it after.
+class ScopedNumThreads {
+ public:
+  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
+    Poseidon::set_num_threads(n);
+  }
+  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
+
+ private:
+  const int saved_;
+};
+
 template <typename TypeParam>
 class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
  protected:
@@ -121,19 +134,24 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
   }
 
   // Compares forward, weight/bias/bottom gradients of the batched path
-  // (with chunks of `chunk` images) against the per-image path.
+  // (with chunks of `chunk` images, on `threads` threads) against the
+  // per-image path on one thread. With threads > 1 it also runs the batched
+  // path a second time and expects bit-identical results.
   void CheckBatchedMatchesPerImage(const vector<int>& shape, int num_output,
-                                   const Geometry& g, int chunk) {
+                                   const Geometry& g, int chunk,
+                                   int threads = 1, double tol = Tol()) {
     using Algo = typename BaseConvolutionLayer<Dtype>::Algorithm;
     Blob<Dtype> bottom(shape), top;
     test::FillGaussian(&bottom);
     ConvolutionLayer<Dtype> layer(ConvParam(num_output, g));
     vector<Blob<Dtype>*> bottoms{&bottom}, tops{&top};
     layer.SetUp(bottoms, tops);
-    vector<vector<Dtype>> results[2];
-    for (int run = 0; run < 2; ++run) {
+    const int runs = threads > 1 ? 3 : 2;
+    vector<vector<Dtype>> results[3];
+    for (int run = 0; run < runs; ++run) {
+      ScopedNumThreads num_threads(run == 0 ? 1 : threads);
       layer.set_algorithm(run == 0 ? Algo::kPerImage : Algo::kBatched);
-      if (run == 1) {
+      if (run >= 1) {
         // Size the budget for exactly `chunk` images per GEMM.
         const size_t per_image =
             sizeof(Dtype) * top.count(2) *
@@ -141,8 +159,8 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
         layer.set_max_buffer_bytes(per_image * chunk);
       }
       layer.Forward(bottoms, tops);
-      EXPECT_EQ(layer.batched(), run == 1);
-      if (run == 1) EXPECT_EQ(layer.images_per_chunk(), chunk);
+      EXPECT_EQ(layer.batched(), run >= 1);
+      if (run >= 1) EXPECT_EQ(layer.images_per_chunk(), chunk);
       Poseidon::set_random_seed(7);
       test::FillGaussian(&top);  // writes data; copy it to the diff
       cpu_copy(top.count(), top.cpu_data(), top.mutable_cpu_diff());
@@ -163,7 +181,11 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
     for (int k = 0; k < 4; ++k) {
       ASSERT_EQ(results[0][k].size(), results[1][k].size());
       ExpectBlobsNear(results[0][k].data(), results[1][k].data(),
-                      static_cast<int>(results[0][k].size()), Tol(), names[k]);
+                      static_cast<int>(results[0][k].size()), tol, names[k]);
+      if (runs == 3) {
+        EXPECT_EQ(results[1][k], results[2][k])
+            << names[k] << " differs between two parallel runs";
+      }
     }
   }
 };
@@ -305,6 +327,7 @@ TYPED_TEST(ConvolutionLayerTest, AutoAlgorithmChoice) {
       {{5, 32, 8, 8}, true, 5},     // the whole (small) batch
       {{1, 32, 8, 8}, false, 1},    // a single image
   };
+  ScopedNumThreads one_thread(1);
   for (const Case& c : cases) {
     Blob<Dtype> bottom(c.shape), top;
     ConvolutionLayer<Dtype> layer(ConvParam(32, g));
@@ -318,6 +341,35 @@ TYPED_TEST(ConvolutionLayerTest, AutoAlgorithmChoice) {
   layer.set_max_buffer_bytes(3 * sizeof(Dtype) * (800 + 32) * 64);
   layer.SetUp({&bottom}, {&top});
   EXPECT_EQ(layer.images_per_chunk(), 3);
+}
+
+TYPED_TEST(ConvolutionLayerTest, AutoAlgorithmChoiceThreaded) {
+  using Dtype = typename TypeParam::Dtype;
+  Geometry g{5, 5};
+  g.pad_h = g.pad_w = 2;
+  struct Case {
+    vector<int> shape;
+    int threads;
+    bool batched;
+    int chunk;
+  };
+  // With several threads every 2-D layer batches, in chunks of at most
+  // ceil(N / threads) images.
+  const Case cases[] = {
+      {{64, 3, 32, 32}, 2, true, 1},  // one image fills a GEMM
+      {{64, 32, 8, 8}, 2, true, 8},   // 32 chunks anyway
+      {{5, 32, 8, 8}, 2, true, 3},    // capped so both threads get one
+      {{5, 32, 8, 8}, 4, true, 2},
+      {{1, 32, 8, 8}, 2, false, 1},  // a single image
+  };
+  for (const Case& c : cases) {
+    ScopedNumThreads num_threads(c.threads);
+    Blob<Dtype> bottom(c.shape), top;
+    ConvolutionLayer<Dtype> layer(ConvParam(32, g));
+    layer.SetUp({&bottom}, {&top});
+    EXPECT_EQ(layer.batched(), c.batched) << bottom.shape_string();
+    EXPECT_EQ(layer.images_per_chunk(), c.chunk) << bottom.shape_string();
+  }
 }
 
 TYPED_TEST(ConvolutionLayerTest, BatchedMatchesPerImage) {
@@ -339,6 +391,78 @@ TYPED_TEST(ConvolutionLayerTest, BatchedMatchesPerImageGroupsStrideDilation) {
 
 TYPED_TEST(ConvolutionLayerTest, BatchedMatchesPerImage1x1) {
   this->CheckBatchedMatchesPerImage({3, 4, 4, 3}, 2, Geometry{1, 1}, 2);
+}
+
+// Tolerance of the threaded comparisons: tighter than Tol() for float.
+double ParallelTol(size_t dtype_size) { return dtype_size == 4 ? 1e-5 : 1e-10; }
+
+TYPED_TEST(ConvolutionLayerTest, ParallelBatchedMatchesPerImage) {
+  using Dtype = typename TypeParam::Dtype;
+  Geometry g{3, 3};
+  g.pad_h = g.pad_w = 1;
+  const double tol = ParallelTol(sizeof(Dtype));
+  // 7 images: chunks of 1 (7 chunks), 2 (the last holds one), 3 and 4
+  // (two chunks), on 2 threads; and 3 threads with more threads than
+  // chunks of 4.
+  for (int chunk : {1, 2, 3, 4}) {
+    this->CheckBatchedMatchesPerImage({7, 3, 6, 5}, 4, g, chunk, 2, tol);
+  }
+  this->CheckBatchedMatchesPerImage({7, 3, 6, 5}, 4, g, 2, 3, tol);
+  this->CheckBatchedMatchesPerImage({7, 3, 6, 5}, 4, g, 4, 3, tol);
+}
+
+TYPED_TEST(ConvolutionLayerTest, ParallelBatchedMatchesPerImageGroups) {
+  using Dtype = typename TypeParam::Dtype;
+  Geometry g{3, 2};
+  g.group = 2;
+  g.stride_h = 2;
+  g.dilation_w = 2;
+  g.pad_w = 1;
+  const double tol = ParallelTol(sizeof(Dtype));
+  for (int chunk : {1, 2, 3}) {
+    this->CheckBatchedMatchesPerImage({6, 4, 7, 6}, 6, g, chunk, 2, tol);
+  }
+  this->CheckBatchedMatchesPerImage({6, 4, 7, 6}, 6, g, 1, 4, tol);
+}
+
+TYPED_TEST(ConvolutionLayerTest, ParallelBatchedMatchesPerImage1x1) {
+  using Dtype = typename TypeParam::Dtype;
+  this->CheckBatchedMatchesPerImage({5, 4, 4, 3}, 2, Geometry{1, 1}, 2, 2,
+                                    ParallelTol(sizeof(Dtype)));
+}
+
+// The thread count may change between Reshape and Backward; the layer then
+// grows its per-worker scratch.
+TYPED_TEST(ConvolutionLayerTest, ParallelThreadCountChangeAfterReshape) {
+  using Dtype = typename TypeParam::Dtype;
+  using Algo = typename BaseConvolutionLayer<Dtype>::Algorithm;
+  Geometry g{3, 3};
+  Blob<Dtype> bottom(6, 2, 5, 5), top;
+  test::FillGaussian(&bottom);
+  ConvolutionLayer<Dtype> layer(ConvParam(3, g));
+  vector<Blob<Dtype>*> bottoms{&bottom}, tops{&top};
+  vector<Dtype> diffs[2];
+  for (int run = 0; run < 2; ++run) {
+    ScopedNumThreads before(run == 0 ? 1 : 2);
+    layer.set_algorithm(run == 0 ? Algo::kPerImage : Algo::kBatched);
+    layer.set_max_buffer_bytes(1);  // chunks of one image
+    layer.SetUp(bottoms, tops);
+    layer.Forward(bottoms, tops);
+    cpu_copy(top.count(), top.cpu_data(), top.mutable_cpu_diff());
+    cpu_set(layer.blobs()[0]->count(), Dtype(0),
+            layer.blobs()[0]->mutable_cpu_diff());
+    cpu_set(layer.blobs()[1]->count(), Dtype(0),
+            layer.blobs()[1]->mutable_cpu_diff());
+    ScopedNumThreads after(run == 0 ? 1 : 5);
+    layer.Backward(tops, {true}, bottoms);
+    const Dtype* w = layer.blobs()[0]->cpu_diff();
+    diffs[run].assign(w, w + layer.blobs()[0]->count());
+    const Dtype* d = bottom.cpu_diff();
+    diffs[run].insert(diffs[run].end(), d, d + bottom.count());
+  }
+  ExpectBlobsNear(diffs[0].data(), diffs[1].data(),
+                  static_cast<int>(diffs[0].size()), ParallelTol(sizeof(Dtype)),
+                  "weight and bottom diffs");
 }
 
 TYPED_TEST(ConvolutionLayerTest, NonDefaultAxisMatchesReshapedBottom) {
