@@ -197,6 +197,7 @@ def child_env(args):
             "MALLOC_TRIM_THRESHOLD_": str(args.trim_threshold),
             "OMP_NUM_THREADS": threads,
             "OPENBLAS_NUM_THREADS": threads,
+            "POSEIDON_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
         }
     )
