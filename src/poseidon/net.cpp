@@ -168,15 +168,12 @@ void Net<Dtype>::AppendTop(const NetParameter& param, int layer_id, int top_id,
                           ? layer_param.top(top_id)
                           : StrCat("(automatic top ", layer_id, ".", top_id,
                                    ")");
-  // In place: the top reuses the blob of the bottom with the same name.
-  const bool in_place = blob_name_to_idx &&
-                        top_id < layer_param.bottom_size() &&
-                        layer_param.bottom(top_id) == name;
-  const bool in_place_any =
+  // In place: the top reuses the blob of a bottom with the same name.
+  const bool in_place =
       blob_name_to_idx &&
       std::find(layer_param.bottom().begin(), layer_param.bottom().end(),
                 name) != layer_param.bottom().end();
-  if (in_place || in_place_any) {
+  if (in_place) {
     const int blob_id = (*blob_name_to_idx)[name];
     top_id_vecs_[layer_id].push_back(blob_id);
     top_vecs_[layer_id].push_back(blobs_[blob_id].get());

@@ -66,6 +66,7 @@ class PoolingLayer final : public Layer<Dtype> {
   // The window of output (ph, pw): rows [*h0, *h1), columns [*w0, *w1),
   // clipped to the image.
   void Window(int ph, int pw, int* h0, int* h1, int* w0, int* w1) const;
+  int AveArea(int ph, int pw) const;
   void ForwardMax(const Dtype* bottom, Dtype* top, Dtype* mask);
   void ForwardAve(const Dtype* bottom, Dtype* top) const;
   void ForwardStochastic(const Dtype* bottom, Dtype* top);

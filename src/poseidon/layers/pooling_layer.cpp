@@ -138,6 +138,16 @@ void PoolingLayer<Dtype>::Window(int ph, int pw, int* h0, int* h1, int* w0,
   *w1 = std::min(wstart + kernel_w_, width_);
 }
 
+// The AVE divisor: the window clipped to the padded input, so padding counts
+// but the part of a window past the padding does not (Caffe's rule).
+template <typename Dtype>
+int PoolingLayer<Dtype>::AveArea(int ph, int pw) const {
+  const int hstart = ph * stride_h_ - pad_h_;
+  const int wstart = pw * stride_w_ - pad_w_;
+  return (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) *
+         (std::min(wstart + kernel_w_, width_ + pad_w_) - wstart);
+}
+
 template <typename Dtype>
 void PoolingLayer<Dtype>::ForwardMax(const Dtype* bottom, Dtype* top,
                                      Dtype* mask) {
@@ -181,11 +191,7 @@ void PoolingLayer<Dtype>::ForwardAve(const Dtype* bottom, Dtype* top) const {
     const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
     for (int ph = 0; ph < pooled_height_; ++ph) {
       for (int pw = 0; pw < pooled_width_; ++pw) {
-        const int hstart = ph * stride_h_ - pad_h_;
-        const int wstart = pw * stride_w_ - pad_w_;
-        const int area =
-            (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) *
-            (std::min(wstart + kernel_w_, width_ + pad_w_) - wstart);
+        const int area = AveArea(ph, pw);
         int h0, h1, w0, w1;
         Window(ph, pw, &h0, &h1, &w0, &w1);
         Dtype sum = 0;
@@ -321,11 +327,7 @@ void PoolingLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
       Dtype* diff = bottom_diff + static_cast<size_t>(nc) * plane;
       for (int ph = 0; ph < pooled_height_; ++ph) {
         for (int pw = 0; pw < pooled_width_; ++pw) {
-          const int hstart = ph * stride_h_ - pad_h_;
-          const int wstart = pw * stride_w_ - pad_w_;
-          const int area =
-              (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) *
-              (std::min(wstart + kernel_w_, width_ + pad_w_) - wstart);
+          const int area = AveArea(ph, pw);
           int h0, h1, w0, w1;
           Window(ph, pw, &h0, &h1, &w0, &w1);
           const Dtype g = *top_diff++ / area;

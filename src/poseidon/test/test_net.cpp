@@ -89,7 +89,7 @@ TYPED_TEST(NetTest, GradientMatchesFiniteDifference) {
   // constant layer output: run once, then only forward from ip1.
   net.Forward();
   net.ClearParamDiffs();
-  const Dtype base = net.ForwardFrom(1);
+  net.ForwardFrom(1);
   net.Backward();
   const Dtype h = sizeof(Dtype) == 4 ? 1e-2 : 1e-4;
   for (Blob<Dtype>* p : net.learnable_params()) {
@@ -106,7 +106,6 @@ TYPED_TEST(NetTest, GradientMatchesFiniteDifference) {
           << "param element " << i;
     }
   }
-  (void)base;
 }
 
 TYPED_TEST(NetTest, PhaseLevelAndStageRules) {
