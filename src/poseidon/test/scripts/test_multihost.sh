@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# multihost_netns: distributed runs across real network links. Three network
+# namespaces stand for three hosts (scripts/netns_cluster), each behind a
+# rate-capped veth link; mpirun starts one rank per namespace through the rsh
+# agent scripts/netns_rsh, so ranks talk TCP over the links, never through
+# shared memory. Checks that each run passes and that its bytes crossed every
+# capped link (tc -s qdisc counters, both directions).
+#
+# Usage: test_multihost.sh BUILD_DIR [MPIRUN]
+# Environment: MULTIHOST_RATE (tc rate of each link, default 200mbit; empty:
+#   no cap, and the interface counters stand in for the tc ones),
+#   MULTIHOST_HOSTS (default 3), MULTIHOST_TIMEOUT (seconds per mpirun,
+#   default 120). Exit status 77 (skip) when not root, when network
+#   namespaces are not permitted, or when mpirun/tc are missing.
+#
+# To add a run: a function that calls run_in_cluster NP COMMAND... (it
+# prints the output, returns mpirun's status) and checks what it needs,
+# then a line `check_run NAME function` at the bottom.
+set -uo pipefail
+
+SKIP=77
+HERE=$(cd "$(dirname "$0")" && pwd)
+SOURCE_DIR=$(cd "$HERE/../../../.." && pwd)
+CLUSTER=$SOURCE_DIR/scripts/netns_cluster
+RSH=$SOURCE_DIR/scripts/netns_rsh
+[ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [MPIRUN]" >&2; exit 2; }
+BUILD_DIR=$(cd "$1" && pwd) || exit 2
+MPIRUN=${2:-mpirun}
+HOSTS=${MULTIHOST_HOSTS:-3}
+RATE=${MULTIHOST_RATE-200mbit}
+MPI_TIMEOUT=${MULTIHOST_TIMEOUT:-120}
+SUBNET=10.77.0.0/24
+MIN_LINK_BYTES=100000  # a run must move at least this much each way per link
+
+skip() { echo "SKIP multihost_netns: $*"; exit $SKIP; }
+
+# ---- can this machine make namespaces? ----------------------------------------
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, veth, tc)"
+for tool in ip tc timeout; do
+  command -v $tool > /dev/null || skip "'$tool' not found"
+done
+command -v "$MPIRUN" > /dev/null || skip "'$MPIRUN' not found"
+"$MPIRUN" --version 2>&1 | grep -Eq "Open MPI|OpenRTE" ||
+  skip "'$MPIRUN' is not Open MPI's (the rsh agent is Open MPI's plm_rsh)"
+
+# The prefix names this run's namespaces: "mh<pid>x" (hosts mh<pid>x0, ...,
+# hub mh<pid>xhub). Namespaces of an earlier run whose process is gone (it was
+# killed before its trap ran) are removed first.
+PREFIX="mh$$x"
+for stale in $(ip netns list 2> /dev/null | awk '{print $1}' |
+               sed -nE 's/^mh([0-9]+)x(hub|[0-9]+)$/\1/p' | sort -u); do
+  if [ "$stale" = "$$" ] || ! kill -0 "$stale" 2> /dev/null; then
+    echo "removing namespaces left by an earlier run (mh${stale}x)"
+    "$CLUSTER" down --prefix "mh${stale}x"
+  fi
+done
+
+probe=${PREFIX}probe
+if ! err=$(ip netns add "$probe" 2>&1); then
+  skip "'ip netns add' is not permitted here: $err"
+fi
+ip netns delete "$probe"
+
+WORK=$(mktemp -d /tmp/poseidon_multihost.XXXXXX)
+cleanup() {
+  "$CLUSTER" down --prefix "$PREFIX" ||
+    echo "WARNING: could not remove namespaces of prefix $PREFIX"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'echo "interrupted"; exit 130' INT TERM HUP
+
+# ---- the cluster ----------------------------------------------------------------
+if ! "$CLUSTER" up "$HOSTS" ${RATE:+--rate "$RATE"} --prefix "$PREFIX" \
+    > "$WORK/hosts.txt" 2> "$WORK/up.err"; then
+  cat "$WORK/up.err"
+  if grep -q "not permitted" "$WORK/up.err"; then
+    skip "network namespaces are not permitted"
+  fi
+  echo "FAIL multihost_netns: netns_cluster up failed"
+  exit 1
+fi
+mapfile -t HOST_ADDRS < "$WORK/hosts.txt"
+echo "cluster: ${#HOST_ADDRS[@]} hosts ${HOST_ADDRS[*]}, links capped at" \
+  "${RATE:-no rate}, prefix $PREFIX"
+
+# ---- running in the cluster -------------------------------------------------------
+# run_in_cluster NP COMMAND...: runs COMMAND as NP ranks, spread evenly over
+# the hosts (one per host when NP <= hosts), from the hub namespace through
+# the rsh agent. TCP only, over the cluster subnet; no binding (every "host"
+# shares this machine's cores). Prints the mpirun line and the output;
+# returns mpirun's status (124 when it ran past MULTIHOST_TIMEOUT).
+run_in_cluster() {
+  local np=$1 nhosts=${#HOST_ADDRS[@]} slots hostlist="" i
+  shift
+  slots=$(( (np + nhosts - 1) / nhosts ))
+  for ((i = 0; i < nhosts && i * slots < np; i++)); do
+    hostlist+="${hostlist:+,}${HOST_ADDRS[$i]}:$slots"
+  done
+  local cmd=("$MPIRUN" --allow-run-as-root
+    --mca plm_rsh_agent "$RSH" --mca plm_rsh_no_tree_spawn 1
+    --mca btl "tcp,self" --mca btl_tcp_if_include "$SUBNET"
+    --mca oob_tcp_if_include "$SUBNET"
+    --bind-to none --map-by node -x PATH)
+  [ -n "${LD_LIBRARY_PATH:-}" ] && cmd+=(-x LD_LIBRARY_PATH)
+  cmd+=(-H "$hostlist" -np "$np" "$@")
+  echo "+ ${cmd[*]}"
+  NETNS_CLUSTER_PREFIX=$PREFIX timeout -k 10 "$MPI_TIMEOUT" \
+    "$CLUSTER" exec --prefix "$PREFIX" "${cmd[@]}" < /dev/null 2>&1
+}
+
+# link_counters: "sent received" bytes of each host's link, one line per
+# host, from the rate-capping root qdiscs at both ends of its veth pair
+# (tc -s qdisc), or from the interface counters when MULTIHOST_RATE is empty.
+link_counters() {
+  if [ -n "$RATE" ]; then
+    "$CLUSTER" stats --prefix "$PREFIX" | awk 'NR > 1 {print $3, $4}'
+  else
+    "$CLUSTER" stats --prefix "$PREFIX" | awk 'NR > 1 {print $5, $6}'
+  fi
+}
+
+passed=0
+failed=0
+SUMMARY=()
+
+# check_run NAME FUNCTION: runs FUNCTION (which returns non-zero on failure)
+# and then checks that every host sent and received at least
+# MIN_LINK_BYTES through its capped link meanwhile.
+check_run() {
+  local name=$1 fn=$2 before after t0 t1 status i
+  before=$(link_counters)
+  t0=$(date +%s.%N)
+  echo "==== $name"
+  "$fn"
+  status=$?
+  t1=$(date +%s.%N)
+  after=$(link_counters)
+  local secs
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
+  local links_ok=1 line
+  echo "bytes through the ${RATE:-uncapped} links during $name:"
+  printf '  %-12s %14s %14s\n' host sent received
+  i=0
+  while read -r b_sent b_recv && read -r a_sent a_recv <&3; do
+    local sent=$((a_sent - b_sent)) recv=$((a_recv - b_recv))
+    printf '  %-12s %14d %14d\n' "${HOST_ADDRS[$i]}" "$sent" "$recv"
+    if [ "$sent" -lt $MIN_LINK_BYTES ] || [ "$recv" -lt $MIN_LINK_BYTES ]; then
+      links_ok=0
+    fi
+    i=$((i + 1))
+  done < <(echo "$before") 3< <(echo "$after")
+  if [ $status -ne 0 ]; then
+    line="FAIL $name (status $status, ${secs}s)"
+    failed=$((failed + 1))
+  elif [ $links_ok -ne 1 ]; then
+    line="FAIL $name: a link carried under $MIN_LINK_BYTES bytes one way"
+    line+=" (did the ranks talk over the network?)"
+    failed=$((failed + 1))
+  else
+    line="ok   $name (${secs}s)"
+    passed=$((passed + 1))
+  fi
+  echo "$line"
+  SUMMARY+=("$line")
+}
+
+# ---- the runs ---------------------------------------------------------------------
+# The MPI communicator's self-test, one rank per host.
+mpi_selftest() {
+  local exe=$BUILD_DIR/test/mpi_selftest out
+  [ -x "$exe" ] || { echo "$exe not built"; return 1; }
+  out=$(run_in_cluster "${#HOST_ADDRS[@]}" "$exe")
+  local status=$?
+  echo "$out"
+  [ $status -eq 0 ] || return $status
+  echo "$out" | grep -Eq "[1-9][0-9]* passed, 0 failed" ||
+    { echo "no 'N passed, 0 failed' line"; return 1; }
+}
+
+check_run "mpi_selftest, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
+  mpi_selftest
+
+# ---- summary ------------------------------------------------------------------------
+echo "==== multihost_netns summary (links capped at ${RATE:-no rate})"
+printf '%s\n' "${SUMMARY[@]}"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
