@@ -16,11 +16,16 @@
 #include <thread>
 
 #include "poseidon/common.hpp"
+#include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
 #include "poseidon/util/signal_handler.hpp"
+#include "poseidon/util/timeline.hpp"
+#ifdef USE_MPI
+#include "poseidon/dist/mpi_communicator.hpp"
+#endif
 
 DEFINE_string(gpu, "",
               "GPU ids to use, comma separated, or 'all' (needs a CUDA build)");
@@ -37,6 +42,36 @@ DEFINE_string(weights, "",
               "Optional; the pretrained weights to initialize finetuning, "
               "separated by ','. Cannot be set simultaneously with snapshot.");
 DEFINE_int32(iterations, 50, "The number of iterations to run.");
+// Distributed training (under mpirun); each flag overrides the solver's
+// `distributed { ... }` block when given.
+DEFINE_string(comm, "",
+              "Distributed: transport for every layer: AUTO, PS, SFB or "
+              "ALLREDUCE (per-layer ParamSpec.comm still wins).");
+DEFINE_int32(staleness, -1,
+             "Distributed: bounded staleness s (0 = bulk synchronous).");
+DEFINE_uint64(block_size, 0, "Distributed: parameter-server block bytes.");
+DEFINE_int32(num_push_threads, 0, "Distributed: push threads per rank.");
+DEFINE_int32(num_pull_threads, 0, "Distributed: pull threads per rank.");
+DEFINE_string(wait_free, "",
+              "Distributed: true (wait-free backprop) or false (exchange "
+              "after the whole backward).");
+DEFINE_bool(partitioned_data, false,
+            "Distributed: rank k reads the part database <source>_<k> made "
+            "by scripts/partition_data instead of every N-th record of "
+            "<source>.");
+DEFINE_int32(comm_timeout, 600,
+             "Distributed: seconds a rank waits for a peer before it names "
+             "the peer and ends the job.");
+DEFINE_int32(client_id, -1,
+             "Distributed: optional check that this process is this MPI "
+             "rank (the seeds' client_id).");
+DEFINE_int32(num_clients, -1,
+             "Distributed: optional check of the number of ranks mpirun "
+             "started.");
+DEFINE_string(timeline, "",
+              "Write a Chrome-trace JSON (open it in Perfetto) of each "
+              "layer's forward/backward and each exchange; with N ranks "
+              "rank k writes FILE with .rank<k> before the extension.");
 DEFINE_string(sigint_effect, "stop",
               "Optional; action to take when a SIGINT signal is received: "
               "snapshot, stop or none.");
@@ -94,15 +129,51 @@ int LaunchedWorldSize() {
   return 1;
 }
 
-int Train() {
+// Records each layer's forward and backward on the "compute" lane (the
+// single-process --timeline; the distributed trainer records its own).
+void AttachTimeline(Net<float>* net, Timeline* timeline) {
+  auto begin = std::make_shared<int64_t>(0);
+  const int lane = timeline->Lane("compute");
+  auto start = [timeline, begin](int) { *begin = timeline->NowMicros(); };
+  net->add_before_forward(start);
+  net->add_before_backward(start);
+  net->add_after_forward([net, timeline, begin, lane](int l) {
+    timeline->Complete(lane, net->layer_names()[l], "forward", *begin,
+                       timeline->NowMicros());
+  });
+  net->add_after_backward([net, timeline, begin, lane](int l) {
+    timeline->Complete(lane, net->layer_names()[l], "backward", *begin,
+                       timeline->NowMicros());
+  });
+}
+
+// The solver's `distributed` block with the flags given on the command line
+// applied over it.
+DistributedParameter DistributedSettings(const SolverParameter& param) {
+  DistributedParameter d = param.distributed();
+  if (!FLAGS_comm.empty()) {
+    DistributedParameter::CommType type;
+    POSEIDON_REQUIRE(DistributedParameter::CommType_Parse(FLAGS_comm, &type),
+                     ConfigError, "--comm=", FLAGS_comm,
+                     " is not one of AUTO, PS, SFB, ALLREDUCE");
+    d.set_comm(type);
+  }
+  if (FLAGS_staleness >= 0) d.set_staleness(FLAGS_staleness);
+  if (FLAGS_block_size > 0) d.set_block_size(FLAGS_block_size);
+  if (FLAGS_num_push_threads > 0) d.set_num_push_threads(FLAGS_num_push_threads);
+  if (FLAGS_num_pull_threads > 0) d.set_num_pull_threads(FLAGS_num_pull_threads);
+  if (!FLAGS_wait_free.empty()) {
+    POSEIDON_REQUIRE(FLAGS_wait_free == "true" || FLAGS_wait_free == "false",
+                     ConfigError, "--wait_free must be true or false, got ",
+                     FLAGS_wait_free);
+    d.set_wait_free(FLAGS_wait_free == "true");
+  }
+  return d;
+}
+
+SolverParameter ReadTrainSolver() {
   POSEIDON_REQUIRE(!FLAGS_solver.empty(), ConfigError,
                    "train needs --solver=<solver.prototxt>");
-  // Until the distributed trainer is wired in, N ranks would each train the
-  // whole model and overwrite each other's snapshots: refuse instead.
-  POSEIDON_REQUIRE(LaunchedWorldSize() <= 1, ConfigError,
-                   "started by mpirun with ", LaunchedWorldSize(),
-                   " ranks, but this poseidon_train trains on one process "
-                   "only; run it without mpirun (or with -np 1)");
   POSEIDON_REQUIRE(FLAGS_snapshot.empty() || FLAGS_weights.empty(),
                    ConfigError,
                    "give either --snapshot (resume) or --weights (fine-tune), "
@@ -123,21 +194,110 @@ int Train() {
     Poseidon::set_device(param.device_id());
 #endif
   }
+  return param;
+}
 
-  SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
-  std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
-  solver->SetActionFunction(signals.GetActionFunction());
+// Builds the solver, loads --weights, and trains (resuming from --snapshot).
+void RunSolver(Solver<float>* solver) {
   if (!FLAGS_snapshot.empty()) {
     LOG(INFO) << "Resuming from " << FLAGS_snapshot;
     solver->Solve(FLAGS_snapshot);
-  } else {
-    if (!FLAGS_weights.empty()) {
-      CopyWeights(FLAGS_weights, solver->net().get());
-      for (const auto& test_net : solver->test_nets()) {
-        CopyWeights(FLAGS_weights, test_net.get());
-      }
+    return;
+  }
+  if (!FLAGS_weights.empty()) {
+    CopyWeights(FLAGS_weights, solver->net().get());
+    for (const auto& test_net : solver->test_nets()) {
+      CopyWeights(FLAGS_weights, test_net.get());
     }
-    solver->Solve();
+  }
+  solver->Solve();
+}
+
+#ifdef USE_MPI
+// Training as one rank of an mpirun job: see dist/synchronizer.hpp. Any
+// error after MPI starts ends the whole job (MPI_Abort), so no peer is left
+// waiting for this rank.
+int TrainDistributed() {
+  dist::MpiOptions options;
+  options.timeout = std::chrono::seconds(FLAGS_comm_timeout);
+  dist::MpiCommunicator comm(options);
+  const int rank = comm.rank();
+  const int size = comm.size();
+  Poseidon::set_node(rank, size);
+  if (rank != 0 && std::getenv("POSEIDON_LOG_ALL_RANKS") == nullptr) {
+    FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // warnings and up
+  }
+  try {
+    POSEIDON_REQUIRE(FLAGS_client_id < 0 || FLAGS_client_id == rank,
+                     ConfigError, "--client_id=", FLAGS_client_id,
+                     " but mpirun started this process as rank ", rank);
+    POSEIDON_REQUIRE(FLAGS_num_clients < 0 || FLAGS_num_clients == size,
+                     ConfigError, "--num_clients=", FLAGS_num_clients,
+                     " but mpirun started ", size, " ranks");
+    SolverParameter param = ReadTrainSolver();
+    const DistributedParameter settings = DistributedSettings(param);
+    Poseidon::set_data_shard({rank, size, FLAGS_partitioned_data});
+    SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
+    std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
+    solver->SetActionFunction(signals.GetActionFunction());
+    std::unique_ptr<Timeline> timeline;
+    if (!FLAGS_timeline.empty()) {
+      Status s = comm.Barrier();  // aligns the ranks' clocks on one host
+      POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+      timeline = std::make_unique<Timeline>(rank, StrCat("rank ", rank));
+    }
+    dist::Synchronizer<float> sync(solver.get(), &comm, settings,
+                                   timeline.get());
+    const int start_iter = solver->iter();
+    RunSolver(solver.get());
+    const int iters = solver->iter() - start_iter;
+    if (iters > 0) {
+      LOG(INFO) << "Traffic of rank 0: "
+                << dist::FormatBytes(double(sync.bytes_moved()) / iters)
+                << " per iteration measured, "
+                << dist::FormatBytes(sync.predicted_bytes_per_iter())
+                << " predicted by the cost model";
+    }
+    if (timeline) {
+      const string path = TimelinePathForRank(FLAGS_timeline, rank, size);
+      timeline->Write(path);
+      LOG(INFO) << "Timeline written to " << path;
+    }
+    Status s = comm.Barrier();
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "Error: rank %d of %d: %s\n", rank, size, e.what());
+    std::fflush(stderr);
+    if (size == 1) return 1;
+    comm.Abort(StrCat("rank ", rank, " failed: ", e.what()));
+  }
+  return 0;
+}
+#endif
+
+int Train() {
+  if (LaunchedWorldSize() > 1) {
+#ifdef USE_MPI
+    return TrainDistributed();
+#else
+    POSEIDON_THROW(ConfigError, "started by mpirun with ", LaunchedWorldSize(),
+                   " ranks, but this poseidon_train was built without MPI "
+                   "(USE_MPI=OFF); rebuild with USE_MPI=ON or run it alone");
+#endif
+  }
+  SolverParameter param = ReadTrainSolver();
+  SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
+  std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
+  solver->SetActionFunction(signals.GetActionFunction());
+  std::unique_ptr<Timeline> timeline;
+  if (!FLAGS_timeline.empty()) {
+    timeline = std::make_unique<Timeline>(0, "rank 0");
+    AttachTimeline(solver->net().get(), timeline.get());
+  }
+  RunSolver(solver.get());
+  if (timeline) {
+    timeline->Write(FLAGS_timeline);
+    LOG(INFO) << "Timeline written to " << FLAGS_timeline;
   }
   return 0;
 }

@@ -64,7 +64,29 @@ class Poseidon {
   static void set_solver_count(int count);
   static int solver_rank();
   static void set_solver_rank(int rank);
-  static bool root_solver() { return solver_rank() == 0; }
+  static bool root_solver() { return solver_rank() == 0 && node_rank() == 0; }
+
+  // This process's place in a distributed job (the MPI rank and world size;
+  // 0 and 1 when training alone), process-wide. Rank 0 alone logs at INFO
+  // level, tests print and snapshots are written (root_solver()).
+  static int node_rank();
+  static int node_count();
+  static void set_node(int rank, int count);
+
+  // The part of every Data layer's database that the calling thread's nets
+  // read: records i with i % count == index (see layers/data_layer.hpp).
+  // Thread-local, default {0, 1}; the distributed trainer sets it on each
+  // worker's thread before building the solver. Throws ConfigError unless
+  // 0 <= index < count. `partitioned` asks for the part databases
+  // "<source>_<index>" (scripts/partition_data) instead of every count-th
+  // record of one shared database.
+  struct DataShard {
+    int index = 0;
+    int count = 1;
+    bool partitioned = false;
+  };
+  static const DataShard& data_shard();
+  static void set_data_shard(const DataShard& shard);
 
   // Threads a layer may use for work inside one Forward/Backward
   // (util/parallel.hpp), process-wide. Defaults to the env variable

@@ -107,6 +107,28 @@ class Solver {
     on_gradients_ready_fns_.push_back(std::move(fn));
   }
 
+  // How a distributed trainer (dist/synchronizer.hpp) takes part in the
+  // loop. Every member is optional; the defaults train alone.
+  struct DistributedHooks {
+    // Called instead of ApplyUpdate() once per iteration.
+    std::function<void()> apply_update;
+    // Brings the weights up to date (applies pending updates); called
+    // before testing and snapshotting and when Step returns.
+    std::function<void()> sync_weights;
+    // Test iteration i runs on this worker when i % test_count ==
+    // test_index; sum_test_scores then adds the workers' sums (the loss sum
+    // first, then each output's) so the means cover the test set once.
+    int test_index = 0;
+    int test_count = 1;
+    std::function<void(vector<double>*)> sum_test_scores;
+    // Only one worker of a job writes snapshots.
+    bool writes_snapshots = true;
+  };
+  void SetDistributedHooks(DistributedHooks hooks) {
+    dist_ = std::move(hooks);
+  }
+  const DistributedHooks& distributed_hooks() const { return dist_; }
+
   // Polled once per iteration (and per test iteration); the tools connect it
   // to the SIGINT/SIGHUP handler.
   void SetActionFunction(ActionCallback func) {
@@ -150,6 +172,7 @@ class Solver {
   ActionCallback action_request_function_;
   bool requested_early_exit_ = false;
   string last_snapshot_;
+  DistributedHooks dist_;
 
   // Throughput and ETA bookkeeping for the display lines.
   std::chrono::steady_clock::time_point display_start_;

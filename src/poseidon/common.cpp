@@ -17,7 +17,9 @@ std::atomic<int> g_default_mode{Poseidon::CPU};
 std::atomic<int> g_default_device{0};
 std::atomic<int64_t> g_default_seed{-1};
 std::atomic<int> g_solver_count{1};
-std::atomic<int> g_num_threads{0};  // 0: not yet read from the environment
+std::atomic<int> g_num_threads{0};
+std::atomic<int> g_node_rank{0};
+std::atomic<int> g_node_count{1};  // 0: not yet read from the environment
 
 int DefaultNumThreads() {
   if (const char* env = std::getenv("POSEIDON_NUM_THREADS")) {
@@ -47,6 +49,7 @@ struct Context {
   Poseidon::Brew mode;
   int device;
   int solver_rank = 0;
+  Poseidon::DataShard data_shard;
   std::mt19937 rng;
 };
 
@@ -100,6 +103,29 @@ int Poseidon::solver_count() { return g_solver_count; }
 void Poseidon::set_solver_count(int count) { g_solver_count = count; }
 int Poseidon::solver_rank() { return ThisThread().solver_rank; }
 void Poseidon::set_solver_rank(int rank) { ThisThread().solver_rank = rank; }
+
+int Poseidon::node_rank() { return g_node_rank; }
+int Poseidon::node_count() { return g_node_count; }
+
+void Poseidon::set_node(int rank, int count) {
+  POSEIDON_REQUIRE(count >= 1 && rank >= 0 && rank < count, ConfigError,
+                   "node rank ", rank, " of ", count,
+                   " is out of range (need 0 <= rank < count)");
+  g_node_rank = rank;
+  g_node_count = count;
+}
+
+const Poseidon::DataShard& Poseidon::data_shard() {
+  return ThisThread().data_shard;
+}
+
+void Poseidon::set_data_shard(const DataShard& shard) {
+  POSEIDON_REQUIRE(shard.count >= 1 && shard.index >= 0 &&
+                       shard.index < shard.count,
+                   ConfigError, "data shard ", shard.index, " of ",
+                   shard.count, " is out of range (need 0 <= index < count)");
+  ThisThread().data_shard = shard;
+}
 
 int Poseidon::num_threads() {
   int n = g_num_threads.load();

@@ -2,6 +2,7 @@
 // iteration loop with gradient accumulation, testing, logging, snapshots.
 #include "poseidon/solver.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -304,7 +305,7 @@ void Solver<Dtype>::Step(int iters) {
     net_->ClearParamDiffs();
     if (param_.test_interval() > 0 && iter_ % param_.test_interval() == 0 &&
         (iter_ > 0 || param_.test_initialization())) {
-      if (Poseidon::root_solver()) TestAll();
+      if (Poseidon::solver_rank() == 0) TestAll();
       if (requested_early_exit_) break;
     }
     for (Callback* cb : callbacks_) cb->on_start();
@@ -328,13 +329,17 @@ void Solver<Dtype>::Step(int iters) {
     if (display) DisplayProgress(stop_iter);
     for (Callback* cb : callbacks_) cb->on_gradients_ready();
     for (auto& fn : on_gradients_ready_fns_) fn();
-    ApplyUpdate();
+    if (dist_.apply_update) {
+      dist_.apply_update();
+    } else {
+      ApplyUpdate();
+    }
     // iter_ counts the updates applied to the weights.
     ++iter_;
 
     const SolverAction request = GetRequestedAction();
     if ((param_.snapshot() > 0 && iter_ % param_.snapshot() == 0 &&
-         Poseidon::root_solver()) ||
+         Poseidon::solver_rank() == 0) ||
         request == SolverAction::SNAPSHOT) {
       Snapshot();
     }
@@ -343,6 +348,7 @@ void Solver<Dtype>::Step(int iters) {
       break;
     }
   }
+  if (dist_.sync_weights) dist_.sync_weights();
 }
 
 template <typename Dtype>
@@ -409,7 +415,6 @@ void Solver<Dtype>::UpdateSmoothedLoss(Dtype loss, int start_iter,
 
 template <typename Dtype>
 void Solver<Dtype>::Solve(const char* resume_file) {
-  CHECK(Poseidon::root_solver());
   LOG(INFO) << "Solving " << net_->name();
   LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
   if (resume_file != nullptr) {
@@ -442,6 +447,7 @@ void Solver<Dtype>::Solve(const char* resume_file) {
 
 template <typename Dtype>
 void Solver<Dtype>::TestAll() {
+  if (dist_.sync_weights) dist_.sync_weights();
   for (int id = 0;
        id < static_cast<int>(test_nets_.size()) && !requested_early_exit_;
        ++id) {
@@ -451,16 +457,23 @@ void Solver<Dtype>::TestAll() {
 
 template <typename Dtype>
 void Solver<Dtype>::Test(int test_net_id) {
-  CHECK(Poseidon::root_solver());
   LOG(INFO) << "Iteration " << iter_ << ", Testing net (#" << test_net_id
             << ")";
   Net<Dtype>* test_net = test_nets_[test_net_id].get();
   test_net->ShareTrainedLayersWith(net_.get());
-  vector<Dtype> scores;
+  // sums[0]: the loss; then one entry per element of each output blob.
+  // Sized from the outputs up front, so a worker with no test iterations
+  // of its own still joins the reduction with zeros.
+  vector<double> sums(1, 0.0);
   vector<int> score_output_id;
-  Dtype loss = 0;
+  for (size_t j = 0; j < test_net->output_blobs().size(); ++j) {
+    const int count = test_net->output_blobs()[j]->count();
+    sums.resize(sums.size() + count, 0.0);
+    score_output_id.insert(score_output_id.end(), count,
+                           static_cast<int>(j));
+  }
   const int test_iter = param_.test_iter(test_net_id);
-  for (int i = 0; i < test_iter; ++i) {
+  for (int i = dist_.test_index; i < test_iter; i += dist_.test_count) {
     for (SolverAction request = GetRequestedAction();
          request != SolverAction::NONE; request = GetRequestedAction()) {
       if (request == SolverAction::SNAPSHOT) {
@@ -472,17 +485,16 @@ void Solver<Dtype>::Test(int test_net_id) {
     if (requested_early_exit_) break;
     Dtype iter_loss;
     const vector<Blob<Dtype>*>& result = test_net->Forward(&iter_loss);
-    if (param_.test_compute_loss()) loss += iter_loss;
-    int idx = 0;
+    if (param_.test_compute_loss()) sums[0] += iter_loss;
+    size_t idx = 1;
     for (size_t j = 0; j < result.size(); ++j) {
+      POSEIDON_REQUIRE(idx + result[j]->count() <= sums.size(), ShapeError,
+                       "test net output '",
+                       test_net->blob_names()[test_net->output_blob_indices()[j]],
+                       "' changed size during testing");
       const Dtype* values = result[j]->cpu_data();
       for (int k = 0; k < result[j]->count(); ++k, ++idx) {
-        if (i == 0) {
-          scores.push_back(values[k]);
-          score_output_id.push_back(static_cast<int>(j));
-        } else {
-          scores[idx] += values[k];
-        }
+        sums[idx] += values[k];
       }
     }
   }
@@ -490,15 +502,16 @@ void Solver<Dtype>::Test(int test_net_id) {
     LOG(INFO) << "Test interrupted.";
     return;
   }
+  if (dist_.sum_test_scores) dist_.sum_test_scores(&sums);
   if (param_.test_compute_loss() && test_iter > 0) {
-    loss /= test_iter;
-    LOG(INFO) << "Test loss: " << loss;
+    LOG(INFO) << "Test loss: " << sums[0] / test_iter;
   }
+  vector<Dtype> scores(sums.size() - 1);
   for (size_t i = 0; i < scores.size(); ++i) {
     const int blob_id = test_net->output_blob_indices()[score_output_id[i]];
     const string& name = test_net->blob_names()[blob_id];
     const Dtype loss_weight = test_net->blob_loss_weights()[blob_id];
-    scores[i] /= test_iter;
+    scores[i] = static_cast<Dtype>(sums[i + 1] / std::max(test_iter, 1));
     std::ostringstream loss_msg;
     if (loss_weight != 0) {
       loss_msg << " (* " << loss_weight << " = " << loss_weight * scores[i]
@@ -539,7 +552,8 @@ string Solver<Dtype>::LastSnapshotNote() const {
 
 template <typename Dtype>
 void Solver<Dtype>::Snapshot() {
-  CHECK(Poseidon::root_solver());
+  if (dist_.sync_weights) dist_.sync_weights();
+  if (!dist_.writes_snapshots) return;
   CheckWeightsFinite("(snapshot refused)");
   const string model_filename = SnapshotFilename(".caffemodel");
   LOG(INFO) << "Snapshotting to binary proto file " << model_filename;
@@ -567,7 +581,6 @@ string Solver<Dtype>::ResolveLearnedNet(const string& state_file,
 
 template <typename Dtype>
 void Solver<Dtype>::Restore(const char* state_file) {
-  CHECK(Poseidon::root_solver());
   const string name(state_file);
   POSEIDON_REQUIRE(
       name.size() < 3 || name.compare(name.size() - 3, 3, ".h5") != 0,

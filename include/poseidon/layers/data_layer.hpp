@@ -19,8 +19,12 @@
 // positions i (0-based, key order) with i % count == index, so `count`
 // workers with indices 0..count-1 read disjoint parts that together cover
 // the database, each looping over its own part. Default: index 0, count 1
-// (everything). The distributed trainer calls SetShard on each worker's
-// replica before SetUp.
+// (everything), or the calling thread's Poseidon::data_shard() when the
+// layer is constructed (the distributed trainer sets it per worker).
+// A partitioned shard (DataShard::partitioned, or a shared `source` that
+// does not exist while "<source>_<index>" does) reads the whole part
+// database "<source>_<index>" made by scripts/partition_data instead; a
+// missing part is an IOError naming it.
 #ifndef POSEIDON_LAYERS_DATA_LAYER_HPP_
 #define POSEIDON_LAYERS_DATA_LAYER_HPP_
 
@@ -38,10 +42,10 @@ class DataLayer final : public BasePrefetchingDataLayer<Dtype> {
   struct Shard {
     int index = 0;
     int count = 1;
+    bool partitioned = false;
   };
 
-  explicit DataLayer(const LayerParameter& param)
-      : BasePrefetchingDataLayer<Dtype>(param) {}
+  explicit DataLayer(const LayerParameter& param);
   ~DataLayer() override;
 
   void DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
@@ -49,7 +53,7 @@ class DataLayer final : public BasePrefetchingDataLayer<Dtype> {
 
   // Must be called before SetUp. Throws ConfigError unless
   // 0 <= index < count, and Error after SetUp.
-  void SetShard(int index, int count);
+  void SetShard(int index, int count, bool partitioned = false);
   const Shard& shard() const { return shard_; }
 
   const char* type() const override { return "Data"; }

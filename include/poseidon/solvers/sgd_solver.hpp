@@ -49,6 +49,15 @@ class SGDSolver : public Solver<Dtype> {
   // The rate for the current iteration; for "multistep" it also advances the
   // schedule by at most one step per call, as Caffe does.
   Dtype GetLearningRate();
+
+  // The pieces of ApplyUpdate, for a distributed trainer that updates layer
+  // by layer (dist/synchronizer.hpp): ClipGradients over every learnable
+  // param, then for one param steps 2-5 above with the rate and the
+  // iteration number of the step the gradient belongs to (Adam's bias
+  // correction uses it). ApplyUpdate() is ClipGradients() plus
+  // ApplyUpdateToParam(i, GetLearningRate(), iter()) for every i.
+  virtual void ClipGradients();
+  void ApplyUpdateToParam(int param_id, Dtype rate, int iter);
   const vector<shared_ptr<Blob<Dtype>>>& history() const { return history_; }
 
  protected:
@@ -57,7 +66,6 @@ class SGDSolver : public Solver<Dtype> {
   void PreSolve();
   // Appends one more zeroed history blob per learnable param.
   void AppendHistory();
-  virtual void ClipGradients();
   virtual void Normalize(int param_id);
   virtual void Regularize(int param_id);
   virtual void ComputeUpdateValue(int param_id, Dtype rate);
@@ -70,6 +78,8 @@ class SGDSolver : public Solver<Dtype> {
   vector<shared_ptr<Blob<Dtype>>> history_;
   vector<shared_ptr<Blob<Dtype>>> update_;
   vector<shared_ptr<Blob<Dtype>>> temp_;
+  // The iteration whose gradient ComputeUpdateValue is applying.
+  int update_iter_ = 0;
 };
 
 }  // namespace poseidon

@@ -86,6 +86,10 @@ class DB {
 
   // Throws IOError("cannot open LMDB '<source>': <reason>") when the database
   // is missing or unreadable, and IOError when NEW finds the path taken.
+  // READ opens of one path share one LMDB environment per process (LMDB
+  // forbids opening a database twice in one process: closing one copy drops
+  // the other's locks), so several nets or worker threads may read the same
+  // database at once.
   void Open(const string& source, Mode mode);
   void Close();
   std::unique_ptr<Cursor> NewCursor();
@@ -94,8 +98,11 @@ class DB {
   size_t Size() const;
   const string& source() const { return source_; }
 
+  struct SharedEnv;  // implementation detail of READ mode
+
  private:
   MDB_env* env_ = nullptr;
+  std::shared_ptr<SharedEnv> shared_;  // READ mode only
   string source_;
 };
 

@@ -1,7 +1,19 @@
 // The LMDB-backed Data layer.
 #include "poseidon/layers/data_layer.hpp"
 
+#include "poseidon/util/io.hpp"
+#include "poseidon/util/partition.hpp"
+
 namespace poseidon {
+
+template <typename Dtype>
+DataLayer<Dtype>::DataLayer(const LayerParameter& param)
+    : BasePrefetchingDataLayer<Dtype>(param) {
+  const Poseidon::DataShard& shard = Poseidon::data_shard();
+  shard_.index = shard.index;
+  shard_.count = shard.count;
+  shard_.partitioned = shard.partitioned;
+}
 
 template <typename Dtype>
 DataLayer<Dtype>::~DataLayer() {
@@ -10,7 +22,7 @@ DataLayer<Dtype>::~DataLayer() {
 }
 
 template <typename Dtype>
-void DataLayer<Dtype>::SetShard(int index, int count) {
+void DataLayer<Dtype>::SetShard(int index, int count, bool partitioned) {
   POSEIDON_REQUIRE(!this->prefetching(), Error,
                    "Data layer: SetShard must be called before SetUp");
   POSEIDON_REQUIRE(count >= 1 && index >= 0 && index < count, ConfigError,
@@ -18,6 +30,7 @@ void DataLayer<Dtype>::SetShard(int index, int count) {
                    " is out of range (need 0 <= index < count)");
   shard_.index = index;
   shard_.count = count;
+  shard_.partitioned = partitioned;
 }
 
 template <typename Dtype>
@@ -32,7 +45,25 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
                    param.batch_size(), ")");
   db_ = param.has_backend() ? db::GetDB(param.backend())
                             : db::GetDB(DataParameter::LMDB);
-  db_->Open(param.source(), db::Mode::READ);
+  string source = param.source();
+  if (shard_.count > 1 &&
+      (shard_.partitioned || !FileExists(param.source()))) {
+    // One part database per worker: read all of it.
+    source = PartitionName(param.source(), shard_.index);
+    POSEIDON_REQUIRE(FileExists(source), IOError, "Data layer: worker ",
+                     shard_.index, " of ", shard_.count, " needs partition '",
+                     source, "' (make it with scripts/partition_data ",
+                     param.source(), " ", shard_.count, "), and ",
+                     shard_.partitioned
+                         ? string("partitioned data was asked for")
+                         : StrCat("the shared '", param.source(),
+                                  "' does not exist either"));
+    LOG(INFO) << "Data layer: worker " << shard_.index << " of "
+              << shard_.count << " reads partition " << source;
+    shard_.index = 0;
+    shard_.count = 1;
+  }
+  db_->Open(source, db::Mode::READ);
   const size_t size = db_->Size();
   POSEIDON_REQUIRE(size > 0, IOError, "LMDB '", param.source(),
                    "' holds no records");

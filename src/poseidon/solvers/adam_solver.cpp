@@ -29,7 +29,7 @@ void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   const Dtype beta2 = this->param_.momentum2();
   const Dtype eps = this->param_.delta();
   const Dtype local_rate = rate * this->net_->params_lr()[param_id];
-  const int t = this->iter_ + 1;
+  const int t = this->update_iter_ + 1;
   const Dtype correction =
       static_cast<Dtype>(std::sqrt(1.0 - std::pow(double(beta2), t)) /
                          (1.0 - std::pow(double(beta1), t)));

@@ -106,12 +106,22 @@ void SGDSolver<Dtype>::ApplyUpdate() {
   ClipGradients();
   const int num_params =
       static_cast<int>(this->net_->learnable_params().size());
+  update_iter_ = this->iter_;
   for (int param_id = 0; param_id < num_params; ++param_id) {
     Normalize(param_id);
     Regularize(param_id);
     ComputeUpdateValue(param_id, rate);
   }
   this->net_->Update();
+}
+
+template <typename Dtype>
+void SGDSolver<Dtype>::ApplyUpdateToParam(int param_id, Dtype rate, int iter) {
+  update_iter_ = iter;
+  Normalize(param_id);
+  Regularize(param_id);
+  ComputeUpdateValue(param_id, rate);
+  this->net_->learnable_params()[param_id]->Update();
 }
 
 template <typename Dtype>

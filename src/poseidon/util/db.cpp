@@ -8,6 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 
 namespace poseidon {
 namespace db {
@@ -120,8 +124,50 @@ void Transaction::DoubleMapSize() {
   MdbRequire(mdb_env_set_mapsize(env_, new_size), "cannot grow LMDB", source_);
 }
 
+// One read-only environment per database directory and process.
+struct DB::SharedEnv {
+  MDB_env* env = nullptr;
+  ~SharedEnv() {
+    if (env != nullptr) mdb_env_close(env);
+  }
+};
+
+namespace {
+
+std::mutex g_env_mu;
+std::map<string, std::weak_ptr<DB::SharedEnv>>& OpenEnvs() {
+  static auto* envs = new std::map<string, std::weak_ptr<DB::SharedEnv>>;
+  return *envs;
+}
+
+}  // namespace
+
 void DB::Open(const string& source, Mode mode) {
   Close();
+  if (mode == Mode::READ) {
+    std::error_code ec;
+    string key = std::filesystem::weakly_canonical(source, ec).string();
+    if (ec) key = source;
+    std::lock_guard<std::mutex> lock(g_env_mu);
+    shared_ = OpenEnvs()[key].lock();
+    if (!shared_) {
+      auto fresh = std::make_shared<SharedEnv>();
+      MdbRequire(mdb_env_create(&fresh->env), "cannot open LMDB", source);
+      const int rc = mdb_env_open(fresh->env, source.c_str(),
+                                  MDB_RDONLY | MDB_NOTLS, 0664);
+      if (rc != MDB_SUCCESS) {
+        mdb_env_close(fresh->env);
+        fresh->env = nullptr;
+        MdbRequire(rc, "cannot open LMDB", source);
+      }
+      OpenEnvs()[key] = fresh;
+      shared_ = std::move(fresh);
+    }
+    env_ = shared_->env;
+    source_ = source;
+    LOG(INFO) << "Opened LMDB " << source;
+    return;
+  }
   if (mode == Mode::NEW) {
     if (::mkdir(source.c_str(), 0755) != 0) {
       POSEIDON_THROW(
@@ -130,8 +176,7 @@ void DB::Open(const string& source, Mode mode) {
     }
   }
   MdbRequire(mdb_env_create(&env_), "cannot open LMDB", source);
-  const unsigned flags = mode == Mode::READ ? MDB_RDONLY | MDB_NOTLS : 0;
-  const int rc = mdb_env_open(env_, source.c_str(), flags, 0664);
+  const int rc = mdb_env_open(env_, source.c_str(), 0, 0664);
   if (rc != MDB_SUCCESS) {
     mdb_env_close(env_);
     env_ = nullptr;
@@ -143,7 +188,12 @@ void DB::Open(const string& source, Mode mode) {
 
 void DB::Close() {
   if (env_ == nullptr) return;
-  mdb_env_close(env_);
+  if (shared_) {
+    std::lock_guard<std::mutex> lock(g_env_mu);
+    shared_.reset();  // the last reader closes the environment
+  } else {
+    mdb_env_close(env_);
+  }
   env_ = nullptr;
 }
 

@@ -131,9 +131,5 @@ expect_error snapshot_and_weights "either --snapshot" \
   "$TRAIN" train --solver="$(solver_for good.prototxt)" --snapshot=a --weights=b
 expect_error unknown_action "unknown action" "$TRAIN" frobnicate
 
-# 11. Launched as one of several MPI ranks: refused, not trained N times.
-OMPI_COMM_WORLD_SIZE=2 expect_error mpirun_world "started by mpirun with 2 ranks" \
-  "$TRAIN" train --solver="$(solver_for good.prototxt)"
-
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,105 @@
+// Synchronizer: distributed wait-free backpropagation (DWBP) for one rank.
+// It attaches to a Solver and its train net through their hooks (layers
+// never communicate) and keeps every rank's replica of the weights
+// bit-identical under bulk-synchronous training:
+//
+//   after layer l's backward   its parameter gradients are copied to a
+//                              staging buffer and handed to the
+//                              communication threads (PS, SFB or
+//                              ALLREDUCE, chosen per layer), while backward
+//                              goes on into layer l-1;
+//   solver update point        the learning rate of the iteration is fixed;
+//                              nothing waits;
+//   before layer l's forward   (next iteration) waits for layer l's summed
+//                              gradients only, applies the update rule to
+//                              its parameters and goes on.
+//
+// So the tail of the communication hides behind the next forward. The sum
+// over W ranks is divided by W: W ranks with batch K each follow the same
+// trajectory, up to float rounding, as one rank with batch W K on the same
+// samples (each loss layer normalises by its own batch). See
+// Note [Deferred updates] in synchronizer.cpp for the bookkeeping.
+//
+// Settings (DistributedParameter, the solver's `distributed` block):
+//   comm         AUTO (cost model per layer), PS, SFB or ALLREDUCE; a
+//                ParamSpec's `comm` overrides it per layer (sync_policy.hpp)
+//   block_size   PS block bytes (4 MB)
+//   num_push_threads, num_pull_threads   PS threads (1, 1)
+//   staleness    s >= 0: the forward of iteration t needs the updates of
+//                iterations up to t - 1 - s only (SSP); 0 is BSP
+//   wait_free    false: exchange everything after the whole backward and
+//                update before the next iteration (the naive scheme, kept
+//                for comparison)
+// clip_gradients needs every gradient before any update: it keeps the
+// overlap with backward but updates all layers at the update point, and
+// cannot be combined with staleness > 0 (ConfigError).
+//
+// Start-up (the constructor, collective): the ranks compare fingerprints of
+// their train nets and solver settings (a mismatch is a ConfigError naming
+// the rank), rank 0's weights are broadcast, the plan is made and logged
+// (one line per layer: transport, predicted bytes per iteration, why).
+//
+// Not synchronised: parameters with lr_mult 0 (e.g. BatchNorm's running
+// statistics) stay per rank, as in Caffe's multi-GPU training; rank 0's are
+// the ones snapshotted.
+//
+// Errors: a failed exchange surfaces on the training thread, where it waits,
+// as a DistributedError naming the layer, the iteration and the peer.
+//
+// Threads: the training thread calls the hooks; communication runs on the
+// ParamServer's threads and one collective thread (see Note [Threads of a
+// rank] in synchronizer.cpp). Not copyable; destroy it before the solver.
+#ifndef POSEIDON_DIST_SYNCHRONIZER_HPP_
+#define POSEIDON_DIST_SYNCHRONIZER_HPP_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "poseidon/dist/communicator.hpp"
+#include "poseidon/dist/sync_policy.hpp"
+#include "poseidon/solver.hpp"
+
+namespace poseidon {
+class Timeline;
+namespace dist {
+
+// One layer's (or shared parameter group's) transport decision.
+struct PlannedLayer {
+  std::string layer;     // the layer whose backward hands the gradients over
+  CommType transport = CommType::PS;
+  double predicted_bytes = 0;  // per rank per iteration, sent + received
+  size_t elements = 0;         // parameter elements exchanged
+  std::string reason;          // from the cost model, or why it was forced
+};
+
+template <typename Dtype>
+class Synchronizer {
+ public:
+  // Attaches to `solver` (an SGDSolver or one of its subclasses) and installs
+  // its DistributedHooks. Collective over `comm`. `timeline` may be null.
+  // solver, comm and timeline are observed and must outlive this object.
+  Synchronizer(Solver<Dtype>* solver, Communicator* comm,
+               const DistributedParameter& param, Timeline* timeline = nullptr);
+  // Waits for the exchanges in flight and detaches from the solver.
+  ~Synchronizer();
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(Synchronizer);
+
+  const std::vector<PlannedLayer>& plan() const;
+  // Predicted bytes per iteration for this rank, over all layers.
+  double predicted_bytes_per_iter() const;
+  // Bytes this rank actually sent to and received from others so far.
+  uint64_t bytes_moved() const;
+  // Applies every pending update (the solver's sync_weights hook).
+  void Sync();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dist
+}  // namespace poseidon
+
+#endif  // POSEIDON_DIST_SYNCHRONIZER_HPP_

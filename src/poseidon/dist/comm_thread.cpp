@@ -1,0 +1,50 @@
+// The task loop of a communication thread.
+#include "poseidon/dist/comm_thread.hpp"
+
+#include <exception>
+#include <utility>
+
+namespace poseidon {
+namespace dist {
+
+CommThread::CommThread(std::string name)
+    : name_(std::move(name)), thread_([this] { Run(); }) {}
+
+CommThread::~CommThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void CommThread::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
+void CommThread::Run() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    try {
+      task();
+    } catch (const std::exception& e) {
+      LOG(ERROR) << "internal error: communication thread '" << name_
+                 << "': a task threw: " << e.what();
+    }
+  }
+}
+
+}  // namespace dist
+}  // namespace poseidon

@@ -1,0 +1,230 @@
+// The parameter-server transport: push, pull and server threads.
+#include "poseidon/dist/param_server.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+// Leads every push and every sum sent back.
+struct BlockHeader {
+  int64_t iter;
+  int32_t block;
+  int32_t rank;
+};
+
+int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
+int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
+
+}  // namespace
+
+template <typename Dtype>
+struct ParamServer<Dtype>::Counters {
+  std::atomic<uint64_t> bytes{0};
+};
+
+// One exchange in flight: the push and pull threads each report once.
+template <typename Dtype>
+struct ParamServer<Dtype>::Pending {
+  std::atomic<int> parts{0};
+  std::mutex mu;
+  Status first_error;  // GUARDED_BY(mu)
+  std::function<void(Status)> done;
+
+  void Report(const Status& s) {
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = s;
+    }
+    if (parts.fetch_sub(1) == 1) {
+      Status result;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        result = first_error;
+      }
+      done(result);
+    }
+  }
+};
+
+template <typename Dtype>
+ParamServer<Dtype>::ParamServer(Communicator* comm,
+                                const BlockPartition* partition,
+                                int num_push_threads, int num_pull_threads)
+    : comm_(comm), partition_(partition), counters_(new Counters) {
+  POSEIDON_REQUIRE(num_push_threads >= 1 && num_pull_threads >= 1,
+                   ConfigError,
+                   "distributed num_push_threads and num_pull_threads must "
+                   "be >= 1, got ",
+                   num_push_threads, " and ", num_pull_threads);
+  CHECK_EQ(partition->num_shards(), comm->size());
+  for (int i = 0; i < num_push_threads; ++i) {
+    push_.push_back(std::make_unique<CommThread>(StrCat("push ", i)));
+  }
+  for (int i = 0; i < num_pull_threads; ++i) {
+    pull_.push_back(std::make_unique<CommThread>(StrCat("pull ", i)));
+  }
+  server_ = std::make_unique<CommThread>("server");
+}
+
+template <typename Dtype>
+ParamServer<Dtype>::~ParamServer() {
+  // The threads' tasks use counters_; join them first.
+  push_.clear();
+  pull_.clear();
+  server_.reset();
+}
+
+template <typename Dtype>
+uint64_t ParamServer<Dtype>::bytes_moved() const {
+  return counters_->bytes.load();
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
+                                  std::function<void(Status)> done) {
+  auto shared = std::make_shared<std::vector<BlockRef>>(std::move(blocks));
+  auto pending = std::make_shared<Pending>();
+  pending->done = std::move(done);
+  const int num_push = static_cast<int>(push_.size());
+  const int num_pull = static_cast<int>(pull_.size());
+  pending->parts = num_push + num_pull;
+
+  // This shard's part first: its thread may already hold pushes for it.
+  std::vector<int> mine;
+  for (const BlockRef& b : *shared) {
+    if (partition_->blocks()[b.id].shard == comm_->rank()) {
+      mine.push_back(b.id);
+    }
+  }
+  server_->Post([this, iter, mine] {
+    for (int id : mine) {
+      Status s = Serve(iter, id);
+      if (!s.ok()) {
+        comm_->Abort(StrCat("parameter server shard ", comm_->rank(), ": ",
+                            s.message()));
+        return;
+      }
+    }
+  });
+  for (int t = 0; t < num_push; ++t) {
+    push_[t]->Post([this, iter, shared, pending, t, num_push] {
+      Status status;
+      for (size_t j = t; j < shared->size() && status.ok(); j += num_push) {
+        Push(iter, (*shared)[j], &status);
+      }
+      pending->Report(status);
+    });
+  }
+  for (int t = 0; t < num_pull; ++t) {
+    pull_[t]->Post([this, iter, shared, pending, t, num_pull] {
+      Status status;
+      for (size_t j = t; j < shared->size() && status.ok(); j += num_pull) {
+        Pull(iter, (*shared)[j], &status);
+      }
+      pending->Report(status);
+    });
+  }
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::Push(int64_t iter, const BlockRef& block,
+                              Status* status) {
+  const ParamBlock& b = partition_->blocks()[block.id];
+  std::vector<char> msg(sizeof(BlockHeader) + b.count * sizeof(Dtype));
+  const BlockHeader header{iter, block.id, comm_->rank()};
+  std::memcpy(msg.data(), &header, sizeof(header));
+  std::memcpy(msg.data() + sizeof(header), block.data,
+              b.count * sizeof(Dtype));
+  Status s = comm_->Send(msg.data(), msg.size(), b.shard, PushTag(block.id));
+  if (b.shard != comm_->rank()) counters_->bytes += msg.size();
+  if (!s.ok()) {
+    *status = Status::Failure(StrCat("push of block ", block.id,
+                                     " (iteration ", iter, ") to shard ",
+                                     b.shard, ": ", s.message()));
+  }
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
+                              Status* status) {
+  const ParamBlock& b = partition_->blocks()[block.id];
+  std::vector<char> msg(sizeof(BlockHeader) + b.count * sizeof(Dtype));
+  Status s = comm_->Recv(msg.data(), msg.size(), b.shard, PullTag(block.id));
+  if (b.shard != comm_->rank()) counters_->bytes += msg.size();
+  if (!s.ok()) {
+    *status = Status::Failure(StrCat("pull of block ", block.id,
+                                     " (iteration ", iter, ") from shard ",
+                                     b.shard, ": ", s.message()));
+    return;
+  }
+  BlockHeader header;
+  std::memcpy(&header, msg.data(), sizeof(header));
+  if (header.iter != iter || header.block != block.id) {
+    *status = Status::Failure(StrCat(
+        "shard ", b.shard, " sent the sum of block ", header.block,
+        " of iteration ", header.iter, ", rank ", comm_->rank(),
+        " expected block ", block.id, " of iteration ", iter));
+    return;
+  }
+  std::memcpy(block.data, msg.data() + sizeof(header),
+              b.count * sizeof(Dtype));
+}
+
+template <typename Dtype>
+Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
+  const ParamBlock& b = partition_->blocks()[block];
+  const int n = comm_->size();
+  const size_t bytes = sizeof(BlockHeader) + b.count * sizeof(Dtype);
+  std::vector<char> msg(bytes);
+  std::vector<Dtype> sum(b.count);
+  for (int r = 0; r < n; ++r) {
+    Status s = comm_->Recv(msg.data(), bytes, r, PushTag(block));
+    if (r != comm_->rank()) counters_->bytes += bytes;
+    if (!s.ok()) {
+      return Status::Failure(StrCat("waiting for rank ", r, "'s push of block ",
+                                    block, " (iteration ", iter,
+                                    "): ", s.message()));
+    }
+    BlockHeader header;
+    std::memcpy(&header, msg.data(), sizeof(header));
+    if (header.iter != iter || header.block != block || header.rank != r) {
+      return Status::Failure(StrCat(
+          "rank ", r, " pushed block ", header.block, " of iteration ",
+          header.iter, ", expected block ", block, " of iteration ", iter,
+          " (did the ranks start from different solver states?)"));
+    }
+    const Dtype* g = reinterpret_cast<const Dtype*>(msg.data() +
+                                                    sizeof(header));
+    if (r == 0) {
+      std::memcpy(sum.data(), g, b.count * sizeof(Dtype));
+    } else {
+      for (size_t i = 0; i < b.count; ++i) sum[i] = sum[i] + g[i];
+    }
+  }
+  const BlockHeader header{iter, block, comm_->rank()};
+  std::memcpy(msg.data(), &header, sizeof(header));
+  std::memcpy(msg.data() + sizeof(header), sum.data(),
+              b.count * sizeof(Dtype));
+  for (int r = 0; r < n; ++r) {
+    Status s = comm_->Send(msg.data(), bytes, r, PullTag(block));
+    if (r != comm_->rank()) counters_->bytes += bytes;
+    if (!s.ok()) {
+      return Status::Failure(StrCat("sending the sum of block ", block,
+                                    " (iteration ", iter, ") to rank ", r,
+                                    ": ", s.message()));
+    }
+  }
+  return Status::OK();
+}
+
+template class ParamServer<float>;
+template class ParamServer<double>;
+
+}  // namespace dist
+}  // namespace poseidon

@@ -1,0 +1,728 @@
+// Wait-free backpropagation over the PS, SFB and ALLREDUCE transports.
+#include "poseidon/dist/synchronizer.hpp"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <limits>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "poseidon/dist/block_partition.hpp"
+#include "poseidon/dist/comm_thread.hpp"
+#include "poseidon/dist/param_server.hpp"
+#include "poseidon/dist/ring_allreduce.hpp"
+#include "poseidon/dist/sufficient_factor.hpp"
+#include "poseidon/solvers/sgd_solver.hpp"
+#include "poseidon/util/math_functions.hpp"
+#include "poseidon/util/timeline.hpp"
+
+namespace poseidon {
+namespace dist {
+
+// Note [Deferred updates]
+// A group is a set of learnable params that travel together: those whose
+// last backward use (the lowest layer index among the layers that use them
+// and need backward) is the same layer, its "push layer". Its "wait layer"
+// is the lowest layer index using any of them: the first forward that needs
+// the new values. Per group and iteration j:
+//   after_backward(push layer), last iter_size pass: the param diffs (or,
+//       for SFB, the layer's top diff and bottom data) are copied into the
+//       group's staging slot j % (staleness + 1) and posted to the
+//       transport, which leaves the sum over ranks in the slot;
+//   update point of j: the rate of j is recorded (GetLearningRate, once);
+//   before_forward(wait layer), first pass of iteration t: for every
+//       pending j <= t - 1 - staleness (waiting for it) and any later j
+//       already done: diff <- slot / W; SGDSolver::ApplyUpdateToParam(p,
+//       rate_j, j) for each param; diff <- 0.
+// The diffs are scratch between the Solver's ClearParamDiffs and the next
+// backward, so the training thread and the communication threads never
+// share them: the threads only touch the staging slots. A slot is reused
+// s + 1 iterations later, after its update was applied. Params that no
+// exchanged layer produces (lr_mult 0, or no layer needs backward) are
+// updated locally at the update point.
+
+// Note [Threads of a rank]
+// The training thread runs forward/backward and the hooks. The ParamServer
+// runs num_push_threads push threads, num_pull_threads pull threads and one
+// server thread; ALLREDUCE and SFB exchanges run on one collective thread
+// (collectives must come from one thread, in the same order everywhere).
+// Groups are posted in backward order, the same on every rank. The test
+// reduction (AllreduceSum) runs on the training thread, after Sync(), when
+// the collective thread is idle.
+
+namespace {
+
+uint64_t Fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+string SerializeDeterministic(const google::protobuf::Message& m) {
+  string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+// What every rank must agree on before training together.
+struct Fingerprint {
+  uint64_t net = 0;
+  uint64_t solver = 0;
+  int64_t num_layers = 0;
+  int64_t num_params = 0;
+  int64_t param_elements = 0;
+  int64_t dtype_bytes = 0;
+};
+
+}  // namespace
+
+template <typename Dtype>
+struct Synchronizer<Dtype>::Impl {
+  struct Group {
+    int push_layer = -1;
+    int wait_layer = -1;
+    vector<int> params;     // learnable param ids, increasing
+    vector<size_t> offset;  // of each param in the staging slot
+    size_t count = 0;
+    CommType transport = CommType::PS;
+    // SFB: rows K, outputs M, inputs N, the weight layout, and whether
+    // params[1] is the bias.
+    int rows = 0, M = 0, N = 0;
+    WeightLayout layout = WeightLayout::kOutputsByInputs;
+    bool bias = false;
+    // PS: the partition's blocks of the group, with offsets in the slot.
+    vector<std::pair<int, size_t>> blocks;
+    vector<vector<Dtype>> slot;     // [slot] count elements
+    vector<vector<Dtype>> factors;  // SFB: [slot] rows x (M + N)
+    vector<vector<Dtype>> gathered; // SFB: [slot] W x rows x (M + N)
+    // Completion, GUARDED_BY(mu): the last iteration whose exchange ended
+    // and the first error.
+    int64_t done_iter = -1;
+    Status error;
+    int64_t next_apply = 0;  // the first iteration not yet applied
+    int64_t last_posted = -1;
+  };
+
+  Solver<Dtype>* solver;
+  SGDSolver<Dtype>* sgd;
+  Net<Dtype>* net;
+  Communicator* comm;
+  DistributedParameter param;
+  Timeline* timeline;
+  int slots = 1;
+  bool wait_free = true;
+  bool clip = false;
+  vector<Group> groups;
+  vector<vector<int>> push_groups;  // per layer
+  vector<vector<int>> wait_groups;  // per layer
+  vector<int> local_params;         // updated without exchange
+  vector<PlannedLayer> plan;
+  double predicted = 0;
+  std::unique_ptr<BlockPartition> partition;
+  std::unique_ptr<ParamServer<Dtype>> ps;
+  std::unique_ptr<CommThread> collective;
+  std::atomic<uint64_t> collective_bytes{0};
+  std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
+  int pass = 0;                    // forward pass within the iteration
+  int64_t layer_begin = 0;         // timeline: when the current layer began
+  // The hooks stay registered on the net and solver after this object is
+  // gone; they hold this and find it null then.
+  std::shared_ptr<Impl*> self;
+
+  std::mutex mu;
+  std::condition_variable cv;
+
+  Impl(Solver<Dtype>* s, Communicator* c, const DistributedParameter& p,
+       Timeline* t)
+      : solver(s), net(s->net().get()), comm(c), param(p), timeline(t) {}
+
+  int Slot(int64_t iter) const { return static_cast<int>(iter % slots); }
+
+  void CheckAgreement();
+  void BroadcastWeights();
+  void MakeGroups();
+  void MakePlan();
+  void Attach();
+  void Stage(Group* g, int64_t iter);
+  void Post(int gid, int64_t iter);
+  void Finish(int gid, int64_t iter, const Status& s);
+  void WaitFor(int gid, int64_t iter);
+  void ApplyGroup(int gid, int64_t iter);
+  void ApplyUpTo(int gid, int64_t must, bool take_done);
+  void UpdatePoint();
+  void SyncAll();
+  string LayerName(int l) const { return net->layer_names()[l]; }
+};
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::CheckAgreement() {
+  Fingerprint mine;
+  uint64_t h = Fnv1a("net");
+  for (size_t l = 0; l < net->layers().size(); ++l) {
+    LayerParameter lp = net->layers()[l]->layer_param();
+    lp.clear_blobs();
+    h = Fnv1a(SerializeDeterministic(lp), h);
+  }
+  mine.net = h;
+  SolverParameter sp = solver->param();
+  for (auto* field : {"net", "train_net", "test_net", "net_param",
+                      "train_net_param", "test_net_param", "snapshot_prefix",
+                      "device_id", "solver_mode"}) {
+    const auto* fd = sp.GetDescriptor()->FindFieldByName(field);
+    if (fd != nullptr) sp.GetReflection()->ClearField(&sp, fd);
+  }
+  mine.solver = Fnv1a(SerializeDeterministic(sp));
+  mine.num_layers = static_cast<int64_t>(net->layers().size());
+  mine.num_params = static_cast<int64_t>(net->learnable_params().size());
+  for (Blob<Dtype>* b : net->learnable_params()) mine.param_elements += b->count();
+  mine.dtype_bytes = sizeof(Dtype);
+  vector<Fingerprint> all(comm->size());
+  Status s = comm->Allgather(&mine, sizeof(mine), all.data());
+  POSEIDON_REQUIRE(s.ok(), DistributedError,
+                   "rank ", comm->rank(),
+                   ": comparing start-up settings with the other ranks: ",
+                   s.message());
+  for (int r = 1; r < comm->size(); ++r) {
+    const Fingerprint& a = all[0];
+    const Fingerprint& b = all[r];
+    POSEIDON_REQUIRE(
+        a.net == b.net && a.num_layers == b.num_layers &&
+            a.num_params == b.num_params &&
+            a.param_elements == b.param_elements,
+        ConfigError, "rank ", r, " was started with a different train net ",
+        "than rank 0 (", b.num_layers, " layers, ", b.num_params,
+        " learnable blobs, ", b.param_elements, " parameters vs ",
+        a.num_layers, ", ", a.num_params, ", ", a.param_elements,
+        "); every rank must load the same net and solver files");
+    POSEIDON_REQUIRE(a.solver == b.solver, ConfigError, "rank ", r,
+                     " was started with different solver settings than rank "
+                     "0; every rank must load the same solver file");
+    POSEIDON_REQUIRE(a.dtype_bytes == b.dtype_bytes, ConfigError, "rank ", r,
+                     " trains in ", b.dtype_bytes * 8, "-bit floats, rank 0 in ",
+                     a.dtype_bytes * 8);
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::BroadcastWeights() {
+  for (Blob<Dtype>* b : net->learnable_params()) {
+    Status s = comm->Broadcast(b->mutable_cpu_data(),
+                               b->count() * sizeof(Dtype), 0);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
+                     ": receiving rank 0's initial weights: ", s.message());
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::MakeGroups() {
+  const int num_layers = static_cast<int>(net->layers().size());
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  const int num_learnable = static_cast<int>(learnable.size());
+  // For each learnable param: the first layer using it, and the first layer
+  // using it that needs backward.
+  vector<int> first_use(num_learnable, num_layers);
+  vector<int> first_backward(num_learnable, num_layers);
+  vector<int> learnable_of(net->params().size(), -1);
+  for (int i = 0; i < num_learnable; ++i) {
+    learnable_of[net->learnable_param_ids()[i]] = i;
+  }
+  vector<int> users(num_learnable, 0);
+  for (size_t id = 0; id < net->params().size(); ++id) {
+    const int owner = net->param_owners()[id] < 0 ? static_cast<int>(id)
+                                                   : net->param_owners()[id];
+    const int lp = learnable_of[owner];
+    if (lp < 0) continue;
+    const int layer = net->param_layer_indices()[id].first;
+    ++users[lp];
+    first_use[lp] = std::min(first_use[lp], layer);
+    if (net->layer_need_backward()[layer]) {
+      first_backward[lp] = std::min(first_backward[lp], layer);
+    }
+  }
+  std::map<int, int> group_of_layer;
+  for (int p = 0; p < num_learnable; ++p) {
+    if (net->params_lr()[p] == 0 || first_backward[p] == num_layers) {
+      local_params.push_back(p);
+      continue;
+    }
+    auto it = group_of_layer.find(first_backward[p]);
+    if (it == group_of_layer.end()) {
+      it = group_of_layer.emplace(first_backward[p],
+                                  static_cast<int>(groups.size())).first;
+      groups.emplace_back();
+      groups.back().push_layer = first_backward[p];
+      groups.back().wait_layer = first_use[p];
+    }
+    Group& g = groups[it->second];
+    g.wait_layer = std::min(g.wait_layer, first_use[p]);
+    g.offset.push_back(g.count);
+    g.params.push_back(p);
+    g.count += learnable[p]->count();
+  }
+  push_groups.assign(num_layers, {});
+  wait_groups.assign(num_layers, {});
+  // Post in backward order: the highest push layer first.
+  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return a.push_layer > b.push_layer;
+  });
+  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+    push_groups[groups[gid].push_layer].push_back(gid);
+    wait_groups[groups[gid].wait_layer].push_back(gid);
+  }
+  // SFB needs the group to be exactly one InnerProduct layer's own params.
+  for (Group& g : groups) {
+    Layer<Dtype>& layer = *net->layers()[g.push_layer];
+    g.rows = 0;
+    if (string(layer.type()) != "InnerProduct") continue;
+    const int own = static_cast<int>(layer.blobs().size());
+    bool exact = static_cast<int>(g.params.size()) == own;
+    for (int i = 0; exact && i < own; ++i) {
+      exact = learnable[g.params[i]] == layer.blobs()[i].get() &&
+              users[g.params[i]] == 1;
+    }
+    if (!exact || solver->param().iter_size() != 1) continue;
+    const Blob<Dtype>* bottom = net->bottom_vecs()[g.push_layer][0];
+    const InnerProductParameter& ip = layer.layer_param().inner_product_param();
+    const int axis = bottom->CanonicalAxisIndex(ip.axis());
+    g.rows = bottom->count(0, axis);
+    g.N = bottom->count(axis);
+    g.M = static_cast<int>(ip.num_output());
+    g.layout = ip.transpose() ? WeightLayout::kInputsByOutputs
+                              : WeightLayout::kOutputsByInputs;
+    g.bias = own > 1;
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::MakePlan() {
+  ClusterShape cluster;
+  cluster.num_workers = comm->size();
+  cluster.num_servers = comm->size();
+  cluster.colocated = true;
+  cluster.dtype_bytes = sizeof(Dtype);
+  const CommType net_default = CommTypeFromProto(param.comm());
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  bool any_ps = false;
+  for (Group& g : groups) {
+    const Layer<Dtype>& layer = *net->layers()[g.push_layer];
+    vector<vector<int>> shapes;
+    for (int p : g.params) shapes.push_back(learnable[p]->shape());
+    int64_t rows = g.rows;
+    if (rows == 0 && !net->bottom_vecs()[g.push_layer].empty()) {
+      rows = net->bottom_vecs()[g.push_layer][0]->shape().empty()
+                 ? 1
+                 : net->bottom_vecs()[g.push_layer][0]->shape(0);
+    }
+    LayerCommShape shape = DescribeLayer(layer.layer_param(), shapes, rows);
+    if (g.rows == 0) shape.type = layer.type();
+    std::optional<CommType> override_type =
+        LayerCommOverride(layer.layer_param());
+    TransportChoice choice;
+    if (g.rows == 0 && string(layer.type()) == "InnerProduct") {
+      // Shared weights or iter_size > 1: the factors do not add up.
+      shape.type = "InnerProduct (shared or iter_size > 1)";
+      POSEIDON_REQUIRE(!override_type || *override_type != CommType::SFB,
+                       ConfigError, "layer '", layer.layer_param().name(),
+                       "' asks for comm: SFB, but its weights are shared "
+                       "with another layer or iter_size > 1, so its "
+                       "gradient is not one batch's sufficient factors");
+    }
+    choice = ChooseTransport(shape, cluster, net_default, override_type);
+    g.transport = choice.type;
+    PlannedLayer planned;
+    planned.layer = layer.layer_param().name();
+    planned.transport = choice.type;
+    planned.predicted_bytes = choice.bytes;
+    planned.elements = g.count;
+    planned.reason = choice.reason;
+    plan.push_back(planned);
+    predicted += choice.bytes;
+    any_ps = any_ps || choice.type == CommType::PS;
+  }
+  // Buffers.
+  for (Group& g : groups) {
+    g.slot.assign(slots, vector<Dtype>(g.count));
+    if (g.transport == CommType::SFB) {
+      const size_t per = static_cast<size_t>(g.rows) * (g.M + g.N);
+      g.factors.assign(slots, vector<Dtype>(per));
+      g.gathered.assign(slots, vector<Dtype>(per * comm->size()));
+    }
+  }
+  if (any_ps) {
+    vector<size_t> counts;
+    for (Blob<Dtype>* b : learnable) counts.push_back(b->count());
+    partition = std::make_unique<BlockPartition>(
+        counts, sizeof(Dtype), static_cast<size_t>(param.block_size()),
+        comm->size());
+    for (Group& g : groups) {
+      if (g.transport != CommType::PS) continue;
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        for (int b : partition->blob_blocks(g.params[i])) {
+          g.blocks.emplace_back(b, g.offset[i] + partition->blocks()[b].offset);
+        }
+      }
+    }
+    ps = std::make_unique<ParamServer<Dtype>>(
+        comm, partition.get(), param.num_push_threads(),
+        param.num_pull_threads());
+  }
+  collective = std::make_unique<CommThread>("collective");
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter) {
+  const int s = Slot(iter);
+  if (g->transport == CommType::SFB) {
+    const Blob<Dtype>* top = net->top_vecs()[g->push_layer][0];
+    const Blob<Dtype>* bottom = net->bottom_vecs()[g->push_layer][0];
+    const size_t u = static_cast<size_t>(g->rows) * g->M;
+    const size_t v = static_cast<size_t>(g->rows) * g->N;
+    CHECK_EQ(static_cast<size_t>(top->count()), u);
+    CHECK_EQ(static_cast<size_t>(bottom->count()), v);
+    std::memcpy(g->factors[s].data(), top->cpu_diff(), u * sizeof(Dtype));
+    std::memcpy(g->factors[s].data() + u, bottom->cpu_data(),
+                v * sizeof(Dtype));
+    return;
+  }
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  for (size_t i = 0; i < g->params.size(); ++i) {
+    const Blob<Dtype>* b = learnable[g->params[i]];
+    std::memcpy(g->slot[s].data() + g->offset[i], b->cpu_diff(),
+                b->count() * sizeof(Dtype));
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Finish(int gid, int64_t iter,
+                                       const Status& s) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Group& g = groups[gid];
+    if (!s.ok() && g.error.ok()) {
+      g.error = Status::Failure(StrCat("layer '", LayerName(g.push_layer),
+                                       "', iteration ", iter, ": ",
+                                       s.message()));
+    }
+    g.done_iter = std::max(g.done_iter, iter);
+  }
+  cv.notify_all();
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
+  Group& g = groups[gid];
+  CHECK_GT(iter, g.last_posted) << "layer " << LayerName(g.push_layer);
+  g.last_posted = iter;
+  Stage(&g, iter);
+  const int s = Slot(iter);
+  const string name = LayerName(g.push_layer);
+  if (g.transport == CommType::PS) {
+    vector<typename ParamServer<Dtype>::BlockRef> refs;
+    for (const auto& [block, offset] : g.blocks) {
+      refs.push_back({block, g.slot[s].data() + offset});
+    }
+    const int64_t begin = timeline ? timeline->NowMicros() : 0;
+    ps->Exchange(iter, std::move(refs),
+                 [this, gid, iter, begin, name](Status st) {
+                   if (timeline) {
+                     timeline->Complete(timeline->Lane("ps"), name, "push+pull",
+                                        begin, timeline->NowMicros(),
+                                        {{"iter", iter}});
+                   }
+                   Finish(gid, iter, st);
+                 });
+    return;
+  }
+  collective->Post([this, gid, iter, s, name] {
+    Group& g = groups[gid];
+    const int64_t begin = timeline ? timeline->NowMicros() : 0;
+    Status st;
+    const int W = comm->size();
+    if (g.transport == CommType::ALLREDUCE) {
+      st = RingAllreduceSum(comm, g.slot[s].data(), g.count, kRingTag);
+      collective_bytes += static_cast<uint64_t>(
+          4.0 * (W - 1) / W * g.count * sizeof(Dtype));
+    } else {
+      const size_t per = g.factors[s].size();
+      st = comm->Allgather(g.factors[s].data(), per * sizeof(Dtype),
+                           g.gathered[s].data());
+      collective_bytes += static_cast<uint64_t>(2) * (W - 1) * per *
+                          sizeof(Dtype);
+      if (st.ok()) {
+        vector<SufficientFactors<Dtype>> peers(W);
+        const size_t u = static_cast<size_t>(g.rows) * g.M;
+        for (int r = 0; r < W; ++r) {
+          peers[r].rows = g.rows;
+          peers[r].u = g.gathered[s].data() + r * per;
+          peers[r].v = g.gathered[s].data() + r * per + u;
+        }
+        SumSufficientFactors(peers, g.M, g.N, g.layout, false,
+                             g.slot[s].data(),
+                             g.bias ? g.slot[s].data() + g.offset[1]
+                                    : nullptr);
+      }
+    }
+    if (timeline) {
+      timeline->Complete(timeline->Lane("collective"), name,
+                         CommTypeName(g.transport), begin,
+                         timeline->NowMicros(), {{"iter", iter}});
+    }
+    Finish(gid, iter, st);
+  });
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::WaitFor(int gid, int64_t iter) {
+  std::unique_lock<std::mutex> lock(mu);
+  Group& g = groups[gid];
+  cv.wait(lock, [&] { return g.done_iter >= iter || !g.error.ok(); });
+  if (!g.error.ok()) {
+    POSEIDON_THROW(DistributedError, "rank ", comm->rank(),
+                   ": gradient exchange failed: ", g.error.message());
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::ApplyGroup(int gid, int64_t iter) {
+  Group& g = groups[gid];
+  WaitFor(gid, iter);
+  const Dtype scale = Dtype(1) / comm->size();
+  const Dtype rate = rates.at(iter);
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  const int s = Slot(iter);
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    Blob<Dtype>* b = learnable[g.params[i]];
+    cpu_scale(b->count(), scale, g.slot[s].data() + g.offset[i],
+              b->mutable_cpu_diff());
+    sgd->ApplyUpdateToParam(g.params[i], rate, static_cast<int>(iter));
+    cpu_set(b->count(), Dtype(0), b->mutable_cpu_diff());
+  }
+  g.next_apply = iter + 1;
+}
+
+// Applies group gid's pending iterations up to `must` (waiting for them),
+// and, when take_done, the later ones whose exchange already ended.
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::ApplyUpTo(int gid, int64_t must,
+                                          bool take_done) {
+  Group& g = groups[gid];
+  while (g.next_apply <= g.last_posted) {
+    const int64_t j = g.next_apply;
+    if (j > must) {
+      if (!take_done || rates.count(j) == 0) break;
+      std::lock_guard<std::mutex> lock(mu);
+      if (g.done_iter < j) break;
+    }
+    if (rates.count(j) == 0) break;  // posted, but its update point is ahead
+    ApplyGroup(gid, j);
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::UpdatePoint() {
+  const int64_t iter = solver->iter();
+  const Dtype rate = sgd->GetLearningRate();
+  const SolverParameter& sp = solver->param();
+  if (sp.display() > 0 && iter % sp.display() == 0) {
+    LOG_IF(INFO, Poseidon::root_solver())
+        << "Iteration " << iter << ", lr = " << rate;
+  }
+  rates[iter] = rate;
+  if (!wait_free) {
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      Post(gid, iter);
+    }
+  }
+  if (!wait_free || clip) {
+    // Every gradient first: clipping needs the global norm.
+    const Dtype scale = Dtype(1) / comm->size();
+    const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      Group& g = groups[gid];
+      WaitFor(gid, iter);
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        Blob<Dtype>* b = learnable[g.params[i]];
+        cpu_scale(b->count(), scale, g.slot[Slot(iter)].data() + g.offset[i],
+                  b->mutable_cpu_diff());
+      }
+      g.next_apply = iter + 1;
+    }
+    sgd->ClipGradients();
+    for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
+      sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+    }
+    rates.erase(iter);
+    return;
+  }
+  for (int p : local_params) {
+    sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SyncAll() {
+  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+    ApplyUpTo(gid, groups[gid].last_posted, false);
+  }
+  // Iterations every group has applied are no longer needed.
+  int64_t oldest = std::numeric_limits<int64_t>::max();
+  for (const Group& g : groups) oldest = std::min(oldest, g.next_apply);
+  rates.erase(rates.begin(), rates.lower_bound(oldest));
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Attach() {
+  self = std::make_shared<Impl*>(this);
+  std::shared_ptr<Impl*> me = self;
+  net->add_before_forward([me](int l) {
+    Impl* d = *me;
+    if (d == nullptr) return;
+    if (l == 0) ++d->pass;
+    if (d->pass == 1 && d->wait_free && !d->clip) {
+      const int64_t iter = d->solver->iter();
+      const int64_t begin = d->timeline ? d->timeline->NowMicros() : 0;
+      for (int gid : d->wait_groups[l]) {
+        d->ApplyUpTo(gid, iter - 1 - d->param.staleness(), true);
+      }
+      if (d->timeline && !d->wait_groups[l].empty()) {
+        d->timeline->Complete(d->timeline->Lane("compute"), d->LayerName(l),
+                              "wait+update", begin, d->timeline->NowMicros(),
+                              {{"iter", iter}});
+      }
+    }
+    if (d->timeline) d->layer_begin = d->timeline->NowMicros();
+  });
+  net->add_after_forward([me](int l) {
+    Impl* d = *me;
+    if (d == nullptr || d->timeline == nullptr) return;
+    d->timeline->Complete(d->timeline->Lane("compute"), d->LayerName(l),
+                          "forward", d->layer_begin, d->timeline->NowMicros());
+  });
+  net->add_before_backward([me](int) {
+    Impl* d = *me;
+    if (d != nullptr && d->timeline) d->layer_begin = d->timeline->NowMicros();
+  });
+  const int iter_size = solver->param().iter_size();
+  net->add_after_backward([me, iter_size](int l) {
+    Impl* d = *me;
+    if (d == nullptr) return;
+    if (d->timeline) {
+      d->timeline->Complete(d->timeline->Lane("compute"), d->LayerName(l),
+                            "backward", d->layer_begin,
+                            d->timeline->NowMicros());
+    }
+    if (d->pass != iter_size || !d->wait_free) return;
+    for (int gid : d->push_groups[l]) d->Post(gid, d->solver->iter());
+  });
+  solver->add_on_start([me] {
+    if (*me != nullptr) (*me)->pass = 0;
+  });
+  typename Solver<Dtype>::DistributedHooks hooks;
+  hooks.apply_update = [this] { UpdatePoint(); };
+  hooks.sync_weights = [this] { SyncAll(); };
+  hooks.test_index = comm->rank();
+  hooks.test_count = comm->size();
+  hooks.sum_test_scores = [this](vector<double>* sums) {
+    Status s = comm->AllreduceSum(sums->data(), sums->size());
+    POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
+                     ": summing the test scores: ", s.message());
+  };
+  hooks.writes_snapshots = comm->rank() == 0;
+  solver->SetDistributedHooks(std::move(hooks));
+}
+
+template <typename Dtype>
+Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
+                                  const DistributedParameter& param,
+                                  Timeline* timeline)
+    : impl_(new Impl(solver, comm, param, timeline)) {
+  Impl& d = *impl_;
+  d.sgd = dynamic_cast<SGDSolver<Dtype>*>(solver);
+  POSEIDON_REQUIRE(d.sgd != nullptr, ConfigError, "solver type '",
+                   solver->type(),
+                   "' cannot train distributed: it is not an SGDSolver");
+  POSEIDON_REQUIRE(param.staleness() >= 0, ConfigError,
+                   "distributed staleness must be >= 0, got ",
+                   param.staleness());
+  POSEIDON_REQUIRE(param.block_size() >= sizeof(Dtype), ConfigError,
+                   "distributed block_size must be at least ", sizeof(Dtype),
+                   " bytes, got ", param.block_size());
+  d.wait_free = param.wait_free();
+  d.clip = solver->param().clip_gradients() >= 0;
+  POSEIDON_REQUIRE(!d.clip || param.staleness() == 0, ConfigError,
+                   "clip_gradients needs every layer's gradient of an "
+                   "iteration before any update, so it cannot be combined "
+                   "with distributed staleness ",
+                   param.staleness(), "; set staleness: 0");
+  d.slots = d.wait_free ? param.staleness() + 1 : 1;
+  d.CheckAgreement();
+  d.BroadcastWeights();
+  d.MakeGroups();
+  d.MakePlan();
+  d.Attach();
+  if (Poseidon::root_solver()) {
+    LOG(INFO) << "Distributed training: " << comm->size() << " ranks, "
+              << (d.wait_free ? "wait-free backprop" : "exchange after backward")
+              << ", staleness " << param.staleness() << ", block_size "
+              << param.block_size() << " bytes, push/pull threads "
+              << param.num_push_threads() << "/" << param.num_pull_threads()
+              << ", comm " << CommTypeName(CommTypeFromProto(param.comm()));
+    if (d.clip) {
+      LOG(INFO) << "clip_gradients is set: every layer is updated after the "
+                   "whole gradient arrives (no overlap with the next forward)";
+    }
+    for (const PlannedLayer& p : d.plan) {
+      LOG(INFO) << "  " << p.reason;
+    }
+    LOG(INFO) << "Predicted traffic per rank per iteration: "
+              << FormatBytes(d.predicted);
+  }
+}
+
+template <typename Dtype>
+Synchronizer<Dtype>::~Synchronizer() {
+  Impl& d = *impl_;
+  // Join the threads (they finish what was posted) before the buffers go.
+  d.ps.reset();
+  d.collective.reset();
+  d.solver->SetDistributedHooks({});
+  *d.self = nullptr;
+}
+
+template <typename Dtype>
+const vector<PlannedLayer>& Synchronizer<Dtype>::plan() const {
+  return impl_->plan;
+}
+
+template <typename Dtype>
+double Synchronizer<Dtype>::predicted_bytes_per_iter() const {
+  return impl_->predicted;
+}
+
+template <typename Dtype>
+uint64_t Synchronizer<Dtype>::bytes_moved() const {
+  return (impl_->ps ? impl_->ps->bytes_moved() : 0) +
+         impl_->collective_bytes.load();
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Sync() {
+  impl_->SyncAll();
+}
+
+INSTANTIATE_CLASS(Synchronizer);
+
+}  // namespace dist
+}  // namespace poseidon

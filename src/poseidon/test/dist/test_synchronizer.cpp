@@ -1,0 +1,416 @@
+// The distributed trainer's correctness test (DESIGN.md, Consistency): under
+// BSP, W ranks with batch K each end with the same weights, up to float
+// rounding, as one rank with batch W K on the same samples; for every solver
+// type, with weight decay, lr_mult, a step lr schedule, iter_size and
+// clip_gradients, and for each transport forced in turn and for AUTO. Ranks
+// are threads over a LoopbackWorld; the data is a real LMDB, read by each
+// rank's Data layer through its data shard (every W-th record).
+//
+// Tolerance: the runs differ only in the order of float additions (sums over
+// ranks vs over one batch), so in double precision the weights agree to a
+// relative 1e-9 after the iterations run here; one float run checks 1e-4.
+// Replicas of one distributed run must agree bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "poseidon/dist/loopback_communicator.hpp"
+#include "poseidon/dist/synchronizer.hpp"
+#include "poseidon/solver_factory.hpp"
+#include "poseidon/util/db.hpp"
+#include "poseidon/util/io.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+constexpr int kRecords = 64;
+constexpr int kClasses = 4;
+
+// 64 records of 1 x 4 x 4 float data, labels cycling through 4 classes.
+const std::string& TestLmdb() {
+  static const std::string path = [] {
+    const std::string p = test::MakeTempDir() + "/sync_lmdb";
+    db::Writer writer("lmdb", p);
+    std::mt19937 gen(99);
+    std::normal_distribution<float> noise(0.f, 1.f);
+    for (int i = 0; i < kRecords; ++i) {
+      Datum d;
+      d.set_channels(1);
+      d.set_height(4);
+      d.set_width(4);
+      d.set_label(i % kClasses);
+      for (int k = 0; k < 16; ++k) {
+        d.add_float_data(noise(gen) + 0.5f * (i % kClasses) * (k % 3));
+      }
+      char key[16];
+      std::snprintf(key, sizeof(key), "%08d", i);
+      writer.Put(key, d.SerializeAsString());
+    }
+    writer.Finish();
+    return p;
+  }();
+  return path;
+}
+
+std::string TrainNet(int batch, int ip1_outputs = 6) {
+  return StrCat(
+      "name: 'sync_net' "
+      "layer { name: 'data' type: 'Data' top: 'data' top: 'label' "
+      "  data_param { source: '", TestLmdb(), "' batch_size: ", batch,
+      " } } "
+      "layer { name: 'conv' type: 'Convolution' bottom: 'data' top: 'conv' "
+      "  convolution_param { num_output: 3 kernel_size: 3 "
+      "    weight_filler { type: 'gaussian' std: 0.3 } "
+      "    bias_filler { type: 'constant' value: 0.1 } } } "
+      "layer { name: 'relu' type: 'ReLU' bottom: 'conv' top: 'conv' } "
+      "layer { name: 'ip1' type: 'InnerProduct' bottom: 'conv' top: 'ip1' "
+      "  param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }"
+      "  inner_product_param { num_output: ", ip1_outputs,
+      "    weight_filler { type: 'gaussian' std: 0.3 } "
+      "    bias_filler { type: 'constant' value: 0.1 } } } "
+      "layer { name: 'tanh' type: 'TanH' bottom: 'ip1' top: 'ip1' } "
+      "layer { name: 'ip2' type: 'InnerProduct' bottom: 'ip1' top: 'ip2' "
+      "  param { lr_mult: 0.5 decay_mult: 2 } "
+      "  inner_product_param { num_output: ", kClasses,
+      "    weight_filler { type: 'gaussian' std: 0.3 } "
+      "    bias_filler { type: 'constant' value: 0.1 } } } "
+      "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'ip2' "
+      "  bottom: 'label' top: 'loss' } "
+      "layer { name: 'acc' type: 'Accuracy' bottom: 'ip2' bottom: 'label' "
+      "  top: 'acc' include { phase: TEST } } ");
+}
+
+std::string SolverExtras(const std::string& type) {
+  std::string s = StrCat("type: '", type, "' ");
+  if (type == "SGD" || type == "Nesterov") s += "momentum: 0.9 ";
+  if (type == "RMSProp") s += "rms_decay: 0.98 ";
+  if (type == "AdaDelta") s += "momentum: 0.95 delta: 1e-6 ";
+  if (type == "Adam") s += "momentum: 0.9 momentum2: 0.999 delta: 1e-8 ";
+  return s;
+}
+
+SolverParameter MakeSolver(const std::string& type, int batch,
+                           const std::string& extra = "",
+                           int ip1_outputs = 6) {
+  SolverParameter param;
+  ReadProtoFromTextString(
+      StrCat("net_param { ", TrainNet(batch, ip1_outputs), " } ",
+             SolverExtras(type),
+             "base_lr: 0.05 lr_policy: 'step' gamma: 0.5 stepsize: 2 "
+             "weight_decay: 0.01 max_iter: 100 random_seed: 7 display: 0 "
+             "snapshot_after_train: false ",
+             extra),
+      "synchronizer test", &param);
+  return param;
+}
+
+template <typename Dtype>
+using Weights = std::vector<std::vector<Dtype>>;
+
+template <typename Dtype>
+Weights<Dtype> ReadWeights(const Solver<Dtype>& solver) {
+  Weights<Dtype> out;
+  for (Blob<Dtype>* b : solver.net()->learnable_params()) {
+    out.emplace_back(b->cpu_data(), b->cpu_data() + b->count());
+  }
+  return out;
+}
+
+template <typename Dtype>
+Weights<Dtype> TrainAlone(const SolverParameter& param, int iters) {
+  std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
+  solver->Step(iters);
+  return ReadWeights(*solver);
+}
+
+// Runs `fn(rank, comm)` on `ranks` threads; rethrows the first failure.
+void RunRanks(int ranks, const std::function<void(int, Communicator*)>& fn,
+              LoopbackOptions options = {}) {
+  LoopbackWorld world(ranks, options);
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::exception_ptr failure;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, world.rank(r));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failure) failure = std::current_exception();
+        world.rank(r)->Abort("a rank failed");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// Trains `ranks` replicas with batch `batch` each; returns every rank's
+// weights.
+template <typename Dtype>
+std::vector<Weights<Dtype>> TrainTogether(
+    const SolverParameter& param, const DistributedParameter& dist, int ranks,
+    int iters) {
+  std::vector<Weights<Dtype>> out(ranks);
+  RunRanks(ranks, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, ranks, false});
+    std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
+    Synchronizer<Dtype> sync(solver.get(), comm, dist);
+    solver->Step(iters);
+    out[r] = ReadWeights(*solver);
+  });
+  return out;
+}
+
+template <typename Dtype>
+void ExpectReplicasIdentical(const std::vector<Weights<Dtype>>& ranks) {
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    for (size_t p = 0; p < ranks[0].size(); ++p) {
+      for (size_t i = 0; i < ranks[0][p].size(); ++i) {
+        ASSERT_EQ(ranks[0][p][i], ranks[r][p][i])
+            << "rank " << r << " differs from rank 0 in param " << p
+            << " element " << i;
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void ExpectClose(const Weights<Dtype>& alone, const Weights<Dtype>& together,
+                 double rel, const std::string& what) {
+  ASSERT_EQ(alone.size(), together.size());
+  double worst = 0;
+  for (size_t p = 0; p < alone.size(); ++p) {
+    for (size_t i = 0; i < alone[p].size(); ++i) {
+      const double a = alone[p][i];
+      const double b = together[p][i];
+      const double err = std::fabs(a - b) / (1.0 + std::fabs(a));
+      worst = std::max(worst, err);
+      ASSERT_LE(err, rel) << what << ": param " << p << " element " << i
+                          << ": one rank " << a << ", distributed " << b;
+    }
+  }
+  // The runs must not be identical by accident of nothing moving.
+  EXPECT_GT(alone.size(), 0u) << what;
+}
+
+DistributedParameter Dist(DistributedParameter::CommType comm,
+                          const std::string& extra = "") {
+  DistributedParameter d;
+  ReadProtoFromTextString(extra, "distributed test", &d);
+  d.set_comm(comm);
+  return d;
+}
+
+struct Case {
+  const char* solver;
+  DistributedParameter::CommType comm;
+  int ranks;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.solver << " " << DistributedParameter::CommType_Name(c.comm)
+      << " " << c.ranks << " ranks";
+}
+
+class SynchronizerEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SynchronizerEquivalence, MatchesOneRankWithTheWholeBatch) {
+  const Case c = GetParam();
+  constexpr int kBatch = 2;
+  constexpr int kIters = 5;
+  const Weights<double> alone = TrainAlone<double>(
+      MakeSolver(c.solver, kBatch * c.ranks), kIters);
+  // Small blocks: many blocks per param, spread over every shard.
+  const auto together = TrainTogether<double>(
+      MakeSolver(c.solver, kBatch),
+      Dist(c.comm, "block_size: 64 num_push_threads: 2 num_pull_threads: 2"),
+      c.ranks, kIters);
+  ExpectReplicasIdentical(together);
+  ExpectClose(alone, together[0], 1e-9,
+              StrCat(c.solver, " over ", c.ranks, " ranks"));
+  // And training moved the weights at all.
+  const Weights<double> start = TrainAlone<double>(
+      MakeSolver(c.solver, kBatch * c.ranks), 0);
+  double moved = 0;
+  for (size_t p = 0; p < start.size(); ++p) {
+    for (size_t i = 0; i < start[p].size(); ++i) {
+      moved = std::max(moved, std::fabs(start[p][i] - alone[p][i]));
+    }
+  }
+  EXPECT_GT(moved, 1e-4);
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (const char* solver :
+       {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) {
+    for (auto comm : {DistributedParameter::PS, DistributedParameter::SFB,
+                      DistributedParameter::ALLREDUCE,
+                      DistributedParameter::AUTO}) {
+      cases.push_back({solver, comm, 2});
+    }
+    cases.push_back({solver, DistributedParameter::AUTO, 4});
+  }
+  cases.push_back({"SGD", DistributedParameter::PS, 3});
+  cases.push_back({"SGD", DistributedParameter::ALLREDUCE, 3});
+  cases.push_back({"SGD", DistributedParameter::SFB, 4});
+  return cases;
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return StrCat(info.param.solver, "_",
+                DistributedParameter::CommType_Name(info.param.comm), "_",
+                info.param.ranks, "ranks");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSolversAndTransports, SynchronizerEquivalence,
+                         ::testing::ValuesIn(AllCases()), CaseName);
+
+// Settings that change when updates happen; each must still match.
+TEST(SynchronizerTest, ClipGradientsMatchesOneRank) {
+  for (auto comm : {DistributedParameter::PS, DistributedParameter::SFB,
+                    DistributedParameter::ALLREDUCE}) {
+    const std::string extra = "clip_gradients: 0.05 ";
+    const auto alone = TrainAlone<double>(MakeSolver("SGD", 4, extra), 5);
+    const auto together = TrainTogether<double>(MakeSolver("SGD", 2, extra),
+                                                Dist(comm), 2, 5);
+    ExpectReplicasIdentical(together);
+    ExpectClose(alone, together[0], 1e-9, "clip_gradients");
+  }
+}
+
+TEST(SynchronizerTest, IterSizeMatchesOneRank) {
+  // iter_size 2 of batch 2 on 2 ranks = one rank, iter_size 2 of batch 4.
+  const auto alone =
+      TrainAlone<double>(MakeSolver("Adam", 4, "iter_size: 2"), 4);
+  const auto together = TrainTogether<double>(
+      MakeSolver("Adam", 2, "iter_size: 2"), Dist(DistributedParameter::AUTO),
+      2, 4);
+  ExpectReplicasIdentical(together);
+  ExpectClose(alone, together[0], 1e-9, "iter_size");
+}
+
+TEST(SynchronizerTest, ExchangeAfterBackwardMatchesWaitFree) {
+  const auto alone = TrainAlone<double>(MakeSolver("Nesterov", 4), 5);
+  const auto together = TrainTogether<double>(
+      MakeSolver("Nesterov", 2),
+      Dist(DistributedParameter::PS, "wait_free: false"), 2, 5);
+  ExpectReplicasIdentical(together);
+  ExpectClose(alone, together[0], 1e-9, "wait_free: false");
+}
+
+TEST(SynchronizerTest, FloatMatchesOneRankToFloatRounding) {
+  const auto alone = TrainAlone<float>(MakeSolver("SGD", 4), 5);
+  const auto together = TrainTogether<float>(
+      MakeSolver("SGD", 2), Dist(DistributedParameter::AUTO), 2, 5);
+  ExpectReplicasIdentical(together);
+  ExpectClose(alone, together[0], 1e-4, "float");
+}
+
+TEST(SynchronizerTest, StalenessKeepsReplicasIdenticalAndTrains) {
+  const auto start = TrainAlone<double>(MakeSolver("SGD", 2), 0);
+  const auto together = TrainTogether<double>(
+      MakeSolver("SGD", 2), Dist(DistributedParameter::PS, "staleness: 2"), 3,
+      8);
+  ExpectReplicasIdentical(together);
+  double moved = 0;
+  for (size_t p = 0; p < start.size(); ++p) {
+    for (size_t i = 0; i < start[p].size(); ++i) {
+      moved = std::max(moved, std::fabs(start[p][i] - together[0][p][i]));
+    }
+  }
+  EXPECT_GT(moved, 1e-4);
+}
+
+TEST(SynchronizerTest, StalenessWithClipGradientsIsAConfigError) {
+  EXPECT_THROW(TrainTogether<double>(MakeSolver("SGD", 2, "clip_gradients: 1"),
+                                     Dist(DistributedParameter::PS,
+                                          "staleness: 1"),
+                                     2, 1),
+               ConfigError);
+}
+
+TEST(SynchronizerTest, DifferentNetsRefuseToStart) {
+  RunRanks(2, [](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(
+        MakeSolver("SGD", 2, "", r == 1 ? 7 : 6));
+    try {
+      Synchronizer<double> sync(solver.get(), comm,
+                                Dist(DistributedParameter::PS));
+      ADD_FAILURE() << "rank " << r << " started with mismatched nets";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1 was started with a "
+                                           "different train net"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+TEST(SynchronizerTest, DifferentSolverSettingsRefuseToStart) {
+  RunRanks(2, [](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(
+        MakeSolver("SGD", 2, r == 1 ? "rms_decay: 0.5" : ""));
+    EXPECT_THROW(Synchronizer<double>(solver.get(), comm,
+                                      Dist(DistributedParameter::PS)),
+                 ConfigError);
+  });
+}
+
+TEST(SynchronizerTest, PlanNamesEveryExchangedLayer) {
+  RunRanks(2, [](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<float>(MakeSolver("SGD", 2));
+    Synchronizer<float> sync(solver.get(), comm,
+                             Dist(DistributedParameter::SFB));
+    ASSERT_EQ(sync.plan().size(), 3u);
+    // Backward order; SFB for the InnerProduct layers only.
+    EXPECT_EQ(sync.plan()[0].layer, "ip2");
+    EXPECT_EQ(sync.plan()[0].transport, CommType::SFB);
+    EXPECT_EQ(sync.plan()[1].layer, "ip1");
+    EXPECT_EQ(sync.plan()[1].transport, CommType::SFB);
+    EXPECT_EQ(sync.plan()[2].layer, "conv");
+    EXPECT_NE(sync.plan()[2].transport, CommType::SFB);
+    EXPECT_GT(sync.predicted_bytes_per_iter(), 0);
+    solver->Step(2);
+    EXPECT_GT(sync.bytes_moved(), 0u);
+  });
+}
+
+TEST(SynchronizerTest, TestScoresCoverTheTestSetOnce) {
+  // test_iter 8 of batch 2: one rank reads records 0..15; two ranks run 4
+  // iterations each on their halves; the means must agree.
+  const std::string extra = StrCat(
+      "test_net_param { ", TrainNet(2), " } test_iter: 8 test_interval: 1000 ");
+  auto alone = CreateSolver<double>(MakeSolver("SGD", 2, extra));
+  alone->TestAll();
+  const std::vector<double> expected = alone->test_scores()[0];
+  ASSERT_EQ(expected.size(), 2u);  // accuracy, loss
+  RunRanks(2, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(MakeSolver("SGD", 2, extra));
+    Synchronizer<double> sync(solver.get(), comm,
+                              Dist(DistributedParameter::PS));
+    solver->TestAll();
+    ASSERT_EQ(solver->test_scores()[0].size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(solver->test_scores()[0][i], expected[i], 1e-12)
+          << "rank " << r << " output " << i;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace poseidon

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Distributed training end to end under a real mpirun on this machine:
+#   1. BSP equivalence on real data: Caffe's LeNet on Fashion-MNIST with
+#      2 ranks x batch 32 reaches the same test accuracy (within 0.01) as one
+#      process with batch 64 after the same iterations (= the same epochs);
+#      only rank 0 writes snapshots; 4 ranks x batch 16 likewise; --timeline writes a valid Chrome trace
+#      per rank; the transport plan and traffic are logged.
+#   2. 4 ranks on partitions made by scripts/partition_data
+#      (--partitioned_data, comm: ALLREDUCE) train well above chance.
+#   3. A snapshot of the 2-rank run resumes in one process.
+#   4. Faults: ranks given different solver files refuse to start naming the
+#      rank; a missing partition and a wrong --num_clients are clear errors;
+#      a rank killed mid-training ends the job within 10 s, the message names
+#      the rank, and the last snapshot is intact.
+# Usage: test_train_distributed.sh BUILD_DIR MPIEXEC   (from the repo root)
+set -uo pipefail
+BUILD_DIR=$(cd "$1" && pwd)
+MPIEXEC=${2:-mpirun}
+TRAIN="$BUILD_DIR/tools/poseidon_train"
+ITERS=${ITERS:-600}
+WORK=$(mktemp -d /tmp/poseidon_dist.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+MPI=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none)
+export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+passed=0
+failed=0
+ok() { echo "ok   $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+
+BUILD_DIR="$BUILD_DIR" bash examples/fashion_mnist/create_fashion_mnist.sh \
+  > "$WORK/data.log" 2>&1 || { tail "$WORK/data.log"; exit 1; }
+
+# A solver and net with batch $1 per rank, the given iterations and prefix.
+make_solver() {
+  local batch=$1 iters=$2 prefix=$3 out=$4
+  sed -e "0,/batch_size: 64/s//batch_size: $batch/" \
+    examples/fashion_mnist/caffe_lenet_train_test.prototxt > "$out.net"
+  sed -e "s|^net: .*|net: \"$out.net\"|" \
+      -e "s/^max_iter: .*/max_iter: $iters/" \
+      -e "s/^test_interval: .*/test_interval: $iters/" \
+      -e "s|^snapshot_prefix: .*|snapshot_prefix: \"$prefix\"|" \
+      -e "s/^snapshot: .*/snapshot: $((iters / 2))/" \
+      examples/fashion_mnist/caffe_lenet_solver.prototxt > "$out"
+  echo "random_seed: 5" >> "$out"
+}
+accuracy() { grep "Test net output #0: accuracy" "$1" | tail -1 | sed 's/.*= //'; }
+
+# 1. One process, batch 64, vs two ranks, batch 32 each.
+mkdir -p "$WORK/one" "$WORK/two"
+make_solver 64 "$ITERS" "$WORK/one/lenet" "$WORK/one.prototxt"
+make_solver 32 "$ITERS" "$WORK/two/lenet" "$WORK/two.prototxt"
+"$TRAIN" train --solver="$WORK/one.prototxt" > "$WORK/one.log" 2>&1 \
+  || { tail "$WORK/one.log"; bad "one process training failed"; }
+timeout 600 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/two.prototxt" \
+  --timeline="$WORK/trace.json" > "$WORK/two.log" 2>&1 \
+  || { tail -20 "$WORK/two.log"; bad "mpirun -np 2 training failed"; }
+a1=$(accuracy "$WORK/one.log")
+a2=$(accuracy "$WORK/two.log")
+echo "accuracy after $ITERS iterations: one process (batch 64) $a1," \
+     "2 ranks (batch 32 each) $a2"
+if awk -v a="$a1" -v b="$a2" \
+     'BEGIN { d = a - b; exit !(a > 0.75 && d < 0.01 && d > -0.01) }'; then
+  ok "2 ranks match one process: $a2 vs $a1"
+else
+  bad "2 ranks reach $a2, one process $a1"
+fi
+if [ "$(grep -c 'Test net output #0' "$WORK/two.log")" -ge 1 ] &&
+   grep -q "Distributed training: 2 ranks" "$WORK/two.log" &&
+   grep -q "per node per iteration" "$WORK/two.log" &&
+   grep -q "predicted by the cost model" "$WORK/two.log"; then
+  ok "plan, settings and traffic logged"
+else
+  bad "the distributed log lacks the plan/settings/traffic lines"
+fi
+n_snap=$(ls "$WORK/two" | grep -c "caffemodel")
+[ "$n_snap" -eq 2 ] && ok "rank 0 alone wrote the 2 snapshots" \
+  || bad "expected 2 caffemodels, found $n_snap"
+if python3 - "$WORK" <<'PY'
+import json, sys
+for r in (0, 1):
+    t = json.load(open("%s/trace.rank%d.json" % (sys.argv[1], r)))
+    cats = {e.get("cat") for e in t["traceEvents"]}
+    assert {"forward", "backward"} <= cats, cats
+    assert any(c and ("push" in c or c in ("SFB", "ALLREDUCE")) for c in cats), cats
+PY
+then ok "timeline per rank with compute and communication events"
+else bad "timeline files missing or incomplete"; fi
+
+# 1b. Four ranks with batch 16 each: the same samples per iteration again.
+make_solver 16 "$ITERS" "$WORK/four16/lenet" "$WORK/four16.prototxt"
+mkdir -p "$WORK/four16"
+timeout 600 "${MPI[@]}" -np 4 "$TRAIN" train --solver="$WORK/four16.prototxt" \
+  > "$WORK/four16.log" 2>&1 || { tail -20 "$WORK/four16.log"; bad "np 4 failed"; }
+a4=$(accuracy "$WORK/four16.log")
+if awk -v a="$a1" -v b="$a4" \
+     'BEGIN { d = a - b; exit !(b > 0.75 && d < 0.01 && d > -0.01) }'; then
+  ok "4 ranks (batch 16 each) match one process: $a4 vs $a1"
+else
+  bad "4 ranks reach $a4, one process $a1"
+fi
+
+# 2. Four ranks on partitioned data, every layer over the ring allreduce.
+for db in train test; do
+  cp -r "data/fashion_mnist/fashion_mnist_${db}_lmdb" "$WORK/$db"
+  POSEIDON_BUILD_DIR="$BUILD_DIR" bash scripts/partition_data --parts=4 \
+    "$WORK/$db" > "$WORK/partition.log" 2>&1 || tail "$WORK/partition.log"
+done
+sed -e "s|data/fashion_mnist/fashion_mnist_train_lmdb|$WORK/train|" \
+    -e "s|data/fashion_mnist/fashion_mnist_test_lmdb|$WORK/test|" \
+    "$WORK/two.prototxt.net" > "$WORK/four.prototxt.net"
+sed -e "s|^net: .*|net: \"$WORK/four.prototxt.net\"|" \
+    -e "s/^max_iter: .*/max_iter: 200/" -e "s/^test_interval: .*/test_interval: 200/" \
+    -e "s/^snapshot: .*/snapshot: 0/" -e "s/^test_iter: .*/test_iter: 20/" \
+    "$WORK/two.prototxt" > "$WORK/four.prototxt"
+if ls -d "$WORK"/train_3 > /dev/null 2>&1; then
+  timeout 600 "${MPI[@]}" -np 4 "$TRAIN" train --solver="$WORK/four.prototxt" \
+    --partitioned_data --comm=ALLREDUCE > "$WORK/four.log" 2>&1
+  a4=$(accuracy "$WORK/four.log")
+  if [ -n "$a4" ] && awk -v a="$a4" 'BEGIN { exit !(a > 0.6) }'; then
+    ok "4 ranks on partitions: accuracy $a4 after 200 iterations"
+  else
+    tail -20 "$WORK/four.log"; bad "4 ranks on partitions: accuracy '$a4'"
+  fi
+else
+  bad "scripts/partition_data made no partitions (see its usage)"
+fi
+
+# 3. The 2-rank snapshot resumes in one process.
+sed -e "s/^max_iter: .*/max_iter: $((ITERS + 20))/" "$WORK/two.prototxt" \
+  > "$WORK/resume.prototxt"
+if "$TRAIN" train --solver="$WORK/resume.prototxt" \
+     --snapshot="$WORK/two/lenet_iter_$ITERS.solverstate" \
+     > "$WORK/resume.log" 2>&1 && grep -q "Optimization Done" "$WORK/resume.log"
+then ok "a 2-rank snapshot resumes with 1 rank"
+else tail "$WORK/resume.log"; bad "resume of the 2-rank snapshot failed"; fi
+
+# 4a. Different solver files on different ranks.
+sed -e "s/^momentum: .*/momentum: 0.8/" "$WORK/two.prototxt" > "$WORK/other.prototxt"
+cat > "$WORK/pick.sh" <<SH
+#!/bin/sh
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then s=$WORK/other.prototxt; else s=$WORK/two.prototxt; fi
+exec "$TRAIN" train --solver=\$s
+SH
+chmod +x "$WORK/pick.sh"
+timeout 120 "${MPI[@]}" -np 2 "$WORK/pick.sh" > "$WORK/mismatch.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -q "rank 1 was started with different solver settings" "$WORK/mismatch.log"
+then ok "mismatched solver files refused (exit $rc)"
+else tail "$WORK/mismatch.log"; bad "mismatched solver files: exit $rc"; fi
+
+# 4b. A missing partition; a wrong rank count.
+timeout 120 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/two.prototxt" \
+  --partitioned_data > "$WORK/nopart.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -q "needs partition '.*fashion_mnist_train_lmdb_[01]'" "$WORK/nopart.log"
+then ok "missing partition named (exit $rc)"
+else tail "$WORK/nopart.log"; bad "missing partition: exit $rc"; fi
+timeout 120 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/two.prototxt" \
+  --num_clients=3 > "$WORK/count.log" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+   grep -q "num_clients=3 but mpirun started 2 ranks" "$WORK/count.log"
+then ok "wrong rank count named (exit $rc)"
+else tail "$WORK/count.log"; bad "wrong rank count: exit $rc"; fi
+
+# 4c. Kill rank 1 after the first snapshot; the job must end within 10 s.
+mkdir -p "$WORK/kill"
+make_solver 32 100000 "$WORK/kill/lenet" "$WORK/kill.prototxt"
+sed -i -e "s/^snapshot: .*/snapshot: 20/" -e "s/^test_interval: .*/test_interval: 100000/" \
+  "$WORK/kill.prototxt"
+"${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/kill.prototxt" \
+  > "$WORK/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do
+  ls "$WORK/kill"/*_iter_40.solverstate > /dev/null 2>&1 && break
+  sleep 0.1
+done
+victim=""
+for pid in $(pgrep -f "solver=$WORK/kill.prototxt"); do
+  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+    victim=$pid
+  fi
+done
+if [ -z "$victim" ]; then
+  bad "could not find rank 1 to kill"; kill "$job" 2> /dev/null
+else
+  start=$(date +%s.%N)
+  kill -9 "$victim"
+  for _ in $(seq 1 150); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2> /dev/null; then
+    bad "the job still runs 15 s after rank 1 was killed"; kill -9 "$job"
+  else
+    wait "$job"; rc=$?
+    took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
+    last=$(ls -t "$WORK/kill"/*.caffemodel | head -1)
+    if awk -v t="$took" 'BEGIN { exit !(t < 10) }' && [ "$rc" -ne 0 ] &&
+       grep -Eq "rank 1|process rank 1" "$WORK/kill.log" &&
+       "$TRAIN" test --model="$WORK/kill.prototxt.net" --weights="$last" \
+         --iterations=1 > "$WORK/kill_test.log" 2>&1; then
+      ok "killed rank 1: job ended in ${took}s (exit $rc), $(basename "$last") intact"
+    else
+      tail "$WORK/kill.log"; bad "killed rank: took ${took}s, exit $rc"
+    fi
+  fi
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
