@@ -178,8 +178,40 @@ mpi_selftest() {
     { echo "no 'N passed, 0 failed' line"; return 1; }
 }
 
+# poseidon_train: LeNet on Fashion-MNIST, one rank per host, 100
+# iterations of batch 32 per rank, wait-free with the cost model's choice
+# per layer (SFB for ip1); it must finish and report a test accuracy.
+train_lenet() {
+  local exe=$BUILD_DIR/tools/poseidon_train out
+  [ -x "$exe" ] || { echo "$exe not built"; return 1; }
+  (cd "$SOURCE_DIR" && BUILD_DIR="$BUILD_DIR" \
+     bash examples/fashion_mnist/create_fashion_mnist.sh > /dev/null) ||
+    { echo "could not convert Fashion-MNIST"; return 1; }
+  local data=$SOURCE_DIR/data/fashion_mnist
+  sed -e "0,/batch_size: 64/s//batch_size: 32/" \
+      -e "s|data/fashion_mnist|$data|" \
+    "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_train_test.prototxt" \
+    > "$WORK/lenet.prototxt"
+  sed -e "s|^net: .*|net: \"$WORK/lenet.prototxt\"|" \
+      -e "s/^max_iter: .*/max_iter: 100/" -e "s/^test_interval: .*/test_interval: 100/" \
+      -e "s/^test_iter: .*/test_iter: 30/" -e "s/^snapshot: .*/snapshot: 0/" \
+      -e "s|^snapshot_prefix: .*|snapshot_prefix: \"$WORK/lenet\"|" \
+    "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_solver.prototxt" \
+    > "$WORK/solver.prototxt"
+  out=$(run_in_cluster "${#HOST_ADDRS[@]}" -x POSEIDON_NUM_THREADS=1 \
+        "$exe" train --solver="$WORK/solver.prototxt")
+  local status=$?
+  echo "$out" | grep -E "Distributed training|SFB|accuracy|Traffic|Error" | tail -12
+  [ $status -eq 0 ] || return $status
+  echo "$out" | grep -q "Optimization Done" || { echo "no 'Optimization Done'"; return 1; }
+  echo "$out" | grep -q "Test net output #0: accuracy" || { echo "no accuracy"; return 1; }
+  [ -f "$WORK/lenet_iter_100.caffemodel" ] || { echo "no final snapshot"; return 1; }
+}
+
 check_run "mpi_selftest, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
   mpi_selftest
+check_run "poseidon_train LeNet, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
+  train_lenet
 
 # ---- summary ------------------------------------------------------------------------
 echo "==== multihost_netns summary (links capped at ${RATE:-no rate})"
