@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "poseidon/common.hpp"
+#include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/net.hpp"
@@ -239,7 +240,10 @@ int TrainDistributed() {
     Poseidon::set_data_shard({rank, size, FLAGS_partitioned_data});
     SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
     std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
-    solver->SetActionFunction(signals.GetActionFunction());
+    ActionCallback local_action = signals.GetActionFunction();
+    solver->SetActionFunction([&comm, local_action] {
+      return dist::AgreeOnAction(&comm, local_action());
+    });
     std::unique_ptr<Timeline> timeline;
     if (!FLAGS_timeline.empty()) {
       Status s = comm.Barrier();  // aligns the ranks' clocks on one host

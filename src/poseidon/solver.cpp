@@ -473,7 +473,12 @@ void Solver<Dtype>::Test(int test_net_id) {
                            static_cast<int>(j));
   }
   const int test_iter = param_.test_iter(test_net_id);
-  for (int i = dist_.test_index; i < test_iter; i += dist_.test_count) {
+  // Every worker goes through the same number of rounds (and so polls the
+  // action function as often as its peers, which may agree on it over the
+  // network); round k runs test iteration k * test_count + test_index here.
+  const int rounds = (test_iter + dist_.test_count - 1) / dist_.test_count;
+  for (int round = 0; round < rounds; ++round) {
+    const int i = round * dist_.test_count + dist_.test_index;
     for (SolverAction request = GetRequestedAction();
          request != SolverAction::NONE; request = GetRequestedAction()) {
       if (request == SolverAction::SNAPSHOT) {
@@ -483,6 +488,7 @@ void Solver<Dtype>::Test(int test_net_id) {
       }
     }
     if (requested_early_exit_) break;
+    if (i >= test_iter) continue;
     Dtype iter_loss;
     const vector<Blob<Dtype>*>& result = test_net->Forward(&iter_loss);
     if (param_.test_compute_loss()) sums[0] += iter_loss;

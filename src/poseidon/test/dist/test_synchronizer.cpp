@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/solver_factory.hpp"
@@ -408,6 +409,21 @@ TEST(SynchronizerTest, TestScoresCoverTheTestSetOnce) {
       EXPECT_NEAR(solver->test_scores()[0][i], expected[i], 1e-12)
           << "rank " << r << " output " << i;
     }
+  });
+}
+
+TEST(ActionAgreementTest, EveryRankGetsTheStrongestRequest) {
+  // rank 1 asks for a snapshot, rank 2 to stop, then nobody asks.
+  RunRanks(3, [](int r, Communicator* comm) {
+    const SolverAction mine = r == 1   ? SolverAction::SNAPSHOT
+                              : r == 2 ? SolverAction::STOP
+                                       : SolverAction::NONE;
+    EXPECT_EQ(AgreeOnAction(comm, mine), SolverAction::STOP) << "rank " << r;
+    EXPECT_EQ(AgreeOnAction(comm, r == 1 ? SolverAction::SNAPSHOT
+                                         : SolverAction::NONE),
+              SolverAction::SNAPSHOT)
+        << "rank " << r;
+    EXPECT_EQ(AgreeOnAction(comm, SolverAction::NONE), SolverAction::NONE);
   });
 }
 
