@@ -17,6 +17,7 @@
 
 #include "poseidon/common.hpp"
 #include "poseidon/dist/action_agreement.hpp"
+#include "poseidon/dist/device_workers.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/net.hpp"
@@ -69,6 +70,11 @@ DEFINE_int32(client_id, -1,
 DEFINE_int32(num_clients, -1,
              "Distributed: optional check of the number of ranks mpirun "
              "started.");
+DEFINE_int32(threads, 1,
+             "Device workers per process (train): each runs a replica of "
+             "the net on its own slice of the data (batch_size is per "
+             "worker); their gradients are summed before the process "
+             "exchanges with the cluster.");
 DEFINE_string(timeline, "",
               "Write a Chrome-trace JSON (open it in Perfetto) of each "
               "layer's forward/backward and each exchange; with N ranks "
@@ -237,9 +243,12 @@ int TrainDistributed() {
                      " but mpirun started ", size, " ranks");
     SolverParameter param = ReadTrainSolver();
     const DistributedParameter settings = DistributedSettings(param);
-    Poseidon::set_data_shard({rank, size, FLAGS_partitioned_data});
+    const int T = FLAGS_threads;
+    POSEIDON_REQUIRE(T >= 1, ConfigError, "--threads must be >= 1, got ", T);
+    Poseidon::set_data_shard({rank * T, size * T, FLAGS_partitioned_data});
     SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
     std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
+    dist::DeviceWorkers<float> workers(solver.get(), T, rank, size);
     ActionCallback local_action = signals.GetActionFunction();
     solver->SetActionFunction([&comm, local_action] {
       return dist::AgreeOnAction(&comm, local_action());
@@ -251,7 +260,7 @@ int TrainDistributed() {
       timeline = std::make_unique<Timeline>(rank, StrCat("rank ", rank));
     }
     dist::Synchronizer<float> sync(solver.get(), &comm, settings,
-                                   timeline.get());
+                                   timeline.get(), workers.replicas());
     const int start_iter = solver->iter();
     RunSolver(solver.get());
     const int iters = solver->iter() - start_iter;
@@ -290,9 +299,13 @@ int Train() {
 #endif
   }
   SolverParameter param = ReadTrainSolver();
+  POSEIDON_REQUIRE(FLAGS_threads >= 1, ConfigError,
+                   "--threads must be >= 1, got ", FLAGS_threads);
+  if (FLAGS_threads > 1) Poseidon::set_data_shard({0, FLAGS_threads, false});
   SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
   std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
   solver->SetActionFunction(signals.GetActionFunction());
+  dist::DeviceWorkers<float> workers(solver.get(), FLAGS_threads);
   std::unique_ptr<Timeline> timeline;
   if (!FLAGS_timeline.empty()) {
     timeline = std::make_unique<Timeline>(0, "rank 0");

@@ -85,6 +85,9 @@ class Solver {
 
   const SolverParameter& param() const { return param_; }
   const shared_ptr<Net<Dtype>>& net() const { return net_; }
+  // The train net's description as built (file read, state merged), for
+  // building replicas of it (dist/device_workers.hpp).
+  const NetParameter& train_net_param() const { return train_net_param_; }
   const vector<shared_ptr<Net<Dtype>>>& test_nets() const { return test_nets_; }
   int iter() const { return iter_; }
   int max_iter() const { return param_.max_iter(); }
@@ -162,6 +165,7 @@ class Solver {
   // The lr schedule position for the step and multistep policies.
   int current_step_ = 0;
   shared_ptr<Net<Dtype>> net_;
+  NetParameter train_net_param_;
   vector<shared_ptr<Net<Dtype>>> test_nets_;
   vector<vector<Dtype>> test_scores_;
   vector<Callback*> callbacks_;

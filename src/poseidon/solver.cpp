@@ -185,6 +185,7 @@ void Solver<Dtype>::InitTrainNet() {
   net_state.MergeFrom(net_param.state());
   net_state.MergeFrom(param_.train_state());
   *net_param.mutable_state() = net_state;
+  train_net_param_ = net_param;
   net_ = std::make_shared<Net<Dtype>>(net_param);
   for (const string& weights : param_.weights()) {
     LoadWeights(weights, net_.get());

@@ -79,9 +79,13 @@ class Synchronizer {
  public:
   // Attaches to `solver` (an SGDSolver or one of its subclasses) and installs
   // its DistributedHooks. Collective over `comm`. `timeline` may be null.
-  // solver, comm and timeline are observed and must outlive this object.
+  // `replicas`: the other device workers' nets of this process
+  // (DeviceWorkers::replicas(), constructed before this object), whose
+  // activations join this rank's sufficient factors. solver, comm,
+  // timeline and replicas are observed and must outlive this object.
   Synchronizer(Solver<Dtype>* solver, Communicator* comm,
-               const DistributedParameter& param, Timeline* timeline = nullptr);
+               const DistributedParameter& param, Timeline* timeline = nullptr,
+               std::vector<Net<Dtype>*> replicas = {});
   // Waits for the exchanges in flight and detaches from the solver.
   ~Synchronizer();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(Synchronizer);

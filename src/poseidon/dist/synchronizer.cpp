@@ -121,6 +121,7 @@ struct Synchronizer<Dtype>::Impl {
   Communicator* comm;
   DistributedParameter param;
   Timeline* timeline;
+  vector<Net<Dtype>*> replicas;  // other device workers of this rank
   int slots = 1;
   bool wait_free = true;
   bool clip = false;
@@ -296,7 +297,8 @@ void Synchronizer<Dtype>::Impl::MakeGroups() {
     const Blob<Dtype>* bottom = net->bottom_vecs()[g.push_layer][0];
     const InnerProductParameter& ip = layer.layer_param().inner_product_param();
     const int axis = bottom->CanonicalAxisIndex(ip.axis());
-    g.rows = bottom->count(0, axis);
+    // Every device worker of this rank contributes its rows.
+    g.rows = bottom->count(0, axis) * (1 + static_cast<int>(replicas.size()));
     g.N = bottom->count(axis);
     g.M = static_cast<int>(ip.num_output());
     g.layout = ip.transpose() ? WeightLayout::kInputsByOutputs
@@ -385,15 +387,25 @@ template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter) {
   const int s = Slot(iter);
   if (g->transport == CommType::SFB) {
-    const Blob<Dtype>* top = net->top_vecs()[g->push_layer][0];
-    const Blob<Dtype>* bottom = net->bottom_vecs()[g->push_layer][0];
-    const size_t u = static_cast<size_t>(g->rows) * g->M;
-    const size_t v = static_cast<size_t>(g->rows) * g->N;
-    CHECK_EQ(static_cast<size_t>(top->count()), u);
-    CHECK_EQ(static_cast<size_t>(bottom->count()), v);
-    std::memcpy(g->factors[s].data(), top->cpu_diff(), u * sizeof(Dtype));
-    std::memcpy(g->factors[s].data() + u, bottom->cpu_data(),
-                v * sizeof(Dtype));
+    // [U_0; U_1; ... | V_0; V_1; ...] over this rank's device workers, U
+    // scaled by 1 / T: their summed outer products are the locally averaged
+    // gradient, as DeviceWorkers' reduce would give.
+    const int T = 1 + static_cast<int>(replicas.size());
+    const size_t rows = static_cast<size_t>(g->rows) / T;
+    const size_t u = rows * g->M;
+    const size_t v = rows * g->N;
+    Dtype* U = g->factors[s].data();
+    Dtype* V = U + u * T;
+    for (int t = 0; t < T; ++t) {
+      const Net<Dtype>* worker = t == 0 ? net : replicas[t - 1];
+      const Blob<Dtype>* top = worker->top_vecs()[g->push_layer][0];
+      const Blob<Dtype>* bottom = worker->bottom_vecs()[g->push_layer][0];
+      CHECK_EQ(static_cast<size_t>(top->count()), u);
+      CHECK_EQ(static_cast<size_t>(bottom->count()), v);
+      cpu_scale(static_cast<int>(u), Dtype(1) / T, top->cpu_diff(),
+                U + t * u);
+      std::memcpy(V + t * v, bottom->cpu_data(), v * sizeof(Dtype));
+    }
     return;
   }
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
@@ -646,9 +658,11 @@ void Synchronizer<Dtype>::Impl::Attach() {
 template <typename Dtype>
 Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
                                   const DistributedParameter& param,
-                                  Timeline* timeline)
+                                  Timeline* timeline,
+                                  std::vector<Net<Dtype>*> replicas)
     : impl_(new Impl(solver, comm, param, timeline)) {
   Impl& d = *impl_;
+  d.replicas = std::move(replicas);
   d.sgd = dynamic_cast<SGDSolver<Dtype>*>(solver);
   POSEIDON_REQUIRE(d.sgd != nullptr, ConfigError, "solver type '",
                    solver->type(),

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "poseidon/dist/action_agreement.hpp"
+#include "poseidon/dist/device_workers.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/solver_factory.hpp"
@@ -410,6 +411,52 @@ TEST(SynchronizerTest, TestScoresCoverTheTestSetOnce) {
           << "rank " << r << " output " << i;
     }
   });
+}
+
+// The device level: T worker threads with batch K in each of W ranks match
+// one worker with batch W T K.
+TEST(DeviceWorkersTest, ThreadsMatchOneWorkerWithTheWholeBatch) {
+  for (const char* type : {"SGD", "Adam"}) {
+    const auto alone = TrainAlone<double>(MakeSolver(type, 4), 5);
+    std::unique_ptr<Solver<double>> solver =
+        CreateSolver<double>(MakeSolver(type, 2));
+    {
+      Poseidon::set_data_shard({0, 2, false});
+      solver = CreateSolver<double>(MakeSolver(type, 2));
+      DeviceWorkers<double> workers(solver.get(), 2);
+      solver->Step(5);
+      Poseidon::set_data_shard({});
+    }
+    ExpectClose(alone, ReadWeights(*solver), 1e-9,
+                StrCat(type, " with 2 device workers"));
+  }
+}
+
+TEST(DeviceWorkersTest, ThreadsTimesRanksMatchOneWorker) {
+  constexpr int kRanks = 2, kThreads = 2;
+  const auto alone = TrainAlone<double>(MakeSolver("Nesterov", 8), 4);
+  for (auto comm_type : {DistributedParameter::PS, DistributedParameter::SFB,
+                         DistributedParameter::ALLREDUCE}) {
+  std::vector<Weights<double>> together(kRanks);
+  RunRanks(kRanks, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r * kThreads, kRanks * kThreads, false});
+    auto solver = CreateSolver<double>(MakeSolver("Nesterov", 2));
+    DeviceWorkers<double> workers(solver.get(), kThreads, r, kRanks);
+    Synchronizer<double> sync(solver.get(), comm, Dist(comm_type), nullptr,
+                              workers.replicas());
+    solver->Step(4);
+    together[r] = ReadWeights(*solver);
+  });
+  ExpectReplicasIdentical(together);
+  ExpectClose(alone, together[0], 1e-9,
+              StrCat("2 ranks x 2 device workers over ",
+                     DistributedParameter::CommType_Name(comm_type)));
+  }
+}
+
+TEST(DeviceWorkersTest, BadThreadCountIsAConfigError) {
+  auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+  EXPECT_THROW(DeviceWorkers<double>(solver.get(), 0), ConfigError);
 }
 
 TEST(ActionAgreementTest, EveryRankGetsTheStrongestRequest) {

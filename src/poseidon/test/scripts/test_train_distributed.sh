@@ -100,6 +100,25 @@ else
   bad "4 ranks reach $a4, one process $a1"
 fi
 
+# 1c. Device workers: one process with --threads=2 of batch 32, and 2 ranks
+#     with --threads=2 of batch 16: the same samples per iteration again.
+mkdir -p "$WORK/thr" "$WORK/thr2"
+make_solver 32 "$ITERS" "$WORK/thr/lenet" "$WORK/thr.prototxt"
+make_solver 16 "$ITERS" "$WORK/thr2/lenet" "$WORK/thr2.prototxt"
+"$TRAIN" train --solver="$WORK/thr.prototxt" --threads=2 > "$WORK/thr.log" 2>&1 \
+  || { tail "$WORK/thr.log"; bad "--threads=2 failed"; }
+timeout 600 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/thr2.prototxt" \
+  --threads=2 > "$WORK/thr2.log" 2>&1 || { tail "$WORK/thr2.log"; bad "np 2 --threads=2 failed"; }
+at=$(accuracy "$WORK/thr.log")
+at2=$(accuracy "$WORK/thr2.log")
+if awk -v a="$a1" -v b="$at" -v c="$at2" 'BEGIN { d = a - b; e = a - c;
+     exit !(b > 0.75 && d < 0.01 && d > -0.01 && e < 0.01 && e > -0.01) }' &&
+   grep -q "Device workers: 2" "$WORK/thr.log"; then
+  ok "device workers match one process: --threads=2 $at, 2 ranks x 2 threads $at2 vs $a1"
+else
+  bad "device workers: --threads=2 $at, 2 ranks x 2 threads $at2, one process $a1"
+fi
+
 # 2. Four ranks on partitioned data, every layer over the ring allreduce.
 for db in train test; do
   cp -r "data/fashion_mnist/fashion_mnist_${db}_lmdb" "$WORK/$db"

@@ -1,0 +1,285 @@
+// Worker threads with net replicas and the deterministic local reduce.
+#include "poseidon/dist/device_workers.hpp"
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "poseidon/util/math_functions.hpp"
+
+namespace poseidon {
+namespace dist {
+
+template <typename Dtype>
+struct DeviceWorkers<Dtype>::Impl {
+  Solver<Dtype>* solver = nullptr;
+  Net<Dtype>* root = nullptr;
+  int T = 1;
+  int rank = 0;
+  int ranks = 1;
+  int num_layers = 0;
+  int iter_size = 1;
+  int root_pass = 0;
+  // Per layer: the learnable params whose gradient is complete after that
+  // layer's backward (the lowest layer using them that needs backward).
+  vector<vector<int>> reduce_at;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  // GUARDED_BY(mu):
+  int64_t generation = -1;      // the iteration the workers may run
+  int64_t root_progress = -1;   // j * L + l: root finished forward(l) of j
+  vector<vector<int64_t>> backward_done;  // [worker][layer] -> iteration
+  int ready = 0;                // replicas built
+  bool stopping = false;
+  std::exception_ptr error;
+  int error_worker = -1;
+
+  vector<std::thread> threads;
+  vector<Net<Dtype>*> nets;
+  // The hooks outlive this object on the solver and its net; they hold
+  // this and find it null then.
+  std::shared_ptr<Impl*> self;  // [t], t >= 1, set by each worker once built
+
+  void Fail(int t) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) {
+      error = std::current_exception();
+      error_worker = t;
+    }
+    cv.notify_all();
+  }
+  // Rethrows a worker's failure on the training thread. REQUIRES(mu).
+  void RethrowLocked() {
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      POSEIDON_THROW(Error, "device worker ", error_worker, ": ", e.what());
+    }
+  }
+
+  void Work(int t, Poseidon::DataShard shard, Poseidon::Brew mode);
+  void ReduceLayer(int l, int64_t iter);
+};
+
+template <typename Dtype>
+void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
+                                      Poseidon::Brew mode) {
+  std::unique_ptr<Net<Dtype>> net;
+  try {
+    Poseidon::set_mode(mode);
+    Poseidon::set_solver_rank(t);
+    shard.index = rank * T + t;
+    shard.count = ranks * T;
+    Poseidon::set_data_shard(shard);
+    net = std::make_unique<Net<Dtype>>(solver->train_net_param());
+    const vector<Blob<Dtype>*>& mine = net->learnable_params();
+    const vector<Blob<Dtype>*>& theirs = root->learnable_params();
+    CHECK_EQ(mine.size(), theirs.size());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (root->params_lr()[i] != 0) {
+        mine[i]->ShareData(*theirs[i]);
+      } else {
+        mine[i]->CopyFrom(*theirs[i]);
+      }
+    }
+    net->ShareWeights();  // re-alias shared params to the new owners
+  } catch (...) {
+    Fail(t);
+    return;
+  }
+  int pass = 0;
+  int64_t iter = -1;
+  net->add_before_forward([&](int l) {
+    if (l == 0) ++pass;
+    if (pass != 1) return;
+    std::unique_lock<std::mutex> lock(mu);
+    const int64_t need = iter * num_layers + l;
+    cv.wait(lock, [&] { return stopping || root_progress >= need; });
+  });
+  net->add_after_backward([&, t](int l) {
+    if (pass != iter_size || reduce_at[l].empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      backward_done[t][l] = iter;
+    }
+    cv.notify_all();
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    nets[t] = net.get();
+    ++ready;
+  }
+  cv.notify_all();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stopping || generation > iter; });
+      if (stopping) return;
+      iter = generation;
+    }
+    try {
+      net->ClearParamDiffs();
+      pass = 0;
+      for (int i = 0; i < iter_size; ++i) net->ForwardBackward();
+    } catch (...) {
+      Fail(t);
+      return;
+    }
+  }
+}
+
+template <typename Dtype>
+void DeviceWorkers<Dtype>::Impl::ReduceLayer(int l, int64_t iter) {
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] {
+      if (error) return true;
+      for (int t = 1; t < T; ++t) {
+        if (backward_done[t][l] < iter) return false;
+      }
+      return true;
+    });
+    RethrowLocked();
+  }
+  const Dtype scale = Dtype(1) / T;
+  for (int p : reduce_at[l]) {
+    Blob<Dtype>* sum = root->learnable_params()[p];
+    Dtype* diff = sum->mutable_cpu_diff();
+    for (int t = 1; t < T; ++t) {
+      cpu_axpy(sum->count(), Dtype(1), nets[t]->learnable_params()[p]->cpu_diff(),
+               diff);
+    }
+    cpu_scal(sum->count(), scale, diff);
+  }
+}
+
+template <typename Dtype>
+DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
+                                    int rank, int ranks)
+    : impl_(new Impl) {
+  POSEIDON_REQUIRE(threads >= 1, ConfigError,
+                   "--threads must be at least 1, got ", threads);
+  Impl& d = *impl_;
+  d.solver = solver;
+  d.root = solver->net().get();
+  d.T = threads;
+  d.rank = rank;
+  d.ranks = ranks;
+  d.num_layers = static_cast<int>(d.root->layers().size());
+  d.iter_size = solver->param().iter_size();
+  if (threads == 1) return;
+
+  // Where each learnable param's gradient is complete.
+  const int L = d.num_layers;
+  vector<int> learnable_of(d.root->params().size(), -1);
+  for (size_t i = 0; i < d.root->learnable_param_ids().size(); ++i) {
+    learnable_of[d.root->learnable_param_ids()[i]] = static_cast<int>(i);
+  }
+  vector<int> last(d.root->learnable_params().size(), L);
+  for (size_t id = 0; id < d.root->params().size(); ++id) {
+    const int owner = d.root->param_owners()[id] < 0
+                          ? static_cast<int>(id)
+                          : d.root->param_owners()[id];
+    const int p = learnable_of[owner];
+    const int layer = d.root->param_layer_indices()[id].first;
+    if (p >= 0 && d.root->layer_need_backward()[layer]) {
+      last[p] = std::min(last[p], layer);
+    }
+  }
+  d.reduce_at.assign(L, {});
+  for (size_t p = 0; p < last.size(); ++p) {
+    if (last[p] < L) d.reduce_at[last[p]].push_back(static_cast<int>(p));
+  }
+  d.backward_done.assign(threads, vector<int64_t>(L, -1));
+  d.nets.assign(threads, nullptr);
+
+  const Poseidon::DataShard shard = Poseidon::data_shard();
+  const Poseidon::Brew mode = Poseidon::mode();
+  for (int t = 1; t < threads; ++t) {
+    d.threads.emplace_back([&d, t, shard, mode] { d.Work(t, shard, mode); });
+  }
+  {
+    std::unique_lock<std::mutex> lock(d.mu);
+    d.cv.wait(lock, [&] { return d.error || d.ready == threads - 1; });
+    if (d.error) {
+      d.stopping = true;
+      d.cv.notify_all();
+      lock.unlock();
+      for (auto& th : d.threads) th.join();
+      d.threads.clear();
+      std::lock_guard<std::mutex> relock(d.mu);
+      d.RethrowLocked();
+    }
+  }
+  d.self = std::make_shared<Impl*>(&d);
+  std::shared_ptr<Impl*> me = d.self;
+  solver->add_on_start([me] {
+    Impl* self = *me;
+    if (self == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->generation = self->solver->iter();
+      self->RethrowLocked();
+    }
+    self->root_pass = 0;
+    self->cv.notify_all();
+  });
+  d.root->add_before_forward([me](int l) {
+    if (*me != nullptr && l == 0) ++(*me)->root_pass;
+  });
+  d.root->add_after_forward([me](int l) {
+    Impl* self = *me;
+    if (self == nullptr || self->root_pass != 1) return;
+    {
+      std::lock_guard<std::mutex> lock(self->mu);
+      self->root_progress = std::max<int64_t>(
+          self->root_progress, self->solver->iter() * self->num_layers + l);
+    }
+    self->cv.notify_all();
+  });
+  d.root->add_after_backward([me](int l) {
+    Impl* self = *me;
+    if (self == nullptr || self->root_pass != self->iter_size ||
+        self->reduce_at[l].empty()) {
+      return;
+    }
+    self->ReduceLayer(l, self->solver->iter());
+  });
+  LOG_IF(INFO, Poseidon::root_solver())
+      << "Device workers: " << threads << " CPU workers in this process, "
+      << "each on its own slice (data shard " << rank * threads << ".."
+      << rank * threads + threads - 1 << " of " << ranks * threads
+      << "), gradients summed locally";
+}
+
+template <typename Dtype>
+DeviceWorkers<Dtype>::~DeviceWorkers() {
+  Impl& d = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    d.stopping = true;
+  }
+  d.cv.notify_all();
+  for (auto& th : d.threads) th.join();
+  if (d.self) *d.self = nullptr;
+}
+
+template <typename Dtype>
+vector<Net<Dtype>*> DeviceWorkers<Dtype>::replicas() const {
+  if (impl_->T == 1) return {};
+  return vector<Net<Dtype>*>(impl_->nets.begin() + 1, impl_->nets.end());
+}
+
+template <typename Dtype>
+int DeviceWorkers<Dtype>::size() const {
+  return impl_->T;
+}
+
+INSTANTIATE_CLASS(DeviceWorkers);
+
+}  // namespace dist
+}  // namespace poseidon
