@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cstdlib>
 #include <cstdio>
 #include <iomanip>
@@ -23,6 +24,7 @@
 #include "poseidon/net.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/io.hpp"
 #include "poseidon/util/signal_handler.hpp"
 #include "poseidon/util/timeline.hpp"
 #ifdef USE_MPI
@@ -75,6 +77,13 @@ DEFINE_int32(threads, 1,
              "the net on its own slice of the data (batch_size is per "
              "worker); their gradients are summed before the process "
              "exchanges with the cluster.");
+DEFINE_string(emulate_compute, "",
+              "Benchmarks only (train): a file of 'layer forward_ms "
+              "backward_ms' lines, as `time --profile` writes; each layer "
+              "of the train net sleeps that long instead of computing.");
+DEFINE_string(profile, "",
+              "time: also write the per-layer averages to this file, for "
+              "--emulate_compute.");
 DEFINE_string(timeline, "",
               "Write a Chrome-trace JSON (open it in Perfetto) of each "
               "layer's forward/backward and each exchange; with N ranks "
@@ -152,6 +161,41 @@ void AttachTimeline(Net<float>* net, Timeline* timeline) {
     timeline->Complete(lane, net->layer_names()[l], "backward", *begin,
                        timeline->NowMicros());
   });
+}
+
+// Makes the train net sleep each layer's profiled time instead of computing
+// it (--emulate_compute). Layers missing from the profile take no time.
+void EmulateCompute(const string& profile, Net<float>* net) {
+  std::ifstream in(profile);
+  POSEIDON_REQUIRE(in.good(), IOError, "cannot read --emulate_compute file '",
+                   profile, "'");
+  std::map<string, std::pair<double, double>> times;
+  string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    string name;
+    double fwd = 0, bwd = 0;
+    POSEIDON_REQUIRE(static_cast<bool>(fields >> name >> fwd >> bwd),
+                     ConfigError, profile, ":", line_no,
+                     ": expected 'layer forward_ms backward_ms'");
+    times[name] = {fwd, bwd};
+  }
+  const int n = static_cast<int>(net->layers().size());
+  vector<double> fwd(n, 0), bwd(n, 0);
+  double total = 0;
+  for (int i = 0; i < n; ++i) {
+    auto it = times.find(net->layer_names()[i]);
+    if (it == times.end()) continue;
+    fwd[i] = it->second.first;
+    bwd[i] = it->second.second;
+    total += fwd[i] + bwd[i];
+  }
+  net->SetEmulatedTimes(fwd, bwd);
+  LOG(INFO) << "Emulating compute from " << profile << ": " << total
+            << " ms per forward-backward";
 }
 
 // The solver's `distributed` block with the flags given on the command line
@@ -248,6 +292,9 @@ int TrainDistributed() {
     Poseidon::set_data_shard({rank * T, size * T, FLAGS_partitioned_data});
     SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
     std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
+    if (!FLAGS_emulate_compute.empty()) {
+      EmulateCompute(FLAGS_emulate_compute, solver->net().get());
+    }
     dist::DeviceWorkers<float> workers(solver.get(), T, rank, size);
     ActionCallback local_action = signals.GetActionFunction();
     solver->SetActionFunction([&comm, local_action] {
@@ -270,6 +317,15 @@ int TrainDistributed() {
                 << " per iteration measured, "
                 << dist::FormatBytes(sync.predicted_bytes_per_iter())
                 << " predicted by the cost model";
+      for (auto t : {dist::CommType::PS, dist::CommType::SFB,
+                     dist::CommType::ALLREDUCE}) {
+        if (sync.predicted_bytes_per_iter(t) == 0) continue;
+        LOG(INFO) << "  " << dist::CommTypeName(t) << ": "
+                  << dist::FormatBytes(double(sync.bytes_moved(t)) / iters)
+                  << " per iteration measured, "
+                  << dist::FormatBytes(sync.predicted_bytes_per_iter(t))
+                  << " predicted";
+      }
     }
     if (timeline) {
       const string path = TimelinePathForRank(FLAGS_timeline, rank, size);
@@ -305,6 +361,9 @@ int Train() {
   SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
   std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
   solver->SetActionFunction(signals.GetActionFunction());
+  if (!FLAGS_emulate_compute.empty()) {
+    EmulateCompute(FLAGS_emulate_compute, solver->net().get());
+  }
   dist::DeviceWorkers<float> workers(solver.get(), FLAGS_threads);
   std::unique_ptr<Timeline> timeline;
   if (!FLAGS_timeline.empty()) {
@@ -429,6 +488,17 @@ int Time() {
     LOG(INFO) << std::setfill(' ') << std::setw(10) << net.layer_names()[i]
               << "\tbackward: " << backward_ms[i] / FLAGS_iterations
               << " ms.";
+  }
+  if (!FLAGS_profile.empty()) {
+    std::ostringstream out;
+    out << "# layer forward_ms backward_ms (poseidon_train time, "
+        << FLAGS_iterations << " iterations of " << FLAGS_model << ")\n";
+    for (int i = 0; i < n; ++i) {
+      out << net.layer_names()[i] << " " << forward_ms[i] / FLAGS_iterations
+          << " " << backward_ms[i] / FLAGS_iterations << "\n";
+    }
+    WriteFileAtomically(FLAGS_profile, out.str());
+    LOG(INFO) << "Per-layer profile written to " << FLAGS_profile;
   }
   LOG(INFO) << "Average Forward pass: " << forward_total / FLAGS_iterations
             << " ms.";

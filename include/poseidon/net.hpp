@@ -144,6 +144,13 @@ class Net {
 
   void set_debug_info(bool value) { debug_info_ = value; }
 
+  // Benchmarks only (the emulated-cluster benchmark): instead of running
+  // layer i, Forward/Backward sleep forward_ms[i] / backward_ms[i], measured
+  // beforehand with `poseidon_train time`; hooks still run, and blobs keep
+  // whatever they hold (the loss is 0). One entry per layer, or both empty
+  // to compute again. Throws ConfigError on a size mismatch.
+  void SetEmulatedTimes(vector<double> forward_ms, vector<double> backward_ms);
+
   void add_before_forward(LayerCallback cb) { before_forward_.push_back(cb); }
   void add_after_forward(LayerCallback cb) { after_forward_.push_back(cb); }
   void add_before_backward(LayerCallback cb) {
@@ -203,6 +210,8 @@ class Net {
   vector<bool> has_params_decay_;
   vector<Dtype> blob_loss_weights_;
   bool debug_info_ = false;
+  vector<double> emulated_forward_ms_;
+  vector<double> emulated_backward_ms_;
   vector<LayerCallback> before_forward_;
   vector<LayerCallback> after_forward_;
   vector<LayerCallback> before_backward_;

@@ -3,7 +3,9 @@
 #include "poseidon/net.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "poseidon/util/insert_splits.hpp"
 #include "poseidon/util/io.hpp"
@@ -425,6 +427,30 @@ bool Net<Dtype>::StateMeetsRule(const NetState& state,
   return true;
 }
 
+namespace {
+
+void SleepMilliseconds(double ms) {
+  if (ms > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void Net<Dtype>::SetEmulatedTimes(vector<double> forward_ms,
+                                  vector<double> backward_ms) {
+  const size_t n = layers_.size();
+  POSEIDON_REQUIRE((forward_ms.empty() && backward_ms.empty()) ||
+                       (forward_ms.size() == n && backward_ms.size() == n),
+                   ConfigError, "emulated times for net ", name_,
+                   ": need one forward and one backward time per layer (",
+                   n, "), got ", forward_ms.size(), " and ",
+                   backward_ms.size());
+  emulated_forward_ms_ = std::move(forward_ms);
+  emulated_backward_ms_ = std::move(backward_ms);
+}
+
 template <typename Dtype>
 Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   CHECK_GE(start, 0);
@@ -432,6 +458,11 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   Dtype loss = 0;
   for (int i = start; i <= end; ++i) {
     for (auto& cb : before_forward_) cb(i);
+    if (!emulated_forward_ms_.empty()) {
+      SleepMilliseconds(emulated_forward_ms_[i]);
+      for (auto& cb : after_forward_) cb(i);
+      continue;
+    }
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
     if (debug_info_) ForwardDebugInfo(i);
     for (auto& cb : after_forward_) cb(i);
@@ -462,7 +493,9 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
   CHECK_LT(start, static_cast<int>(layers_.size()));
   for (int i = start; i >= end; --i) {
     for (auto& cb : before_backward_) cb(i);
-    if (layer_need_backward_[i]) {
+    if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
+      SleepMilliseconds(emulated_backward_ms_[i]);
+    } else if (layer_need_backward_[i]) {
       layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i],
                            bottom_vecs_[i]);
       if (debug_info_) BackwardDebugInfo(i);

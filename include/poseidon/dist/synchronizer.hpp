@@ -91,10 +91,16 @@ class Synchronizer {
   POSEIDON_DISABLE_COPY_AND_ASSIGN(Synchronizer);
 
   const std::vector<PlannedLayer>& plan() const;
-  // Predicted bytes per iteration for this rank, over all layers.
+  // Predicted bytes per iteration for this rank, over all layers or over
+  // the layers of one transport.
   double predicted_bytes_per_iter() const;
-  // Bytes this rank actually sent to and received from others so far.
+  double predicted_bytes_per_iter(CommType transport) const;
+  // Bytes this rank sent to and received from others so far, in all or by
+  // transport. PS: counted message by message (headers included); ALLREDUCE:
+  // what the ring moves; SFB: (W - 1) x this rank's factors each way, what a
+  // ring allgather moves (MPI's own allgather may route differently).
   uint64_t bytes_moved() const;
+  uint64_t bytes_moved(CommType transport) const;
   // Applies every pending update (the solver's sync_weights hook).
   void Sync();
 

@@ -134,7 +134,8 @@ struct Synchronizer<Dtype>::Impl {
   std::unique_ptr<BlockPartition> partition;
   std::unique_ptr<ParamServer<Dtype>> ps;
   std::unique_ptr<CommThread> collective;
-  std::atomic<uint64_t> collective_bytes{0};
+  std::atomic<uint64_t> ring_bytes{0};
+  std::atomic<uint64_t> sfb_bytes{0};
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
   int pass = 0;                    // forward pass within the iteration
   int64_t layer_begin = 0;         // timeline: when the current layer began
@@ -464,14 +465,13 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
     const int W = comm->size();
     if (g.transport == CommType::ALLREDUCE) {
       st = RingAllreduceSum(comm, g.slot[s].data(), g.count, kRingTag);
-      collective_bytes += static_cast<uint64_t>(
-          4.0 * (W - 1) / W * g.count * sizeof(Dtype));
+      ring_bytes += static_cast<uint64_t>(4.0 * (W - 1) / W * g.count *
+                                          sizeof(Dtype));
     } else {
       const size_t per = g.factors[s].size();
       st = comm->Allgather(g.factors[s].data(), per * sizeof(Dtype),
                            g.gathered[s].data());
-      collective_bytes += static_cast<uint64_t>(2) * (W - 1) * per *
-                          sizeof(Dtype);
+      sfb_bytes += static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype);
       if (st.ok()) {
         vector<SufficientFactors<Dtype>> peers(W);
         const size_t u = static_cast<size_t>(g.rows) * g.M;
@@ -726,9 +726,32 @@ double Synchronizer<Dtype>::predicted_bytes_per_iter() const {
 }
 
 template <typename Dtype>
+double Synchronizer<Dtype>::predicted_bytes_per_iter(CommType transport) const {
+  double sum = 0;
+  for (const PlannedLayer& p : impl_->plan) {
+    if (p.transport == transport) sum += p.predicted_bytes;
+  }
+  return sum;
+}
+
+template <typename Dtype>
+uint64_t Synchronizer<Dtype>::bytes_moved(CommType transport) const {
+  switch (transport) {
+    case CommType::PS:
+      return impl_->ps ? impl_->ps->bytes_moved() : 0;
+    case CommType::SFB:
+      return impl_->sfb_bytes.load();
+    case CommType::ALLREDUCE:
+      return impl_->ring_bytes.load();
+    default:
+      return bytes_moved();
+  }
+}
+
+template <typename Dtype>
 uint64_t Synchronizer<Dtype>::bytes_moved() const {
-  return (impl_->ps ? impl_->ps->bytes_moved() : 0) +
-         impl_->collective_bytes.load();
+  return bytes_moved(CommType::PS) + bytes_moved(CommType::SFB) +
+         bytes_moved(CommType::ALLREDUCE);
 }
 
 template <typename Dtype>
