@@ -64,6 +64,27 @@ TYPED_TEST(NetTest, BuildsAndWiresTinyNet) {
   EXPECT_EQ(net.layer_index("ip2"), 3);
 }
 
+TYPED_TEST(NetTest, EmulatedTimesSkipTheComputeButRunTheHooks) {
+  using Dtype = typename TypeParam::Dtype;
+  Net<Dtype> net(ParseNet(kTinyNet));
+  EXPECT_THROW(net.SetEmulatedTimes({1.0}, {1.0}), ConfigError);
+  net.SetEmulatedTimes(vector<double>(5, 0.0), vector<double>(5, 0.0));
+  int forwards = 0, backwards = 0;
+  net.add_after_forward([&](int) { ++forwards; });
+  net.add_after_backward([&](int) { ++backwards; });
+  Dtype loss = -1;
+  net.Forward(&loss);
+  net.Backward();
+  EXPECT_EQ(loss, Dtype(0));  // nothing computed
+  EXPECT_EQ(net.blob_by_name("ip2")->asum_data(), Dtype(0));
+  EXPECT_EQ(net.learnable_params()[0]->asum_diff(), Dtype(0));
+  EXPECT_EQ(forwards, 5);
+  EXPECT_EQ(backwards, 5);
+  net.SetEmulatedTimes({}, {});  // computing again
+  net.Forward(&loss);
+  EXPECT_GT(loss, Dtype(0));
+}
+
 TYPED_TEST(NetTest, LossMatchesManualComputation) {
   using Dtype = typename TypeParam::Dtype;
   Net<Dtype> net(ParseNet(kTinyNet));
