@@ -38,6 +38,10 @@
 #include "poseidon/dist/communicator.hpp"
 
 namespace poseidon {
+class Timeline;
+}
+
+namespace poseidon {
 namespace dist {
 
 // Message tags of the transports (each < kMaxTag).
@@ -58,8 +62,11 @@ class ParamServer {
 
   // `comm` and `partition` are observed and must outlive the server; the
   // partition must have comm->size() shards and be the same on every rank.
+  // `timeline` (may be null) receives one event per block pushed, pulled
+  // and served, on the lanes "push i", "pull i" and "server".
   ParamServer(Communicator* comm, const BlockPartition* partition,
-              int num_push_threads, int num_pull_threads);
+              int num_push_threads, int num_pull_threads,
+              Timeline* timeline = nullptr);
   // Finishes the exchanges already posted, then stops the threads.
   ~ParamServer();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(ParamServer);
@@ -84,6 +91,7 @@ class ParamServer {
 
   Communicator* comm_;
   const BlockPartition* partition_;
+  Timeline* timeline_;
   std::vector<std::unique_ptr<CommThread>> push_;
   std::vector<std::unique_ptr<CommThread>> pull_;
   std::unique_ptr<CommThread> server_;

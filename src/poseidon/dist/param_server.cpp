@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "poseidon/util/timeline.hpp"
+
 namespace poseidon {
 namespace dist {
 namespace {
@@ -55,8 +57,12 @@ struct ParamServer<Dtype>::Pending {
 template <typename Dtype>
 ParamServer<Dtype>::ParamServer(Communicator* comm,
                                 const BlockPartition* partition,
-                                int num_push_threads, int num_pull_threads)
-    : comm_(comm), partition_(partition), counters_(new Counters) {
+                                int num_push_threads, int num_pull_threads,
+                                Timeline* timeline)
+    : comm_(comm),
+      partition_(partition),
+      timeline_(timeline),
+      counters_(new Counters) {
   POSEIDON_REQUIRE(num_push_threads >= 1 && num_pull_threads >= 1,
                    ConfigError,
                    "distributed num_push_threads and num_pull_threads must "
@@ -103,8 +109,14 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
     }
   }
   server_->Post([this, iter, mine] {
+    const int lane = timeline_ ? timeline_->Lane("server") : 0;
     for (int id : mine) {
+      const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
       Status s = Serve(iter, id);
+      if (timeline_) {
+        timeline_->Complete(lane, StrCat("block ", id), "serve", begin,
+                            timeline_->NowMicros(), {{"iter", iter}});
+      }
       if (!s.ok()) {
         comm_->Abort(StrCat("parameter server shard ", comm_->rank(), ": ",
                             s.message()));
@@ -115,8 +127,19 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
   for (int t = 0; t < num_push; ++t) {
     push_[t]->Post([this, iter, shared, pending, t, num_push] {
       Status status;
+      const int lane = timeline_ ? timeline_->Lane(StrCat("push ", t)) : 0;
       for (size_t j = t; j < shared->size() && status.ok(); j += num_push) {
+        const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
         Push(iter, (*shared)[j], &status);
+        if (timeline_) {
+          timeline_->Complete(
+              lane, StrCat("block ", (*shared)[j].id), "push", begin,
+              timeline_->NowMicros(),
+              {{"iter", iter},
+               {"bytes", static_cast<int64_t>(
+                             partition_->blocks()[(*shared)[j].id].count *
+                             sizeof(Dtype))}});
+        }
       }
       pending->Report(status);
     });
@@ -124,8 +147,14 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
   for (int t = 0; t < num_pull; ++t) {
     pull_[t]->Post([this, iter, shared, pending, t, num_pull] {
       Status status;
+      const int lane = timeline_ ? timeline_->Lane(StrCat("pull ", t)) : 0;
       for (size_t j = t; j < shared->size() && status.ok(); j += num_pull) {
+        const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
         Pull(iter, (*shared)[j], &status);
+        if (timeline_) {
+          timeline_->Complete(lane, StrCat("block ", (*shared)[j].id), "pull",
+                              begin, timeline_->NowMicros(), {{"iter", iter}});
+        }
       }
       pending->Report(status);
     });

@@ -379,7 +379,7 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
     }
     ps = std::make_unique<ParamServer<Dtype>>(
         comm, partition.get(), param.num_push_threads(),
-        param.num_pull_threads());
+        param.num_pull_threads(), timeline);
   }
   collective = std::make_unique<CommThread>("collective");
 }
