@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "poseidon/dist/param_uses.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -175,24 +176,12 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
 
   // Where each learnable param's gradient is complete.
   const int L = d.num_layers;
-  vector<int> learnable_of(d.root->params().size(), -1);
-  for (size_t i = 0; i < d.root->learnable_param_ids().size(); ++i) {
-    learnable_of[d.root->learnable_param_ids()[i]] = static_cast<int>(i);
-  }
-  vector<int> last(d.root->learnable_params().size(), L);
-  for (size_t id = 0; id < d.root->params().size(); ++id) {
-    const int owner = d.root->param_owners()[id] < 0
-                          ? static_cast<int>(id)
-                          : d.root->param_owners()[id];
-    const int p = learnable_of[owner];
-    const int layer = d.root->param_layer_indices()[id].first;
-    if (p >= 0 && d.root->layer_need_backward()[layer]) {
-      last[p] = std::min(last[p], layer);
-    }
-  }
   d.reduce_at.assign(L, {});
-  for (size_t p = 0; p < last.size(); ++p) {
-    if (last[p] < L) d.reduce_at[last[p]].push_back(static_cast<int>(p));
+  const vector<ParamUse> uses = LearnableParamUses(*d.root);
+  for (size_t p = 0; p < uses.size(); ++p) {
+    if (uses[p].first_backward < L) {
+      d.reduce_at[uses[p].first_backward].push_back(static_cast<int>(p));
+    }
   }
   d.backward_done.assign(threads, vector<int64_t>(L, -1));
   d.nets.assign(threads, nullptr);

@@ -16,6 +16,7 @@
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/param_server.hpp"
+#include "poseidon/dist/param_uses.hpp"
 #include "poseidon/dist/ring_allreduce.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
@@ -232,43 +233,24 @@ void Synchronizer<Dtype>::Impl::MakeGroups() {
   const int num_layers = static_cast<int>(net->layers().size());
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   const int num_learnable = static_cast<int>(learnable.size());
-  // For each learnable param: the first layer using it, and the first layer
-  // using it that needs backward.
-  vector<int> first_use(num_learnable, num_layers);
-  vector<int> first_backward(num_learnable, num_layers);
-  vector<int> learnable_of(net->params().size(), -1);
-  for (int i = 0; i < num_learnable; ++i) {
-    learnable_of[net->learnable_param_ids()[i]] = i;
-  }
-  vector<int> users(num_learnable, 0);
-  for (size_t id = 0; id < net->params().size(); ++id) {
-    const int owner = net->param_owners()[id] < 0 ? static_cast<int>(id)
-                                                   : net->param_owners()[id];
-    const int lp = learnable_of[owner];
-    if (lp < 0) continue;
-    const int layer = net->param_layer_indices()[id].first;
-    ++users[lp];
-    first_use[lp] = std::min(first_use[lp], layer);
-    if (net->layer_need_backward()[layer]) {
-      first_backward[lp] = std::min(first_backward[lp], layer);
-    }
-  }
+  const vector<ParamUse> uses = LearnableParamUses(*net);
   std::map<int, int> group_of_layer;
   for (int p = 0; p < num_learnable; ++p) {
-    if (net->params_lr()[p] == 0 || first_backward[p] == num_layers) {
+    const ParamUse& use = uses[p];
+    if (net->params_lr()[p] == 0 || use.first_backward == num_layers) {
       local_params.push_back(p);
       continue;
     }
-    auto it = group_of_layer.find(first_backward[p]);
+    auto it = group_of_layer.find(use.first_backward);
     if (it == group_of_layer.end()) {
-      it = group_of_layer.emplace(first_backward[p],
+      it = group_of_layer.emplace(use.first_backward,
                                   static_cast<int>(groups.size())).first;
       groups.emplace_back();
-      groups.back().push_layer = first_backward[p];
-      groups.back().wait_layer = first_use[p];
+      groups.back().push_layer = use.first_backward;
+      groups.back().wait_layer = use.first_use;
     }
     Group& g = groups[it->second];
-    g.wait_layer = std::min(g.wait_layer, first_use[p]);
+    g.wait_layer = std::min(g.wait_layer, use.first_use);
     g.offset.push_back(g.count);
     g.params.push_back(p);
     g.count += learnable[p]->count();
@@ -292,7 +274,7 @@ void Synchronizer<Dtype>::Impl::MakeGroups() {
     bool exact = static_cast<int>(g.params.size()) == own;
     for (int i = 0; exact && i < own; ++i) {
       exact = learnable[g.params[i]] == layer.blobs()[i].get() &&
-              users[g.params[i]] == 1;
+              uses[g.params[i]].users == 1;
     }
     if (!exact || solver->param().iter_size() != 1) continue;
     const Blob<Dtype>* bottom = net->bottom_vecs()[g.push_layer][0];

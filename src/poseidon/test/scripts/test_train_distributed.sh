@@ -44,6 +44,19 @@ make_solver() {
       examples/fashion_mnist/caffe_lenet_solver.prototxt > "$out"
   echo "random_seed: 5" >> "$out"
 }
+# expect_job_error NAME PATTERN COMMAND...: a 2-rank job of COMMAND must fail
+# (not time out) with PATTERN in its output.
+expect_job_error() {
+  local name=$1 pattern=$2 log="$WORK/job_error.log" rc
+  shift 2
+  timeout 120 "${MPI[@]}" -np 2 "$@" > "$log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$pattern" "$log"; then
+    ok "$name (exit $rc)"
+  else
+    tail "$log"; bad "$name: exit $rc, /$pattern/ not in the output"
+  fi
+}
 accuracy() { grep "Test net output #0: accuracy" "$1" | tail -1 | sed 's/.*= //'; }
 
 # 1. One process, batch 64, vs two ranks, batch 32 each.
@@ -162,28 +175,16 @@ if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then s=$WORK/other.prototxt; else s=$WORK/t
 exec "$TRAIN" train --solver=\$s
 SH
 chmod +x "$WORK/pick.sh"
-timeout 120 "${MPI[@]}" -np 2 "$WORK/pick.sh" > "$WORK/mismatch.log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -q "rank 1 was started with different solver settings" "$WORK/mismatch.log"
-then ok "mismatched solver files refused (exit $rc)"
-else tail "$WORK/mismatch.log"; bad "mismatched solver files: exit $rc"; fi
+expect_job_error "mismatched solver files refused" \
+  "rank 1 was started with different solver settings" "$WORK/pick.sh"
 
 # 4b. A missing partition; a wrong rank count.
-timeout 120 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/two.prototxt" \
-  --partitioned_data > "$WORK/nopart.log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -q "needs partition '.*fashion_mnist_train_lmdb_[01]'" "$WORK/nopart.log"
-then ok "missing partition named (exit $rc)"
-else tail "$WORK/nopart.log"; bad "missing partition: exit $rc"; fi
-timeout 120 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/two.prototxt" \
-  --num_clients=3 > "$WORK/count.log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
-   grep -q "num_clients=3 but mpirun started 2 ranks" "$WORK/count.log"
-then ok "wrong rank count named (exit $rc)"
-else tail "$WORK/count.log"; bad "wrong rank count: exit $rc"; fi
+expect_job_error "missing partition named" \
+  "needs partition '.*fashion_mnist_train_lmdb_[01]'" \
+  "$TRAIN" train --solver="$WORK/two.prototxt" --partitioned_data
+expect_job_error "wrong rank count named" \
+  "num_clients=3 but mpirun started 2 ranks" \
+  "$TRAIN" train --solver="$WORK/two.prototxt" --num_clients=3
 
 # 4c. Kill rank 1 after the first snapshot; the job must end within 10 s.
 mkdir -p "$WORK/kill"
