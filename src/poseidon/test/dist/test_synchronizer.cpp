@@ -12,6 +12,8 @@
 // Replicas of one distributed run must agree bit for bit.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <memory>
@@ -331,6 +333,41 @@ TEST(SynchronizerTest, StalenessKeepsReplicasIdenticalAndTrains) {
     }
   }
   EXPECT_GT(moved, 1e-4);
+}
+
+// How far a fast rank gets ahead of a slow one, seen when the fast one
+// starts an iteration: it may start iteration t once it has applied the
+// update of t-2-s (the wait for t-1-s comes in t's forward), which needs the
+// slow rank to be in iteration t-2-s at least: a lead of s + 2.
+int MaxLead(int staleness) {
+  std::atomic<int> iter_of[2] = {{0}, {0}};
+  std::atomic<int> max_lead{0};
+  RunRanks(2, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+    Synchronizer<double> sync(
+        solver.get(), comm,
+        Dist(DistributedParameter::PS, StrCat("staleness: ", staleness)));
+    solver->add_on_start([&, r, s = solver.get()] {
+      iter_of[r] = s->iter();
+      if (r == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      } else {
+        const int lead = iter_of[0] - iter_of[1];
+        if (lead > max_lead) max_lead = lead;
+      }
+    });
+    solver->Step(12);
+  });
+  return max_lead;
+}
+
+TEST(SynchronizerTest, StalenessBoundsHowFarARankRunsAhead) {
+  EXPECT_LE(MaxLead(0), 2);
+  const int lead = MaxLead(2);
+  EXPECT_GE(lead, 3) << "with staleness 2 the fast rank never ran further "
+                        "ahead than under BSP";
+  EXPECT_LE(lead, 4);
 }
 
 TEST(SynchronizerTest, StalenessWithClipGradientsIsAConfigError) {
