@@ -11,8 +11,9 @@ SolverAction AgreeOnAction(Communicator* comm, SolverAction local) {
   const int n = comm->size();
   int32_t action = static_cast<int32_t>(local);
   auto require = [comm](const Status& s) {
-    POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
-                     ": agreeing on the signal action: ", s.message());
+    // The communicator's message already names this rank and the peer.
+    POSEIDON_REQUIRE(s.ok(), DistributedError,
+                     "agreeing on the signal action: ", s.message());
   };
   if (n == 1) return local;
   if (comm->rank() == 0) {

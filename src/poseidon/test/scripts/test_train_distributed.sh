@@ -227,6 +227,46 @@ else
   fi
 fi
 
+# 4d. A diverging loss ends the job with the NaN named; a rank that stops
+#     answering (SIGSTOP) is named by its peers after --comm_timeout.
+sed -e "s/^base_lr: .*/base_lr: 1e9/" "$WORK/two.prototxt" > "$WORK/nan.prototxt"
+expect_job_error "diverging loss ends the job" "the loss is \(nan\|inf\|-nan\)" \
+  "$TRAIN" train --solver="$WORK/nan.prototxt"
+mkdir -p "$WORK/stall"
+make_solver 32 100000 "$WORK/stall/lenet" "$WORK/stall.prototxt"
+sed -i -e "s/^snapshot: .*/snapshot: 0/" -e "s/^test_interval: .*/test_interval: 100000/" \
+  "$WORK/stall.prototxt"
+"${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/stall.prototxt" \
+  --comm_timeout=3 > "$WORK/stall.log" 2>&1 &
+job=$!
+stopped=""
+for _ in $(seq 1 300); do
+  grep -q "Iteration 20 " "$WORK/stall.log" && break
+  sleep 0.1
+done
+for pid in $(pgrep -f "solver=$WORK/stall.prototxt"); do
+  tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
+    grep -qx "OMPI_COMM_WORLD_RANK=1" && stopped=$pid
+done
+if [ -n "$stopped" ]; then
+  kill -STOP "$stopped"
+  for _ in $(seq 1 200); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2> /dev/null; then
+    kill -CONT "$stopped"; kill -9 "$job" "$stopped" 2> /dev/null
+    bad "a stopped rank hung the job for 20 s"
+  else
+    wait "$job"; rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "rank 1" "$WORK/stall.log" &&
+       grep -qi "timed out\|timeout\|gave up" "$WORK/stall.log"; then
+      ok "a stopped rank is named after --comm_timeout (exit $rc)"
+    else
+      tail "$WORK/stall.log"; bad "stalled rank: exit $rc"
+    fi
+  fi
+else
+  kill "$job"; bad "could not find rank 1 for the stall test"
+fi
+
 # 5. Signals reaching one rank act on all: SIGHUP to rank 1 snapshots on
 #    both (rank 0 writes), SIGINT to rank 1 stops both cleanly.
 mkdir -p "$WORK/sig"
