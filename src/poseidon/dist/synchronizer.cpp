@@ -419,6 +419,8 @@ template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   Group& g = groups[gid];
   CHECK_GT(iter, g.last_posted) << "layer " << LayerName(g.push_layer);
+  // The first exchange (after a restore it is not iteration 0).
+  if (g.last_posted < 0) g.next_apply = iter;
   g.last_posted = iter;
   Stage(&g, iter);
   const int s = Slot(iter);
@@ -514,12 +516,17 @@ void Synchronizer<Dtype>::Impl::ApplyUpTo(int gid, int64_t must,
   Group& g = groups[gid];
   while (g.next_apply <= g.last_posted) {
     const int64_t j = g.next_apply;
+    // Posted, but its update point is still ahead (the current iteration).
+    if (rates.count(j) == 0) {
+      CHECK_GT(j, must) << "layer " << LayerName(g.push_layer)
+                        << ": no learning rate recorded for iteration " << j;
+      break;
+    }
     if (j > must) {
-      if (!take_done || rates.count(j) == 0) break;
+      if (!take_done) break;
       std::lock_guard<std::mutex> lock(mu);
       if (g.done_iter < j) break;
     }
-    if (rates.count(j) == 0) break;  // posted, but its update point is ahead
     ApplyGroup(gid, j);
   }
 }

@@ -370,6 +370,50 @@ TEST(SynchronizerTest, StalenessBoundsHowFarARankRunsAhead) {
   EXPECT_LE(lead, 4);
 }
 
+// A snapshot of a distributed run resumes distributed: the restored ranks
+// update again (iteration numbers no longer start at 0) and match one
+// process restored from the same snapshot.
+TEST(SynchronizerTest, ResumesFromASnapshot) {
+  const std::string prefix = test::MakeTempDir() + "/resume";
+  const std::string extra = StrCat("snapshot_prefix: '", prefix, "' ");
+  TrainTogether<double>(MakeSolver("Adam", 2, extra),
+                        Dist(DistributedParameter::AUTO), 2, 3);
+  // TrainTogether does not snapshot; do it with a run that does.
+  RunRanks(2, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(MakeSolver("Adam", 2, extra));
+    Synchronizer<double> sync(solver.get(), comm,
+                              Dist(DistributedParameter::AUTO));
+    solver->Step(3);
+    solver->Snapshot();
+  });
+  const std::string state = prefix + "_iter_3.solverstate";
+  auto alone = CreateSolver<double>(MakeSolver("Adam", 4, extra));
+  alone->Restore(state);
+  const Weights<double> restored = ReadWeights(*alone);
+  alone->Step(2);
+  std::vector<Weights<double>> together(2);
+  RunRanks(2, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(MakeSolver("Adam", 2, extra));
+    Synchronizer<double> sync(solver.get(), comm,
+                              Dist(DistributedParameter::AUTO));
+    solver->Restore(state);
+    EXPECT_EQ(solver->iter(), 3);
+    solver->Step(2);
+    together[r] = ReadWeights(*solver);
+  });
+  ExpectReplicasIdentical(together);
+  ExpectClose(ReadWeights(*alone), together[0], 1e-9, "resumed");
+  double moved = 0;
+  for (size_t p = 0; p < restored.size(); ++p) {
+    for (size_t i = 0; i < restored[p].size(); ++i) {
+      moved = std::max(moved, std::fabs(restored[p][i] - together[0][p][i]));
+    }
+  }
+  EXPECT_GT(moved, 1e-6) << "the resumed ranks did not update";
+}
+
 TEST(SynchronizerTest, StalenessWithClipGradientsIsAConfigError) {
   EXPECT_THROW(TrainTogether<double>(MakeSolver("SGD", 2, "clip_gradients: 1"),
                                      Dist(DistributedParameter::PS,
