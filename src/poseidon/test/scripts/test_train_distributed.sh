@@ -163,8 +163,12 @@ sed -e "s/^max_iter: .*/max_iter: $((ITERS + 20))/" "$WORK/two.prototxt" \
   > "$WORK/resume.prototxt"
 if "$TRAIN" train --solver="$WORK/resume.prototxt" \
      --snapshot="$WORK/two/lenet_iter_$ITERS.solverstate" \
-     > "$WORK/resume.log" 2>&1 && grep -q "Optimization Done" "$WORK/resume.log"
-then ok "a 2-rank snapshot resumes with 1 rank"
+     --timeline="$WORK/alone.json" \
+     > "$WORK/resume.log" 2>&1 && grep -q "Optimization Done" "$WORK/resume.log" &&
+   python3 -c "import json,sys; t=json.load(open(sys.argv[1]));
+assert {'forward','backward'} <= {e.get('cat') for e in t['traceEvents']}" \
+     "$WORK/alone.json"
+then ok "a 2-rank snapshot resumes with 1 rank (with a one-process timeline)"
 else tail "$WORK/resume.log"; bad "resume of the 2-rank snapshot failed"; fi
 
 # 4a. Different solver files on different ranks.
