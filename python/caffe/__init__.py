@@ -1,0 +1,29 @@
+"""Poseidon's pycaffe-compatible Python interface.
+
+Scripts written for BVLC Caffe's ``caffe`` package run unchanged::
+
+    import caffe
+    caffe.set_mode_cpu()
+    net = caffe.Net('deploy.prototxt', 'weights.caffemodel', caffe.TEST)
+    net.blobs['data'].data[...] = images
+    out = net.forward()
+
+The same package is importable as ``poseidon``.
+"""
+from ._caffe import (TRAIN, TEST, Blob, BlobVec, Error, ConfigError,
+                     ShapeError, FileError, NumericError, DistributedError,
+                     set_mode_cpu, set_mode_gpu, set_device, set_random_seed,
+                     set_num_threads, num_threads, solver_count,
+                     set_solver_count, solver_rank, set_solver_rank,
+                     layer_type_list, solver_type_list, init_log, log,
+                     has_gpu, rank, world_size, is_distributed)
+from .pycaffe import (Net, Layer, Solver, SGDSolver, NesterovSolver,
+                      AdaGradSolver, RMSPropSolver, AdaDeltaSolver,
+                      AdamSolver, get_solver, solver_from_param)
+from .classifier import Classifier
+from .detector import Detector
+from . import io
+from . import draw
+from .net_spec import layers, params, NetSpec, to_proto
+
+__version__ = '0.1.0'
