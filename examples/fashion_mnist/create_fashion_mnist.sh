@@ -4,7 +4,10 @@
 #   data/fashion_mnist/fashion_mnist_train_lmdb  (60000 examples)
 #   data/fashion_mnist/fashion_mnist_test_lmdb   (10000 examples)
 # Run from anywhere; paths are relative to the repository root. Databases that
-# already exist are left alone, so running it twice is harmless.
+# already exist are left alone, so running it twice is harmless, also at the
+# same time (the test suite does): runs take turns on a lock file, and each
+# database is written under a temporary name and renamed into place, so a
+# reader never sees a half-written one.
 #
 # Environment:
 #   BUILD_DIR  the CMake build directory holding tools/convert_mnist_data
@@ -29,6 +32,8 @@ if [ ! -x "$CONVERT" ]; then
 fi
 
 mkdir -p "$OUT"
+exec 9> "$OUT/.convert.lock"
+flock 9
 for split in train test; do
   if [ "$split" = train ]; then prefix=train; else prefix=t10k; fi
   db="$OUT/fashion_mnist_${split}_lmdb"
@@ -46,6 +51,9 @@ for split in train test; do
     fi
   done
   echo "Converting the $split split: $images + $labels -> $db"
-  GLOG_minloglevel=1 "$CONVERT" --backend=lmdb "$images" "$labels" "$db"
+  tmp="$db.partial.$$"
+  rm -rf "$tmp"
+  GLOG_minloglevel=1 "$CONVERT" --backend=lmdb "$images" "$labels" "$tmp"
+  mv "$tmp" "$db"
 done
 echo "Done: $OUT"
