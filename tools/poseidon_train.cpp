@@ -30,6 +30,9 @@
 #ifdef USE_MPI
 #include "poseidon/dist/mpi_communicator.hpp"
 #endif
+#ifdef POSEIDON_EMBED_PYTHON
+#include <pybind11/embed.h>
+#endif
 
 DEFINE_string(gpu, "",
               "GPU ids to use, comma separated, or 'all' (needs a CUDA build)");
@@ -133,6 +136,70 @@ void CopyWeights(const string& weights, Net<float>* net) {
     LOG(INFO) << "Loading weights from " << file;
     net->CopyTrainedLayersFrom(file);
   }
+}
+
+// Nets with `type: "Python"` layers need the `caffe` Python package, which
+// registers that layer type when imported. A poseidon_train built with the
+// bindings (BUILD_python=ON) starts an interpreter for such nets and imports
+// it (from PYTHONPATH or site-packages); the interpreter lives until the
+// process exits, and the training thread hands the GIL back so that any
+// thread running a Python layer can take it.
+bool UsesPythonLayers(const NetParameter& net) {
+  for (const LayerParameter& layer : net.layer()) {
+    if (layer.type() == "Python") return true;
+  }
+  return false;
+}
+
+void PreparePythonLayers(const vector<NetParameter>& nets) {
+  if (LayerRegistry<float>::Has("Python")) return;
+  bool needed = false;
+  for (const NetParameter& net : nets) needed = needed || UsesPythonLayers(net);
+  if (!needed) return;
+#ifdef POSEIDON_EMBED_PYTHON
+  namespace py = pybind11;
+  static py::scoped_interpreter* interpreter = new py::scoped_interpreter();
+  (void)interpreter;
+  try {
+    py::module_::import("caffe");
+  } catch (const py::error_already_set& e) {
+    POSEIDON_THROW(ConfigError,
+                   "the net has Python layers, but the caffe package does "
+                   "not import: ", e.what(),
+                   " (set PYTHONPATH to <build>/python, or pip install "
+                   "./python)");
+  }
+  static py::gil_scoped_release* release = new py::gil_scoped_release();
+  (void)release;
+  LOG(INFO) << "Python layers: started an interpreter and imported caffe";
+#else
+  POSEIDON_THROW(ConfigError,
+                 "the net has Python layers, but this poseidon_train was "
+                 "built without the Python bindings (configure with "
+                 "-DBUILD_python=ON)");
+#endif
+}
+
+// The nets a solver describes, for PreparePythonLayers.
+vector<NetParameter> NetsOfSolver(const SolverParameter& param) {
+  vector<NetParameter> nets;
+  auto read = [&nets](const string& file) {
+    nets.emplace_back();
+    ReadNetParamsFromTextFile(file, &nets.back());
+  };
+  if (param.has_net()) read(param.net());
+  if (param.has_train_net()) read(param.train_net());
+  for (const string& file : param.test_net()) read(file);
+  if (param.has_net_param()) nets.push_back(param.net_param());
+  if (param.has_train_net_param()) nets.push_back(param.train_net_param());
+  for (const NetParameter& net : param.test_net_param()) nets.push_back(net);
+  return nets;
+}
+
+NetParameter NetOfModel(const string& model) {
+  NetParameter net;
+  ReadNetParamsFromTextFile(model, &net);
+  return net;
 }
 
 // The number of ranks mpirun started, from the launcher's environment (1 when
@@ -245,6 +312,7 @@ SolverParameter ReadTrainSolver() {
     Poseidon::set_device(param.device_id());
 #endif
   }
+  PreparePythonLayers(NetsOfSolver(param));
   return param;
 }
 
@@ -385,6 +453,7 @@ int Test() {
                    "test needs --weights=<file.caffemodel>");
   RequireCpuBuild();
   vector<string> stages = SplitList(FLAGS_stage);
+  PreparePythonLayers({NetOfModel(FLAGS_model)});
   Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
   CopyWeights(FLAGS_weights, &net);
   LOG(INFO) << "Running for " << FLAGS_iterations << " iterations.";
@@ -441,6 +510,7 @@ int Time() {
                      "--phase must be TRAIN or TEST, got ", FLAGS_phase);
   }
   vector<string> stages = SplitList(FLAGS_stage);
+  PreparePythonLayers({NetOfModel(FLAGS_model)});
   Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
 
   LOG(INFO) << "Performing Forward";
