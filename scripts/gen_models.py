@@ -108,6 +108,13 @@ XAVIER = {"type": "xavier"}
 MSRA = {"type": "msra"}
 
 
+def _pair(value):
+    """(height, width) of an int or a pair."""
+    if isinstance(value, tuple):
+        return value
+    return value, value
+
+
 def conv_out(size, kernel, stride, pad):
     return (size + 2 * pad - kernel) // stride + 1
 
@@ -172,7 +179,14 @@ class NetBuilder(object):
             }
         )
 
-    def imagenet_data(self, train_batch, test_batch, crop, mean_file=None):
+    def imagenet_data(
+        self,
+        train_batch,
+        test_batch,
+        crop,
+        mean_file=None,
+        sources=(IMAGENET_TRAIN, IMAGENET_VAL),
+    ):
         if self.deploy:
             self._add(
                 {
@@ -187,8 +201,8 @@ class NetBuilder(object):
         else:
             # Random crops and mirroring in TRAIN; the centre crop in TEST.
             for phase, source, batch in (
-                ("TRAIN", IMAGENET_TRAIN, train_batch),
-                ("TEST", IMAGENET_VAL, test_batch),
+                ("TRAIN", sources[0], train_batch),
+                ("TEST", sources[1], test_batch),
             ):
                 transform = {"mirror": True} if phase == "TRAIN" else {}
                 transform["crop_size"] = crop
@@ -233,9 +247,20 @@ class NetBuilder(object):
         param = {"num_output": num_output}
         if not bias:
             param["bias_term"] = False
-        if pad:
-            param["pad"] = pad
-        param["kernel_size"] = kernel
+        # An int is a square kernel (or pad); a (height, width) pair is not.
+        kernel_h, kernel_w = _pair(kernel)
+        pad_h, pad_w = _pair(pad)
+        if pad_h == pad_w:
+            if pad_h:
+                param["pad"] = pad_h
+        else:
+            param["pad_h"] = pad_h
+            param["pad_w"] = pad_w
+        if kernel_h == kernel_w:
+            param["kernel_size"] = kernel_h
+        else:
+            param["kernel_h"] = kernel_h
+            param["kernel_w"] = kernel_w
         if stride != 1:
             param["stride"] = stride
         if group != 1:
@@ -255,13 +280,15 @@ class NetBuilder(object):
         self._add(layer)
         channels, height, width = self.shapes[bottom]
         assert channels % group == 0 and num_output % group == 0, name
-        self.learnable += num_output * (channels // group) * kernel * kernel
+        self.learnable += (
+            num_output * (channels // group) * kernel_h * kernel_w
+        )
         if bias:
             self.learnable += num_output
         self.shapes[top] = (
             num_output,
-            conv_out(height, kernel, stride, pad),
-            conv_out(width, kernel, stride, pad),
+            conv_out(height, kernel_h, stride, pad_h),
+            conv_out(width, kernel_w, stride, pad_w),
         )
         return top
 
@@ -293,11 +320,12 @@ class NetBuilder(object):
         self.shapes[top] = (num_output, 1, 1)
         return top
 
-    def batch_norm_scale(self, bn_name, scale_name, blob):
+    def batch_norm_scale(self, bn_name, scale_name, blob, eps=None):
         """BatchNorm then Scale (with bias), both in place on `blob`.
 
         use_global_stats is left unset: it follows the phase (mini-batch
-        statistics in TRAIN, the accumulated ones in TEST).
+        statistics in TRAIN, the accumulated ones in TEST). `eps` overrides
+        BatchNorm's default of 1e-5.
         """
         bn = {
             "name": bn_name,
@@ -305,6 +333,8 @@ class NetBuilder(object):
             "bottom": blob,
             "top": blob,
         }
+        if eps is not None:
+            bn["batch_norm_param"] = {"eps": eps}
         scale = {
             "name": scale_name,
             "type": "Scale",
@@ -485,13 +515,31 @@ class NetBuilder(object):
 # ---------------------------------------------------------------------------
 # AlexNet (Krizhevsky et al., 2012), the original two-tower layout: conv2,
 # conv4 and conv5 split their inputs into two groups; LRN follows the ReLUs
-# of conv1 and conv2, before pooling.
+# of conv1 and conv2, before pooling. CaffeNet, the BVLC reference variant,
+# pools before normalising (same parameters, smaller LRN inputs).
 
 ALEXNET_MEAN_FILE = "data/ilsvrc12/imagenet_mean.binaryproto"
 
 
 def build_alexnet(variant, time_batch=None):
-    net = NetBuilder("AlexNet", variant, time_batch)
+    return alexnet_like("AlexNet", variant, time_batch, pool_first=False)
+
+
+def build_caffenet(variant, time_batch=None):
+    """CaffeNet: AlexNet with each LRN moved after its max pooling."""
+    return alexnet_like("CaffeNet", variant, time_batch, pool_first=True)
+
+
+def alexnet_like(name, variant, time_batch, pool_first):
+    net = NetBuilder(name, variant, time_batch)
+
+    def norm_and_pool(index, blob):
+        if pool_first:
+            blob = net.pool("pool%d" % index, blob, "MAX", 3, stride=2)
+            return net.lrn("norm%d" % index, blob)
+        blob = net.lrn("norm%d" % index, blob)
+        return net.pool("pool%d" % index, blob, "MAX", 3, stride=2)
+
     blob = net.imagenet_data(
         train_batch=256, test_batch=50, crop=227, mean_file=ALEXNET_MEAN_FILE
     )
@@ -500,8 +548,7 @@ def build_alexnet(variant, time_batch=None):
         "conv1", blob, 96, 11, stride=4, weight_filler=gaussian(0.01)
     )
     net.relu("relu1", blob)
-    blob = net.lrn("norm1", blob)
-    blob = net.pool("pool1", blob, "MAX", 3, stride=2)
+    blob = norm_and_pool(1, blob)
     blob = net.conv(
         "conv2",
         blob,
@@ -513,8 +560,7 @@ def build_alexnet(variant, time_batch=None):
         bias_filler=one_tenth,
     )
     net.relu("relu2", blob)
-    blob = net.lrn("norm2", blob)
-    blob = net.pool("pool2", blob, "MAX", 3, stride=2)
+    blob = norm_and_pool(2, blob)
     blob = net.conv("conv3", blob, 384, 3, pad=1, weight_filler=gaussian(0.01))
     net.relu("relu3", blob)
     blob = net.conv(
@@ -556,15 +602,51 @@ def build_alexnet(variant, time_batch=None):
 
 
 # ---------------------------------------------------------------------------
-# VGG-16 (Simonyan & Zisserman, 2014, configuration D).
+# VGG-16 and VGG-19 (Simonyan & Zisserman, 2014, configurations D and E),
+# and VGG-19 with a 21,841-way classifier for the full ImageNet (fall 2011
+# release), the VGG19-22K of the Poseidon paper.
 
 VGG16_STAGES = ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))
+VGG19_STAGES = ((64, 2), (128, 2), (256, 4), (512, 4), (512, 4))
+IMAGENET22K_TRAIN = "data/imagenet22k/imagenet22k_train_lmdb"
+IMAGENET22K_VAL = "data/imagenet22k/imagenet22k_val_lmdb"
+IMAGENET22K_CLASSES = 21841
+# Images held out of the 22k release for validation (ours; it has no split).
+IMAGENET22K_VAL_IMAGES = 50000
 
 
 def build_vgg16(variant, time_batch=None):
-    net = NetBuilder("VGG_ILSVRC_16_layers", variant, time_batch)
-    blob = net.imagenet_data(train_batch=64, test_batch=50, crop=224)
-    for stage, (width, depth) in enumerate(VGG16_STAGES, start=1):
+    return vgg("VGG_ILSVRC_16_layers", VGG16_STAGES, variant, time_batch)
+
+
+def build_vgg19(variant, time_batch=None):
+    return vgg("VGG_ILSVRC_19_layers", VGG19_STAGES, variant, time_batch)
+
+
+def build_vgg19_22k(variant, time_batch=None):
+    return vgg(
+        "VGG_19_layers_22K",
+        VGG19_STAGES,
+        variant,
+        time_batch,
+        classes=IMAGENET22K_CLASSES,
+        sources=(IMAGENET22K_TRAIN, IMAGENET22K_VAL),
+    )
+
+
+def vgg(
+    name,
+    stages,
+    variant,
+    time_batch,
+    classes=1000,
+    sources=(IMAGENET_TRAIN, IMAGENET_VAL),
+):
+    net = NetBuilder(name, variant, time_batch)
+    blob = net.imagenet_data(
+        train_batch=64, test_batch=50, crop=224, sources=sources
+    )
+    for stage, (width, depth) in enumerate(stages, start=1):
         for index in range(1, depth + 1):
             suffix = "%d_%d" % (stage, index)
             blob = net.conv("conv" + suffix, blob, width, 3, pad=1)
@@ -574,7 +656,7 @@ def build_vgg16(variant, time_batch=None):
         blob = net.fc("fc%d" % index, blob, 4096)
         net.relu("relu%d" % index, blob)
         net.dropout("drop%d" % index, blob, 0.5)
-    blob = net.fc("fc8", blob, 1000)
+    blob = net.fc("fc8", blob, classes)
     net.classifier_head(blob, "loss")
     return net
 
@@ -681,10 +763,14 @@ def build_googlenet(variant, time_batch=None):
 
 
 # ---------------------------------------------------------------------------
-# ResNet-50 (He et al., 2015, "Deep residual learning"), bottleneck blocks.
-# Layer names follow the authors' released Caffe model, so its weights load.
+# ResNet-50 and ResNet-152 (He et al., 2015, "Deep residual learning"),
+# bottleneck blocks. Layer names follow the authors' released Caffe models,
+# so their weights load: blocks a, b, c, ... in ResNet-50; a, b1, b2, ... in
+# the stages of ResNet-152 that have more than six blocks.
 
+# (stage, bottleneck width, blocks)
 RESNET50_STAGES = ((2, 64, 3), (3, 128, 4), (4, 256, 6), (5, 512, 3))
+RESNET152_STAGES = ((2, 64, 3), (3, 128, 8), (4, 256, 36), (5, 512, 3))
 
 
 def resnet_conv_bn(
@@ -735,20 +821,34 @@ def bottleneck(net, stage, block, bottom, width, stride, project):
 
 
 def build_resnet50(variant, time_batch=None):
-    net = NetBuilder("ResNet-50", variant, time_batch)
+    return resnet("ResNet-50", RESNET50_STAGES, variant, time_batch)
+
+
+def build_resnet152(variant, time_batch=None):
+    return resnet("ResNet-152", RESNET152_STAGES, variant, time_batch)
+
+
+def block_name(index, blocks):
+    if blocks <= 6:
+        return "abcdef"[index]
+    return "a" if index == 0 else "b%d" % index
+
+
+def resnet(name, stages, variant, time_batch):
+    net = NetBuilder(name, variant, time_batch)
     blob = net.imagenet_data(train_batch=32, test_batch=50, crop=224)
     # The authors' conv1 keeps its bias; every later convolution has none.
     blob = net.conv("conv1", blob, 64, 7, stride=2, pad=3, weight_filler=MSRA)
     net.batch_norm_scale("bn_conv1", "scale_conv1", blob)
     net.relu("conv1_relu", blob)
     blob = net.pool("pool1", blob, "MAX", 3, stride=2)
-    for stage, width, blocks in RESNET50_STAGES:
+    for stage, width, blocks in stages:
         for index in range(blocks):
             stride = 2 if (index == 0 and stage > 2) else 1
             blob = bottleneck(
                 net,
                 stage,
-                "abcdef"[index],
+                block_name(index, blocks),
                 blob,
                 width,
                 stride,
@@ -756,6 +856,173 @@ def build_resnet50(variant, time_batch=None):
             )
     blob = net.pool("pool5", blob, "AVE", 7, stride=1)
     blob = net.fc("fc1000", blob, 1000, weight_filler=gaussian(0.01))
+    net.classifier_head(blob, "loss")
+    return net
+
+
+# ---------------------------------------------------------------------------
+# Inception-V3 (Szegedy et al., 2015, "Rethinking the Inception architecture
+# for computer vision"): 299x299 inputs, every convolution without bias and
+# followed by BatchNorm (eps 0.001) + Scale + ReLU; 5x5 convolutions factorised
+# into two 3x3, 7x7 into 1x7 and 7x1, and the 8x8 stage's 3x3 split into
+# parallel 1x3 and 3x1 branches. The auxiliary classifier on the 17x17 grid is
+# in train_val only (loss weight 0.4).
+
+# Images of at least 299x299 (e.g. resized to 320x320) in their own LMDBs.
+INCEPTION3_TRAIN = "data/ilsvrc12_320/ilsvrc12_train_lmdb"
+INCEPTION3_VAL = "data/ilsvrc12_320/ilsvrc12_val_lmdb"
+INCEPTION3_BN_EPS = 0.001
+
+
+def conv_bn(net, name, bottom, num_output, kernel, stride=1, pad=0):
+    """Convolution (no bias), BatchNorm, Scale and ReLU: "<name>/..."."""
+    blob = net.conv(
+        name + "/conv",
+        bottom,
+        num_output,
+        kernel,
+        stride=stride,
+        pad=pad,
+        bias=False,
+        weight_filler=MSRA,
+        top=name,
+    )
+    net.batch_norm_scale(
+        name + "/bn", name + "/scale", blob, eps=INCEPTION3_BN_EPS
+    )
+    net.relu(name + "/relu", blob)
+    return blob
+
+
+def factorised_7x7(net, name, bottom, width, num_output, double):
+    """A 1x7 then 7x1 pair (two pairs when `double`), ending at num_output."""
+    kernels = [((1, 7), (0, 3)), ((7, 1), (3, 0))]
+    if double:
+        kernels = [((7, 1), (3, 0)), ((1, 7), (0, 3))] * 2
+    blob = bottom
+    for index, (kernel, pad) in enumerate(kernels):
+        last = index == len(kernels) - 1
+        blob = conv_bn(
+            net,
+            "%s_%dx%d_%d" % (name, kernel[0], kernel[1], index + 1),
+            blob,
+            num_output if last else width,
+            kernel,
+            pad=pad,
+        )
+    return blob
+
+
+def avg_pool_branch(net, prefix, bottom, num_output):
+    pooled = net.pool(prefix + "pool", bottom, "AVE", 3, stride=1, pad=1)
+    return conv_bn(net, prefix + "pool_proj", pooled, num_output, 1)
+
+
+def inception3_a(net, prefix, bottom, pool_features):
+    """35x35: 1x1, 5x5, double 3x3 and pooled branches."""
+    branch1 = conv_bn(net, prefix + "1x1", bottom, 64, 1)
+    branch5 = conv_bn(net, prefix + "5x5_reduce", bottom, 48, 1)
+    branch5 = conv_bn(net, prefix + "5x5", branch5, 64, 5, pad=2)
+    branch3 = conv_bn(net, prefix + "3x3dbl_reduce", bottom, 64, 1)
+    branch3 = conv_bn(net, prefix + "3x3dbl_1", branch3, 96, 3, pad=1)
+    branch3 = conv_bn(net, prefix + "3x3dbl_2", branch3, 96, 3, pad=1)
+    pooled = avg_pool_branch(net, prefix, bottom, pool_features)
+    return net.concat(prefix + "output", [branch1, branch5, branch3, pooled])
+
+
+def inception3_b(net, prefix, bottom):
+    """35x35 -> 17x17 grid reduction."""
+    branch3 = conv_bn(net, prefix + "3x3", bottom, 384, 3, stride=2)
+    double = conv_bn(net, prefix + "3x3dbl_reduce", bottom, 64, 1)
+    double = conv_bn(net, prefix + "3x3dbl_1", double, 96, 3, pad=1)
+    double = conv_bn(net, prefix + "3x3dbl_2", double, 96, 3, stride=2)
+    pooled = net.pool(prefix + "pool", bottom, "MAX", 3, stride=2)
+    return net.concat(prefix + "output", [branch3, double, pooled])
+
+
+def inception3_c(net, prefix, bottom, width):
+    """17x17: 1x1, factorised 7x7, double factorised 7x7, pooled."""
+    branch1 = conv_bn(net, prefix + "1x1", bottom, 192, 1)
+    branch7 = conv_bn(net, prefix + "7x7_reduce", bottom, width, 1)
+    branch7 = factorised_7x7(net, prefix + "7x7", branch7, width, 192, False)
+    double = conv_bn(net, prefix + "7x7dbl_reduce", bottom, width, 1)
+    double = factorised_7x7(net, prefix + "7x7dbl", double, width, 192, True)
+    pooled = avg_pool_branch(net, prefix, bottom, 192)
+    return net.concat(prefix + "output", [branch1, branch7, double, pooled])
+
+
+def inception3_d(net, prefix, bottom):
+    """17x17 -> 8x8 grid reduction."""
+    branch3 = conv_bn(net, prefix + "3x3_reduce", bottom, 192, 1)
+    branch3 = conv_bn(net, prefix + "3x3", branch3, 320, 3, stride=2)
+    branch7 = conv_bn(net, prefix + "7x7x3_reduce", bottom, 192, 1)
+    branch7 = factorised_7x7(net, prefix + "7x7x3", branch7, 192, 192, False)
+    branch7 = conv_bn(net, prefix + "7x7x3_3x3", branch7, 192, 3, stride=2)
+    pooled = net.pool(prefix + "pool", bottom, "MAX", 3, stride=2)
+    return net.concat(prefix + "output", [branch3, branch7, pooled])
+
+
+def inception3_e(net, prefix, bottom):
+    """8x8: 1x1, 3x3 and double 3x3 branches ending in parallel 1x3 / 3x1."""
+
+    def split(name, blob):
+        wide = conv_bn(net, name + "_1x3", blob, 384, (1, 3), pad=(0, 1))
+        tall = conv_bn(net, name + "_3x1", blob, 384, (3, 1), pad=(1, 0))
+        return [wide, tall]
+
+    branch1 = conv_bn(net, prefix + "1x1", bottom, 320, 1)
+    branch3 = conv_bn(net, prefix + "3x3_reduce", bottom, 384, 1)
+    double = conv_bn(net, prefix + "3x3dbl_reduce", bottom, 448, 1)
+    double = conv_bn(net, prefix + "3x3dbl_1", double, 384, 3, pad=1)
+    pooled = avg_pool_branch(net, prefix, bottom, 192)
+    branches = (
+        [branch1]
+        + split(prefix + "3x3", branch3)
+        + split(prefix + "3x3dbl_2", double)
+        + [pooled]
+    )
+    return net.concat(prefix + "output", branches)
+
+
+def inception3_auxiliary(net, bottom):
+    """Side classifier on the 17x17 grid; only in train_val."""
+    prefix = "aux/"
+    blob = net.pool(prefix + "pool", bottom, "AVE", 5, stride=3)
+    blob = conv_bn(net, prefix + "conv1", blob, 128, 1)
+    blob = conv_bn(net, prefix + "conv2", blob, 768, 5)
+    blob = net.fc(prefix + "classifier", blob, 1000)
+    net.loss(prefix + "loss", blob, loss_weight=0.4)
+
+
+def build_inception_v3(variant, time_batch=None):
+    net = NetBuilder("Inception-V3", variant, time_batch)
+    blob = net.imagenet_data(
+        train_batch=32,
+        test_batch=50,
+        crop=299,
+        sources=(INCEPTION3_TRAIN, INCEPTION3_VAL),
+    )
+    blob = conv_bn(net, "conv1_3x3_s2", blob, 32, 3, stride=2)
+    blob = conv_bn(net, "conv2_3x3", blob, 32, 3)
+    blob = conv_bn(net, "conv3_3x3", blob, 64, 3, pad=1)
+    blob = net.pool("pool1_3x3_s2", blob, "MAX", 3, stride=2)
+    blob = conv_bn(net, "conv4_1x1", blob, 80, 1)
+    blob = conv_bn(net, "conv5_3x3", blob, 192, 3)
+    blob = net.pool("pool2_3x3_s2", blob, "MAX", 3, stride=2)
+    for module, pool_features in (("5b", 32), ("5c", 64), ("5d", 64)):
+        blob = inception3_a(net, "mixed_%s/" % module, blob, pool_features)
+    blob = inception3_b(net, "mixed_6a/", blob)
+    for module, width in (("6b", 128), ("6c", 160), ("6d", 160), ("6e", 192)):
+        blob = inception3_c(net, "mixed_%s/" % module, blob, width)
+    if not net.deploy:
+        inception3_auxiliary(net, blob)
+    blob = inception3_d(net, "mixed_7a/", blob)
+    for module in ("7b", "7c"):
+        blob = inception3_e(net, "mixed_%s/" % module, blob)
+    assert net.shapes[blob] == (2048, 8, 8), net.shapes[blob]
+    blob = net.pool("pool3_8x8", blob, "AVE", 8, stride=1)
+    net.dropout("drop", blob, 0.2)
+    blob = net.fc("classifier", blob, 1000)
     net.classifier_head(blob, "loss")
     return net
 
@@ -859,12 +1126,107 @@ def resnet50_solver():
     )
 
 
+def caffenet_solver():
+    # The BVLC reference schedule: batch 256, lr 0.01 / 10 every 100,000
+    # iterations, 450,000 iterations.
+    fields = alexnet_solver()
+    fields.update(
+        {
+            "net": "models/caffenet/train_val.prototxt",
+            "snapshot_prefix": "models/caffenet/caffenet",
+        }
+    )
+    return fields
+
+
+def vgg19_solver():
+    # As VGG-16 (the paper trains both with the same schedule).
+    fields = vgg16_solver()
+    fields.update(
+        {
+            "net": "models/vgg19/train_val.prototxt",
+            "snapshot_prefix": "models/vgg19/vgg19",
+        }
+    )
+    return fields
+
+
+def vgg19_22k_solver():
+    # ~14.2M images: 4 x 64 = 256 per update is ~55,500 updates per epoch;
+    # lr / 10 every ~4 epochs, ~16 epochs in all (ours).
+    return solver(
+        "vgg19_22k",
+        {
+            "test_iter": IMAGENET22K_VAL_IMAGES // 50,
+            "iter_size": 4,
+            "base_lr": 0.01,
+            "lr_policy": "multistep",
+            "gamma": 0.1,
+            "stepvalue": [220000, 440000, 660000],
+            "max_iter": 880000,
+            "momentum": 0.9,
+            "weight_decay": 0.0005,
+        },
+    )
+
+
+def inception_v3_solver():
+    # Paper: RMSProp with decay 0.9 and epsilon 1.0, lr 0.045 multiplied by
+    # 0.94 every two epochs (two epochs of 1.28M images at 32 per update are
+    # ~80,000 steps). Weight decay 4e-5 as in the authors' release.
+    return solver(
+        "inception_v3",
+        {
+            "test_iter": IMAGENET_VAL_IMAGES // 50,
+            "type": "RMSProp",
+            "base_lr": 0.045,
+            "lr_policy": "step",
+            "gamma": 0.94,
+            "stepsize": 80000,
+            "max_iter": 4000000,  # ~100 epochs
+            "rms_decay": 0.9,
+            "delta": 1.0,
+            "weight_decay": 0.00004,
+        },
+    )
+
+
+def resnet152_solver():
+    # As ResNet-50, at 16 x 16 = 256 images per update.
+    fields = resnet50_solver()
+    fields.update(
+        {
+            "net": "models/resnet152/train_val.prototxt",
+            "iter_size": 16,
+            "snapshot_prefix": "models/resnet152/resnet152",
+        }
+    )
+    return fields
+
+
 # (directory, builder, solver, title, batch of the timing net)
 MODELS = (
     ("alexnet", build_alexnet, alexnet_solver, "AlexNet", 16),
+    ("caffenet", build_caffenet, caffenet_solver, "CaffeNet", 16),
     ("vgg16", build_vgg16, vgg16_solver, "VGG-16", 16),
+    ("vgg19", build_vgg19, vgg19_solver, "VGG-19", 16),
+    (
+        "vgg19_22k",
+        build_vgg19_22k,
+        vgg19_22k_solver,
+        "VGG-19 with a 21,841-way classifier (VGG19-22K)",
+        16,
+    ),
     ("googlenet", build_googlenet, googlenet_solver, "GoogLeNet", 32),
+    (
+        "inception_v3",
+        build_inception_v3,
+        inception_v3_solver,
+        "Inception-V3",
+        32,
+    ),
     ("resnet50", build_resnet50, resnet50_solver, "ResNet-50", 32),
+    ("resnet152", build_resnet152, resnet152_solver, "ResNet-152", 16),
 )
 
 
@@ -915,14 +1277,14 @@ def main():
     args = parser.parse_args()
 
     stale = []
-    print("%-10s %-9s %14s %12s" % ("net", "variant", "learnable", "bn stats"))
+    print("%-12s %-9s %14s %12s" % ("net", "variant", "learnable", "bn stats"))
     for net_dir, build, make_solver, title, time_batch in MODELS:
         files, builders = render(
             net_dir, build, make_solver, title, time_batch
         )
         for variant, builder in sorted(builders.items()):
             print(
-                "%-10s %-9s %14s %12s"
+                "%-12s %-9s %14s %12s"
                 % (
                     net_dir,
                     variant,

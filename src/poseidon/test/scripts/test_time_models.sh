@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `poseidon_train time` runs every reference model: each models/*/deploy
+# net, at batch 1 (the first dim of its Input shape rewritten), for one
+# iteration, must print a forward and a backward line for every layer and
+# the averages. Deploy nets have no loss, so their backward lines read ~0 ms;
+# the training nets' backward passes run in test_model_corpus.sh.
+# Usage: test_time_models.sh SOURCE_DIR BUILD_DIR
+set -uo pipefail
+SOURCE_DIR=$(cd "$1" && pwd)
+BUILD_DIR=$(cd "$2" && pwd)
+TRAIN="$BUILD_DIR/tools/poseidon_train"
+WORK=$(mktemp -d /tmp/poseidon_time_models.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cd "$SOURCE_DIR"
+passed=0
+failed=0
+
+models=$(ls -d models/*/ | xargs -n1 basename)
+for model in $models; do
+  deploy="models/$model/deploy.prototxt"
+  [ -f "$deploy" ] || continue
+  net="$WORK/$model.prototxt"
+  sed -E '0,/dim: [0-9]+/s//dim: 1/' "$deploy" > "$net"
+  start=$SECONDS
+  if ! "$TRAIN" time --model="$net" --iterations=1 > "$WORK/log" 2>&1; then
+    echo "FAIL $model: exit status $?"; grep -E "Error|Check" "$WORK/log"
+    failed=$((failed + 1)); continue
+  fi
+  # Every layer named in the net has both per-layer lines.
+  missing=""
+  layers=0
+  for name in $(grep -E '^  name: ' "$net" | sed -E 's/.*"(.*)"/\1/'); do
+    layers=$((layers + 1))
+    if ! grep -qF " $name	forward: " "$WORK/log" ||
+       ! grep -qF " $name	backward: " "$WORK/log"; then
+      missing="$missing $name"
+    fi
+  done
+  if [ -n "$missing" ] || [ "$layers" = 0 ] ||
+     ! grep -q "Average Forward pass: " "$WORK/log" ||
+     ! grep -q "Average Forward-Backward: " "$WORK/log"; then
+    echo "FAIL $model: per-layer lines missing for:$missing"
+    failed=$((failed + 1)); continue
+  fi
+  ms=$(grep -o "Average Forward pass: [0-9.]*" "$WORK/log" | awk '{print $4}')
+  echo "ok   $model: $layers layers, forward $ms ms at batch 1" \
+       "($((SECONDS - start)) s)"
+  passed=$((passed + 1))
+done
+
+echo "$passed models passed, $failed failed"
+[ "$failed" = 0 ] && [ "$passed" -gt 0 ]
