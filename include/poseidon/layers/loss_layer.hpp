@@ -41,6 +41,12 @@ class LossLayer : public Layer<Dtype> {
   }
 };
 
+// The divisor of a loss under LossParameter.normalization: FULL outer x
+// inner, VALID the number of items not ignored, BATCH_SIZE outer, NONE 1;
+// never below 1, so an empty or all-ignored batch gives loss 0, not 0 / 0.
+double LossNormalizer(LossParameter::NormalizationMode mode, int outer_num,
+                      int inner_num, int valid_count);
+
 }  // namespace poseidon
 
 #endif  // POSEIDON_LAYERS_LOSS_LAYER_HPP_

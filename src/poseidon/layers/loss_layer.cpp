@@ -1,6 +1,8 @@
 // LossLayer: default loss weights and the shared bottom/top shape checks.
 #include "poseidon/layers/loss_layer.hpp"
 
+#include <algorithm>
+
 namespace poseidon {
 
 template <typename Dtype>
@@ -32,5 +34,25 @@ void LossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 INSTANTIATE_CLASS(LossLayer);
+
+double LossNormalizer(LossParameter::NormalizationMode mode, int outer_num,
+                      int inner_num, int valid_count) {
+  double z = 1;
+  switch (mode) {
+    case LossParameter::FULL:
+      z = static_cast<double>(outer_num) * inner_num;
+      break;
+    case LossParameter::VALID:
+      z = valid_count;
+      break;
+    case LossParameter::BATCH_SIZE:
+      z = outer_num;
+      break;
+    case LossParameter::NONE:
+      z = 1;
+      break;
+  }
+  return std::max(1.0, z);
+}
 
 }  // namespace poseidon

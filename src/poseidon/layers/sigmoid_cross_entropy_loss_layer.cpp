@@ -39,23 +39,8 @@ void SigmoidCrossEntropyLossLayer<Dtype>::Reshape(
 
 template <typename Dtype>
 Dtype SigmoidCrossEntropyLossLayer<Dtype>::Normalizer(int valid_count) const {
-  double z = 1;
-  switch (normalization_) {
-    case LossParameter::FULL:
-      z = static_cast<double>(outer_num_) * inner_num_;
-      break;
-    case LossParameter::VALID:
-      z = valid_count;
-      break;
-    case LossParameter::BATCH_SIZE:
-      z = outer_num_;
-      break;
-    case LossParameter::NONE:
-      z = 1;
-      break;
-  }
-  // An all-ignored or empty batch gives loss 0, not 0 / 0.
-  return static_cast<Dtype>(std::max(1.0, z));
+  return static_cast<Dtype>(
+      LossNormalizer(normalization_, outer_num_, inner_num_, valid_count));
 }
 
 template <typename Dtype>
