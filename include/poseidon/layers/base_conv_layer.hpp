@@ -27,15 +27,18 @@
 // using the same weights.
 //
 // Thread safety: as for any layer, one thread at a time. Inside a call the
-// batched path may run chunks of the batch on Poseidon::num_threads()
-// threads (util/parallel.hpp) and makes OpenBLAS single-threaded meanwhile.
+// batched and direct paths may run chunks of the batch on
+// Poseidon::num_threads() threads (util/parallel.hpp); the batched path
+// makes OpenBLAS single-threaded meanwhile.
 #ifndef POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
 #define POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/direct_conv.hpp"
 
 namespace poseidon {
 
@@ -54,6 +57,11 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              Poseidon::num_threads() > 1: always batched (2-D), at
   //              most ceil(N / threads) images a chunk, chunks run in
   //              parallel; see Note [Parallel chunks] in the .cpp.
+  //              For float 2-D "same" convolutions (unit stride, output
+  //              as large as the input) with at most 128 outputs per group,
+  //              on a CPU with AVX-512, kAuto runs the direct path
+  //              instead: no im2col, DirectConv kernels image by image
+  //              (see Note [Direct path] in base_conv_layer_direct.cpp).
   enum class Algorithm { kAuto, kPerImage, kBatched };
 
   explicit BaseConvolutionLayer(const LayerParameter& param)
@@ -75,7 +83,10 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // (default 64 MiB), per worker thread; a chunk always holds at least one
   // image.
   void set_max_buffer_bytes(size_t bytes) { max_buffer_bytes_ = bytes; }
-  // What the last Reshape chose.
+  // What the last Reshape chose: the direct path, or else the im2col
+  // arrangement that batched() and images_per_chunk() describe (reported
+  // even when the direct path runs instead).
+  bool direct() const { return direct_; }
   bool batched() const { return batched_; }
   int images_per_chunk() const { return images_per_chunk_; }
 
@@ -143,6 +154,14 @@ class BaseConvolutionLayer : public Layer<Dtype> {
                      Dtype* weight_diff, Dtype* input_diff) const;
   // Grows the per-worker scratch if the thread count rose since Reshape.
   void ReserveWorkerBuffers(int workers);
+  // The direct path (float only; base_conv_layer_direct.cpp):
+  // ChooseDirect sets direct_ and the plans, the others are ConvForward
+  // and ConvBackward.
+  void ChooseDirect();
+  void ForwardDirect(const float* input, const float* weights, float* output);
+  void BackwardDirect(const float* input, const float* output_diff,
+                      const float* weights, float* weight_diff,
+                      float* input_diff);
 
   // Conv-space geometry (equal to the layer's for Convolution).
   int conv_in_channels_ = 0;
@@ -167,6 +186,14 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Parallel Backward: per-worker weight or bias gradient accumulators.
   Blob<Dtype> param_diff_buffer_;
   Blob<Dtype> spatial_ones_;
+  // Direct path: the plan of one group's convolution and of its input
+  // gradient (itself a direct convolution), packed weights of all groups,
+  // per-worker weight-gradient accumulators.
+  bool direct_ = false;
+  std::unique_ptr<DirectConv> direct_forward_;
+  std::unique_ptr<DirectConv> direct_backward_;
+  std::vector<float> direct_packed_;
+  std::vector<float> direct_accumulators_;
 };
 
 }  // namespace poseidon

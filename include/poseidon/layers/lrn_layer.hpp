@@ -50,15 +50,21 @@ class LRNLayer final : public Layer<Dtype> {
 
  private:
   // out = coeff * (window sum of `in`) + offset over one image's channels
-  // (ACROSS) or over each plane (WITHIN); `in` and `out` hold C*H*W values.
-  void WindowSum(const Dtype* in, Dtype coeff, Dtype offset, Dtype* out);
+  // (ACROSS) or over each plane (WITHIN); `in` and `out` hold C*H*W values,
+  // `scratch` one plane.
+  void WindowSum(const Dtype* in, Dtype coeff, Dtype offset, Dtype* out,
+                 Dtype* scratch) const;
+  // Runs fn(begin, end, scratch) over the images [0, num_), split over
+  // ParallelFor when the blob is large; scratch holds 3 images per worker.
+  template <typename Fn>
+  void ForImages(const Fn& fn);
 
   int size_ = 5;
   Dtype alpha_ = 1, beta_ = 0.75, k_ = 1;
   bool across_channels_ = true;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
-  Blob<Dtype> scale_;           // saved for backward
-  vector<Dtype> work_, work2_;  // one image of scratch each
+  Blob<Dtype> scale_;      // saved for backward
+  vector<Dtype> scratch_;  // 3 images per worker
 };
 
 }  // namespace poseidon

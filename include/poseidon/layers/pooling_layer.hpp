@@ -26,12 +26,22 @@
 //   global_pooling (default false) the window is the whole H x W plane
 //                  (pad 0, stride 1, no kernel given).
 //   round_mode     (default CEIL) CEIL | FLOOR, as above.
+//
+// Without padding, CEIL rounding with a stride larger than the kernel can
+// leave the last window past the image (Caffe's shape rule): such an empty
+// window gives MAX the lowest value with mask -1, AVE 0, and no gradient.
+//
+// MAX and AVE run a vectorized, plane-parallel fast path that gives results
+// bitwise equal to a simple per-window reference path, which
+// set_use_reference(true) selects (for tests); see Note [Pooling fast path]
+// in pooling_layer.cpp. STOCHASTIC always runs the simple loops.
 #ifndef POSEIDON_LAYERS_POOLING_LAYER_HPP_
 #define POSEIDON_LAYERS_POOLING_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/pool_rows.hpp"
 
 namespace poseidon {
 
@@ -55,6 +65,10 @@ class PoolingLayer final : public Layer<Dtype> {
                : 1;
   }
 
+  // Runs MAX and AVE through the per-window reference loops instead of the
+  // fast path (for tests comparing the two).
+  void set_use_reference(bool use) { use_reference_ = use; }
+
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
@@ -67,8 +81,27 @@ class PoolingLayer final : public Layer<Dtype> {
   // clipped to the image.
   void Window(int ph, int pw, int* h0, int* h1, int* w0, int* w1) const;
   int AveArea(int ph, int pw) const;
-  void ForwardMax(const Dtype* bottom, Dtype* top, Dtype* mask);
-  void ForwardAve(const Dtype* bottom, Dtype* top) const;
+  // One window of the reference path: MAX value and plane index, the AVE
+  // value, the AVE gradient added to the window's bottom diff.
+  void MaxWindow(const Dtype* in, int ph, int pw, Dtype* value,
+                 int* index) const;
+  Dtype AveWindow(const Dtype* in, int ph, int pw) const;
+  void AveWindowBackward(Dtype top_diff, int ph, int pw, Dtype* diff) const;
+  void ForwardMaxReference(const Dtype* bottom, Dtype* top, Dtype* mask);
+  void ForwardAveReference(const Dtype* bottom, Dtype* top) const;
+  // Zeroes bottom_diff, then routes the top diff (AVE, MAX, STOCHASTIC in
+  // training).
+  void BackwardReference(const Dtype* top_diff, const Dtype* mask,
+                         Dtype* bottom_diff) const;
+  // The fast path, one channel plane at a time; InteriorRow describes the
+  // interior windows of an output row (see the .cpp).
+  PoolRow InteriorRow(int h0, int h1) const;
+  void MaxPlane(const Dtype* in, Dtype* top, int* index) const;
+  void AvePlane(const Dtype* in, Dtype* top) const;
+  void AveBackwardPlane(const Dtype* top_diff, Dtype* diff, Dtype* share) const;
+  void ForwardFast(const Dtype* bottom, Dtype* top, Dtype* mask);
+  void BackwardFast(const Dtype* top_diff, const Dtype* mask,
+                    Dtype* bottom_diff);
   void ForwardStochastic(const Dtype* bottom, Dtype* top);
   void BackwardStochasticTest(const Dtype* top_diff, const Dtype* bottom,
                               Dtype* bottom_diff) const;
@@ -80,8 +113,15 @@ class PoolingLayer final : public Layer<Dtype> {
   int pad_h_ = 0, pad_w_ = 0;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   int pooled_height_ = 0, pooled_width_ = 0;
-  // Index of the chosen element in its plane, per top element (MAX without
-  // a mask top, STOCHASTIC in training).
+  // Outputs [interior_lo_, interior_hi_) of each row have windows inside
+  // the image columns.
+  int interior_lo_ = 0, interior_hi_ = 0;
+  // Rows with fewer interior windows take the per-window code throughout.
+  int min_interior_ = 1;
+  bool use_reference_ = false;
+  // Index of the chosen element in its plane, per top element (MAX: always
+  // on the fast path, without a mask top on the reference path; STOCHASTIC
+  // in training).
   vector<int> chosen_;
 };
 

@@ -1,5 +1,6 @@
 // BaseConvolutionLayer: parameter parsing, shape checks, and the convolution
-// as GEMMs over im2col columns, per image (reference) or per chunk of images.
+// as GEMMs over im2col columns, per image (reference) or per chunk of
+// images. The direct path is in base_conv_layer_direct.cpp.
 #include "poseidon/layers/base_conv_layer.hpp"
 
 #include <cblas.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 
 #include "poseidon/filler.hpp"
 #include "poseidon/util/im2col.hpp"
@@ -318,6 +320,7 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
+  ChooseDirect();
   const bool can_batch = num_spatial_axes_ == 2 && !force_nd_im2col_;
   const int col_rows = col_shape_[0];
   const int S = std::max(conv_out_spatial_dim_, 1);
@@ -347,14 +350,21 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
                            (algorithm_ == Algorithm::kAuto &&
                             (chunk > 1 || (threads > 1 && num > 1))));
   workers_ = 1;
+  images_per_chunk_ = batched_ ? static_cast<int>(chunk) : 1;
+  if (batched_) {
+    const int chunks = (num + images_per_chunk_ - 1) / images_per_chunk_;
+    workers_ = std::max(1, ParallelForWorkers(chunks));
+  }
+  // The direct path needs no im2col scratch.
+  if (direct_) {
+    col_buffer_.Reshape({1});
+    out_buffer_.Reshape({1});
+    return;
+  }
   if (!batched_) {
-    images_per_chunk_ = 1;
     col_buffer_.Reshape(is_1x1_ ? vector<int>{1} : col_shape_);
     return;
   }
-  images_per_chunk_ = static_cast<int>(chunk);
-  const int chunks = (num + images_per_chunk_ - 1) / images_per_chunk_;
-  workers_ = std::max(1, ParallelForWorkers(chunks));
   const int columns = images_per_chunk_ * conv_out_spatial_dim_;
   col_buffer_.Reshape({workers_, col_rows, columns});
   out_buffer_.Reshape({workers_, conv_out_channels_, columns});
@@ -396,6 +406,13 @@ template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ConvForward(const Dtype* input,
                                               const Dtype* weights,
                                               Dtype* output) {
+  if constexpr (std::is_same<Dtype, float>::value) {
+    // See Note [Direct path] in base_conv_layer_direct.cpp.
+    if (direct_) {
+      ForwardDirect(input, weights, output);
+      return;
+    }
+  }
   if (batched_) {
     ForwardBatched(input, weights, output);
   } else {
@@ -410,6 +427,12 @@ void BaseConvolutionLayer<Dtype>::ConvBackward(const Dtype* input,
                                                Dtype* weight_diff,
                                                Dtype* input_diff) {
   if (weight_diff == nullptr && input_diff == nullptr) return;
+  if constexpr (std::is_same<Dtype, float>::value) {
+    if (direct_) {
+      BackwardDirect(input, output_diff, weights, weight_diff, input_diff);
+      return;
+    }
+  }
   if (batched_) {
     BackwardBatched(input, output_diff, weights, weight_diff, input_diff);
   } else {

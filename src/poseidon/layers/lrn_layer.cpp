@@ -1,10 +1,13 @@
 // LRNLayer: window sums of squares across channels (a running sum over whole
 // planes, so the inner loops run over contiguous memory) or within each
-// plane (a separable box sum), then the power.
+// plane (a separable box sum), then the power; images split over
+// ParallelFor for large blobs.
 #include "poseidon/layers/lrn_layer.hpp"
 
 #include <algorithm>
 #include <cmath>
+
+#include "poseidon/util/parallel.hpp"
 
 namespace poseidon {
 namespace {
@@ -21,6 +24,9 @@ void NegativePower(size_t n, const Dtype* s, Dtype beta, Dtype* out) {
   }
   for (size_t i = 0; i < n; ++i) out[i] = std::pow(s[i], -beta);
 }
+
+// Blobs with fewer elements stay on the calling thread.
+constexpr size_t kMinParallelCount = 1 << 15;
 
 }  // namespace
 
@@ -52,19 +58,35 @@ void LRNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   width_ = bottom[0]->shape(3);
   top[0]->ReshapeLike(*bottom[0]);
   scale_.ReshapeLike(*bottom[0]);
+}
+
+template <typename Dtype>
+template <typename Fn>
+void LRNLayer<Dtype>::ForImages(const Fn& fn) {
   const size_t image = static_cast<size_t>(channels_) * height_ * width_;
-  work_.resize(image);
-  work2_.resize(image);
+  const int workers = image * num_ < kMinParallelCount
+                          ? 1
+                          : std::max(1, ParallelForWorkers(num_));
+  if (scratch_.size() < 3 * image * workers) {
+    scratch_.resize(3 * image * workers);
+  }
+  if (workers == 1) {
+    fn(0, num_, scratch_.data());
+    return;
+  }
+  ParallelFor(num_, [&](int begin, int end, int w) {
+    fn(begin, end, scratch_.data() + 3 * image * w);
+  });
 }
 
 template <typename Dtype>
 void LRNLayer<Dtype>::WindowSum(const Dtype* in, Dtype coeff, Dtype offset,
-                                Dtype* out) {
+                                Dtype* out, Dtype* scratch) const {
   const int half = (size_ - 1) / 2;
   const int plane = height_ * width_;
   if (across_channels_) {
     // running[s] = sum of in[c'][s] for c' in the window of channel c.
-    Dtype* running = work2_.data();
+    Dtype* running = scratch;
     std::fill(running, running + plane, Dtype(0));
     for (int c = 0; c < std::min(half, channels_); ++c) {
       const Dtype* add = in + static_cast<size_t>(c) * plane;
@@ -84,8 +106,8 @@ void LRNLayer<Dtype>::WindowSum(const Dtype* in, Dtype coeff, Dtype offset,
     }
     return;
   }
-  // Separable box sum per plane: rows into work2_, then columns.
-  Dtype* rows = work2_.data();
+  // Separable box sum per plane: rows into scratch, then columns.
+  Dtype* rows = scratch;
   for (int c = 0; c < channels_; ++c) {
     const Dtype* x = in + static_cast<size_t>(c) * plane;
     Dtype* o = out + static_cast<size_t>(c) * plane;
@@ -121,15 +143,18 @@ void LRNLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
   Dtype* scale = scale_.mutable_cpu_data();
-  for (int n = 0; n < num_; ++n) {
-    const Dtype* xn = x + n * image;
-    for (size_t i = 0; i < image; ++i) work_[i] = xn[i] * xn[i];
-    Dtype* sn = scale + n * image;
-    WindowSum(work_.data(), alpha_ / area, offset, sn);
-    Dtype* yn = y + n * image;
-    NegativePower(image, sn, beta_, yn);
-    for (size_t i = 0; i < image; ++i) yn[i] *= xn[i];
-  }
+  ForImages([&](int begin, int end, Dtype* scratch) {
+    Dtype* squares = scratch;
+    for (int n = begin; n < end; ++n) {
+      const Dtype* xn = x + n * image;
+      for (size_t i = 0; i < image; ++i) squares[i] = xn[i] * xn[i];
+      Dtype* sn = scale + n * image;
+      WindowSum(squares, alpha_ / area, offset, sn, scratch + image);
+      Dtype* yn = y + n * image;
+      NegativePower(image, sn, beta_, yn);
+      for (size_t i = 0; i < image; ++i) yn[i] *= xn[i];
+    }
+  });
 }
 
 template <typename Dtype>
@@ -145,18 +170,22 @@ void LRNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
   const Dtype* dy = top[0]->cpu_diff();
   const Dtype* scale = scale_.cpu_data();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
-  vector<Dtype> window(image);
-  for (int n = 0; n < num_; ++n) {
-    const size_t off = n * image;
-    for (size_t i = 0; i < image; ++i) {
-      work_[i] = dy[off + i] * y[off + i] / scale[off + i];
+  ForImages([&](int begin, int end, Dtype* scratch) {
+    Dtype* ratio = scratch;
+    Dtype* window = scratch + image;
+    Dtype* tmp = scratch + 2 * image;
+    for (int n = begin; n < end; ++n) {
+      const size_t off = n * image;
+      for (size_t i = 0; i < image; ++i) {
+        ratio[i] = dy[off + i] * y[off + i] / scale[off + i];
+      }
+      WindowSum(ratio, Dtype(1), Dtype(0), window, tmp);
+      NegativePower(image, scale + off, beta_, ratio);
+      for (size_t i = 0; i < image; ++i) {
+        dx[off + i] = dy[off + i] * ratio[i] + coeff * x[off + i] * window[i];
+      }
     }
-    WindowSum(work_.data(), Dtype(1), Dtype(0), window.data());
-    NegativePower(image, scale + off, beta_, work_.data());
-    for (size_t i = 0; i < image; ++i) {
-      dx[off + i] = dy[off + i] * work_[i] + coeff * x[off + i] * window[i];
-    }
-  }
+  });
 }
 
 INSTANTIATE_CLASS(LRNLayer);

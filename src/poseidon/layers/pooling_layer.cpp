@@ -1,13 +1,22 @@
-// PoolingLayer: parameter checks, Caffe's output-size rule, and plain loops
-// over windows for each pooling method.
+// PoolingLayer: parameter checks, Caffe's output-size rule, a reference
+// loop over windows for each pooling method, and the fast MAX/AVE path.
 #include "poseidon/layers/pooling_layer.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "poseidon/util/parallel.hpp"
+#include "poseidon/util/pool_rows.hpp"
 
 namespace poseidon {
 namespace {
+
+// Rows with fewer interior windows use the per-window code throughout,
+// unless the AVX-512 row kernels run them (see Note [Pooling fast path]).
+constexpr int kMinInterior = 4;
 
 int ToInt(const char* field, uint32_t value) {
   POSEIDON_REQUIRE(value <= static_cast<uint32_t>(INT_MAX), ConfigError,
@@ -125,6 +134,200 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                                  pooled_width_};
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);
   if (method_ != PoolingParameter::AVE) chosen_.resize(top[0]->count());
+  // Outputs pw in [interior_lo_, interior_hi_) have windows within the image
+  // columns: pw * stride_w - pad_w >= 0 and pw * stride_w - pad_w + kernel_w
+  // <= width.
+  interior_lo_ = std::min((pad_w_ + stride_w_ - 1) / stride_w_, pooled_width_);
+  const int last_start = width_ + pad_w_ - kernel_w_;
+  interior_hi_ =
+      last_start < 0 ? 0 : std::min(last_start / stride_w_ + 1, pooled_width_);
+  interior_hi_ = std::max(interior_hi_, interior_lo_);
+  // The AVX-512 row kernels pay off for any number of interior windows, the
+  // plain loops only from a few on.
+  min_interior_ = std::is_same<Dtype, float>::value && stride_w_ <= 2 &&
+                          Avx512KernelsAvailable()
+                      ? 1
+                      : kMinInterior;
+}
+
+// Note [Pooling fast path]
+// The reference path (ForwardMaxReference, ForwardAveReference,
+// BackwardReference) visits one window at a time, serially. The fast path,
+// the default for MAX and AVE, does the same arithmetic in an order that
+// vectorizes and stays in cache:
+//  - the N * C channel planes are independent; large blobs split them over
+//    ParallelFor;
+//  - in each output row, the outputs whose window lies within the image
+//    columns, [interior_lo_, interior_hi_), are done together (if there are
+//    at least min_interior_ of them; else per window): for each window
+//    element (h, j), in the reference's scan order, one loop over those
+//    outputs (elements pw * stride apart), or for float with stride 1 or 2
+//    on a CPU with AVX-512, vectors of 16 outputs (util/pool_rows.hpp,
+//    which keeps the same order). Every output still sees its
+//    elements in the same order, with the same strict comparison for MAX
+//    (the first maximum wins; a NaN first element stays, later NaNs lose)
+//    and the same sums for AVE, so top and mask are bitwise equal to the
+//    reference's;
+//  - windows clipped by the left or right border use the reference's
+//    per-window code (MaxWindow, AveWindow);
+//  - backward zeroes and fills one plane at a time while it is in cache.
+//    AVE adds the shares of the outputs to each bottom element in the
+//    reference's order (left border windows, interior windows by increasing
+//    pw, which is why the kernel columns run backwards, right border
+//    windows), so bottom diffs are bitwise equal too.
+// A window can be empty (without padding, CEIL rounding and a stride larger
+// than the kernel can start the last window past the image, as in Caffe):
+// MAX gives the lowest value with index -1, AVE gives 0, and backward sends
+// them nothing, on both paths.
+namespace {
+
+// Blobs with fewer elements pool on the calling thread only.
+constexpr int kMinParallelCount = 1 << 15;
+
+// Runs fn(begin, end) over the planes [0, planes), split over ParallelFor
+// when the bottom has at least kMinParallelCount elements.
+void ForPlanes(int planes, size_t bottom_count,
+               const std::function<void(int, int)>& fn) {
+  if (bottom_count < static_cast<size_t>(kMinParallelCount) ||
+      ParallelForWorkers(planes) <= 1) {
+    fn(0, planes);
+    return;
+  }
+  ParallelFor(planes, [&](int begin, int end, int) { fn(begin, end); });
+}
+
+// One window element for n interior outputs: row r holds their elements
+// `stride` apart, the first at plane index `index`. kStride > 0 fixes the
+// stride at compile time so the loop vectorizes.
+template <int kStride, typename Dtype>
+void MaxStep(const Dtype* __restrict r, int stride, int index, int n,
+             Dtype* __restrict best, int* __restrict arg) {
+  const int s = kStride > 0 ? kStride : stride;
+  for (int q = 0; q < n; ++q) {
+    const Dtype v = r[q * s];
+    const Dtype b = best[q];
+    // All ones where v wins: the index update as bit operations, which
+    // (unlike a second select) GCC vectorizes.
+    const int wins = -static_cast<int>(v > b);
+    best[q] = v > b ? v : b;
+    arg[q] = (arg[q] & ~wins) | ((index + q * s) & wins);
+  }
+}
+
+template <int kStride, typename Dtype>
+void SumStep(const Dtype* __restrict r, int stride, int n,
+             Dtype* __restrict sum) {
+  const int s = kStride > 0 ? kStride : stride;
+  for (int q = 0; q < n; ++q) sum[q] += r[q * s];
+}
+
+template <int kStride, typename Dtype>
+void SpreadStep(const Dtype* __restrict share, int stride, int n,
+                Dtype* __restrict r) {
+  const int s = kStride > 0 ? kStride : stride;
+  for (int q = 0; q < n; ++q) r[q * s] += share[q];
+}
+
+// The interior windows of one output row (util/pool_rows.hpp's PoolRow,
+// over Dtype planes), computed with the loops above: MAX, AVE sums, AVE
+// gradient shares. The float overloads below use the AVX-512 kernels,
+// which give the same bits, where they can run.
+template <typename Dtype>
+void MaxInterior(const Dtype* plane, const PoolRow& w, Dtype* best, int* arg) {
+  const int first = w.h0 * w.width + w.first;
+  for (int q = 0; q < w.n; ++q) {
+    best[q] = plane[first + q * w.stride];
+    arg[q] = first + q * w.stride;
+  }
+  for (int h = w.h0; h < w.h1; ++h) {
+    for (int j = h == w.h0 ? 1 : 0; j < w.kernel_w; ++j) {
+      const int at = h * w.width + w.first + j;
+      switch (w.stride) {
+        case 1:
+          MaxStep<1>(plane + at, 1, at, w.n, best, arg);
+          break;
+        case 2:
+          MaxStep<2>(plane + at, 2, at, w.n, best, arg);
+          break;
+        default:
+          MaxStep<0>(plane + at, w.stride, at, w.n, best, arg);
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void SumInterior(const Dtype* plane, const PoolRow& w, Dtype* sum) {
+  std::fill(sum, sum + w.n, Dtype(0));
+  for (int h = w.h0; h < w.h1; ++h) {
+    for (int j = 0; j < w.kernel_w; ++j) {
+      const Dtype* r = plane + h * w.width + w.first + j;
+      switch (w.stride) {
+        case 1:
+          SumStep<1>(r, 1, w.n, sum);
+          break;
+        case 2:
+          SumStep<2>(r, 2, w.n, sum);
+          break;
+        default:
+          SumStep<0>(r, w.stride, w.n, sum);
+      }
+    }
+  }
+}
+
+// Kernel columns backwards: an element shared by windows q < q' gets q's
+// share first, as on the reference path.
+template <typename Dtype>
+void SpreadInterior(const PoolRow& w, const Dtype* share, Dtype* plane) {
+  for (int h = w.h0; h < w.h1; ++h) {
+    for (int j = w.kernel_w - 1; j >= 0; --j) {
+      Dtype* r = plane + h * w.width + w.first + j;
+      switch (w.stride) {
+        case 1:
+          SpreadStep<1>(share, 1, w.n, r);
+          break;
+        case 2:
+          SpreadStep<2>(share, 2, w.n, r);
+          break;
+        default:
+          SpreadStep<0>(share, w.stride, w.n, r);
+      }
+    }
+  }
+}
+
+bool UseRowKernels(const PoolRow& w) {
+  return w.stride <= 2 && Avx512KernelsAvailable();
+}
+
+void MaxInterior(const float* plane, PoolRow w, float* best, int* arg) {
+  if (!UseRowKernels(w)) return MaxInterior<float>(plane, w, best, arg);
+  w.plane = plane;
+  MaxPoolRow(w, best, arg);
+}
+
+void SumInterior(const float* plane, PoolRow w, float* sum) {
+  if (!UseRowKernels(w)) return SumInterior<float>(plane, w, sum);
+  w.plane = plane;
+  SumPoolRow(w, sum);
+}
+
+void SpreadInterior(const PoolRow& w, const float* share, float* plane) {
+  if (!UseRowKernels(w)) return SpreadInterior<float>(w, share, plane);
+  SpreadPoolRow(w, share, plane);
+}
+
+}  // namespace
+
+// The interior windows of an output row whose windows cover plane rows
+// [h0, h1); the plane pointer is filled in by the user.
+template <typename Dtype>
+PoolRow PoolingLayer<Dtype>::InteriorRow(int h0, int h1) const {
+  return PoolRow{nullptr,   width_,
+                 h0,        h1,
+                 kernel_w_, interior_lo_ * stride_w_ - pad_w_,
+                 stride_w_, interior_hi_ - interior_lo_};
 }
 
 template <typename Dtype>
@@ -149,59 +352,224 @@ int PoolingLayer<Dtype>::AveArea(int ph, int pw) const {
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::ForwardMax(const Dtype* bottom, Dtype* top,
-                                     Dtype* mask) {
+void PoolingLayer<Dtype>::MaxWindow(const Dtype* in, int ph, int pw,
+                                    Dtype* value, int* index) const {
+  int h0, h1, w0, w1;
+  Window(ph, pw, &h0, &h1, &w0, &w1);
+  if (h0 >= h1 || w0 >= w1) {
+    *value = std::numeric_limits<Dtype>::lowest();
+    *index = -1;
+    return;
+  }
+  int best = h0 * width_ + w0;
+  Dtype best_value = in[best];
+  for (int h = h0; h < h1; ++h) {
+    for (int w = w0; w < w1; ++w) {
+      // Selects rather than a branch: random data mispredicts it often.
+      const Dtype v = in[h * width_ + w];
+      const bool greater = v > best_value;
+      best_value = greater ? v : best_value;
+      best = greater ? h * width_ + w : best;
+    }
+  }
+  *value = best_value;
+  *index = best;
+}
+
+template <typename Dtype>
+Dtype PoolingLayer<Dtype>::AveWindow(const Dtype* in, int ph, int pw) const {
+  int h0, h1, w0, w1;
+  Window(ph, pw, &h0, &h1, &w0, &w1);
+  if (h0 >= h1 || w0 >= w1) return Dtype(0);
+  Dtype sum = 0;
+  for (int h = h0; h < h1; ++h) {
+    for (int w = w0; w < w1; ++w) sum += in[h * width_ + w];
+  }
+  return sum / AveArea(ph, pw);
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::AveWindowBackward(Dtype top_diff, int ph, int pw,
+                                            Dtype* diff) const {
+  int h0, h1, w0, w1;
+  Window(ph, pw, &h0, &h1, &w0, &w1);
+  if (h0 >= h1 || w0 >= w1) return;
+  const Dtype g = top_diff / AveArea(ph, pw);
+  for (int h = h0; h < h1; ++h) {
+    for (int w = w0; w < w1; ++w) diff[h * width_ + w] += g;
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::ForwardMaxReference(const Dtype* bottom, Dtype* top,
+                                              Dtype* mask) {
   const int plane = height_ * width_;
-  const int top_plane = pooled_height_ * pooled_width_;
   int* chosen = chosen_.data();
+  size_t t = 0;
   for (int nc = 0; nc < num_ * channels_; ++nc) {
     const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
     for (int ph = 0; ph < pooled_height_; ++ph) {
-      for (int pw = 0; pw < pooled_width_; ++pw) {
-        int h0, h1, w0, w1;
-        Window(ph, pw, &h0, &h1, &w0, &w1);
-        int best = h0 * width_ + w0;
-        for (int h = h0; h < h1; ++h) {
-          for (int w = w0; w < w1; ++w) {
-            if (in[h * width_ + w] > in[best]) best = h * width_ + w;
-          }
-        }
-        const int t = ph * pooled_width_ + pw;
-        top[t] = in[best];
+      for (int pw = 0; pw < pooled_width_; ++pw, ++t) {
+        int index;
+        MaxWindow(in, ph, pw, &top[t], &index);
         if (mask != nullptr) {
-          mask[t] = static_cast<Dtype>(best);
+          mask[t] = static_cast<Dtype>(index);
         } else {
-          chosen[t] = best;
+          chosen[t] = index;
         }
       }
-    }
-    top += top_plane;
-    if (mask != nullptr) {
-      mask += top_plane;
-    } else {
-      chosen += top_plane;
     }
   }
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::ForwardAve(const Dtype* bottom, Dtype* top) const {
+void PoolingLayer<Dtype>::ForwardAveReference(const Dtype* bottom,
+                                              Dtype* top) const {
   const int plane = height_ * width_;
   for (int nc = 0; nc < num_ * channels_; ++nc) {
     const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
     for (int ph = 0; ph < pooled_height_; ++ph) {
       for (int pw = 0; pw < pooled_width_; ++pw) {
-        const int area = AveArea(ph, pw);
-        int h0, h1, w0, w1;
-        Window(ph, pw, &h0, &h1, &w0, &w1);
-        Dtype sum = 0;
-        for (int h = h0; h < h1; ++h) {
-          for (int w = w0; w < w1; ++w) sum += in[h * width_ + w];
-        }
-        *top++ = sum / area;
+        *top++ = AveWindow(in, ph, pw);
       }
     }
   }
+}
+
+// One plane of MAX: top and index for every output; see Note [Pooling fast
+// path].
+template <typename Dtype>
+void PoolingLayer<Dtype>::MaxPlane(const Dtype* in, Dtype* top,
+                                   int* index) const {
+  const int lo = interior_lo_;
+  const int n = interior_hi_ - interior_lo_;
+  for (int ph = 0; ph < pooled_height_; ++ph) {
+    Dtype* top_row = top + ph * pooled_width_;
+    int* index_row = index + ph * pooled_width_;
+    const int hstart = ph * stride_h_ - pad_h_;
+    const int h0 = std::max(hstart, 0);
+    const int h1 = std::min(hstart + kernel_h_, height_);
+    const bool fast = n >= min_interior_ && h0 < h1;
+    for (int pw = 0; pw < pooled_width_; ++pw) {
+      if (fast && pw == lo) pw = interior_hi_;
+      if (pw == pooled_width_) break;
+      MaxWindow(in, ph, pw, &top_row[pw], &index_row[pw]);
+    }
+    if (!fast) continue;
+    MaxInterior(in, InteriorRow(h0, h1), top_row + lo, index_row + lo);
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::AvePlane(const Dtype* in, Dtype* top) const {
+  const int lo = interior_lo_;
+  const int n = interior_hi_ - interior_lo_;
+  for (int ph = 0; ph < pooled_height_; ++ph) {
+    Dtype* top_row = top + ph * pooled_width_;
+    const int hstart = ph * stride_h_ - pad_h_;
+    const int h0 = std::max(hstart, 0);
+    const int h1 = std::min(hstart + kernel_h_, height_);
+    const bool fast = n >= min_interior_ && h0 < h1;
+    for (int pw = 0; pw < pooled_width_; ++pw) {
+      if (fast && pw == lo) pw = interior_hi_;
+      if (pw == pooled_width_) break;
+      top_row[pw] = AveWindow(in, ph, pw);
+    }
+    if (!fast) continue;
+    Dtype* sum = top_row + lo;
+    SumInterior(in, InteriorRow(h0, h1), sum);
+    // Interior windows span kernel_w columns; rows as in AveArea.
+    const int area =
+        (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) * kernel_w_;
+    for (int q = 0; q < n; ++q) sum[q] = sum[q] / area;
+  }
+}
+
+// One plane of AVE backward into a zeroed diff plane; `share` holds
+// pooled_width_ scratch values.
+template <typename Dtype>
+void PoolingLayer<Dtype>::AveBackwardPlane(const Dtype* top_diff, Dtype* diff,
+                                           Dtype* share) const {
+  const int lo = interior_lo_;
+  const int n = interior_hi_ - interior_lo_;
+  for (int ph = 0; ph < pooled_height_; ++ph) {
+    const Dtype* top_row = top_diff + ph * pooled_width_;
+    const int hstart = ph * stride_h_ - pad_h_;
+    const int h0 = std::max(hstart, 0);
+    const int h1 = std::min(hstart + kernel_h_, height_);
+    const bool fast = n >= min_interior_ && h0 < h1;
+    const int left_end = fast ? lo : pooled_width_;
+    for (int pw = 0; pw < left_end; ++pw) {
+      AveWindowBackward(top_row[pw], ph, pw, diff);
+    }
+    if (!fast) continue;
+    const int area =
+        (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) * kernel_w_;
+    for (int q = 0; q < n; ++q) share[q] = top_row[lo + q] / area;
+    SpreadInterior(InteriorRow(h0, h1), share, diff);
+    for (int pw = interior_hi_; pw < pooled_width_; ++pw) {
+      AveWindowBackward(top_row[pw], ph, pw, diff);
+    }
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::ForwardFast(const Dtype* bottom, Dtype* top,
+                                      Dtype* mask) {
+  const size_t plane = static_cast<size_t>(height_) * width_;
+  const size_t top_plane = static_cast<size_t>(pooled_height_) * pooled_width_;
+  const size_t count = plane * num_ * channels_;
+  const bool max = method_ == PoolingParameter::MAX;
+  ForPlanes(num_ * channels_, count, [&](int begin, int end) {
+    for (int nc = begin; nc < end; ++nc) {
+      const Dtype* in = bottom + nc * plane;
+      Dtype* out = top + nc * top_plane;
+      if (!max) {
+        AvePlane(in, out);
+        continue;
+      }
+      int* index = chosen_.data() + nc * top_plane;
+      MaxPlane(in, out, index);
+      if (mask == nullptr) continue;
+      Dtype* m = mask + nc * top_plane;
+      for (size_t t = 0; t < top_plane; ++t) {
+        m[t] = static_cast<Dtype>(index[t]);
+      }
+    }
+  });
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::BackwardFast(const Dtype* top_diff, const Dtype* mask,
+                                       Dtype* bottom_diff) {
+  const size_t plane = static_cast<size_t>(height_) * width_;
+  const size_t top_plane = static_cast<size_t>(pooled_height_) * pooled_width_;
+  const size_t count = plane * num_ * channels_;
+  const bool max = method_ == PoolingParameter::MAX;
+  ForPlanes(num_ * channels_, count, [&](int begin, int end) {
+    vector<Dtype> share(max ? 0 : pooled_width_);
+    for (int nc = begin; nc < end; ++nc) {
+      Dtype* diff = bottom_diff + nc * plane;
+      const Dtype* td = top_diff + nc * top_plane;
+      std::fill(diff, diff + plane, Dtype(0));
+      if (!max) {
+        AveBackwardPlane(td, diff, share.data());
+        continue;
+      }
+      if (mask != nullptr) {
+        const Dtype* m = mask + nc * top_plane;
+        for (size_t t = 0; t < top_plane; ++t) {
+          const int index = static_cast<int>(m[t]);
+          if (index >= 0) diff[index] += td[t];
+        }
+      } else {
+        const int* chosen = chosen_.data() + nc * top_plane;
+        for (size_t t = 0; t < top_plane; ++t) {
+          if (chosen[t] >= 0) diff[chosen[t]] += td[t];
+        }
+      }
+    }
+  });
 }
 
 template <typename Dtype>
@@ -259,13 +627,21 @@ void PoolingLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                                       const vector<Blob<Dtype>*>& top) {
   const Dtype* in = bottom[0]->cpu_data();
   Dtype* out = top[0]->mutable_cpu_data();
+  Dtype* mask = top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
   switch (method_) {
     case PoolingParameter::MAX:
-      ForwardMax(in, out,
-                 top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr);
+      if (use_reference_) {
+        ForwardMaxReference(in, out, mask);
+      } else {
+        ForwardFast(in, out, mask);
+      }
       break;
     case PoolingParameter::AVE:
-      ForwardAve(in, out);
+      if (use_reference_) {
+        ForwardAveReference(in, out);
+      } else {
+        ForwardFast(in, out, nullptr);
+      }
       break;
     case PoolingParameter::STOCHASTIC:
       ForwardStochastic(in, out);
@@ -308,48 +684,59 @@ void PoolingLayer<Dtype>::BackwardStochasticTest(const Dtype* top_diff,
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                       const vector<bool>& propagate_down,
-                                       const vector<Blob<Dtype>*>& bottom) {
-  if (!propagate_down[0]) return;
-  const Dtype* top_diff = top[0]->cpu_diff();
-  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
-  cpu_set(bottom[0]->count(), Dtype(0), bottom_diff);
-  const int plane = height_ * width_;
-  const int top_plane = pooled_height_ * pooled_width_;
+void PoolingLayer<Dtype>::BackwardReference(const Dtype* top_diff,
+                                            const Dtype* mask,
+                                            Dtype* bottom_diff) const {
+  const size_t plane = static_cast<size_t>(height_) * width_;
+  const size_t top_plane = static_cast<size_t>(pooled_height_) * pooled_width_;
   const int planes = num_ * channels_;
-  if (method_ == PoolingParameter::STOCHASTIC && this->phase_ != TRAIN) {
-    BackwardStochasticTest(top_diff, bottom[0]->cpu_data(), bottom_diff);
-    return;
-  }
+  cpu_set(static_cast<int>(plane * planes), Dtype(0), bottom_diff);
   if (method_ == PoolingParameter::AVE) {
     for (int nc = 0; nc < planes; ++nc) {
-      Dtype* diff = bottom_diff + static_cast<size_t>(nc) * plane;
+      Dtype* diff = bottom_diff + nc * plane;
       for (int ph = 0; ph < pooled_height_; ++ph) {
         for (int pw = 0; pw < pooled_width_; ++pw) {
-          const int area = AveArea(ph, pw);
-          int h0, h1, w0, w1;
-          Window(ph, pw, &h0, &h1, &w0, &w1);
-          const Dtype g = *top_diff++ / area;
-          for (int h = h0; h < h1; ++h) {
-            for (int w = w0; w < w1; ++w) diff[h * width_ + w] += g;
-          }
+          AveWindowBackward(*top_diff++, ph, pw, diff);
         }
       }
     }
     return;
   }
   // MAX, and STOCHASTIC in training: route each top diff to its element.
-  const bool use_mask = method_ == PoolingParameter::MAX && top.size() > 1;
-  const Dtype* mask = use_mask ? top[1]->cpu_data() : nullptr;
   for (int nc = 0; nc < planes; ++nc) {
-    Dtype* diff = bottom_diff + static_cast<size_t>(nc) * plane;
-    const size_t base = static_cast<size_t>(nc) * top_plane;
-    for (int t = 0; t < top_plane; ++t) {
-      const int index =
-          use_mask ? static_cast<int>(mask[base + t]) : chosen_[base + t];
-      diff[index] += top_diff[base + t];
+    Dtype* diff = bottom_diff + nc * plane;
+    const size_t base = nc * top_plane;
+    for (size_t t = 0; t < top_plane; ++t) {
+      const int index = mask != nullptr ? static_cast<int>(mask[base + t])
+                                        : chosen_[base + t];
+      if (index >= 0) diff[index] += top_diff[base + t];
     }
+  }
+}
+
+template <typename Dtype>
+void PoolingLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
+  if (!propagate_down[0]) return;
+  const Dtype* top_diff = top[0]->cpu_diff();
+  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
+  if (method_ == PoolingParameter::STOCHASTIC) {
+    if (this->phase_ == TRAIN) {
+      BackwardReference(top_diff, nullptr, bottom_diff);
+    } else {
+      cpu_set(bottom[0]->count(), Dtype(0), bottom_diff);
+      BackwardStochasticTest(top_diff, bottom[0]->cpu_data(), bottom_diff);
+    }
+    return;
+  }
+  const Dtype* mask = method_ == PoolingParameter::MAX && top.size() > 1
+                          ? top[1]->cpu_data()
+                          : nullptr;
+  if (use_reference_) {
+    BackwardReference(top_diff, mask, bottom_diff);
+  } else {
+    BackwardFast(top_diff, mask, bottom_diff);
   }
 }
 

@@ -1,9 +1,27 @@
-// Sigmoid on the CPU.
+// Sigmoid on the CPU, split over ParallelFor for large blobs.
 #include "poseidon/layers/sigmoid_layer.hpp"
 
 #include <cmath>
 
+#include "poseidon/util/parallel.hpp"
+
 namespace poseidon {
+namespace {
+
+// Blobs with fewer elements stay on the calling thread.
+constexpr int kMinParallelCount = 1 << 14;
+
+// Calls fn(begin, end) over [0, count), in ParallelFor ranges when large.
+template <typename Fn>
+void ForRanges(int count, const Fn& fn) {
+  if (count < kMinParallelCount || ParallelForWorkers(count) <= 1) {
+    fn(0, count);
+    return;
+  }
+  ParallelFor(count, [&](int begin, int end, int) { fn(begin, end); });
+}
+
+}  // namespace
 
 template <typename Dtype>
 void SigmoidLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
@@ -11,11 +29,13 @@ void SigmoidLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
   const int count = bottom[0]->count();
   const Dtype* x = bottom[0]->cpu_data();
   Dtype* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
-    // overflow exp() for large |x|.
-    y[i] = Dtype(0.5) * std::tanh(Dtype(0.5) * x[i]) + Dtype(0.5);
-  }
+  ForRanges(count, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      // 0.5 * tanh(0.5 x) + 0.5 equals the logistic function and does not
+      // overflow exp() for large |x|.
+      y[i] = Dtype(0.5) * std::tanh(Dtype(0.5) * x[i]) + Dtype(0.5);
+    }
+  });
 }
 
 template <typename Dtype>
@@ -27,9 +47,11 @@ void SigmoidLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
   const Dtype* y = top[0]->cpu_data();
   const Dtype* dy = top[0]->cpu_diff();
   Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) {
-    dx[i] = dy[i] * y[i] * (Dtype(1) - y[i]);
-  }
+  ForRanges(count, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      dx[i] = dy[i] * y[i] * (Dtype(1) - y[i]);
+    }
+  });
 }
 
 INSTANTIATE_CLASS(SigmoidLayer);

@@ -1,10 +1,13 @@
 // PoolingLayer: hand-computed windows, Caffe's output-size rules, a naive
-// reference for random inputs, the mask top, stochastic pooling, gradients
-// and the error paths.
+// reference for random inputs, the mask top, stochastic pooling, gradients,
+// the fast path against the reference path (bitwise, on odd shapes, ties,
+// NaN, empty windows, several threads) and the error paths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "gradient_checker.hpp"
@@ -94,6 +97,93 @@ class PoolingLayerTest : public test::MultiDeviceTest<TypeParam> {
     }
   }
 };
+
+// Sets Poseidon::num_threads() for a scope and restores it after.
+class ScopedNumThreads {
+ public:
+  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
+    Poseidon::set_num_threads(n);
+  }
+  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
+
+ private:
+  const int saved_;
+};
+
+// A pooling geometry: kernel, stride and pad per axis (0 kernel: global).
+struct Window {
+  int kh, kw, sh, sw, ph, pw;
+  bool ceil;
+};
+
+LayerParameter WindowParam(PoolingParameter::PoolMethod method,
+                           const Window& w) {
+  LayerParameter param;
+  PoolingParameter* p = param.mutable_pooling_param();
+  p->set_pool(method);
+  if (w.kh == 0) {
+    p->set_global_pooling(true);
+  } else {
+    p->set_kernel_h(w.kh);
+    p->set_kernel_w(w.kw);
+    p->set_stride_h(w.sh);
+    p->set_stride_w(w.sw);
+    p->set_pad_h(w.ph);
+    p->set_pad_w(w.pw);
+  }
+  if (!w.ceil) p->set_round_mode(PoolingParameter::FLOOR);
+  return param;
+}
+
+// Runs forward (with a mask top for MAX) and backward on the reference path
+// and on the fast path (on 1 and 2 threads); expects identical bits in top,
+// mask and bottom diff.
+template <typename Dtype>
+void CheckFastMatchesReference(PoolingParameter::PoolMethod method,
+                               const Window& w, Blob<Dtype>* bottom) {
+  const bool max = method == PoolingParameter::MAX;
+  SCOPED_TRACE(std::string(max ? "MAX" : "AVE") + " bottom " +
+               bottom->shape_string() + " kernel " + std::to_string(w.kh) +
+               "x" + std::to_string(w.kw) + " stride " + std::to_string(w.sh) +
+               "x" + std::to_string(w.sw) + " pad " + std::to_string(w.ph) +
+               "x" + std::to_string(w.pw) + (w.ceil ? " CEIL" : " FLOOR"));
+  vector<vector<Dtype>> results[3];
+  for (int run = 0; run < 3; ++run) {
+    ScopedNumThreads threads(run == 2 ? 2 : 1);
+    PoolingLayer<Dtype> layer(WindowParam(method, w));
+    layer.set_use_reference(run == 0);
+    Blob<Dtype> top, mask;
+    vector<Blob<Dtype>*> tops{&top};
+    if (max) tops.push_back(&mask);
+    layer.SetUp({bottom}, tops);
+    layer.Forward({bottom}, tops);
+    for (int i = 0; i < top.count(); ++i) {
+      top.mutable_cpu_diff()[i] = Dtype(0.25) * (i % 7) - Dtype(0.5);
+    }
+    layer.Backward(tops, {true}, {bottom});
+    results[run] = {vector<Dtype>(top.cpu_data(), top.cpu_data() + top.count()),
+                    vector<Dtype>(bottom->cpu_diff(),
+                                  bottom->cpu_diff() + bottom->count())};
+    if (max) {
+      results[run].emplace_back(mask.cpu_data(),
+                                mask.cpu_data() + mask.count());
+    }
+  }
+  const char* names[] = {"top", "bottom diff", "mask"};
+  for (int run = 1; run < 3; ++run) {
+    for (size_t k = 0; k < results[0].size(); ++k) {
+      ASSERT_EQ(results[0][k].size(), results[run][k].size());
+      for (size_t i = 0; i < results[0][k].size(); ++i) {
+        const Dtype want = results[0][k][i], got = results[run][k][i];
+        // Bitwise: NaN where the reference has NaN, else the same value.
+        ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : want == got)
+            << names[k] << "[" << i << "]: reference " << want << ", fast "
+            << got << (run == 2 ? " (2 threads)" : "");
+      }
+    }
+  }
+}
 
 TYPED_TEST_SUITE(PoolingLayerTest, test::TestDtypesAndDevices);
 
@@ -341,6 +431,100 @@ TYPED_TEST(PoolingLayerTest, GradientStochastic) {
     PoolingLayer<Dtype> layer(param);
     test::GradientChecker<Dtype> checker(1e-4, 1e-2);
     checker.CheckGradient(&layer, {&bottom}, {&top});
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, FastPathMatchesReference) {
+  using Dtype = typename TypeParam::Dtype;
+  const Window windows[] = {
+      {3, 3, 2, 2, 0, 0, true},   // CIFAR-10 / AlexNet
+      {2, 2, 2, 2, 0, 0, true},   // LeNet
+      {3, 3, 1, 1, 1, 1, true},   // padded, stride 1
+      {3, 2, 2, 1, 1, 1, true},   // rectangular, padded
+      {2, 3, 3, 2, 1, 0, false},  // stride > kernel, FLOOR
+      {2, 1, 3, 4, 0, 0, true},   // stride > kernel: empty windows
+      {4, 3, 3, 2, 2, 1, false},
+      {5, 5, 1, 1, 2, 2, true},  // windows wider than some rows
+      {0, 0, 1, 1, 0, 0, true},  // global
+  };
+  // Rows of 3 to 35 interior windows (16 per vector on the AVX-512 path).
+  const vector<int> shapes[] = {
+      {2, 3, 7, 6}, {1, 2, 13, 17}, {3, 2, 5, 24}, {1, 2, 6, 70}};
+  for (const vector<int>& shape : shapes) {
+    Blob<Dtype> bottom(shape);
+    test::FillGaussian(&bottom);
+    for (const Window& w : windows) {
+      CheckFastMatchesReference(PoolingParameter::MAX, w, &bottom);
+      CheckFastMatchesReference(PoolingParameter::AVE, w, &bottom);
+    }
+  }
+}
+
+TYPED_TEST(PoolingLayerTest, FastPathMatchesReferenceOnTiesAndNaN) {
+  using Dtype = typename TypeParam::Dtype;
+  // After a ReLU most windows tie at 0: the first maximum in scan order
+  // must win on both paths. NaN: kept when first in a window, else losing.
+  Blob<Dtype> bottom(2, 2, 9, 20);
+  test::FillGaussian(&bottom);
+  Dtype* x = bottom.mutable_cpu_data();
+  for (int i = 0; i < bottom.count(); ++i) {
+    if (x[i] < Dtype(0.3)) x[i] = 0;
+    if (i % 37 == 5) x[i] = std::numeric_limits<Dtype>::quiet_NaN();
+  }
+  CheckFastMatchesReference(PoolingParameter::MAX,
+                            Window{3, 3, 2, 2, 0, 0, true}, &bottom);
+  CheckFastMatchesReference(PoolingParameter::MAX,
+                            Window{2, 2, 1, 1, 1, 1, true}, &bottom);
+}
+
+TYPED_TEST(PoolingLayerTest, LargeBlobOnTwoThreads) {
+  using Dtype = typename TypeParam::Dtype;
+  // Big enough for the planes to split over ParallelFor.
+  Blob<Dtype> bottom(4, 16, 32, 32);
+  test::FillGaussian(&bottom);
+  CheckFastMatchesReference(PoolingParameter::MAX,
+                            Window{3, 3, 2, 2, 0, 0, true}, &bottom);
+  CheckFastMatchesReference(PoolingParameter::AVE,
+                            Window{3, 3, 2, 2, 1, 1, true}, &bottom);
+}
+
+TYPED_TEST(PoolingLayerTest, EmptyWindowsGiveNoOutputAndNoGradient) {
+  using Dtype = typename TypeParam::Dtype;
+  // Width 8, kernel 1, stride 2, CEIL, no pad: windows start at 0, 2, 4, 6
+  // and 8; the last lies past the image (Caffe's shape rule keeps it).
+  Blob<Dtype> bottom(1, 1, 1, 8);
+  for (int i = 0; i < 8; ++i) bottom.mutable_cpu_data()[i] = i + 1;
+  for (bool reference : {true, false}) {
+    for (auto method : {PoolingParameter::MAX, PoolingParameter::AVE}) {
+      LayerParameter param;
+      PoolingParameter* p = param.mutable_pooling_param();
+      p->set_pool(method);
+      p->set_kernel_h(1);
+      p->set_kernel_w(1);
+      p->set_stride_h(1);
+      p->set_stride_w(2);
+      PoolingLayer<Dtype> layer(param);
+      layer.set_use_reference(reference);
+      Blob<Dtype> top, mask;
+      vector<Blob<Dtype>*> tops{&top};
+      if (method == PoolingParameter::MAX) tops.push_back(&mask);
+      layer.SetUp({&bottom}, tops);
+      ASSERT_EQ(top.shape(), (vector<int>{1, 1, 1, 5}));
+      layer.Forward({&bottom}, tops);
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(top.cpu_data()[i], 2 * i + 1);
+      if (method == PoolingParameter::MAX) {
+        EXPECT_EQ(top.cpu_data()[4], std::numeric_limits<Dtype>::lowest());
+        EXPECT_EQ(mask.cpu_data()[4], -1);
+      } else {
+        EXPECT_EQ(top.cpu_data()[4], 0);
+      }
+      cpu_set(top.count(), Dtype(1), top.mutable_cpu_diff());
+      layer.Backward(tops, {true}, {&bottom});
+      for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(bottom.cpu_diff()[i], i % 2 == 0 ? 1 : 0)
+            << "element " << i << (reference ? " (reference)" : " (fast)");
+      }
+    }
   }
 }
 

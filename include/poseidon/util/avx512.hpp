@@ -1,0 +1,24 @@
+// The run-time check behind Poseidon's hand-written AVX-512 kernels
+// (util/direct_conv.hpp, util/pool_rows.hpp).
+//
+// Note [AVX-512 isolation]
+// The kernels are compiled with function-level target attributes
+// (POSEIDON_AVX512 in their .cpp files) rather than a per-file -mavx512f,
+// so that the rest of each file, what it instantiates from headers
+// (std::vector, std::min: code the linker may share with other files) and
+// its static initialisation stay baseline x86-64 code. They are reachable
+// only through entry points whose callers check Avx512KernelsAvailable()
+// first, so the binary runs on CPUs without AVX-512.
+#ifndef POSEIDON_UTIL_AVX512_HPP_
+#define POSEIDON_UTIL_AVX512_HPP_
+
+namespace poseidon {
+
+// True when the CPU running the process has AVX-512F and FMA (checked once,
+// thread-safe) and the environment variable POSEIDON_KERNELS is not "blas"
+// (which turns the hand-written kernels off, for comparisons).
+bool Avx512KernelsAvailable();
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_AVX512_HPP_

@@ -1,0 +1,102 @@
+// DirectConv: a 2-D convolution with unit stride computed like im2col +
+// GEMM, but with AVX-512 kernels that load each column vector straight from
+// a zero-padded copy of the image (an "implicit GEMM"), so the column
+// matrix is never written. For the convolution layer's direct path (Note
+// [Direct path] in base_conv_layer.cpp); im2col + OpenBLAS stays the
+// reference and serves double, other strides and CPUs without AVX-512.
+//
+// A DirectConv may be constructed on any CPU; supported() says whether the
+// other methods may be used (AVX-512F and FMA present, checked at run time;
+// the kernels are compiled for them with function-level target attributes,
+// so the rest of the binary stays baseline x86-64).
+//
+// Thread safety: const methods keep no shared mutable state (scratch is
+// per thread); concurrent calls writing different outputs are safe.
+#ifndef POSEIDON_UTIL_DIRECT_CONV_HPP_
+#define POSEIDON_UTIL_DIRECT_CONV_HPP_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "poseidon/util/avx512.hpp"
+
+namespace poseidon {
+
+// One group of a 2-D convolution with unit stride, computed directly from
+// the image (see Note [Direct convolution] in the .cpp):
+//   top[o][y][x] = sum over c, i, j of
+//       W[o][c][i][j] * bottom[c][y - pad_h + i * dilation_h]
+//                                [x - pad_w + j * dilation_w]
+// (zero outside the image), for y < output_h() = height + 2 pad_h -
+// dilation_h (kernel_h - 1), likewise x. The weights W are (outputs,
+// channels, kernel_h, kernel_w), as in the convolution layer.
+class DirectConv {
+ public:
+  struct Geometry {
+    int channels = 0, height = 0, width = 0;
+    int outputs = 0;
+    int kernel_h = 1, kernel_w = 1;
+    int pad_h = 0, pad_w = 0;
+    int dilation_h = 1, dilation_w = 1;
+  };
+
+  explicit DirectConv(const Geometry& g);
+
+  // False when the kernels cannot run this shape (no AVX-512, or an empty
+  // output); then PackWeights, Forward and AccumulateWeightGrad must not be
+  // called.
+  bool supported() const { return supported_; }
+  const Geometry& geometry() const { return g_; }
+  int output_h() const { return output_h_; }
+  int output_w() const { return output_w_; }
+
+  // Size of the packed weights, and the packing: `weights` as in the class
+  // comment. For the gradient with respect to the input, which is itself a
+  // direct convolution (of the top diff, with the kernel flipped and
+  // outputs and channels swapped), build a DirectConv with that geometry
+  // and pack the original weights with flip_and_swap: weights is then
+  // (channels, outputs, kernel_h, kernel_w) in this object's terms.
+  size_t packed_size() const;
+  void PackWeights(const float* weights, bool flip_and_swap,
+                   float* packed) const;
+
+  // top (outputs x output_h x output_w) = the convolution of one image
+  // (channels x height x width), overwriting top.
+  void Forward(const float* packed, const float* bottom, float* top) const;
+
+  // weight_diff (outputs x channels x kernel_h x kernel_w) += the weight
+  // gradient of `images` images: image n's bottom at bottom + n *
+  // bottom_step, its top diff at top_diff + n * top_step.
+  void AccumulateWeightGrad(int images, const float* bottom,
+                            ptrdiff_t bottom_step, const float* top_diff,
+                            ptrdiff_t top_step, float* weight_diff) const;
+
+  // Internal: a run of up to 16 consecutive output positions from `first`
+  // (lanes: a bit per position), made of `pieces` row pieces; lanes in
+  // mask[p] read padded plane element start[p] + lane (+ the tap offset).
+  static constexpr int kMaxPieces = 4;
+  struct Segment {
+    int first;
+    uint16_t lanes;
+    int pieces;
+    int start[kMaxPieces];
+    uint16_t mask[kMaxPieces];
+  };
+
+ private:
+  Geometry g_;
+  int output_h_ = 0, output_w_ = 0;
+  int padded_h_ = 0, padded_w_ = 0;  // the image with its padding
+  int taps_ = 0;                     // kernel_h * kernel_w
+  bool supported_ = false;
+  // See Note [Direct convolution] in the .cpp; an even number (an empty
+  // one pads an odd count).
+  std::vector<Segment> segments_;
+  // Per tap (i, j): i dilation_h padded_w + j dilation_w.
+  std::vector<int> tap_offset_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_DIRECT_CONV_HPP_

@@ -1,0 +1,275 @@
+// DirectConv against naive convolution loops (forward, weight gradient,
+// input gradient through the flipped weights) on odd shapes, and the
+// convolution layer's direct path against its per-image reference path.
+// Skipped on CPUs without AVX-512, apart from checking that the layer then
+// does not choose the direct path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gradient_checker.hpp"
+#include "poseidon/layers/conv_layer.hpp"
+#include "poseidon/util/direct_conv.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
+  if (!Avx512KernelsAvailable()) {                                       \
+    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
+  }
+
+vector<float> Random(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Relative-to-magnitude comparison; names the first differing element.
+void ExpectNear(const vector<double>& want, const float* got, double tol,
+                const string& what) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
+        << what << ": element " << i << " of " << want.size();
+  }
+}
+
+// DirectConv on one geometry against loops written here: forward, the
+// weight gradient (accumulated onto a non-zero start, over 3 images) and
+// the input gradient (the flipped-weight plan).
+void CheckDirectConv(const DirectConv::Geometry& g) {
+  SCOPED_TRACE(
+      "C " + std::to_string(g.channels) + " " + std::to_string(g.height) + "x" +
+      std::to_string(g.width) + " O " + std::to_string(g.outputs) + " kernel " +
+      std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) + " pad " +
+      std::to_string(g.pad_h) + "," + std::to_string(g.pad_w) + " dilation " +
+      std::to_string(g.dilation_h) + "," + std::to_string(g.dilation_w));
+  const DirectConv conv(g);
+  ASSERT_TRUE(conv.supported());
+  const int OH = conv.output_h(), OW = conv.output_w();
+  ASSERT_EQ(OH, g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1));
+  const int images = 3, taps = g.kernel_h * g.kernel_w;
+  const size_t in_size = static_cast<size_t>(g.channels) * g.height * g.width;
+  const size_t out_size = static_cast<size_t>(g.outputs) * OH * OW;
+  const size_t w_size = static_cast<size_t>(g.outputs) * g.channels * taps;
+  const vector<float> x = Random(in_size * images, 11);
+  const vector<float> w = Random(w_size, 12);
+  const vector<float> dy = Random(out_size * images, 13);
+  vector<double> y_want(out_size * images, 0.0), dw_want(w_size, 0.5);
+  vector<double> dx_want(in_size * images, 0.0);
+  for (int n = 0; n < images; ++n) {
+    for (int o = 0; o < g.outputs; ++o) {
+      for (int oy = 0; oy < OH; ++oy) {
+        for (int ox = 0; ox < OW; ++ox) {
+          const size_t yi = n * out_size + (o * OH + oy) * OW + ox;
+          for (int c = 0; c < g.channels; ++c) {
+            for (int t = 0; t < taps; ++t) {
+              const int h = oy - g.pad_h + (t / g.kernel_w) * g.dilation_h;
+              const int v = ox - g.pad_w + (t % g.kernel_w) * g.dilation_w;
+              if (h < 0 || h >= g.height || v < 0 || v >= g.width) continue;
+              const size_t xi = n * in_size + (c * g.height + h) * g.width + v;
+              const size_t wi = (o * g.channels + c) * taps + t;
+              y_want[yi] += static_cast<double>(w[wi]) * x[xi];
+              dw_want[wi] += static_cast<double>(dy[yi]) * x[xi];
+              dx_want[xi] += static_cast<double>(dy[yi]) * w[wi];
+            }
+          }
+        }
+      }
+    }
+  }
+  vector<float> packed(conv.packed_size()), y(out_size * images);
+  conv.PackWeights(w.data(), false, packed.data());
+  for (int n = 0; n < images; ++n) {
+    conv.Forward(packed.data(), x.data() + n * in_size,
+                 y.data() + n * out_size);
+  }
+  ExpectNear(y_want, y.data(), 1e-5, "forward");
+  vector<float> dw(w_size, 0.5f);
+  conv.AccumulateWeightGrad(images, x.data(), in_size, dy.data(), out_size,
+                            dw.data());
+  ExpectNear(dw_want, dw.data(), 1e-5, "weight gradient");
+  DirectConv::Geometry b = g;
+  std::swap(b.channels, b.outputs);
+  b.height = OH;
+  b.width = OW;
+  b.pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h;
+  b.pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
+  const DirectConv back(b);
+  ASSERT_TRUE(back.supported());
+  ASSERT_EQ(back.output_h(), g.height);
+  ASSERT_EQ(back.output_w(), g.width);
+  vector<float> packed_back(back.packed_size()), dx(in_size * images);
+  back.PackWeights(w.data(), true, packed_back.data());
+  for (int n = 0; n < images; ++n) {
+    back.Forward(packed_back.data(), dy.data() + n * out_size,
+                 dx.data() + n * in_size);
+  }
+  ExpectNear(dx_want, dx.data(), 1e-5, "input gradient");
+}
+
+DirectConv::Geometry Geom(int c, int h, int w, int o, int kh, int kw,
+                          int ph = 0, int pw = 0, int dh = 1, int dw = 1) {
+  DirectConv::Geometry g;
+  g.channels = c;
+  g.height = h;
+  g.width = w;
+  g.outputs = o;
+  g.kernel_h = kh;
+  g.kernel_w = kw;
+  g.pad_h = ph;
+  g.pad_w = pw;
+  g.dilation_h = dh;
+  g.dilation_w = dw;
+  return g;
+}
+
+TEST(DirectConvolutionTest, KernelsMatchNaiveLoops) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  // Same-size 5x5 (rows of 16 and 32, and 8: segments spanning rows).
+  CheckDirectConv(Geom(3, 16, 16, 8, 5, 5, 2, 2));
+  CheckDirectConv(Geom(2, 4, 32, 9, 5, 5, 2, 2));
+  CheckDirectConv(Geom(5, 8, 8, 12, 5, 5, 2, 2));
+  // Unpadded (output rows narrower than the image), rectangular kernels,
+  // pads differing per axis, dilation.
+  CheckDirectConv(Geom(2, 12, 12, 5, 5, 5));
+  CheckDirectConv(Geom(3, 7, 9, 11, 3, 2, 1, 0, 1, 2));
+  CheckDirectConv(Geom(3, 9, 9, 40, 3, 3, 2, 2, 2, 2));
+  // Rows of 1, 2, 3 and 27 outputs (a segment with several row pieces, up
+  // to the limit), 1x1 kernels, a single output.
+  CheckDirectConv(Geom(2, 7, 1, 3, 3, 1, 1, 0));
+  CheckDirectConv(Geom(2, 9, 2, 3, 1, 1));
+  CheckDirectConv(Geom(2, 11, 3, 4, 3, 3, 1, 1));
+  CheckDirectConv(Geom(2, 3, 27, 17, 3, 3, 1, 1));
+  CheckDirectConv(Geom(3, 1, 1, 5, 1, 1));
+  // More channels than one K block (256 steps / 9 taps = 28 channels),
+  // outputs past one 32-wide weight-gradient tile.
+  CheckDirectConv(Geom(30, 5, 6, 35, 3, 3, 1, 1));
+}
+
+TEST(DirectConvolutionTest, RejectsEmptyOutput) {
+  EXPECT_FALSE(DirectConv(Geom(2, 3, 3, 4, 5, 5)).supported());
+}
+
+using Algo = BaseConvolutionLayer<float>::Algorithm;
+
+LayerParameter ConvParam(int outputs, int kernel, int pad, int stride = 1,
+                         int group = 1) {
+  LayerParameter param;
+  param.set_type("Convolution");
+  ConvolutionParameter* p = param.mutable_convolution_param();
+  p->set_num_output(outputs);
+  p->add_kernel_size(kernel);
+  p->add_pad(pad);
+  p->add_stride(stride);
+  p->set_group(group);
+  p->mutable_weight_filler()->set_type("gaussian");
+  p->mutable_bias_filler()->set_type("gaussian");
+  return param;
+}
+
+// Runs forward and backward with `algo` on `threads` threads; returns top,
+// bottom diff, weight diff and bias diff.
+vector<vector<float>> RunConv(ConvolutionLayer<float>* layer, Algo algo,
+                              int threads, Blob<float>* bottom, bool* direct) {
+  const int saved = Poseidon::num_threads();
+  Poseidon::set_num_threads(threads);
+  Blob<float> top;
+  layer->set_algorithm(algo);
+  layer->Reshape({bottom}, {&top});
+  *direct = layer->direct();
+  layer->Forward({bottom}, {&top});
+  const vector<float> diff = Random(top.count(), 21);
+  std::copy(diff.begin(), diff.end(), top.mutable_cpu_diff());
+  for (auto& b : layer->blobs()) {
+    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
+  }
+  layer->Backward({&top}, {true}, {bottom});
+  Poseidon::set_num_threads(saved);
+  auto grab = [](const float* p, int n) { return vector<float>(p, p + n); };
+  return {grab(top.cpu_data(), top.count()),
+          grab(bottom->cpu_diff(), bottom->count()),
+          grab(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()),
+          grab(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count())};
+}
+
+// The layer's direct path against its per-image path, on 1 and 2 threads.
+void CheckDirectLayer(const vector<int>& shape, const LayerParameter& param) {
+  SCOPED_TRACE("bottom " + std::to_string(shape[1]) + "x" +
+               std::to_string(shape[2]) + "x" + std::to_string(shape[3]));
+  Blob<float> bottom(shape);
+  test::FillGaussian(&bottom);
+  ConvolutionLayer<float> layer(param);
+  Blob<float> top;
+  layer.SetUp({&bottom}, {&top});
+  bool direct = false;
+  const auto want = RunConv(&layer, Algo::kPerImage, 1, &bottom, &direct);
+  EXPECT_FALSE(direct);
+  const char* names[] = {"top data", "bottom diff", "weight diff", "bias diff"};
+  for (int threads : {1, 2}) {
+    const auto got = RunConv(&layer, Algo::kAuto, threads, &bottom, &direct);
+    ASSERT_TRUE(direct) << "kAuto did not take the direct path";
+    for (int k = 0; k < 4; ++k) {
+      ASSERT_EQ(want[k].size(), got[k].size());
+      ExpectNear(
+          vector<double>(want[k].begin(), want[k].end()), got[k].data(), 2e-4,
+          string(names[k]) + " on " + std::to_string(threads) + " threads");
+    }
+  }
+}
+
+TEST(DirectConvolutionTest, LayerMatchesPerImagePath) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  CheckDirectLayer({5, 3, 8, 16}, ConvParam(10, 5, 2));
+  CheckDirectLayer({3, 4, 6, 5}, ConvParam(6, 3, 1, 1, /*group=*/2));
+  CheckDirectLayer({2, 3, 4, 4}, ConvParam(2, 1, 0));
+}
+
+TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
+  Blob<float> bottom(2, 4, 8, 8), top;
+  struct Case {
+    LayerParameter param;
+    bool direct;
+  };
+  const Case cases[] = {
+      {ConvParam(8, 3, 1), true},                     // same size
+      {ConvParam(8, 3, 0), false},                    // output smaller
+      {ConvParam(8, 3, 1, /*stride=*/2), false},      // strided
+      {ConvParam(130, 3, 1), false},                  // many outputs
+      {ConvParam(260, 3, 1, 1, /*group=*/2), false},  // per group too
+  };
+  for (const Case& c : cases) {
+    ConvolutionLayer<float> layer(c.param);
+    layer.SetUp({&bottom}, {&top});
+    EXPECT_EQ(layer.direct(), c.direct && Avx512KernelsAvailable())
+        << c.param.ShortDebugString();
+    layer.set_algorithm(Algo::kPerImage);
+    layer.Reshape({&bottom}, {&top});
+    EXPECT_FALSE(layer.direct());
+  }
+  Blob<double> bottom_d(2, 4, 8, 8), top_d;
+  ConvolutionLayer<double> layer_d(ConvParam(8, 3, 1));
+  layer_d.SetUp({&bottom_d}, {&top_d});
+  EXPECT_FALSE(layer_d.direct());
+}
+
+TEST(DirectConvolutionTest, Gradient) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  Blob<float> bottom(2, 3, 5, 6), top;
+  test::FillGaussian(&bottom);
+  ConvolutionLayer<float> layer(ConvParam(4, 3, 1));
+  layer.SetUp({&bottom}, {&top});
+  ASSERT_TRUE(layer.direct());
+  test::GradientChecker<float> checker(1e-2, 1e-3);
+  checker.CheckGradient(&layer, {&bottom}, {&top});
+}
+
+}  // namespace
+}  // namespace poseidon

@@ -1,0 +1,134 @@
+// AVX-512 pooling rows: vectors of 16 outputs; stride 2 loads two vectors
+// of the plane and keeps the even elements. See Note [AVX-512 isolation] in
+// util/avx512.hpp: only the POSEIDON_AVX512 functions use AVX-512.
+#include "poseidon/util/pool_rows.hpp"
+
+#include <immintrin.h>
+
+#define POSEIDON_AVX512 __attribute__((target("avx512f")))
+
+namespace poseidon {
+namespace {
+
+// The first `n` of 16 lanes (n may be <= 0 or > 16).
+__mmask16 Lanes(int n) {
+  if (n >= 16) return static_cast<__mmask16>(0xFFFF);
+  return static_cast<__mmask16>(n <= 0 ? 0 : (1u << n) - 1u);
+}
+
+// Elements p[0], p[s], ..., p[15 s] in the first `lanes` lanes (s = 1 or
+// 2; lanes past 16 are ignored); the other lanes are 0 and read nothing.
+POSEIDON_AVX512 __m512 LoadStrided(const float* p, int stride, int lanes) {
+  if (lanes > 16) lanes = 16;
+  if (stride == 1) return _mm512_maskz_loadu_ps(Lanes(lanes), p);
+  // Lane q needs p[2q]: the 2 lanes - 1 floats from p, over two vectors.
+  const int span = 2 * lanes - 1;
+  const __m512 lo = _mm512_maskz_loadu_ps(Lanes(span), p);
+  const __m512 hi = _mm512_maskz_loadu_ps(Lanes(span - 16), p + 16);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12,
+                                        10, 8, 6, 4, 2, 0);
+  return _mm512_permutex2var_ps(lo, even, hi);
+}
+
+POSEIDON_AVX512 __m512i Iota(int start, int stride) {
+  return _mm512_add_epi32(
+      _mm512_set1_epi32(start),
+      _mm512_mullo_epi32(_mm512_set1_epi32(stride),
+                         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
+                                          4, 3, 2, 1, 0)));
+}
+
+POSEIDON_AVX512 void MaxRow(const PoolRow& r, float* top, int* index) {
+  for (int q0 = 0; q0 < r.n; q0 += 16) {
+    const __mmask16 m = Lanes(r.n - q0);
+    const int column = r.first + q0 * r.stride;
+    const int lanes = r.n - q0;
+    int at = r.h0 * r.width + column;
+    __m512 best = LoadStrided(r.plane + at, r.stride, lanes);
+    __m512i arg = Iota(at, r.stride);
+    for (int h = r.h0; h < r.h1; ++h) {
+      for (int j = h == r.h0 ? 1 : 0; j < r.kernel_w; ++j) {
+        at = h * r.width + column + j;
+        const __m512 v = LoadStrided(r.plane + at, r.stride, lanes);
+        const __mmask16 greater =
+            _mm512_mask_cmp_ps_mask(m, v, best, _CMP_GT_OQ);
+        best = _mm512_mask_mov_ps(best, greater, v);
+        arg = _mm512_mask_mov_epi32(arg, greater, Iota(at, r.stride));
+      }
+    }
+    _mm512_mask_storeu_ps(top + q0, m, best);
+    _mm512_mask_storeu_epi32(index + q0, m, arg);
+  }
+}
+
+POSEIDON_AVX512 void SumRow(const PoolRow& r, float* sums) {
+  for (int q0 = 0; q0 < r.n; q0 += 16) {
+    const __mmask16 m = Lanes(r.n - q0);
+    const int column = r.first + q0 * r.stride;
+    __m512 sum = _mm512_setzero_ps();
+    for (int h = r.h0; h < r.h1; ++h) {
+      for (int j = 0; j < r.kernel_w; ++j) {
+        const float* p = r.plane + h * r.width + column + j;
+        sum = _mm512_add_ps(sum, LoadStrided(p, r.stride, r.n - q0));
+      }
+    }
+    _mm512_mask_storeu_ps(sums + q0, m, sum);
+  }
+}
+
+// For each plane row of the windows, the span of columns they cover is
+// loaded a vector at a time, gets every window's share added in registers
+// (kernel columns backwards, so that an element shared by windows q < q'
+// gets q's share first, as in the reference), and is stored once: a store
+// per column step would make the next step's overlapping load wait for it.
+POSEIDON_AVX512 void SpreadRow(const PoolRow& r, const float* share,
+                               float* diff) {
+  const __m512i iota = Iota(0, 1);
+  const __m512i one = _mm512_set1_epi32(1);
+  for (int q0 = 0; q0 < r.n; q0 += 16) {
+    const int lanes = r.n - q0 < 16 ? r.n - q0 : 16;
+    const __m512 s = _mm512_maskz_loadu_ps(Lanes(lanes), share + q0);
+    const int column = r.first + q0 * r.stride;
+    const int span = (lanes - 1) * r.stride + r.kernel_w;
+    const __m512i limit = _mm512_set1_epi32(lanes);
+    for (int h = r.h0; h < r.h1; ++h) {
+      float* row = diff + h * r.width + column;
+      for (int at = 0; at < span; at += 16) {
+        const __mmask16 inside = Lanes(span - at);
+        __m512 d = _mm512_maskz_loadu_ps(inside, row + at);
+        for (int j = r.kernel_w - 1; j >= 0; --j) {
+          // Lane l holds column at + l of the span: window k = (at + l -
+          // j) / stride if that divides and lies in [0, lanes).
+          const __m512i rel =
+              _mm512_sub_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(at)),
+                               _mm512_set1_epi32(j));
+          __m512i k = rel;
+          __mmask16 valid =
+              _mm512_cmpge_epi32_mask(rel, _mm512_setzero_si512());
+          if (r.stride == 2) {
+            valid &= _mm512_testn_epi32_mask(rel, one);
+            k = _mm512_maskz_srai_epi32(0xFFFF, rel, 1);
+          }
+          valid &= _mm512_cmplt_epi32_mask(k, limit) & inside;
+          d = _mm512_mask_add_ps(d, valid, d,
+                                 _mm512_maskz_permutexvar_ps(0xFFFF, k, s));
+        }
+        _mm512_mask_storeu_ps(row + at, inside, d);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void MaxPoolRow(const PoolRow& row, float* top, int* index) {
+  MaxRow(row, top, index);
+}
+
+void SumPoolRow(const PoolRow& row, float* sums) { SumRow(row, sums); }
+
+void SpreadPoolRow(const PoolRow& row, const float* share, float* diff) {
+  SpreadRow(row, share, diff);
+}
+
+}  // namespace poseidon
