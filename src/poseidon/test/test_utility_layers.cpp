@@ -19,60 +19,17 @@
 #include "poseidon/layers/slice_layer.hpp"
 #include "poseidon/layers/tile_layer.hpp"
 #include "test_util.hpp"
+#include "utility_layer_test.hpp"
 
 namespace poseidon {
 namespace {
 
-LayerParameter Param(const char* type) {
-  LayerParameter p;
-  p.set_type(type);
-  return p;
-}
-
-template <typename Dtype>
-void SetValues(Blob<Dtype>* b, std::initializer_list<double> values) {
-  ASSERT_EQ(static_cast<int>(values.size()), b->count());
-  std::copy(values.begin(), values.end(), b->mutable_cpu_data());
-}
-
-template <typename Dtype>
-void SetIota(Blob<Dtype>* b) {
-  for (int i = 0; i < b->count(); ++i) b->mutable_cpu_data()[i] = Dtype(i);
-}
-
-// The row-major index of element i of a blob of `shape`.
-vector<int> Unravel(const vector<int>& shape, int i) {
-  vector<int> index(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    index[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return index;
-}
-
-// Runs `f`, expecting ErrorType whose message contains every part.
-template <typename ErrorType>
-void ExpectError(const std::function<void()>& f,
-                 std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error mentioning " << *parts.begin();
-  } catch (const ErrorType& e) {
-    const std::string what = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(what.find(part), std::string::npos)
-          << "'" << part << "' missing from: " << what;
-    }
-  }
-}
-
-template <typename TypeParam>
-class UtilityLayerTest : public test::MultiDeviceTest<TypeParam> {
- protected:
-  using Dtype = typename TypeParam::Dtype;
-  Blob<Dtype> top_;
-  vector<Blob<Dtype>*> top_vec_{&top_};
-};
+using test::ExpectError;
+using test::Param;
+using test::SetIota;
+using test::SetValues;
+using test::Unravel;
+using test::UtilityLayerTest;
 
 // ---------------------------------------------------------------- Registry
 
