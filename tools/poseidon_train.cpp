@@ -161,6 +161,16 @@ void PreparePythonLayers(const vector<NetParameter>& nets) {
   static py::scoped_interpreter* interpreter = new py::scoped_interpreter();
   (void)interpreter;
   try {
+    // An activated virtualenv is not seen by an embedded interpreter by
+    // itself: add its site-packages, where `pip install ./python` put caffe.
+    if (const char* venv = std::getenv("VIRTUAL_ENV")) {
+      py::module_::import("site").attr("addsitedir")(
+          py::module_::import("os.path")
+              .attr("join")(venv, "lib",
+                            py::str("python{}.{}").attr("format")(
+                                PY_MAJOR_VERSION, PY_MINOR_VERSION),
+                            "site-packages"));
+    }
     py::module_::import("caffe");
   } catch (const py::error_already_set& e) {
     POSEIDON_THROW(ConfigError,

@@ -97,6 +97,9 @@ def test_missing_module_is_a_clear_error(tmp_path):
     (tmp_path / 'net.prototxt').write_text(NET.replace('ptpl_layers',
                                                        'no_such_module'))
     env = dict(os.environ)
+    package_dir = os.path.dirname(os.path.dirname(caffe.__file__))
+    env['PYTHONPATH'] = os.pathsep.join(
+        [package_dir] + [p for p in [env.get('PYTHONPATH')] if p])
     r = subprocess.run([tool(), 'time', '--iterations=1',
                         '--model=' + str(tmp_path / 'net.prototxt')],
                        env=env, stdout=subprocess.PIPE,
