@@ -23,20 +23,9 @@ class Classifier(Net):
                  mean=None, input_scale=None, raw_scale=None,
                  channel_swap=None):
         Net.__init__(self, model_file, pretrained_file, _caffe.TEST)
-        if not self.inputs:
-            raise ValueError('Classifier needs a net with an Input layer')
+        self.transformer = caffe_io.input_transformer(
+            self, 'Classifier', mean, input_scale, raw_scale, channel_swap)
         in_ = self.inputs[0]
-        self.transformer = caffe_io.Transformer(
-            {in_: self.blobs[in_].data.shape})
-        self.transformer.set_transpose(in_, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(in_, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(in_, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(in_, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(in_, channel_swap)
         self.crop_dims = np.array(self.blobs[in_].data.shape[2:])
         if image_dims is None:
             image_dims = self.crop_dims

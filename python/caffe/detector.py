@@ -22,20 +22,8 @@ class Detector(Net):
                  input_scale=None, raw_scale=None, channel_swap=None,
                  context_pad=None):
         Net.__init__(self, model_file, pretrained_file, _caffe.TEST)
-        if not self.inputs:
-            raise ValueError('Detector needs a net with an Input layer')
-        in_ = self.inputs[0]
-        self.transformer = caffe_io.Transformer(
-            {in_: self.blobs[in_].data.shape})
-        self.transformer.set_transpose(in_, (2, 0, 1))
-        if mean is not None:
-            self.transformer.set_mean(in_, mean)
-        if input_scale is not None:
-            self.transformer.set_input_scale(in_, input_scale)
-        if raw_scale is not None:
-            self.transformer.set_raw_scale(in_, raw_scale)
-        if channel_swap is not None:
-            self.transformer.set_channel_swap(in_, channel_swap)
+        self.transformer = caffe_io.input_transformer(
+            self, 'Detector', mean, input_scale, raw_scale, channel_swap)
         self.configure_crop(context_pad)
 
     def configure_crop(self, context_pad):

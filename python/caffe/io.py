@@ -281,3 +281,24 @@ class Transformer(object):
         """Multiplies the input after mean subtraction."""
         self._check_input(in_)
         self.input_scale[in_] = scale
+
+
+def input_transformer(net, what, mean=None, input_scale=None, raw_scale=None,
+                      channel_swap=None):
+    """The Transformer of `net`'s first input for images given as H x W x K
+    arrays, as Classifier and Detector set it up; `what` names the caller in
+    the error raised when the net has no input."""
+    if not net.inputs:
+        raise ValueError('%s needs a net with an Input layer' % what)
+    in_ = net.inputs[0]
+    transformer = Transformer({in_: net.blobs[in_].data.shape})
+    transformer.set_transpose(in_, (2, 0, 1))
+    if mean is not None:
+        transformer.set_mean(in_, mean)
+    if input_scale is not None:
+        transformer.set_input_scale(in_, input_scale)
+    if raw_scale is not None:
+        transformer.set_raw_scale(in_, raw_scale)
+    if channel_swap is not None:
+        transformer.set_channel_swap(in_, channel_swap)
+    return transformer
