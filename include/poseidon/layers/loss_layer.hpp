@@ -41,6 +41,13 @@ class LossLayer : public Layer<Dtype> {
   }
 };
 
+// The normalization a loss layer uses: `normalization` when set, else the
+// legacy `normalize` (true: VALID, false: BATCH_SIZE), else `fallback` (the
+// layer's own default: VALID for SoftmaxWithLoss, BATCH_SIZE for
+// SigmoidCrossEntropyLoss, as in Caffe).
+LossParameter::NormalizationMode ResolveNormalization(
+    const LossParameter& loss, LossParameter::NormalizationMode fallback);
+
 // The divisor of a loss under LossParameter.normalization: FULL outer x
 // inner, VALID the number of items not ignored, BATCH_SIZE outer, NONE 1;
 // never below 1, so an empty or all-ignored batch gives loss 0, not 0 / 0.

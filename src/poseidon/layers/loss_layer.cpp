@@ -35,6 +35,15 @@ void LossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 
 INSTANTIATE_CLASS(LossLayer);
 
+LossParameter::NormalizationMode ResolveNormalization(
+    const LossParameter& loss, LossParameter::NormalizationMode fallback) {
+  if (loss.has_normalization()) return loss.normalization();
+  if (loss.has_normalize()) {
+    return loss.normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
+  }
+  return fallback;
+}
+
 double LossNormalizer(LossParameter::NormalizationMode mode, int outer_num,
                       int inner_num, int valid_count) {
   double z = 1;

@@ -14,14 +14,7 @@ void SigmoidCrossEntropyLossLayer<Dtype>::LayerSetUp(
   const LossParameter& loss = this->layer_param_.loss_param();
   has_ignore_label_ = loss.has_ignore_label();
   ignore_label_ = loss.ignore_label();
-  if (loss.has_normalization()) {
-    normalization_ = loss.normalization();
-  } else if (loss.has_normalize()) {
-    normalization_ =
-        loss.normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
-  } else {
-    normalization_ = LossParameter::BATCH_SIZE;
-  }
+  normalization_ = ResolveNormalization(loss, LossParameter::BATCH_SIZE);
 }
 
 template <typename Dtype>

@@ -26,12 +26,7 @@ void SoftmaxWithLossLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
   const LossParameter& loss = this->layer_param_.loss_param();
   has_ignore_label_ = loss.has_ignore_label();
   ignore_label_ = loss.ignore_label();
-  if (!loss.has_normalization() && loss.has_normalize()) {
-    normalization_ =
-        loss.normalize() ? LossParameter::VALID : LossParameter::BATCH_SIZE;
-  } else {
-    normalization_ = loss.normalization();
-  }
+  normalization_ = ResolveNormalization(loss, LossParameter::VALID);
 }
 
 template <typename Dtype>
