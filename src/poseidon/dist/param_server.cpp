@@ -21,6 +21,16 @@ struct BlockHeader {
 };
 
 int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
+
+// A message buffer of `bytes` bytes owned by the calling thread, reused
+// across blocks and iterations: each push, pull and server thread works on
+// one message at a time, and a block is up to block_size (4 MB) large, too
+// big to allocate anew for every block of every iteration.
+char* ThreadBuffer(size_t bytes) {
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
 int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
 
 }  // namespace
@@ -165,13 +175,13 @@ template <typename Dtype>
 void ParamServer<Dtype>::Push(int64_t iter, const BlockRef& block,
                               Status* status) {
   const ParamBlock& b = partition_->blocks()[block.id];
-  std::vector<char> msg(sizeof(BlockHeader) + b.count * sizeof(Dtype));
+  const size_t bytes = sizeof(BlockHeader) + b.count * sizeof(Dtype);
+  char* msg = ThreadBuffer(bytes);
   const BlockHeader header{iter, block.id, comm_->rank()};
-  std::memcpy(msg.data(), &header, sizeof(header));
-  std::memcpy(msg.data() + sizeof(header), block.data,
-              b.count * sizeof(Dtype));
-  Status s = comm_->Send(msg.data(), msg.size(), b.shard, PushTag(block.id));
-  if (b.shard != comm_->rank()) counters_->bytes += msg.size();
+  std::memcpy(msg, &header, sizeof(header));
+  std::memcpy(msg + sizeof(header), block.data, b.count * sizeof(Dtype));
+  Status s = comm_->Send(msg, bytes, b.shard, PushTag(block.id));
+  if (b.shard != comm_->rank()) counters_->bytes += bytes;
   if (!s.ok()) {
     *status = Status::Failure(StrCat("push of block ", block.id,
                                      " (iteration ", iter, ") to shard ",
@@ -183,9 +193,10 @@ template <typename Dtype>
 void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
                               Status* status) {
   const ParamBlock& b = partition_->blocks()[block.id];
-  std::vector<char> msg(sizeof(BlockHeader) + b.count * sizeof(Dtype));
-  Status s = comm_->Recv(msg.data(), msg.size(), b.shard, PullTag(block.id));
-  if (b.shard != comm_->rank()) counters_->bytes += msg.size();
+  const size_t bytes = sizeof(BlockHeader) + b.count * sizeof(Dtype);
+  char* msg = ThreadBuffer(bytes);
+  Status s = comm_->Recv(msg, bytes, b.shard, PullTag(block.id));
+  if (b.shard != comm_->rank()) counters_->bytes += bytes;
   if (!s.ok()) {
     *status = Status::Failure(StrCat("pull of block ", block.id,
                                      " (iteration ", iter, ") from shard ",
@@ -193,7 +204,7 @@ void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
     return;
   }
   BlockHeader header;
-  std::memcpy(&header, msg.data(), sizeof(header));
+  std::memcpy(&header, msg, sizeof(header));
   if (header.iter != iter || header.block != block.id) {
     *status = Status::Failure(StrCat(
         "shard ", b.shard, " sent the sum of block ", header.block,
@@ -201,7 +212,7 @@ void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
         " expected block ", block.id, " of iteration ", iter));
     return;
   }
-  std::memcpy(block.data, msg.data() + sizeof(header),
+  std::memcpy(block.data, msg + sizeof(header),
               b.count * sizeof(Dtype));
 }
 
@@ -210,10 +221,13 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
   const ParamBlock& b = partition_->blocks()[block];
   const int n = comm_->size();
   const size_t bytes = sizeof(BlockHeader) + b.count * sizeof(Dtype);
-  std::vector<char> msg(bytes);
-  std::vector<Dtype> sum(b.count);
+  // One thread buffer: a push as it arrives, then the outgoing message,
+  // whose payload accumulates the sum.
+  char* msg = ThreadBuffer(2 * bytes);
+  char* out = msg + bytes;
+  Dtype* sum = reinterpret_cast<Dtype*>(out + sizeof(BlockHeader));
   for (int r = 0; r < n; ++r) {
-    Status s = comm_->Recv(msg.data(), bytes, r, PushTag(block));
+    Status s = comm_->Recv(msg, bytes, r, PushTag(block));
     if (r != comm_->rank()) counters_->bytes += bytes;
     if (!s.ok()) {
       return Status::Failure(StrCat("waiting for rank ", r, "'s push of block ",
@@ -221,27 +235,24 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
                                     "): ", s.message()));
     }
     BlockHeader header;
-    std::memcpy(&header, msg.data(), sizeof(header));
+    std::memcpy(&header, msg, sizeof(header));
     if (header.iter != iter || header.block != block || header.rank != r) {
       return Status::Failure(StrCat(
           "rank ", r, " pushed block ", header.block, " of iteration ",
           header.iter, ", expected block ", block, " of iteration ", iter,
           " (did the ranks start from different solver states?)"));
     }
-    const Dtype* g = reinterpret_cast<const Dtype*>(msg.data() +
-                                                    sizeof(header));
+    const Dtype* g = reinterpret_cast<const Dtype*>(msg + sizeof(header));
     if (r == 0) {
-      std::memcpy(sum.data(), g, b.count * sizeof(Dtype));
+      std::memcpy(sum, g, b.count * sizeof(Dtype));
     } else {
       for (size_t i = 0; i < b.count; ++i) sum[i] = sum[i] + g[i];
     }
   }
   const BlockHeader header{iter, block, comm_->rank()};
-  std::memcpy(msg.data(), &header, sizeof(header));
-  std::memcpy(msg.data() + sizeof(header), sum.data(),
-              b.count * sizeof(Dtype));
+  std::memcpy(out, &header, sizeof(header));
   for (int r = 0; r < n; ++r) {
-    Status s = comm_->Send(msg.data(), bytes, r, PullTag(block));
+    Status s = comm_->Send(out, bytes, r, PullTag(block));
     if (r != comm_->rank()) counters_->bytes += bytes;
     if (!s.ok()) {
       return Status::Failure(StrCat("sending the sum of block ", block,
