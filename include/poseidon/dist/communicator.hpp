@@ -75,11 +75,33 @@ class Communicator {
 
   virtual Status Barrier() = 0;
 
+  // Hints that a training thread of this rank is blocked until some
+  // communication finishes, so that waiting may cost CPU but not latency
+  // (see Note [Polling on a shared core] in mpi_communicator.hpp). Calls
+  // nest and may come from any thread; every BeginUrgent needs one
+  // EndUrgent. Use UrgentScope. Implementations that never poll ignore it.
+  virtual void BeginUrgent() {}
+  virtual void EndUrgent() {}
+
   // A fatal error: logs `why` with this rank and ends the job on every rank.
   // MpiCommunicator calls MPI_Abort and does not return; LoopbackCommunicator
   // fails every pending and later operation of its world with `why`, so a
   // test can observe it, and returns.
   virtual void Abort(const std::string& why) = 0;
+};
+
+// Marks a training thread's wait on communication (Communicator::
+// BeginUrgent) for as long as it lives.
+class UrgentScope {
+ public:
+  explicit UrgentScope(Communicator* comm) : comm_(comm) {
+    comm_->BeginUrgent();
+  }
+  ~UrgentScope() { comm_->EndUrgent(); }
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(UrgentScope);
+
+ private:
+  Communicator* const comm_;
 };
 
 // Note [Deterministic allreduce]

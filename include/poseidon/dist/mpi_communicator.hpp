@@ -12,12 +12,14 @@
 // failures come back as a Status naming the rank, the operation and MPI's
 // error string (see POSEIDON_MPI_CHECK in mpi_check.hpp).
 //
-// Waiting: every operation is issued non-blocking and polled with a growing
-// sleep (up to 200 us), so a waiting communication thread leaves the cores to
-// the compute threads instead of spinning as blocking MPI calls do, and gives
-// up after MpiOptions::timeout. See Note [MPI timeouts].
+// Waiting: every operation is issued non-blocking and polled by the progress
+// thread, paced by whether a training thread is waiting (Note [Polling on a
+// shared core]); a wait gives up after MpiOptions::timeout (Note [MPI
+// timeouts]).
 //
-// Threads: starts none. Thread safety: as documented for Communicator
+// Threads: one progress thread per communicator polls every outstanding
+// operation; callers sleep until theirs completes (Note [Progress thread] in
+// the .cpp). Thread safety: as documented for Communicator
 // (communicator.hpp). Construction and destruction are collective over
 // MPI_COMM_WORLD (every rank creates its communicators in the same order) and
 // must not race with other operations. Join the communication threads before
@@ -48,6 +50,29 @@ struct MpiOptions {
 // is Abort(). Open MPI cannot name the rank missing from a collective, so
 // those messages name the collective and its sequence number instead.
 
+// Note [Polling on a shared core]
+// MPI offers no wait that sleeps: Open MPI's blocking calls spin. A polling
+// communication thread shares its core with the compute (one rank per core
+// is the usual binding), and the scheduler splits a core evenly between
+// runnable threads, so a poller that spins or yields in a loop while the
+// training thread computes takes half of the core, and even a poller that
+// sleeps briefly costs a context switch and cold caches per wake. On LeNet
+// over two ranks, each pinned to a core, the communication threads used
+// about a third as much CPU as the training thread when each of them polled
+// its own operation, every wait starting with 64 yields (measured with
+// per-thread CPU times); hence one poller per rank (Note [Progress thread]
+// in the .cpp) and this pacing.
+// So the pace depends on who is waiting:
+//  - while a training thread of this rank is blocked on communication
+//    (BeginUrgent/EndUrgent, see UrgentScope), the core has nothing better to
+//    do: pollers yield between polls, for the lowest latency;
+//  - otherwise the communication is overlapping compute and its latency is
+//    hidden: pollers sleep between polls, 20 us at first, doubling up to
+//    1 ms, and BeginUrgent wakes them at once.
+// A peer's request served by this rank's server thread may thus wait up to
+// 1 ms while this rank computes; under BSP every rank ends its iteration
+// waiting, and then its pollers spin.
+
 class MpiCommunicator final : public Communicator {
  public:
   // Throws DistributedError when MPI cannot be initialised, was already
@@ -69,6 +94,8 @@ class MpiCommunicator final : public Communicator {
   Status Broadcast(void* buf, size_t bytes, int root) override;
   Status Allgather(const void* send, size_t bytes, void* recv) override;
   Status Barrier() override;
+  void BeginUrgent() override;
+  void EndUrgent() override;
   // Logs and calls MPI_Abort on MPI_COMM_WORLD: every rank of the job ends.
   [[noreturn]] void Abort(const std::string& why) override;
 

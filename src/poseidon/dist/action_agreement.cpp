@@ -16,6 +16,8 @@ SolverAction AgreeOnAction(Communicator* comm, SolverAction local) {
                      "agreeing on the signal action: ", s.message());
   };
   if (n == 1) return local;
+  // The training thread waits here; see Note [Polling on a shared core].
+  UrgentScope urgent(comm);
   if (comm->rank() == 0) {
     for (int r = 1; r < n; ++r) {
       int32_t theirs = 0;

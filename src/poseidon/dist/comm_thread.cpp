@@ -1,6 +1,8 @@
 // The task loop of a communication thread.
 #include "poseidon/dist/comm_thread.hpp"
 
+#include <pthread.h>
+
 #include <exception>
 #include <utility>
 
@@ -28,6 +30,9 @@ void CommThread::Post(std::function<void()> task) {
 }
 
 void CommThread::Run() {
+  // The kernel keeps at most 15 characters; "psd " marks our threads in
+  // `top -H` and /proc/<pid>/task/*/comm.
+  pthread_setname_np(pthread_self(), ("psd " + name_).substr(0, 15).c_str());
   for (;;) {
     std::function<void()> task;
     {

@@ -2,8 +2,11 @@
 // with a deadline. See mpi_communicator.hpp and Note [MPI timeouts].
 #include "poseidon/dist/mpi_communicator.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +87,34 @@ constexpr size_t kMaxMessageBytes = INT_MAX;
 
 }  // namespace
 
+// Note [Progress thread]
+// Every wait of every thread goes to one progress thread per communicator:
+// callers describe their operation (an Op), hand it over and sleep on a
+// condition variable; the progress thread polls all outstanding operations
+// in one loop and wakes the callers whose operations completed. A rank thus
+// has one poller however many communication threads wait, paced as Note
+// [Polling on a shared core] says. A receive is a probe until a message
+// matches (MPI_Improbe reserves the message for this receive, so a message
+// of the wrong size is consumed and reported with both sizes, and an
+// unmatched receive that times out leaves nothing pending), then a matched
+// non-blocking receive (MPI_Imrecv) until the data is in.
+
+// One operation awaited through the progress thread. The caller fills it
+// and owns it; between Await's hand-over and `done` (or the caller's
+// withdrawal on timeout) only the progress thread touches it, under mu.
+struct MpiOp {
+  std::string what;  // for messages: "Recv of 8 bytes from rank 1 tag 3"
+  MPI_Request request = MPI_REQUEST_NULL;
+  // An unmatched receive: probe (src, tag); exactly `bytes` go to buf.
+  bool probe = false;
+  int src = 0;
+  int tag = 0;
+  void* buf = nullptr;
+  size_t bytes = 0;
+  bool done = false;
+  Status result;
+};
+
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
@@ -92,6 +123,20 @@ struct MpiCommunicator::Impl {
   std::mutex broken_mu;
   std::string broken;           // guarded by broken_mu; see Note [MPI timeouts]
   uint64_t collective_seq = 0;  // touched by the collective thread only
+
+  // See Note [Progress thread] and Note [Polling on a shared core].
+  static constexpr int kFirstSleepMicros = 20;
+  static constexpr int kMaxSleepMicros = 1000;
+  std::mutex mu;
+  std::condition_variable work;  // to the progress thread: ops, urgency, stop
+  std::condition_variable done;  // to the callers: an op completed
+  std::vector<MpiOp*> ops;       // GUARDED_BY(mu): outstanding
+  int urgent = 0;                // GUARDED_BY(mu): training threads waiting
+  bool fresh = false;            // GUARDED_BY(mu): new op or urgency
+  bool stopping = false;         // GUARDED_BY(mu)
+  // The progress thread: exists because MPI has no sleeping wait (Note
+  // [Progress thread]); touches only `ops` and the MPI requests in them.
+  std::thread progress;
 
   template <typename... Args>
   Status Fail(const std::string& what, Args&&... args) const {
@@ -120,45 +165,116 @@ struct MpiCommunicator::Impl {
     return CheckUsable(what);
   }
 
-  bool Expired(std::chrono::steady_clock::time_point start) const {
-    return options.timeout.count() > 0 &&
-           std::chrono::steady_clock::now() - start > options.timeout;
-  }
-
-  // Sleeps a little longer each call, up to 200 us.
-  static void Backoff(int* round) {
-    if (*round < 64) {
-      std::this_thread::yield();
-    } else {
-      const int us = std::min(200, 1 << std::min(8, (*round - 64) / 16));
-      std::this_thread::sleep_for(std::chrono::microseconds(us));
+  // Hands `op` to the progress thread and sleeps until it completes or the
+  // deadline passes; on timeout a pending request stays with MPI and the
+  // communicator becomes unusable (Note [MPI timeouts]).
+  Status Await(MpiOp* op, const std::string& waiting_for) {
+    std::unique_lock<std::mutex> lock(mu);
+    ops.push_back(op);
+    fresh = true;
+    work.notify_one();
+    auto finished = [op] { return op->done; };
+    if (options.timeout.count() <= 0) {
+      done.wait(lock, finished);
+      return op->result;
     }
-    ++*round;
+    if (done.wait_for(lock, options.timeout, finished)) return op->result;
+    ops.erase(std::find(ops.begin(), ops.end(), op));
+    Status s = Fail(op->what, ": timed out after ",
+                    FormatSeconds(options.timeout), " waiting for ",
+                    waiting_for);
+    if (!op->probe) {
+      std::lock_guard<std::mutex> broken_lock(broken_mu);
+      if (broken.empty()) broken = s.message();
+    }
+    return s;
   }
 
-  // Polls `request` to completion; on timeout the request stays with MPI and
-  // the communicator is marked unusable (Note [MPI timeouts]).
-  Status Wait(const std::string& what, const std::string& waiting_for,
-              MPI_Request* request) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int round = 0;; Backoff(&round)) {
-      int done = 0;
-      POSEIDON_MPI_CHECK(rank, what,
-                         MPI_Test(request, &done, MPI_STATUS_IGNORE));
-      if (done) return Status::OK();
-      if (Expired(start)) {
-        Status s =
-            Fail(what, ": timed out after ", FormatSeconds(options.timeout),
-                 " waiting for ", waiting_for);
-        std::lock_guard<std::mutex> lock(broken_mu);
-        if (broken.empty()) broken = s.message();
-        return s;
+  // One poll of `op` (under mu); *complete tells whether it has finished.
+  Status Poll(MpiOp* op, bool* complete) {
+    *complete = false;
+    if (op->probe) {
+      int found = 0;
+      MPI_Message message;
+      MPI_Status status;
+      POSEIDON_MPI_CHECK(rank, op->what,
+                         MPI_Improbe(op->src, op->tag, comm, &found, &message,
+                                     &status));
+      if (!found) return Status::OK();
+      int count = 0;
+      POSEIDON_MPI_CHECK(rank, op->what,
+                         MPI_Get_count(&status, MPI_BYTE, &count));
+      if (static_cast<size_t>(count) != op->bytes) {
+        std::vector<char> sink(std::max(count, 1));
+        POSEIDON_MPI_CHECK(rank, op->what,
+                           MPI_Mrecv(sink.data(), count, MPI_BYTE, &message,
+                                     MPI_STATUS_IGNORE));
+        *complete = true;
+        return Fail(op->what, ": rank ", op->src, " sent ", count,
+                    " bytes, this rank expected ", op->bytes);
       }
+      POSEIDON_MPI_CHECK(rank, op->what,
+                         MPI_Imrecv(op->buf, count, MPI_BYTE, &message,
+                                    &op->request));
+      op->probe = false;
+    }
+    int flag = 0;
+    POSEIDON_MPI_CHECK(rank, op->what,
+                       MPI_Test(&op->request, &flag, MPI_STATUS_IGNORE));
+    *complete = flag != 0;
+    return Status::OK();
+  }
+
+  void ProgressLoop() {
+    std::unique_lock<std::mutex> lock(mu);
+    int round = 0;
+    for (;;) {
+      if (ops.empty()) {
+        if (stopping) return;
+        work.wait(lock, [this] { return stopping || !ops.empty(); });
+        round = 0;
+        continue;
+      }
+      bool any_done = false;
+      for (size_t i = 0; i < ops.size();) {
+        MpiOp* op = ops[i];
+        bool complete = false;
+        Status s = Poll(op, &complete);
+        if (!s.ok() || complete) {
+          op->result = s;
+          op->done = true;
+          ops.erase(ops.begin() + i);
+          any_done = true;
+        } else {
+          ++i;
+        }
+      }
+      if (any_done) {
+        done.notify_all();
+        round = 0;
+      }
+      if (ops.empty()) continue;
+      if (urgent > 0) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+        continue;
+      }
+      const int us =
+          std::min(kMaxSleepMicros, kFirstSleepMicros << std::min(round, 10));
+      ++round;
+      fresh = false;
+      work.wait_for(lock, std::chrono::microseconds(us),
+                    [this] { return stopping || fresh || urgent > 0; });
+      if (fresh) round = 0;
     }
   }
 
-  Status Collective(const std::string& what, MPI_Request* request) {
-    return Wait(what, "every rank to join", request);
+  Status Collective(const std::string& what, MPI_Request request) {
+    MpiOp op;
+    op.what = what;
+    op.request = request;
+    return Await(&op, "every rank to join");
   }
 };
 
@@ -172,9 +288,20 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
+  Impl* impl = impl_.get();
+  impl_->progress = std::thread([impl] {
+    pthread_setname_np(pthread_self(), "psd progress");
+    impl->ProgressLoop();
+  });
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->work.notify_one();
+  impl_->progress.join();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && impl_->comm != MPI_COMM_NULL) {
@@ -190,11 +317,12 @@ Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
       StrCat("Send of ", bytes, " bytes to rank ", dest, " tag ", tag);
   Status s = impl_->CheckPeer(what, dest, tag, bytes);
   if (!s.ok()) return s;
-  MPI_Request request;
+  MpiOp op;
+  op.what = what;
   POSEIDON_MPI_CHECK(impl_->rank, what,
                      MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest,
-                               tag, impl_->comm, &request));
-  return impl_->Wait(what, StrCat("rank ", dest, " to receive"), &request);
+                               tag, impl_->comm, &op.request));
+  return impl_->Await(&op, StrCat("rank ", dest, " to receive"));
 }
 
 Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
@@ -202,39 +330,15 @@ Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
       StrCat("Recv of ", bytes, " bytes from rank ", src, " tag ", tag);
   Status s = impl_->CheckPeer(what, src, tag, bytes);
   if (!s.ok()) return s;
-  // A matched probe reserves the message for this thread, so concurrent
-  // receivers never steal each other's messages, and nothing stays pending
-  // if the deadline passes.
-  MPI_Message message;
-  MPI_Status status;
-  const auto start = std::chrono::steady_clock::now();
-  for (int round = 0;; Impl::Backoff(&round)) {
-    int found = 0;
-    POSEIDON_MPI_CHECK(
-        impl_->rank, what,
-        MPI_Improbe(src, tag, impl_->comm, &found, &message, &status));
-    if (found) break;
-    if (impl_->Expired(start)) {
-      return impl_->Fail(what, ": timed out after ",
-                         FormatSeconds(impl_->options.timeout),
-                         " waiting for rank ", src);
-    }
-  }
-  int count = 0;
-  POSEIDON_MPI_CHECK(impl_->rank, what,
-                     MPI_Get_count(&status, MPI_BYTE, &count));
-  if (static_cast<size_t>(count) != bytes) {
-    std::vector<char> sink(std::max(count, 1));
-    POSEIDON_MPI_CHECK(
-        impl_->rank, what,
-        MPI_Mrecv(sink.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE));
-    return impl_->Fail(what, ": rank ", src, " sent ", count,
-                       " bytes, this rank expected ", bytes);
-  }
-  POSEIDON_MPI_CHECK(
-      impl_->rank, what,
-      MPI_Mrecv(buf, count, MPI_BYTE, &message, MPI_STATUS_IGNORE));
-  return Status::OK();
+  // See Note [Progress thread] for why a receive starts as a probe.
+  MpiOp op;
+  op.what = what;
+  op.probe = true;
+  op.src = src;
+  op.tag = tag;
+  op.buf = buf;
+  op.bytes = bytes;
+  return impl_->Await(&op, StrCat("rank ", src));
 }
 
 Status MpiCommunicator::AllreduceSum(float* buf, size_t count) {
@@ -261,7 +365,7 @@ Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
     POSEIDON_MPI_CHECK(
         impl_->rank, what,
         MPI_Ibcast(data + begin, len, MPI_BYTE, root, impl_->comm, &request));
-    s = impl_->Collective(what, &request);
+    s = impl_->Collective(what, request);
     if (!s.ok()) return s;
   }
   return Status::OK();
@@ -282,7 +386,7 @@ Status MpiCommunicator::Allgather(const void* send, size_t bytes, void* recv) {
       impl_->rank, what,
       MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
                      static_cast<int>(bytes), MPI_BYTE, impl_->comm, &request));
-  return impl_->Collective(what, &request);
+  return impl_->Collective(what, request);
 }
 
 Status MpiCommunicator::Barrier() {
@@ -292,7 +396,20 @@ Status MpiCommunicator::Barrier() {
   if (!s.ok()) return s;
   MPI_Request request;
   POSEIDON_MPI_CHECK(impl_->rank, what, MPI_Ibarrier(impl_->comm, &request));
-  return impl_->Collective(what, &request);
+  return impl_->Collective(what, request);
+}
+
+void MpiCommunicator::BeginUrgent() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    ++impl_->urgent;
+  }
+  impl_->work.notify_one();
+}
+
+void MpiCommunicator::EndUrgent() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  --impl_->urgent;
 }
 
 void MpiCommunicator::Abort(const std::string& why) {
