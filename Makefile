@@ -7,11 +7,13 @@ USE_CUDA ?= OFF
 USE_CUDNN ?= OFF
 USE_MPI ?= ON
 USE_OPENCV ?= ON
+USE_HDF5 ?= ON
 BUILD_python ?= OFF
 BUILD_matlab ?= OFF
 
 CMAKE_FLAGS := -DUSE_CUDA=$(USE_CUDA) -DUSE_CUDNN=$(USE_CUDNN) \
   -DUSE_MPI=$(USE_MPI) -DUSE_OPENCV=$(USE_OPENCV) \
+  -DUSE_HDF5=$(USE_HDF5) \
   -DBUILD_python=$(BUILD_python) -DBUILD_matlab=$(BUILD_matlab)
 
 .PHONY: all test demo deps clean

@@ -25,6 +25,13 @@ if(USE_OPENCV)
   list(APPEND POSEIDON_DEFINITIONS USE_OPENCV)
 endif()
 
+if(USE_HDF5)
+  # The C library and its high-level (H5LT) part; Debian's serial build.
+  find_package(HDF5 REQUIRED COMPONENTS C HL)
+  list(APPEND POSEIDON_DEPS hdf5::hdf5_hl hdf5::hdf5)
+  list(APPEND POSEIDON_DEFINITIONS USE_HDF5)
+endif()
+
 if(USE_MPI)
   find_package(MPI REQUIRED COMPONENTS CXX)
   list(APPEND POSEIDON_DEPS MPI::MPI_CXX)

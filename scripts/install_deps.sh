@@ -12,6 +12,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   zlib1g-dev
+  libhdf5-dev
   libgtest-dev
   dataset-fashion-mnist
 )

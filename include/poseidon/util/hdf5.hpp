@@ -1,0 +1,66 @@
+// HDF5 files for the HDF5Data and HDF5Output layers (USE_HDF5 builds only:
+// the implementation is hdf5.cpp, over the HDF5 C library and its H5LT
+// high-level part). A file holds named n-D datasets of numbers; this reads
+// any integer or floating-point dataset converted to float/double, and
+// writes float/double datasets in the element type of the data given.
+//
+// Errors: a missing, unreadable or non-HDF5 file, a missing dataset or one
+// that does not hold numbers throw IOError naming the file and the dataset.
+// HDF5's own error printing is silenced while these functions run, so the
+// exception is the whole report.
+//
+// Thread safety: every call takes one process-wide lock (the high-level H5LT
+// API is not thread-safe even where the C library is), so files may be used
+// from several worker threads; one Hdf5File object is not shared.
+#ifndef POSEIDON_UTIL_HDF5_HPP_
+#define POSEIDON_UTIL_HDF5_HPP_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "poseidon/common.hpp"
+
+namespace poseidon {
+
+class Hdf5File {
+ public:
+  // Opens an existing file read-only.
+  static Hdf5File OpenForRead(const string& filename);
+  // Creates the file, replacing (truncating) one that exists.
+  static Hdf5File Create(const string& filename);
+
+  Hdf5File(Hdf5File&& other) noexcept;
+  Hdf5File& operator=(Hdf5File&& other) noexcept;
+  ~Hdf5File();
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(Hdf5File);
+
+  const string& filename() const { return filename_; }
+  bool HasDataset(const string& name) const;
+  // The dataset's dimensions (at least one). Throws IOError when it is
+  // missing, holds no numbers (strings, compounds...) or is a scalar.
+  vector<int> DatasetShape(const string& name) const;
+  // Reads the whole dataset converted to Dtype into `data`, which must hold
+  // exactly its element count (else IOError).
+  template <typename Dtype>
+  void ReadDataset(const string& name, size_t count, Dtype* data) const;
+  // Creates a dataset of the given shape stored as Dtype (float or double).
+  // Throws IOError if it cannot (for example, the name is taken).
+  template <typename Dtype>
+  void WriteDataset(const string& name, const vector<int>& shape,
+                    const Dtype* data);
+  // Flushes and closes; throws IOError if that fails. Idempotent; the
+  // destructor closes quietly.
+  void Close();
+
+ private:
+  Hdf5File(int64_t id, string filename) : id_(id), filename_(filename) {}
+  string Where(const string& dataset) const;
+
+  int64_t id_ = -1;  // the hid_t, negative when closed
+  string filename_;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_HDF5_HPP_
