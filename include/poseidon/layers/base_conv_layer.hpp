@@ -2,7 +2,8 @@
 // convolution_param, owns the weights and bias, checks shapes, and computes
 // the convolution and its gradients as matrix products over im2col columns.
 //
-// Parameters (convolution_param):
+// Parameters (convolution_param; the per-axis geometry is read by
+// ParseConvGeometry, conv_geometry.hpp):
 //   num_output       (required, > 0) output channels.
 //   bias_term        (default true) learn a per-output-channel bias.
 //   kernel_size / kernel_h, kernel_w   (required, > 0) one value for every
@@ -94,8 +95,9 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Deconvolution returns true: its bottom is the convolution's output side.
   virtual bool reverse_dimensions() const = 0;
   // Fills output_shape_ (the top's spatial dims) from input_shape_ and the
-  // kernel geometry; throws ShapeError if that leaves nothing.
-  virtual void compute_output_shape() = 0;
+  // kernel geometry; throws ShapeError, naming the axis, the geometry and
+  // the shape of `bottom` (bottom[0]), if that leaves nothing.
+  virtual void compute_output_shape(const Blob<Dtype>& bottom) = 0;
 
   // The convolution in "conv space": `input` is the im2col side
   // (conv_in_channels x conv input dims per image), `output` the GEMM side

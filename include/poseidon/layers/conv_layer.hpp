@@ -31,7 +31,7 @@ class ConvolutionLayer final : public BaseConvolutionLayer<Dtype> {
 
  protected:
   bool reverse_dimensions() const override { return false; }
-  void compute_output_shape() override;
+  void compute_output_shape(const Blob<Dtype>& bottom) override;
 
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;

@@ -6,11 +6,12 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "poseidon/filler.hpp"
+#include "poseidon/layers/conv_geometry.hpp"
 #include "poseidon/util/im2col.hpp"
 #include "poseidon/util/parallel.hpp"
 
@@ -81,57 +82,6 @@ int Product(const vector<int>& v, size_t begin = 0) {
   return p;
 }
 
-// A uint32 proto value as an int; values above INT_MAX are what a negative
-// number written into a uint32 field becomes.
-int ToInt(const char* field, uint32_t value) {
-  POSEIDON_REQUIRE(value <= static_cast<uint32_t>(INT_MAX), ConfigError,
-                   "convolution_param.", field, " must be non-negative, got ",
-                   static_cast<int32_t>(value));
-  return static_cast<int>(value);
-}
-
-// Reads a per-axis parameter given either as the repeated field `name` (one
-// value for every axis, or one per axis) or as name_h / name_w (2-D only).
-vector<int> PerAxis(const char* name,
-                    const google::protobuf::RepeatedField<uint32_t>& values,
-                    bool has_h, uint32_t h, bool has_w, uint32_t w,
-                    int num_axes, int default_value, bool required) {
-  const string n(name);
-  if (has_h || has_w) {
-    POSEIDON_REQUIRE(values.empty(), ConfigError, "convolution_param: give ", n,
-                     " or ", n, "_h/", n, "_w, not both");
-    POSEIDON_REQUIRE(has_h && has_w, ConfigError, "convolution_param.", n,
-                     "_h and ", n, "_w must be given together");
-    POSEIDON_REQUIRE(num_axes == 2, ConfigError, "convolution_param.", n, "_h/",
-                     n, "_w apply only to 2-D convolution, but there ", "are ",
-                     num_axes, " spatial axes");
-    return {ToInt((n + "_h").c_str(), h), ToInt((n + "_w").c_str(), w)};
-  }
-  if (values.empty()) {
-    POSEIDON_REQUIRE(!required, ConfigError, "convolution_param.", n, " (or ",
-                     n, "_h and ", n, "_w) is required");
-    return vector<int>(num_axes, default_value);
-  }
-  POSEIDON_REQUIRE(values.size() == 1 || values.size() == num_axes, ConfigError,
-                   "convolution_param.", n, " has ", values.size(),
-                   " values; give one, or one per spatial ", "axis (", num_axes,
-                   ")");
-  vector<int> out(num_axes);
-  for (int i = 0; i < num_axes; ++i) {
-    out[i] = ToInt(name, values.size() == 1 ? values[0] : values[i]);
-  }
-  return out;
-}
-
-string JoinInts(const vector<int>& v) {
-  string s;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) s += " x ";
-    s += std::to_string(v[i]);
-  }
-  return s;
-}
-
 // (images, channels, S) <-> (channels, images * S).
 template <typename Dtype>
 void ImagesToChannelMajor(const Dtype* images, int num, int channels,
@@ -161,30 +111,12 @@ void ChannelMajorToImages(const Dtype* in, int num, int channels, int spatial,
 
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ReadGeometry(const ConvolutionParameter& p) {
-  const int n = num_spatial_axes_;
-  kernel_shape_ = PerAxis("kernel", p.kernel_size(), p.has_kernel_h(),
-                          p.kernel_h(), p.has_kernel_w(), p.kernel_w(), n, 0,
-                          /*required=*/true);
-  stride_ = PerAxis("stride", p.stride(), p.has_stride_h(), p.stride_h(),
-                    p.has_stride_w(), p.stride_w(), n, 1, false);
-  pad_ = PerAxis("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(),
-                 p.pad_w(), n, 0, false);
-  dilation_ =
-      PerAxis("dilation", p.dilation(), false, 0, false, 0, n, 1, false);
-  is_1x1_ = true;
-  for (int i = 0; i < n; ++i) {
-    POSEIDON_REQUIRE(kernel_shape_[i] > 0, ConfigError,
-                     "convolution_param: kernel size must be positive, got ",
-                     JoinInts(kernel_shape_));
-    POSEIDON_REQUIRE(stride_[i] > 0, ConfigError,
-                     "convolution_param: stride must be positive, got ",
-                     JoinInts(stride_));
-    POSEIDON_REQUIRE(dilation_[i] > 0, ConfigError,
-                     "convolution_param: dilation must be positive, got ",
-                     JoinInts(dilation_));
-    is_1x1_ =
-        is_1x1_ && kernel_shape_[i] == 1 && stride_[i] == 1 && pad_[i] == 0;
-  }
+  ConvGeometry g = ParseConvGeometry(p, num_spatial_axes_);
+  is_1x1_ = g.is_1x1();
+  kernel_shape_ = std::move(g.kernel);
+  stride_ = std::move(g.stride);
+  pad_ = std::move(g.pad);
+  dilation_ = std::move(g.dilation);
 }
 
 template <typename Dtype>
@@ -246,7 +178,7 @@ void BaseConvolutionLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
         ": weights have shape ", blobs[0]->shape_string(),
         " but bottom[0] of shape ", bottom[0]->shape_string(),
         " with num_output ", num_output_, ", group ", group_, " and kernel ",
-        JoinInts(kernel_shape_), " needs ", JoinInts(weight_shape));
+        JoinAxisValues(kernel_shape_), " needs ", JoinAxisValues(weight_shape));
     if (bias_term_) {
       POSEIDON_REQUIRE(blobs[1]->shape() == bias_shape, ShapeError,
                        this->type(), ": bias has shape ",
@@ -286,7 +218,7 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   num_ = bottom[0]->count(0, channel_axis_);
   input_shape_.assign(bottom[0]->shape().begin() + first_spatial,
                       bottom[0]->shape().end());
-  compute_output_shape();
+  compute_output_shape(*bottom[0]);
 
   vector<int> top_shape(bottom[0]->shape().begin(),
                         bottom[0]->shape().begin() + channel_axis_);

@@ -7,21 +7,22 @@
 namespace poseidon {
 
 template <typename Dtype>
-void ConvolutionLayer<Dtype>::compute_output_shape() {
+void ConvolutionLayer<Dtype>::compute_output_shape(const Blob<Dtype>& bottom) {
   this->output_shape_.clear();
   for (int i = 0; i < this->num_spatial_axes_; ++i) {
     const int in = this->input_shape_[i];
+    const int pad = this->pad_[i];
     const int extent = this->dilation_[i] * (this->kernel_shape_[i] - 1) + 1;
     POSEIDON_REQUIRE(
-        in + 2 * this->pad_[i] >= extent, ShapeError,
-        "Convolution: spatial axis ", i, " of the bottom has size ", in,
-        ", padded by ", this->pad_[i], " on each side that is ",
-        in + 2 * this->pad_[i], ", smaller than the kernel extent ", extent,
-        " (kernel_size ", this->kernel_shape_[i], ", dilation ",
-        this->dilation_[i], "), so the output would be empty");
-    this->output_shape_.push_back(
-        ConvOutputSize(in, this->kernel_shape_[i], this->pad_[i],
-                       this->stride_[i], this->dilation_[i]));
+        in + 2 * pad >= extent, ShapeError, "Convolution: spatial axis ", i,
+        " (axis ", this->channel_axis_ + 1 + i, " of bottom shape ",
+        bottom.shape_string(), ") has size ", in, ", padded by ", pad,
+        " on each side that is ", in + 2 * pad,
+        ", smaller than the kernel extent ", extent, " (kernel_size ",
+        this->kernel_shape_[i], ", dilation ", this->dilation_[i], ", pad ",
+        pad, "), so the output would be empty");
+    this->output_shape_.push_back(ConvOutputSize(
+        in, this->kernel_shape_[i], pad, this->stride_[i], this->dilation_[i]));
   }
 }
 

@@ -1,66 +1,13 @@
-// Im2colLayer: parameter parsing per spatial axis, then im2col / col2im per
-// image.
+// Im2colLayer: im2col / col2im per image, with the geometry parsed as for
+// Convolution (conv_geometry.hpp).
 #include "poseidon/layers/im2col_layer.hpp"
 
-#include <climits>
-#include <string>
+#include <utility>
 
+#include "poseidon/layers/conv_geometry.hpp"
 #include "poseidon/util/im2col.hpp"
 
 namespace poseidon {
-namespace {
-
-string JoinInts(const vector<int>& v) {
-  string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(v[i]);
-  }
-  return s + ")";
-}
-
-int ToInt(const string& field, uint32_t value) {
-  POSEIDON_REQUIRE(value <= static_cast<uint32_t>(INT_MAX), ConfigError,
-                   "convolution_param.", field, " must be non-negative, got ",
-                   static_cast<int32_t>(value));
-  return static_cast<int>(value);
-}
-
-// One value per spatial axis from the repeated field `name` or from
-// name_h/name_w (2-D only); `fallback` when neither is given.
-vector<int> PerAxis(const string& name,
-                    const google::protobuf::RepeatedField<uint32_t>& values,
-                    bool has_h, uint32_t h, bool has_w, uint32_t w,
-                    int num_axes, int fallback, bool required) {
-  if (has_h || has_w) {
-    POSEIDON_REQUIRE(values.empty(), ConfigError, "convolution_param: give ",
-                     name, " or ", name, "_h/", name, "_w, not both");
-    POSEIDON_REQUIRE(has_h && has_w, ConfigError, "convolution_param.", name,
-                     "_h and ", name, "_w must be given together");
-    POSEIDON_REQUIRE(num_axes == 2, ConfigError, "convolution_param.", name,
-                     "_h/", name,
-                     "_w apply to 2-D input only, but the "
-                     "input has ",
-                     num_axes, " spatial axes");
-    return {ToInt(name + "_h", h), ToInt(name + "_w", w)};
-  }
-  if (values.empty()) {
-    POSEIDON_REQUIRE(!required, ConfigError, "convolution_param.", name,
-                     " (or ", name, "_h and ", name, "_w) is required");
-    return vector<int>(num_axes, fallback);
-  }
-  POSEIDON_REQUIRE(values.size() == 1 || values.size() == num_axes, ConfigError,
-                   "convolution_param.", name, " must have 1 or ", num_axes,
-                   " values (one per spatial axis), got ", values.size());
-  vector<int> out(num_axes);
-  for (int i = 0; i < num_axes; ++i) {
-    out[i] = ToInt(name, values.Get(values.size() == 1 ? 0 : i));
-  }
-  return out;
-}
-
-}  // namespace
-
 template <typename Dtype>
 void Im2colLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                                     const vector<Blob<Dtype>*>& top) {
@@ -79,26 +26,11 @@ void Im2colLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                    channel_axis_, ", got a bottom of shape ",
                    bottom[0]->shape_string());
   force_nd_ = p.force_nd_im2col();
-  const int n = num_spatial_axes_;
-  kernel_ = PerAxis("kernel", p.kernel_size(), p.has_kernel_h(), p.kernel_h(),
-                    p.has_kernel_w(), p.kernel_w(), n, 0, true);
-  stride_ = PerAxis("stride", p.stride(), p.has_stride_h(), p.stride_h(),
-                    p.has_stride_w(), p.stride_w(), n, 1, false);
-  pad_ = PerAxis("pad", p.pad(), p.has_pad_h(), p.pad_h(), p.has_pad_w(),
-                 p.pad_w(), n, 0, false);
-  dilation_ =
-      PerAxis("dilation", p.dilation(), false, 0, false, 0, n, 1, false);
-  for (int i = 0; i < n; ++i) {
-    POSEIDON_REQUIRE(kernel_[i] > 0, ConfigError,
-                     "convolution_param: kernel size must be positive, got ",
-                     JoinInts(kernel_));
-    POSEIDON_REQUIRE(stride_[i] > 0, ConfigError,
-                     "convolution_param: stride must be positive, got ",
-                     JoinInts(stride_));
-    POSEIDON_REQUIRE(dilation_[i] > 0, ConfigError,
-                     "convolution_param: dilation must be positive, got ",
-                     JoinInts(dilation_));
-  }
+  ConvGeometry g = ParseConvGeometry(p, num_spatial_axes_);
+  kernel_ = std::move(g.kernel);
+  stride_ = std::move(g.stride);
+  pad_ = std::move(g.pad);
+  dilation_ = std::move(g.dilation);
 }
 
 template <typename Dtype>
@@ -120,9 +52,9 @@ void Im2colLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
     const int size = in.shape(channel_axis_ + 1 + i);
     const int extent = dilation_[i] * (kernel_[i] - 1) + 1;
     POSEIDON_REQUIRE(size + 2 * pad_[i] >= extent, ShapeError,
-                     "Im2col: the kernel ", JoinInts(kernel_),
-                     " with dilation ", JoinInts(dilation_), " spans ", extent,
-                     " along spatial axis ", i,
+                     "Im2col: the kernel ", JoinAxisValues(kernel_),
+                     " with dilation ", JoinAxisValues(dilation_), " spans ",
+                     extent, " along spatial axis ", i,
                      ", larger than the padded input (", size, " + 2 * ",
                      pad_[i], ") of the bottom of shape ", in.shape_string());
     const int out =

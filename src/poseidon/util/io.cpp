@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -25,17 +26,48 @@ class ErrorCollector final : public google::protobuf::io::ErrorCollector {
   void AddError(int line, int column, const string& message) override {
     if (!first_.empty()) return;
     first_ = StrCat(source_, ":", line + 1, ":", column + 1, ": ", message);
+    line_ = line;
+    column_ = column;
   }
   void AddWarning(int line, int column, const string& message) override {
     LOG(WARNING) << source_ << ":" << line + 1 << ":" << column + 1 << ": "
                  << message;
   }
   const string& first() const { return first_; }
+  int line() const { return line_; }
+  int column() const { return column_; }
 
  private:
   string source_;
   string first_;
+  int line_ = -1;
+  int column_ = -1;
 };
+
+// " (in 'pad: -1 }')": the text of 0-based `line` around `column`, at most
+// about 80 characters, so that a message whose own words do not name the
+// field (protobuf's "Expected integer, got: -") still shows it.
+string QuoteSourceLine(const string& text, int line, int column) {
+  size_t begin = 0;
+  for (int i = 0; i < line && begin < text.size(); ++i) {
+    begin = text.find('\n', begin);
+    begin = begin == string::npos ? text.size() : begin + 1;
+  }
+  if (line < 0 || begin >= text.size()) return "";
+  const size_t end = std::min(text.find('\n', begin), text.size());
+  string quoted = text.substr(begin, end - begin);
+  constexpr size_t kWidth = 80;
+  if (quoted.size() > kWidth) {
+    const size_t at = std::min<size_t>(std::max(column, 0), quoted.size());
+    const size_t from = at > kWidth / 2 ? at - kWidth / 2 : 0;
+    quoted = StrCat(from > 0 ? "..." : "", quoted.substr(from, kWidth),
+                    from + kWidth < quoted.size() ? "..." : "");
+  }
+  const size_t first = quoted.find_first_not_of(" \t\r");
+  if (first == string::npos) return "";
+  quoted = quoted.substr(first, quoted.find_last_not_of(" \t\r") + 1 - first);
+  return StrCat(" (in '", quoted, "')");
+}
 
 }  // namespace
 
@@ -62,11 +94,12 @@ void ReadProtoFromTextString(const string& text, const string& source,
   ErrorCollector errors(source);
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, proto)) {
-    POSEIDON_THROW(ConfigError,
-                   errors.first().empty()
-                       ? StrCat(source, ": cannot parse as ",
-                                proto->GetTypeName())
-                       : errors.first());
+    POSEIDON_THROW(
+        ConfigError,
+        errors.first().empty()
+            ? StrCat(source, ": cannot parse as ", proto->GetTypeName())
+            : StrCat(errors.first(),
+                     QuoteSourceLine(text, errors.line(), errors.column())));
   }
 }
 

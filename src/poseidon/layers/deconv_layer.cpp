@@ -1,0 +1,78 @@
+// DeconvolutionLayer: the output-size rule and the passes, which are
+// BaseConvolutionLayer's convolution helpers run the other way round: the
+// bottom is the convolution's output side (GEMM side), the top its input
+// side (im2col side).
+#include "poseidon/layers/deconv_layer.hpp"
+
+#include <climits>
+#include <cstdint>
+
+namespace poseidon {
+
+template <typename Dtype>
+void DeconvolutionLayer<Dtype>::compute_output_shape(
+    const Blob<Dtype>& bottom) {
+  this->output_shape_.clear();
+  for (int i = 0; i < this->num_spatial_axes_; ++i) {
+    const int in = this->input_shape_[i];
+    const int64_t extent =
+        int64_t{this->dilation_[i]} * (this->kernel_shape_[i] - 1) + 1;
+    const int64_t out = int64_t{this->stride_[i]} * (in - 1) + extent -
+                        2 * int64_t{this->pad_[i]};
+    POSEIDON_REQUIRE(
+        out > 0 && out <= INT_MAX, ShapeError, "Deconvolution: spatial axis ",
+        i, " (axis ", this->channel_axis_ + 1 + i, " of bottom shape ",
+        bottom.shape_string(), ") of size ", in, " gives output size stride ",
+        this->stride_[i], " * (", in, " - 1) + kernel extent ", extent,
+        " (kernel_size ", this->kernel_shape_[i], ", dilation ",
+        this->dilation_[i], ") - 2 * pad ", this->pad_[i], " = ", out,
+        out > 0 ? ", too large" : ", which is not positive");
+    this->output_shape_.push_back(static_cast<int>(out));
+  }
+}
+
+template <typename Dtype>
+void DeconvolutionLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                            const vector<Blob<Dtype>*>& top) {
+  const Dtype* weights = this->blobs_[0]->cpu_data();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    Dtype* top_data = top[i]->mutable_cpu_data();
+    // The input gradient of the convolution top -> bottom, with the bottom
+    // as its output gradient; no weight gradient, so no input is needed.
+    this->ConvBackward(nullptr, bottom[i]->cpu_data(), weights, nullptr,
+                       top_data);
+    if (this->bias_term_) {
+      this->AddBias(this->blobs_[1]->cpu_data(), top_data);
+    }
+  }
+}
+
+template <typename Dtype>
+void DeconvolutionLayer<Dtype>::Backward_cpu(
+    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
+    const vector<Blob<Dtype>*>& bottom) {
+  const Dtype* weights = this->blobs_[0]->cpu_data();
+  Dtype* weight_diff = this->param_propagate_down(0)
+                           ? this->blobs_[0]->mutable_cpu_diff()
+                           : nullptr;
+  for (size_t i = 0; i < top.size(); ++i) {
+    const Dtype* top_diff = top[i]->cpu_diff();
+    if (this->bias_term_ && this->param_propagate_down(1)) {
+      this->AccumulateBiasDiff(top_diff, this->blobs_[1]->mutable_cpu_diff());
+    }
+    // Weight gradient of the convolution top -> bottom: its input is the
+    // top diff, its output gradient the bottom data.
+    if (weight_diff != nullptr) {
+      this->ConvBackward(top_diff, bottom[i]->cpu_data(), weights, weight_diff,
+                         nullptr);
+    }
+    if (propagate_down[i]) {
+      this->ConvForward(top_diff, weights, bottom[i]->mutable_cpu_diff());
+    }
+  }
+}
+
+INSTANTIATE_CLASS(DeconvolutionLayer);
+REGISTER_LAYER_CLASS(Deconvolution);
+
+}  // namespace poseidon
