@@ -58,11 +58,12 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              Poseidon::num_threads() > 1: always batched (2-D), at
   //              most ceil(N / threads) images a chunk, chunks run in
   //              parallel; see Note [Parallel chunks] in the .cpp.
-  //              For float 2-D "same" convolutions (unit stride, output
-  //              as large as the input) with at most 128 outputs per group,
-  //              on a CPU with AVX-512, kAuto runs the direct path
-  //              instead: no im2col, DirectConv kernels image by image
-  //              (see Note [Direct path] in base_conv_layer_direct.cpp).
+  //              For float 2-D convolutions with unit stride and at most
+  //              128 outputs per group, on a CPU with AVX-512, kAuto runs
+  //              the direct path instead: no im2col, DirectConv kernels
+  //              image by image, except for the input gradient of a
+  //              convolution whose output is smaller than its input (see
+  //              Note [Direct path] in base_conv_layer_direct.cpp).
   enum class Algorithm { kAuto, kPerImage, kBatched };
 
   explicit BaseConvolutionLayer(const LayerParameter& param)
@@ -88,6 +89,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // arrangement that batched() and images_per_chunk() describe (reported
   // even when the direct path runs instead).
   bool direct() const { return direct_; }
+  // With direct(): whether the input gradient runs direct too (else im2col).
+  bool direct_input_grad() const { return direct_input_grad_; }
   bool batched() const { return batched_; }
   int images_per_chunk() const { return images_per_chunk_; }
 
@@ -192,6 +195,9 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // gradient (itself a direct convolution), packed weights of all groups,
   // per-worker weight-gradient accumulators.
   bool direct_ = false;
+  // Whether the direct path also computes the input gradient; if not, the
+  // im2col path (batched_ / per image) does. See Note [Direct path].
+  bool direct_input_grad_ = false;
   std::unique_ptr<DirectConv> direct_forward_;
   std::unique_ptr<DirectConv> direct_backward_;
   std::vector<float> direct_packed_;

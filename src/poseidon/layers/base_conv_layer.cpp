@@ -287,8 +287,9 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
     const int chunks = (num + images_per_chunk_ - 1) / images_per_chunk_;
     workers_ = std::max(1, ParallelForWorkers(chunks));
   }
-  // The direct path needs no im2col scratch.
-  if (direct_) {
+  // The direct path needs no im2col scratch, unless the input gradient
+  // takes the im2col path (Note [Direct path]).
+  if (direct_ && direct_input_grad_) {
     col_buffer_.Reshape({1});
     out_buffer_.Reshape({1});
     return;
@@ -361,8 +362,14 @@ void BaseConvolutionLayer<Dtype>::ConvBackward(const Dtype* input,
   if (weight_diff == nullptr && input_diff == nullptr) return;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (direct_) {
-      BackwardDirect(input, output_diff, weights, weight_diff, input_diff);
-      return;
+      // See Note [Direct path] in base_conv_layer_direct.cpp.
+      Dtype* direct_input_diff = direct_input_grad_ ? input_diff : nullptr;
+      if (weight_diff != nullptr || direct_input_diff != nullptr) {
+        BackwardDirect(input, output_diff, weights, weight_diff,
+                       direct_input_diff);
+      }
+      if (direct_input_grad_ || input_diff == nullptr) return;
+      weight_diff = nullptr;  // done; the im2col path adds the input gradient
     }
   }
   if (batched_) {

@@ -26,10 +26,13 @@ namespace poseidon {
 // paths stay the reference (kPerImage, kBatched) and serve double, strided
 // and N-D convolutions, and CPUs without AVX-512.
 // kAuto takes the direct path only where it measured faster:
-//  - "same" convolutions, output as large as the input: a smaller output
-//    (LeNet's unpadded 5x5 layers) makes the input gradient, as a
-//    convolution over the zero-padded top diff, do (H W) / (OH OW) times
-//    the useful work (2.25 times for LeNet's conv2), slower than col2im;
+//  - the input gradient only for "same" convolutions, output as large as
+//    the input: a smaller output (LeNet's unpadded 5x5 layers) makes it, as
+//    a convolution over the zero-padded top diff, do (H W) / (OH OW) times
+//    the useful work (2.25 times for LeNet's conv2), slower than col2im.
+//    There the forward and the weight gradient run direct and the input
+//    gradient takes the im2col path (GEMM, then col2im), which never
+//    needs the im2col of the input itself;
 //  - at most kDirectMaxOutputs outputs per group: with AlexNet's 256 to 384
 //    outputs the column matrix is cheap next to the products, and
 //    OpenBLAS's own AVX-512 kernels were 10-20% faster (its AVX2 ones,
@@ -45,13 +48,15 @@ constexpr int kDirectMaxOutputs = 128;
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ChooseDirect() {
   direct_ = false;
+  direct_input_grad_ = false;
   if (!std::is_same<Dtype, float>::value || algorithm_ != Algorithm::kAuto ||
       num_spatial_axes_ != 2 || force_nd_im2col_ || stride_[0] != 1 ||
       stride_[1] != 1 || conv_out_channels_ / group_ > kDirectMaxOutputs ||
-      col_shape_[1] != conv_input_shape_[1] ||
-      col_shape_[2] != conv_input_shape_[2] || !Avx512KernelsAvailable()) {
+      !Avx512KernelsAvailable()) {
     return;
   }
+  const bool same_size = col_shape_[1] == conv_input_shape_[1] &&
+                         col_shape_[2] == conv_input_shape_[2];
   DirectConv::Geometry g;
   g.channels = conv_in_channels_ / group_;
   g.height = conv_input_shape_[1];
@@ -70,7 +75,6 @@ void BaseConvolutionLayer<Dtype>::ChooseDirect() {
   b.width = col_shape_[2];
   b.pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h;
   b.pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
-  if (b.pad_h < 0 || b.pad_w < 0) return;
   auto same = [](const DirectConv::Geometry& x, const DirectConv::Geometry& y) {
     return std::memcmp(&x, &y, sizeof(x)) == 0;
   };
@@ -79,14 +83,16 @@ void BaseConvolutionLayer<Dtype>::ChooseDirect() {
   if (direct_forward_ == nullptr || !same(direct_forward_->geometry(), g)) {
     direct_forward_ = std::make_unique<DirectConv>(g);
   }
+  direct_ = direct_forward_->supported() &&
+            direct_forward_->output_h() == col_shape_[1] &&
+            direct_forward_->output_w() == col_shape_[2];
+  if (!direct_ || !same_size || b.pad_h < 0 || b.pad_w < 0) return;
   if (direct_backward_ == nullptr || !same(direct_backward_->geometry(), b)) {
     direct_backward_ = std::make_unique<DirectConv>(b);
   }
-  direct_ = direct_forward_->supported() && direct_backward_->supported() &&
-            direct_forward_->output_h() == col_shape_[1] &&
-            direct_forward_->output_w() == col_shape_[2] &&
-            direct_backward_->output_h() == g.height &&
-            direct_backward_->output_w() == g.width;
+  direct_input_grad_ = direct_backward_->supported() &&
+                       direct_backward_->output_h() == g.height &&
+                       direct_backward_->output_w() == g.width;
 }
 
 template <typename Dtype>
@@ -127,9 +133,10 @@ void BaseConvolutionLayer<Dtype>::BackwardDirect(const float* input,
                                                  const float* weights,
                                                  float* weight_diff,
                                                  float* input_diff) {
+  CHECK(input_diff == nullptr || direct_input_grad_);
   const DirectConv& conv = *direct_forward_;
-  const DirectConv& back = *direct_backward_;
-  const size_t packed_size = back.packed_size();
+  const DirectConv* back = direct_backward_.get();
+  const size_t packed_size = input_diff ? back->packed_size() : 0;
   const size_t w_step =
       static_cast<size_t>(conv_out_channels_ / group_) * kernel_dim_;
   const size_t in_step = static_cast<size_t>(conv_input_dim_ / group_);
@@ -137,7 +144,7 @@ void BaseConvolutionLayer<Dtype>::BackwardDirect(const float* input,
   if (input_diff != nullptr) {
     direct_packed_.resize(packed_size * group_);
     for (int g = 0; g < group_; ++g) {
-      back.PackWeights(weights + g * w_step, /*flip_and_swap=*/true,
+      back->PackWeights(weights + g * w_step, /*flip_and_swap=*/true,
                        direct_packed_.data() + g * packed_size);
     }
   }
@@ -164,7 +171,7 @@ void BaseConvolutionLayer<Dtype>::BackwardDirect(const float* input,
     if (input_diff == nullptr) return;
     for (int n = begin; n < end; ++n) {
       for (int g = 0; g < group_; ++g) {
-        back.Forward(direct_packed_.data() + g * packed_size,
+        back->Forward(direct_packed_.data() + g * packed_size,
                      output_diff + static_cast<size_t>(n) * conv_output_dim_ +
                          g * out_step,
                      input_diff + static_cast<size_t>(n) * conv_input_dim_ +

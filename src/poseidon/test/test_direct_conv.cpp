@@ -230,6 +230,10 @@ TEST(DirectConvolutionTest, LayerMatchesPerImagePath) {
   CheckDirectLayer({5, 3, 8, 16}, ConvParam(10, 5, 2));
   CheckDirectLayer({3, 4, 6, 5}, ConvParam(6, 3, 1, 1, /*group=*/2));
   CheckDirectLayer({2, 3, 4, 4}, ConvParam(2, 1, 0));
+  // Output smaller than the input: the input gradient takes the im2col
+  // path (LeNet's conv2 shape, then a padded but still shrinking one).
+  CheckDirectLayer({3, 20, 12, 12}, ConvParam(50, 5, 0));
+  CheckDirectLayer({4, 3, 9, 7}, ConvParam(5, 5, 1, 1));
 }
 
 TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
@@ -237,18 +241,22 @@ TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
   struct Case {
     LayerParameter param;
     bool direct;
+    bool direct_input_grad;
   };
   const Case cases[] = {
-      {ConvParam(8, 3, 1), true},                     // same size
-      {ConvParam(8, 3, 0), false},                    // output smaller
-      {ConvParam(8, 3, 1, /*stride=*/2), false},      // strided
-      {ConvParam(130, 3, 1), false},                  // many outputs
-      {ConvParam(260, 3, 1, 1, /*group=*/2), false},  // per group too
+      {ConvParam(8, 3, 1), true, true},                      // same size
+      {ConvParam(8, 3, 0), true, false},                     // output smaller
+      {ConvParam(8, 3, 1, /*stride=*/2), false, false},      // strided
+      {ConvParam(130, 3, 1), false, false},                  // many outputs
+      {ConvParam(260, 3, 1, 1, /*group=*/2), false, false},  // per group too
   };
   for (const Case& c : cases) {
     ConvolutionLayer<float> layer(c.param);
     layer.SetUp({&bottom}, {&top});
     EXPECT_EQ(layer.direct(), c.direct && Avx512KernelsAvailable())
+        << c.param.ShortDebugString();
+    EXPECT_EQ(layer.direct_input_grad(),
+              c.direct_input_grad && Avx512KernelsAvailable())
         << c.param.ShortDebugString();
     layer.set_algorithm(Algo::kPerImage);
     layer.Reshape({&bottom}, {&top});
@@ -267,6 +275,18 @@ TEST(DirectConvolutionTest, Gradient) {
   ConvolutionLayer<float> layer(ConvParam(4, 3, 1));
   layer.SetUp({&bottom}, {&top});
   ASSERT_TRUE(layer.direct());
+  test::GradientChecker<float> checker(1e-2, 1e-3);
+  checker.CheckGradient(&layer, {&bottom}, {&top});
+}
+
+TEST(DirectConvolutionTest, GradientWhenTheOutputShrinks) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  Blob<float> bottom(2, 3, 7, 6), top;
+  test::FillGaussian(&bottom);
+  ConvolutionLayer<float> layer(ConvParam(4, 3, 0));
+  layer.SetUp({&bottom}, {&top});
+  ASSERT_TRUE(layer.direct());
+  ASSERT_FALSE(layer.direct_input_grad());
   test::GradientChecker<float> checker(1e-2, 1e-3);
   checker.CheckGradient(&layer, {&bottom}, {&top});
 }
