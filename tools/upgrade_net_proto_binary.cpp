@@ -1,5 +1,5 @@
-// Rewrites a legacy binary net (.caffemodel with V1 `layers`) in the current
-// format:  upgrade_net_proto_binary OLD.caffemodel NEW.caffemodel
+// Rewrites a legacy binary net (.caffemodel with V0 or V1 `layers`) in the
+// current format:  upgrade_net_proto_binary OLD.caffemodel NEW.caffemodel
 #include <iostream>
 
 #include "poseidon/common.hpp"

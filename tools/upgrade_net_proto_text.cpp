@@ -1,5 +1,6 @@
-// Rewrites a legacy (V1 `layers {}`, net-level `input:`) text prototxt in the
-// current format:  upgrade_net_proto_text OLD.prototxt NEW.prototxt
+// Rewrites a legacy (V0 `layers { layer {} }` with padding layers, V1
+// `layers {}`, net-level `input:`) text prototxt in the current format:
+//   upgrade_net_proto_text OLD.prototxt NEW.prototxt
 #include <iostream>
 
 #include "poseidon/common.hpp"

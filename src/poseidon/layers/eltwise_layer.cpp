@@ -18,7 +18,8 @@ void EltwiseLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
     POSEIDON_REQUIRE(
         param.coeff_size() == num_bottoms, ConfigError,
         "eltwise_param.coeff needs one value per bottom: ", param.coeff_size(),
-        " given for ", num_bottoms, " bottoms");
+        " given for ", num_bottoms, " bottoms (bottom[0] shape ",
+        bottom[0]->shape_string(), ")");
   }
   coeffs_.assign(num_bottoms, Dtype(1));
   for (int k = 0; k < param.coeff_size(); ++k) coeffs_[k] = param.coeff(k);

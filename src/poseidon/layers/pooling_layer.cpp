@@ -98,7 +98,7 @@ void PoolingLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
         global_pooling_ || (pad_h_ < kernel_h_ && pad_w_ < kernel_w_),
         ConfigError, "pooling_param: pad (", pad_h_, " x ", pad_w_,
         ") must be smaller than the kernel (", kernel_h_, " x ", kernel_w_,
-        ")");
+        "); bottom shape ", bottom[0]->shape_string());
   }
 }
 
@@ -125,11 +125,15 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
     if ((pooled_height_ - 1) * stride_h_ >= height_ + pad_h_) --pooled_height_;
     if ((pooled_width_ - 1) * stride_w_ >= width_ + pad_w_) --pooled_width_;
   }
+  // A kernel larger than the padded input still gets one window when CEIL
+  // rounding reaches it (as in Caffe); otherwise nothing is left.
   POSEIDON_REQUIRE(
-      pooled_height_ > 0 && pooled_width_ > 0, ShapeError, "Pooling: a ",
-      kernel_h_, " x ", kernel_w_, " kernel with pad ", pad_h_, " x ", pad_w_,
-      " and stride ", stride_h_, " x ", stride_w_,
-      " leaves no output for bottom of shape ", bottom[0]->shape_string());
+      pooled_height_ > 0 && pooled_width_ > 0, ShapeError,
+      "pooling_param.kernel_size: a ", kernel_h_, " x ", kernel_w_,
+      " kernel with pad ", pad_h_, " x ", pad_w_, " and stride ", stride_h_,
+      " x ", stride_w_, " is larger than the padded input (",
+      height_ + 2 * pad_h_, " x ", width_ + 2 * pad_w_,
+      ") and leaves no output for bottom of shape ", bottom[0]->shape_string());
   const vector<int> top_shape = {num_, channels_, pooled_height_,
                                  pooled_width_};
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);

@@ -101,7 +101,8 @@ void ReshapeLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   }
   if (inferred_axis_ >= 0) {
     POSEIDON_REQUIRE(explicit_count != 0 && in.count() % explicit_count == 0,
-                     ShapeError, "Reshape cannot infer the -1 of shape ",
+                     ShapeError,
+                     "Reshape cannot infer the -1 of reshape_param.shape ",
                      RequestedShapeString(shape), " for a bottom of shape ",
                      in.shape_string(), ": ", in.count(),
                      " elements are not a multiple of ", explicit_count);
@@ -109,10 +110,11 @@ void ReshapeLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   }
   int64_t out_count = 1;
   for (int d : out) out_count *= d;
-  POSEIDON_REQUIRE(
-      out_count == in.count(), ShapeError, "Reshape of a bottom of shape ",
-      in.shape_string(), " to shape ", RequestedShapeString(shape), " gives ",
-      ShapeString(out, out_count), "; the element counts must match");
+  POSEIDON_REQUIRE(out_count == in.count(), ShapeError,
+                   "Reshape of a bottom of shape ", in.shape_string(),
+                   " to reshape_param.shape ", RequestedShapeString(shape),
+                   " gives ", ShapeString(out, out_count),
+                   "; the element counts must match");
   top[0]->Reshape(out);
   top[0]->ShareData(in);
   top[0]->ShareDiff(in);

@@ -28,12 +28,14 @@ void SliceLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                        p.slice_point_size() == static_cast<int>(top.size()) - 1,
                    ConfigError, "slice_param.slice_point ",
                    SlicePointsString(p), " has ", p.slice_point_size(),
-                   " points, but ", top.size(), " tops need ", top.size() - 1);
+                   " points, but ", top.size(), " tops need ", top.size() - 1,
+                   " (bottom shape ", bottom[0]->shape_string(), ")");
   for (int i = 1; i < p.slice_point_size(); ++i) {
     POSEIDON_REQUIRE(p.slice_point(i) > p.slice_point(i - 1), ConfigError,
                      "slice_param.slice_point ", SlicePointsString(p),
                      " is not strictly increasing (", p.slice_point(i - 1),
-                     " then ", p.slice_point(i), ")");
+                     " then ", p.slice_point(i), "; bottom shape ",
+                     bottom[0]->shape_string(), ")");
   }
 }
 

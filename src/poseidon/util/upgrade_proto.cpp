@@ -66,9 +66,9 @@ namespace {
 void UpgradeV1Layer(const std::string& source, const V1LayerParameter& v1,
                     LayerParameter* layer) {
   if (v1.has_layer()) {
-    POSEIDON_THROW(ConfigError, source, ": layer '", v1.name(),
-                   "' is in the V0 format (nested `layer {}`), which is not "
-                   "supported; upgrade it with Caffe's upgrade_net_proto_text");
+    POSEIDON_THROW(ConfigError, source, ": layer '", v1.layer().name(),
+                   "' is in the V0 format (nested `layer {}`); UpgradeV0Net "
+                   "must run first");
   }
   layer->Clear();
   for (const auto& b : v1.bottom()) layer->add_bottom(b);
@@ -230,12 +230,18 @@ void UpgradeNetBatchNorm(NetParameter* param) {
 }
 
 bool NetNeedsUpgrade(const NetParameter& net_param) {
-  return NetNeedsV1ToV2Upgrade(net_param) || NetNeedsInputUpgrade(net_param) ||
+  return NetNeedsV0ToV1Upgrade(net_param) ||
+         NetNeedsV1ToV2Upgrade(net_param) || NetNeedsInputUpgrade(net_param) ||
          NetNeedsDataUpgrade(net_param) || NetNeedsBatchNormUpgrade(net_param);
 }
 
 bool UpgradeNetAsNeeded(const std::string& source, NetParameter* param) {
   bool changed = false;
+  if (NetNeedsV0ToV1Upgrade(*param)) {
+    LOG(INFO) << source << ": upgrading V0 net format";
+    UpgradeV0Net(source, param);
+    changed = true;
+  }
   if (NetNeedsV1ToV2Upgrade(*param)) {
     LOG(INFO) << source << ": upgrading V1 net format";
     UpgradeV1Net(source, param);
