@@ -125,14 +125,13 @@ struct MpiCommunicator::Impl {
   uint64_t collective_seq = 0;  // touched by the collective thread only
 
   // See Note [Progress thread] and Note [Polling on a shared core].
-  static constexpr int kFirstSleepMicros = 20;
+  static constexpr int kFirstSleepMicros = 100;
   static constexpr int kMaxSleepMicros = 1000;
   std::mutex mu;
   std::condition_variable work;  // to the progress thread: ops, urgency, stop
   std::condition_variable done;  // to the callers: an op completed
   std::vector<MpiOp*> ops;       // GUARDED_BY(mu): outstanding
   int urgent = 0;                // GUARDED_BY(mu): training threads waiting
-  bool fresh = false;            // GUARDED_BY(mu): new op or urgency
   bool stopping = false;         // GUARDED_BY(mu)
   // The progress thread: exists because MPI has no sleeping wait (Note
   // [Progress thread]); touches only `ops` and the MPI requests in them.
@@ -171,8 +170,7 @@ struct MpiCommunicator::Impl {
   Status Await(MpiOp* op, const std::string& waiting_for) {
     std::unique_lock<std::mutex> lock(mu);
     ops.push_back(op);
-    fresh = true;
-    work.notify_one();
+    if (ops.size() == 1) work.notify_one();
     auto finished = [op] { return op->done; };
     if (options.timeout.count() <= 0) {
       done.wait(lock, finished);
@@ -249,24 +247,21 @@ struct MpiCommunicator::Impl {
           ++i;
         }
       }
-      if (any_done) {
-        done.notify_all();
-        round = 0;
-      }
+      if (any_done) done.notify_all();
       if (ops.empty()) continue;
+      // See Note [Polling on a shared core].
       if (urgent > 0) {
         lock.unlock();
         std::this_thread::yield();
         lock.lock();
+        round = 0;
         continue;
       }
       const int us =
           std::min(kMaxSleepMicros, kFirstSleepMicros << std::min(round, 10));
       ++round;
-      fresh = false;
       work.wait_for(lock, std::chrono::microseconds(us),
-                    [this] { return stopping || fresh || urgent > 0; });
-      if (fresh) round = 0;
+                    [this] { return stopping || urgent > 0; });
     }
   }
 
