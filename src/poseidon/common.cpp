@@ -1,6 +1,7 @@
 // The thread-local context behind Poseidon's mode/seed/device settings.
 #include "poseidon/common.hpp"
 
+#include <cblas.h>
 #include <gflags/gflags.h>
 
 #include <algorithm>
@@ -127,11 +128,32 @@ void Poseidon::set_data_shard(const DataShard& shard) {
   ThisThread().data_shard = shard;
 }
 
+// Note [One thread pool]
+// OpenBLAS keeps its own threads, which spin (yielding) for a while after
+// each call; beside Poseidon's pool (util/parallel.hpp) they take turns on
+// the same cores with the pool's threads. On the 2-core development machine
+// CIFAR-10 quick's training iteration on 2 threads took 40-44 ms with
+// OpenBLAS on 2 threads and 35 ms with it on 1. So whenever the pool has
+// more than one thread, OpenBLAS runs single-threaded and the products that
+// used its threads are split over the pool instead (cpu_gemm_parallel in
+// util/math_functions.hpp, for InnerProduct; the convolutions already split
+// the batch). With one pool thread, OpenBLAS keeps its own setting.
+namespace {
+
+void ApplyBlasThreads(int n) {
+  if (n > 1 && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+}  // namespace
+
 int Poseidon::num_threads() {
   int n = g_num_threads.load();
   if (n == 0) {
     int expected = 0;
-    g_num_threads.compare_exchange_strong(expected, DefaultNumThreads());
+    if (g_num_threads.compare_exchange_strong(expected,
+                                              DefaultNumThreads())) {
+      ApplyBlasThreads(g_num_threads.load());
+    }
     n = g_num_threads.load();
   }
   return n;
@@ -141,6 +163,7 @@ void Poseidon::set_num_threads(int n) {
   POSEIDON_REQUIRE(n >= 1, ConfigError,
                    "the number of threads must be at least 1, got ", n);
   g_num_threads = n;
+  ApplyBlasThreads(n);
 }
 
 }  // namespace poseidon

@@ -29,8 +29,8 @@
 //
 // Thread safety: as for any layer, one thread at a time. Inside a call the
 // batched and direct paths may run chunks of the batch on
-// Poseidon::num_threads() threads (util/parallel.hpp); the batched path
-// makes OpenBLAS single-threaded meanwhile.
+// Poseidon::num_threads() threads (util/parallel.hpp); OpenBLAS is then
+// single-threaded (Note [One thread pool] in common.cpp).
 #ifndef POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
 #define POSEIDON_LAYERS_BASE_CONV_LAYER_HPP_
 

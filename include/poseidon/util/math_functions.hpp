@@ -19,6 +19,16 @@ void cpu_gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
               int K, Dtype alpha, const Dtype* A, const Dtype* B, Dtype beta,
               Dtype* C);
 
+// cpu_gemm with the columns of C split over Poseidon's thread pool
+// (util/parallel.hpp) when the product is large enough to pay for it, each
+// slice one OpenBLAS call; see Note [One thread pool] in common.cpp.
+// Deterministic for a given thread count. Inside a parallel region, or with
+// one thread, it is cpu_gemm.
+template <typename Dtype>
+void cpu_gemm_parallel(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
+                       int N, int K, Dtype alpha, const Dtype* A,
+                       const Dtype* B, Dtype beta, Dtype* C);
+
 // y = alpha * op(A) * x + beta * y, A is M x N.
 template <typename Dtype>
 void cpu_gemv(CBLAS_TRANSPOSE trans_a, int M, int N, Dtype alpha,

@@ -77,9 +77,9 @@ template <typename Dtype>
 void InnerProductLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                                            const vector<Blob<Dtype>*>& top) {
   Dtype* out = top[0]->mutable_cpu_data();
-  cpu_gemm<Dtype>(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans, M_, N_,
-                  K_, Dtype(1), bottom[0]->cpu_data(),
-                  this->blobs_[0]->cpu_data(), Dtype(0), out);
+  cpu_gemm_parallel<Dtype>(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans,
+                           M_, N_, K_, Dtype(1), bottom[0]->cpu_data(),
+                           this->blobs_[0]->cpu_data(), Dtype(0), out);
   if (bias_term_) {
     cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, M_, N_, 1, Dtype(1),
                     bias_multiplier_.cpu_data(), this->blobs_[1]->cpu_data(),
@@ -97,12 +97,12 @@ void InnerProductLayer<Dtype>::Backward_cpu(
     Dtype* weight_diff = this->blobs_[0]->mutable_cpu_diff();
     if (transpose_) {
       // dW (K x N) += bottom^T * top_diff
-      cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, K_, N_, M_, Dtype(1), in,
-                      top_diff, Dtype(1), weight_diff);
+      cpu_gemm_parallel<Dtype>(CblasTrans, CblasNoTrans, K_, N_, M_, Dtype(1),
+                               in, top_diff, Dtype(1), weight_diff);
     } else {
       // dW (N x K) += top_diff^T * bottom
-      cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, N_, K_, M_, Dtype(1), top_diff,
-                      in, Dtype(1), weight_diff);
+      cpu_gemm_parallel<Dtype>(CblasTrans, CblasNoTrans, N_, K_, M_, Dtype(1),
+                               top_diff, in, Dtype(1), weight_diff);
     }
   }
   if (bias_term_ && this->param_propagate_down(1)) {
@@ -113,9 +113,10 @@ void InnerProductLayer<Dtype>::Backward_cpu(
   if (propagate_down[0]) {
     // bottom_diff (M x K) = top_diff (M x N) * W (N x K), or * W^T if
     // W is stored K x N.
-    cpu_gemm<Dtype>(CblasNoTrans, transpose_ ? CblasTrans : CblasNoTrans, M_,
-                    K_, N_, Dtype(1), top_diff, this->blobs_[0]->cpu_data(),
-                    Dtype(0), bottom[0]->mutable_cpu_diff());
+    cpu_gemm_parallel<Dtype>(CblasNoTrans,
+                             transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_,
+                             Dtype(1), top_diff, this->blobs_[0]->cpu_data(),
+                             Dtype(0), bottom[0]->mutable_cpu_diff());
   }
 }
 

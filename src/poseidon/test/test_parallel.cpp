@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "poseidon/common.hpp"
+#include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/parallel.hpp"
 
 namespace poseidon {
@@ -192,6 +194,43 @@ TEST_F(ParallelForTest, NumThreadsSetting) {
   EXPECT_THROW(Poseidon::set_num_threads(0), ConfigError);
   EXPECT_THROW(Poseidon::set_num_threads(-2), ConfigError);
   EXPECT_EQ(Poseidon::num_threads(), 3);
+}
+
+// See Note [One thread pool] in common.cpp.
+TEST_F(ParallelForTest, MoreThanOnePoolThreadMakesOpenBlasSingleThreaded) {
+  Poseidon::set_num_threads(2);
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+}
+
+// cpu_gemm_parallel against cpu_gemm for every transpose combination, with
+// column counts that do and do not split evenly into 16-column slices.
+TEST_F(ParallelForTest, ParallelGemmMatchesGemm) {
+  const CBLAS_TRANSPOSE kinds[] = {CblasNoTrans, CblasTrans};
+  for (int threads : {1, 2, 3}) {
+    Poseidon::set_num_threads(threads);
+    for (CBLAS_TRANSPOSE ta : kinds) {
+      for (CBLAS_TRANSPOSE tb : kinds) {
+        for (int N : {5, 64, 200}) {
+          const int M = 120, K = 300;  // N = 64 and 200 split
+          std::vector<double> A(M * K), B(K * N), want(M * N), got(M * N);
+          for (size_t i = 0; i < A.size(); ++i) A[i] = 0.01 * (i % 37) - 0.1;
+          for (size_t i = 0; i < B.size(); ++i) B[i] = 0.02 * (i % 29) - 0.3;
+          for (size_t i = 0; i < want.size(); ++i) {
+            want[i] = got[i] = 0.5 * (i % 7);
+          }
+          cpu_gemm<double>(ta, tb, M, N, K, 1.5, A.data(), B.data(), 0.25,
+                           want.data());
+          cpu_gemm_parallel<double>(ta, tb, M, N, K, 1.5, A.data(), B.data(),
+                                    0.25, got.data());
+          for (int i = 0; i < M * N; ++i) {
+            ASSERT_NEAR(got[i], want[i], 1e-9 * (1 + std::abs(want[i])))
+                << "element " << i << ", threads " << threads << ", N " << N
+                << ", trans " << (ta == CblasTrans) << (tb == CblasTrans);
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

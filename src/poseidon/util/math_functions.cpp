@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <random>
 
+#include "poseidon/util/parallel.hpp"
+
 namespace poseidon {
 
 template <>
@@ -25,6 +27,57 @@ void cpu_gemm<double>(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
   cblas_dgemm(CblasRowMajor, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
               beta, C, N);
 }
+
+namespace {
+
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+          float alpha, const float* A, int lda, const float* B, int ldb,
+          float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+              ldc);
+}
+
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
+          double alpha, const double* A, int lda, const double* B, int ldb,
+          double beta, double* C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+              ldc);
+}
+
+// Columns per slice are a multiple of this (one AVX-512 vector of floats).
+constexpr int kGemmColumnQuantum = 16;
+// Below this many flops (2 M N K) a product runs on one thread.
+constexpr double kParallelGemmMinFlops = 4e6;
+
+}  // namespace
+
+template <typename Dtype>
+void cpu_gemm_parallel(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
+                       int N, int K, Dtype alpha, const Dtype* A,
+                       const Dtype* B, Dtype beta, Dtype* C) {
+  const int blocks = (N + kGemmColumnQuantum - 1) / kGemmColumnQuantum;
+  if (2.0 * M * N * K < kParallelGemmMinFlops || ParallelForWorkers(blocks) < 2) {
+    cpu_gemm<Dtype>(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+    return;
+  }
+  const int lda = trans_a == CblasNoTrans ? K : M;
+  const int ldb = trans_b == CblasNoTrans ? N : K;
+  ParallelFor(blocks, [&](int begin, int end, int) {
+    const int n0 = begin * kGemmColumnQuantum;
+    const int n1 = std::min(N, end * kGemmColumnQuantum);
+    const Dtype* b = trans_b == CblasNoTrans ? B + n0
+                                             : B + static_cast<size_t>(n0) * K;
+    Gemm(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, b, ldb, beta, C + n0,
+         N);
+  });
+}
+
+template void cpu_gemm_parallel<float>(CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int,
+                                       int, int, float, const float*,
+                                       const float*, float, float*);
+template void cpu_gemm_parallel<double>(CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int,
+                                        int, int, double, const double*,
+                                        const double*, double, double*);
 
 template <>
 void cpu_gemv<float>(CBLAS_TRANSPOSE trans_a, int M, int N, float alpha,
