@@ -87,6 +87,10 @@ class Poseidon {
   };
   static const DataShard& data_shard();
   static void set_data_shard(const DataShard& shard);
+  // Throws ConfigError, its message starting with `who`, unless
+  // 0 <= index < count; the check of set_data_shard and the data layers'
+  // SetShard.
+  static void RequireValidShard(const std::string& who, int index, int count);
 
   // Threads a layer may use for work inside one Forward/Backward
   // (util/parallel.hpp), process-wide. Defaults to the env variable

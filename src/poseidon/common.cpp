@@ -120,11 +120,15 @@ const Poseidon::DataShard& Poseidon::data_shard() {
   return ThisThread().data_shard;
 }
 
+void Poseidon::RequireValidShard(const std::string& who, int index,
+                                 int count) {
+  POSEIDON_REQUIRE(count >= 1 && index >= 0 && index < count, ConfigError,
+                   who, ": data shard ", index, " of ", count,
+                   " is out of range (need 0 <= index < count)");
+}
+
 void Poseidon::set_data_shard(const DataShard& shard) {
-  POSEIDON_REQUIRE(shard.count >= 1 && shard.index >= 0 &&
-                       shard.index < shard.count,
-                   ConfigError, "data shard ", shard.index, " of ",
-                   shard.count, " is out of range (need 0 <= index < count)");
+  RequireValidShard("set_data_shard", shard.index, shard.count);
   ThisThread().data_shard = shard;
 }
 

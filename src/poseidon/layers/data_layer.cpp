@@ -25,9 +25,7 @@ template <typename Dtype>
 void DataLayer<Dtype>::SetShard(int index, int count, bool partitioned) {
   POSEIDON_REQUIRE(!this->prefetching(), Error,
                    "Data layer: SetShard must be called before SetUp");
-  POSEIDON_REQUIRE(count >= 1 && index >= 0 && index < count, ConfigError,
-                   "Data layer: shard index ", index, " of ", count,
-                   " is out of range (need 0 <= index < count)");
+  Poseidon::RequireValidShard("Data layer", index, count);
   shard_.index = index;
   shard_.count = count;
   shard_.partitioned = partitioned;

@@ -54,9 +54,7 @@ template <typename Dtype>
 void HDF5DataLayer<Dtype>::SetShard(int index, int count, bool partitioned) {
   POSEIDON_REQUIRE(!set_up_, Error,
                    "HDF5Data layer: SetShard must be called before SetUp");
-  POSEIDON_REQUIRE(count >= 1 && index >= 0 && index < count, ConfigError,
-                   "HDF5Data layer: shard index ", index, " of ", count,
-                   " is out of range (need 0 <= index < count)");
+  Poseidon::RequireValidShard("HDF5Data layer", index, count);
   shard_.index = index;
   shard_.count = count;
   shard_.partitioned = partitioned;
