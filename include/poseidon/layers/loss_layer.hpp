@@ -13,6 +13,7 @@
 #ifndef POSEIDON_LAYERS_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_LOSS_LAYER_HPP_
 
+#include <memory>
 #include <vector>
 
 #include "poseidon/layer.hpp"
@@ -40,6 +41,15 @@ class LossLayer : public Layer<Dtype> {
     return bottom_index != 1;
   }
 };
+
+// The Softmax a loss layer runs inside it (SoftmaxWithLoss, InfogainLoss):
+// named "<owner>/softmax", in the owner's phase, with `softmax_param`,
+// created through the registry (so a device-specific Softmax is picked up)
+// and set up on bottom -> top.
+template <typename Dtype>
+shared_ptr<Layer<Dtype>> SetUpInnerSoftmax(
+    const LayerParameter& owner, const SoftmaxParameter& softmax_param,
+    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top);
 
 // The normalization a loss layer uses: `normalization` when set, else the
 // legacy `normalize` (true: VALID, false: BATCH_SIZE), else `fallback` (the

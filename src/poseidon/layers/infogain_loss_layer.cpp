@@ -28,15 +28,12 @@ void InfogainLossLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
     ReadProtoFromBinaryFile(ip.source(), &proto);
     infogain_.FromProto(proto);
   }
-  LayerParameter softmax_param;
-  softmax_param.set_name(this->layer_param_.name() + "/softmax");
-  softmax_param.set_type("Softmax");
-  softmax_param.set_phase(this->layer_param_.phase());
-  softmax_param.mutable_softmax_param()->set_axis(ip.axis());
-  softmax_layer_ = LayerRegistry<Dtype>::CreateLayer(softmax_param);
+  SoftmaxParameter softmax_param;
+  softmax_param.set_axis(ip.axis());
   softmax_bottom_ = {bottom[0]};
   softmax_top_ = {&prob_};
-  softmax_layer_->SetUp(softmax_bottom_, softmax_top_);
+  softmax_layer_ = SetUpInnerSoftmax(this->layer_param_, softmax_param,
+                                     softmax_bottom_, softmax_top_);
 
   const LossParameter& loss = this->layer_param_.loss_param();
   has_ignore_label_ = loss.has_ignore_label();

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "poseidon/layer_factory.hpp"
+
 namespace poseidon {
 
 template <typename Dtype>
@@ -34,6 +36,27 @@ void LossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 INSTANTIATE_CLASS(LossLayer);
+
+template <typename Dtype>
+shared_ptr<Layer<Dtype>> SetUpInnerSoftmax(
+    const LayerParameter& owner, const SoftmaxParameter& softmax_param,
+    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+  LayerParameter param;
+  param.set_name(owner.name() + "/softmax");
+  param.set_type("Softmax");
+  param.set_phase(owner.phase());
+  *param.mutable_softmax_param() = softmax_param;
+  shared_ptr<Layer<Dtype>> layer = LayerRegistry<Dtype>::CreateLayer(param);
+  layer->SetUp(bottom, top);
+  return layer;
+}
+
+template shared_ptr<Layer<float>> SetUpInnerSoftmax(
+    const LayerParameter&, const SoftmaxParameter&,
+    const vector<Blob<float>*>&, const vector<Blob<float>*>&);
+template shared_ptr<Layer<double>> SetUpInnerSoftmax(
+    const LayerParameter&, const SoftmaxParameter&,
+    const vector<Blob<double>*>&, const vector<Blob<double>*>&);
 
 LossParameter::NormalizationMode ResolveNormalization(
     const LossParameter& loss, LossParameter::NormalizationMode fallback) {

@@ -12,16 +12,11 @@ template <typename Dtype>
 void SoftmaxWithLossLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                                              const vector<Blob<Dtype>*>& top) {
   LossLayer<Dtype>::LayerSetUp(bottom, top);
-  LayerParameter softmax_param;
-  softmax_param.set_name(this->layer_param_.name() + "/softmax");
-  softmax_param.set_type("Softmax");
-  softmax_param.set_phase(this->layer_param_.phase());
-  *softmax_param.mutable_softmax_param() = this->layer_param_.softmax_param();
-  // Through the registry, so that a device-specific Softmax is picked up.
-  softmax_layer_ = LayerRegistry<Dtype>::CreateLayer(softmax_param);
   softmax_bottom_ = {bottom[0]};
   softmax_top_ = {&prob_};
-  softmax_layer_->SetUp(softmax_bottom_, softmax_top_);
+  softmax_layer_ =
+      SetUpInnerSoftmax(this->layer_param_, this->layer_param_.softmax_param(),
+                        softmax_bottom_, softmax_top_);
 
   const LossParameter& loss = this->layer_param_.loss_param();
   has_ignore_label_ = loss.has_ignore_label();
