@@ -61,6 +61,16 @@ class Communicator {
   // and the peer. Times out (error naming `src`) after the deadline.
   virtual Status Recv(void* buf, size_t bytes, int src, int tag) = 0;
 
+  // Sends `send_bytes` to `dest` and receives `recv_bytes` from `src`, both
+  // with `tag`, as one step of a ring or a pairwise exchange (every rank
+  // calls it, each rank's dest receiving from it). The default runs Send
+  // and Recv one after the other, even ranks sending first, which cannot
+  // deadlock around a ring even when a Send waits for its Recv (the chain of
+  // waits breaks at every odd rank); MpiCommunicator runs both at once.
+  // Fails like Send or Recv, naming the peer.
+  virtual Status SendRecv(const void* send, size_t send_bytes, int dest,
+                          void* recv, size_t recv_bytes, int src, int tag);
+
   // buf[i] <- sum over ranks r of buf_r[i], identical bits on every rank.
   // See Note [Deterministic allreduce].
   virtual Status AllreduceSum(float* buf, size_t count) = 0;

@@ -93,6 +93,9 @@ class MpiCommunicator final : public Communicator {
   // Broadcast, which splits larger buffers.
   Status Send(const void* buf, size_t bytes, int dest, int tag) override;
   Status Recv(void* buf, size_t bytes, int src, int tag) override;
+  // Both at once, awaited together.
+  Status SendRecv(const void* send, size_t send_bytes, int dest, void* recv,
+                  size_t recv_bytes, int src, int tag) override;
   // AllreduceSumByAllgather: deterministic, n / 2 times the traffic of a
   // ring. See Note [Deterministic allreduce] in communicator.hpp.
   Status AllreduceSum(float* buf, size_t count) override;

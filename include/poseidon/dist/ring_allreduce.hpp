@@ -13,9 +13,8 @@
 // r + 1. Allgather: n - 1 more steps pass the totals around the ring, so
 // every rank ends with identical bits (see Note [Deterministic allreduce]).
 //
-// Deadlock freedom: a Send may wait for the matching Recv (MPI's rendezvous
-// protocol for large messages), so even ranks send first and odd ranks
-// receive first; the chain of waits then breaks at every odd rank.
+// Each step is one Communicator::SendRecv, which cannot deadlock around a
+// ring even when a Send waits for its Recv (MPI's rendezvous protocol).
 //
 // Collective: every rank calls it with the same count and tag, from one
 // thread at a time per tag. Errors come back as a Status naming the step

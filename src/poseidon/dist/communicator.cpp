@@ -8,6 +8,19 @@
 namespace poseidon {
 namespace dist {
 
+Status Communicator::SendRecv(const void* send, size_t send_bytes, int dest,
+                              void* recv, size_t recv_bytes, int src,
+                              int tag) {
+  if (rank() % 2 == 0) {
+    Status s = Send(send, send_bytes, dest, tag);
+    if (!s.ok()) return s;
+    return Recv(recv, recv_bytes, src, tag);
+  }
+  Status s = Recv(recv, recv_bytes, src, tag);
+  if (!s.ok()) return s;
+  return Send(send, send_bytes, dest, tag);
+}
+
 template <typename Dtype>
 Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count) {
   const int n = comm->size();

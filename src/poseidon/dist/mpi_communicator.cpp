@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -89,15 +90,25 @@ constexpr size_t kMaxMessageBytes = INT_MAX;
 
 // Note [Progress thread]
 // Every wait of every thread goes to one progress thread per communicator:
-// callers describe their operation (an Op), hand it over and sleep on a
-// condition variable; the progress thread polls all outstanding operations
-// in one loop and wakes the callers whose operations completed. A rank thus
+// callers describe their operation (an Op), poll it once themselves (an
+// eager send or an arrived message completes there, with no thread switch),
+// and otherwise hand it over and sleep on a condition variable of their own;
+// the progress thread polls all outstanding operations in one loop and wakes
+// only the callers whose operations completed. A rank thus
 // has one poller however many communication threads wait, paced as Note
 // [Polling on a shared core] says. A receive is a probe until a message
 // matches (MPI_Improbe reserves the message for this receive, so a message
 // of the wrong size is consumed and reported with both sizes, and an
 // unmatched receive that times out leaves nothing pending), then a matched
 // non-blocking receive (MPI_Imrecv) until the data is in.
+
+// The thread awaiting one or more MpiOps: the progress thread wakes it when
+// the last of them completes, and no other thread (a rank has half a dozen
+// waiting at times).
+struct MpiWaiter {
+  int pending = 0;  // ops not yet done, GUARDED_BY(Impl::mu)
+  std::condition_variable finished;
+};
 
 // One operation awaited through the progress thread. The caller fills it
 // and owns it; between Await's hand-over and `done` (or the caller's
@@ -113,6 +124,7 @@ struct MpiOp {
   size_t bytes = 0;
   bool done = false;
   Status result;
+  MpiWaiter* waiter = nullptr;
 };
 
 struct MpiCommunicator::Impl {
@@ -129,7 +141,6 @@ struct MpiCommunicator::Impl {
   static constexpr int kMaxSleepMicros = 1000;
   std::mutex mu;
   std::condition_variable work;  // to the progress thread: ops, urgency, stop
-  std::condition_variable done;  // to the callers: an op completed
   std::vector<MpiOp*> ops;       // GUARDED_BY(mu): outstanding
   int urgent = 0;                // GUARDED_BY(mu): training threads waiting
   bool stopping = false;         // GUARDED_BY(mu)
@@ -164,31 +175,65 @@ struct MpiCommunicator::Impl {
     return CheckUsable(what);
   }
 
-  // Hands `op` to the progress thread and sleeps until it completes or the
-  // deadline passes; on timeout a pending request stays with MPI and the
-  // communicator becomes unusable (Note [MPI timeouts]).
-  Status Await(MpiOp* op, const std::string& waiting_for) {
-    std::unique_lock<std::mutex> lock(mu);
-    ops.push_back(op);
-    if (ops.size() == 1) work.notify_one();
-    auto finished = [op] { return op->done; };
-    if (options.timeout.count() <= 0) {
-      done.wait(lock, finished);
-      return op->result;
+  // Hands `ops` to the progress thread and sleeps until all complete or
+  // the deadline passes; returns the first failure in `ops` order. On
+  // timeout a pending request stays with MPI and the communicator becomes
+  // unusable (Note [MPI timeouts]).
+  Status Await(std::initializer_list<MpiOp*> list,
+               const std::string& waiting_for) {
+    // See Note [Progress thread]: most small messages complete at once.
+    MpiWaiter waiter;
+    for (MpiOp* op : list) {
+      bool complete = false;
+      op->result = Poll(op, &complete);
+      op->done = !op->result.ok() || complete;
+      if (!op->done) {
+        op->waiter = &waiter;
+        ++waiter.pending;
+      }
     }
-    if (done.wait_for(lock, options.timeout, finished)) return op->result;
-    ops.erase(std::find(ops.begin(), ops.end(), op));
-    Status s = Fail(op->what, ": timed out after ",
-                    FormatSeconds(options.timeout), " waiting for ",
-                    waiting_for);
-    if (!op->probe) {
+    auto first_result = [&list]() -> Status {
+      for (MpiOp* op : list) {
+        if (!op->result.ok()) return op->result;
+      }
+      return Status::OK();
+    };
+    if (waiter.pending == 0) return first_result();
+    std::unique_lock<std::mutex> lock(mu);
+    const bool was_idle = ops.empty();
+    for (MpiOp* op : list) {
+      if (!op->done) ops.push_back(op);
+    }
+    if (was_idle) work.notify_one();
+    auto finished = [&waiter] { return waiter.pending == 0; };
+    if (options.timeout.count() <= 0) {
+      waiter.finished.wait(lock, finished);
+      return first_result();
+    }
+    if (waiter.finished.wait_for(lock, options.timeout, finished)) {
+      return first_result();
+    }
+    Status s;
+    bool leaves_request = false;
+    for (MpiOp* op : list) {
+      if (op->done) continue;
+      ops.erase(std::find(ops.begin(), ops.end(), op));
+      if (s.ok()) {
+        s = Fail(op->what, ": timed out after ",
+                 FormatSeconds(options.timeout), " waiting for ",
+                 waiting_for);
+      }
+      leaves_request = leaves_request || !op->probe;
+    }
+    if (leaves_request) {
       std::lock_guard<std::mutex> broken_lock(broken_mu);
       if (broken.empty()) broken = s.message();
     }
     return s;
   }
 
-  // One poll of `op` (under mu); *complete tells whether it has finished.
+  // One poll of `op`, by its caller before the hand-over or by the progress
+  // thread under mu; *complete tells whether it has finished.
   Status Poll(MpiOp* op, bool* complete) {
     *complete = false;
     if (op->probe) {
@@ -233,7 +278,6 @@ struct MpiCommunicator::Impl {
         round = 0;
         continue;
       }
-      bool any_done = false;
       for (size_t i = 0; i < ops.size();) {
         MpiOp* op = ops[i];
         bool complete = false;
@@ -242,12 +286,13 @@ struct MpiCommunicator::Impl {
           op->result = s;
           op->done = true;
           ops.erase(ops.begin() + i);
-          any_done = true;
+          // Under mu: the caller owns the waiter and may destroy it once
+          // pending is 0, which it can only see after this thread lets go.
+          if (--op->waiter->pending == 0) op->waiter->finished.notify_one();
         } else {
           ++i;
         }
       }
-      if (any_done) done.notify_all();
       if (ops.empty()) continue;
       // See Note [Polling on a shared core].
       if (urgent > 0) {
@@ -269,7 +314,7 @@ struct MpiCommunicator::Impl {
     MpiOp op;
     op.what = what;
     op.request = request;
-    return Await(&op, "every rank to join");
+    return Await({&op}, "every rank to join");
   }
 };
 
@@ -317,7 +362,7 @@ Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
   POSEIDON_MPI_CHECK(impl_->rank, what,
                      MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest,
                                tag, impl_->comm, &op.request));
-  return impl_->Await(&op, StrCat("rank ", dest, " to receive"));
+  return impl_->Await({&op}, StrCat("rank ", dest, " to receive"));
 }
 
 Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
@@ -333,7 +378,30 @@ Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
   op.tag = tag;
   op.buf = buf;
   op.bytes = bytes;
-  return impl_->Await(&op, StrCat("rank ", src));
+  return impl_->Await({&op}, StrCat("rank ", src));
+}
+
+Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
+                                 int dest, void* recv, size_t recv_bytes,
+                                 int src, int tag) {
+  MpiOp out;
+  out.what = StrCat("Send of ", send_bytes, " bytes to rank ", dest, " tag ",
+                    tag);
+  MpiOp in;
+  in.what =
+      StrCat("Recv of ", recv_bytes, " bytes from rank ", src, " tag ", tag);
+  Status s = impl_->CheckPeer(out.what, dest, tag, send_bytes);
+  if (s.ok()) s = impl_->CheckPeer(in.what, src, tag, recv_bytes);
+  if (!s.ok()) return s;
+  in.probe = true;
+  in.src = src;
+  in.tag = tag;
+  in.buf = recv;
+  in.bytes = recv_bytes;
+  POSEIDON_MPI_CHECK(impl_->rank, out.what,
+                     MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE,
+                               dest, tag, impl_->comm, &out.request));
+  return impl_->Await({&out, &in}, StrCat("rank ", dest, " and rank ", src));
 }
 
 Status MpiCommunicator::AllreduceSum(float* buf, size_t count) {

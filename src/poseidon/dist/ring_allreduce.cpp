@@ -5,23 +5,6 @@
 
 namespace poseidon {
 namespace dist {
-namespace {
-
-// Sends `send_bytes` to `right` and receives `recv_bytes` from `left`, in
-// the parity order of the file comment.
-Status Exchange(Communicator* comm, const void* send, size_t send_bytes,
-                int right, void* recv, size_t recv_bytes, int left, int tag) {
-  if (comm->rank() % 2 == 0) {
-    Status s = comm->Send(send, send_bytes, right, tag);
-    if (!s.ok()) return s;
-    return comm->Recv(recv, recv_bytes, left, tag);
-  }
-  Status s = comm->Recv(recv, recv_bytes, left, tag);
-  if (!s.ok()) return s;
-  return comm->Send(send, send_bytes, right, tag);
-}
-
-}  // namespace
 
 template <typename Dtype>
 Status RingAllreduceSum(Communicator* comm, Dtype* buf, size_t count,
@@ -39,9 +22,9 @@ Status RingAllreduceSum(Communicator* comm, Dtype* buf, size_t count,
     const int out = chunk(r - s);
     const int in = chunk(r - s - 1);
     const size_t in_count = begin(in + 1) - begin(in);
-    Status status = Exchange(
-        comm, buf + begin(out), (begin(out + 1) - begin(out)) * sizeof(Dtype),
-        right, incoming.data(), in_count * sizeof(Dtype), left, tag);
+    Status status = comm->SendRecv(
+        buf + begin(out), (begin(out + 1) - begin(out)) * sizeof(Dtype), right,
+        incoming.data(), in_count * sizeof(Dtype), left, tag);
     if (!status.ok()) {
       return Status::Failure(StrCat("ring allreduce, reduce-scatter step ",
                                     s + 1, " of ", n - 1, ": ",
@@ -53,10 +36,10 @@ Status RingAllreduceSum(Communicator* comm, Dtype* buf, size_t count,
   for (int s = 0; s < n - 1; ++s) {
     const int out = chunk(r + 1 - s);
     const int in = chunk(r - s);
-    Status status = Exchange(
-        comm, buf + begin(out), (begin(out + 1) - begin(out)) * sizeof(Dtype),
-        right, buf + begin(in), (begin(in + 1) - begin(in)) * sizeof(Dtype),
-        left, tag);
+    Status status = comm->SendRecv(
+        buf + begin(out), (begin(out + 1) - begin(out)) * sizeof(Dtype), right,
+        buf + begin(in), (begin(in + 1) - begin(in)) * sizeof(Dtype), left,
+        tag);
     if (!status.ok()) {
       return Status::Failure(StrCat("ring allreduce, allgather step ", s + 1,
                                     " of ", n - 1, ": ", status.message()));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "poseidon/dist/mpi_communicator.hpp"
+#include "poseidon/dist/ring_allreduce.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -58,6 +59,54 @@ std::string SendRecvRing(Communicator* c) {
   if (!got.ok()) return got.message();
   for (int32_t v : in) {
     if (v != prev) return StrCat("received ", v, " instead of ", prev);
+  }
+  return "";
+}
+
+// SendRecv around the ring, both directions at once: a small (eager) and a
+// rendezvous-sized message, then a size mismatch named on the receiver.
+std::string SendRecvBothWays(Communicator* c) {
+  const int n = c->size(), r = c->rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  for (size_t count : {size_t{3}, size_t{1} << 18}) {
+    std::vector<int32_t> out(count, r), in(count, -1);
+    std::string e = Expect(
+        c->SendRecv(out.data(), count * 4, next, in.data(), count * 4, prev, 2),
+        StrCat("SendRecv of ", count, " ints"));
+    if (!e.empty()) return e;
+    for (int32_t v : in) {
+      if (v != prev) return StrCat("received ", v, " instead of ", prev);
+    }
+  }
+  int32_t one = r;
+  int64_t two = 0;
+  Status s = c->SendRecv(&one, 4, next, &two, 8, prev, 3);
+  if (s.ok()) return "a 4-byte message received as 8 bytes succeeded";
+  if (!Contains(s.message(), StrCat("rank ", prev, " sent 4 bytes"))) {
+    return StrCat("mismatch message does not name the sizes: ", s.message());
+  }
+  return "";
+}
+
+// RingAllreduceSum over MPI (the ALLREDUCE transport): each chunk is summed
+// along the ring from its own rank, so compare with that order exactly.
+std::string RingAllreduce(Communicator* c) {
+  const int n = c->size();
+  const size_t count = 100003;
+  std::vector<float> buf(count);
+  for (size_t i = 0; i < count; ++i) buf[i] = Term<float>(c->rank(), i);
+  std::string e = Expect(RingAllreduceSum(c, buf.data(), count, 9), "");
+  if (!e.empty()) return e;
+  for (size_t i = 0; i < count; ++i) {
+    // Element i lies in chunk k; the ring adds ranks k, k + 1, ..., k - 1.
+    int k = 0;
+    while (count * (k + 1) / n <= i) ++k;
+    float want = Term<float>(k, i);
+    for (int q = 1; q < n; ++q) want = Term<float>((k + q) % n, i) + want;
+    if (std::memcmp(&want, &buf[i], sizeof(float)) != 0) {
+      return StrCat("element ", i, " is ", buf[i], ", the ring-order sum is ",
+                    want);
+    }
   }
   return "";
 }
@@ -267,6 +316,8 @@ int Run() {
   MpiCommunicator comm(options);
   const std::vector<std::pair<std::string, Check>> checks = {
       {"SendRecvRing", SendRecvRing},
+      {"SendRecvBothWays", SendRecvBothWays},
+      {"RingAllreduce", RingAllreduce},
       {"TagMatching", TagMatching},
       {"ConcurrentTags", ConcurrentTags},
       {"SizeMismatch", SizeMismatch},
