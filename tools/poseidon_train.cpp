@@ -62,6 +62,9 @@ DEFINE_int32(num_pull_threads, 0, "Distributed: pull threads per rank.");
 DEFINE_string(wait_free, "",
               "Distributed: true (wait-free backprop) or false (exchange "
               "after the whole backward).");
+DEFINE_string(shared_memory, "",
+              "Distributed: true (ranks that all run on one host exchange "
+              "ALLREDUCE layers through shared memory) or false (messages).");
 DEFINE_bool(partitioned_data, false,
             "Distributed: rank k reads the part database <source>_<k> made "
             "by scripts/partition_data instead of every N-th record of "
@@ -295,6 +298,13 @@ DistributedParameter DistributedSettings(const SolverParameter& param) {
                      ConfigError, "--wait_free must be true or false, got ",
                      FLAGS_wait_free);
     d.set_wait_free(FLAGS_wait_free == "true");
+  }
+  if (!FLAGS_shared_memory.empty()) {
+    POSEIDON_REQUIRE(
+        FLAGS_shared_memory == "true" || FLAGS_shared_memory == "false",
+        ConfigError, "--shared_memory must be true or false, got ",
+        FLAGS_shared_memory);
+    d.set_shared_memory(FLAGS_shared_memory == "true");
   }
   return d;
 }

@@ -102,6 +102,10 @@ def main():
     ap.add_argument("--comm", default="AUTO",
                     help="transport for every layer (AUTO, PS, SFB, ALLREDUCE)")
     ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--shared-memory", default="true",
+                    choices=("true", "false"),
+                    help="false: exchange through MPI messages even though "
+                         "both ranks share this host")
     args = ap.parse_args()
 
     train = os.path.join(args.build, "tools", "poseidon_train")
@@ -126,7 +130,8 @@ def main():
                             "--bind-to", "core", "--map-by", "core",
                             "-x", "POSEIDON_NUM_THREADS", "-x",
                             "OPENBLAS_NUM_THREADS", train, "train",
-                            "--solver=" + solver, "--comm=" + args.comm], env)
+                            "--solver=" + solver, "--comm=" + args.comm,
+                            "--shared_memory=" + args.shared_memory], env)
                 two.append(iter_rate(log2))
                 logs = run_pair([["taskset", "-c", str(core), train, "train",
                                   "--solver=" + solver] for core in (0, 1)],

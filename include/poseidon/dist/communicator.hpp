@@ -28,6 +28,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "poseidon/common.hpp"
@@ -42,6 +44,41 @@ constexpr int kMaxTag = 32767;
 // Default deadline of a blocking operation before it gives up and names the
 // peer it was waiting for.
 constexpr std::chrono::milliseconds kDefaultTimeout{60000};
+
+// Memory that every rank of a job maps into its address space: one part per
+// rank, each `bytes_per_rank` bytes (a multiple of 64), zero-filled when
+// made, at the same offsets on every rank. Made by
+// Communicator::MapSharedMemory; the memory stays mapped until this object
+// is destroyed, which is local (no rank waits for another). What the parts
+// hold and how ranks synchronise on them is the user's business; the
+// distributed trainer uses std::atomic flags inside them (Note [Shared
+// memory allreduce], synchronizer.cpp).
+class SharedMemory {
+ public:
+  SharedMemory(char* base, size_t bytes_per_rank, int ranks,
+               std::chrono::milliseconds timeout,
+               std::function<void()> unmap)
+      : base_(base), bytes_per_rank_(bytes_per_rank), ranks_(ranks),
+        timeout_(timeout), unmap_(std::move(unmap)) {}
+  ~SharedMemory() {
+    if (unmap_) unmap_();
+  }
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(SharedMemory);
+
+  char* part(int rank) const { return base_ + rank * bytes_per_rank_; }
+  size_t bytes_per_rank() const { return bytes_per_rank_; }
+  int ranks() const { return ranks_; }
+  // The communicator's deadline for blocking waits, for waits on flags in
+  // this memory.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  char* base_;
+  size_t bytes_per_rank_;
+  int ranks_;
+  std::chrono::milliseconds timeout_;
+  std::function<void()> unmap_;
+};
 
 class Communicator {
  public:
@@ -84,6 +121,20 @@ class Communicator {
   virtual Status Allgather(const void* send, size_t bytes, void* recv) = 0;
 
   virtual Status Barrier() = 0;
+
+  // True when every rank of the job runs on this host, so that
+  // MapSharedMemory can succeed; the same answer on every rank.
+  virtual bool OnOneHost() const { return false; }
+
+  // Maps `bytes_per_rank` bytes (rounded up to a multiple of 64) per rank of
+  // memory shared by all ranks. Collective. Returns nullptr on every rank
+  // when the ranks do not share one host or the memory cannot be had (the
+  // reason is logged); callers fall back to messages.
+  virtual std::unique_ptr<SharedMemory> MapSharedMemory(
+      size_t bytes_per_rank) {
+    (void)bytes_per_rank;
+    return nullptr;
+  }
 
   // Hints that a training thread of this rank is blocked until some
   // communication finishes, so that waiting may cost CPU but not latency

@@ -45,6 +45,10 @@ struct LoopbackOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   // Send waits until the matching Recv has taken the message.
   bool synchronous_send = false;
+  // The ranks share one host: OnOneHost() is true and MapSharedMemory hands
+  // every rank the same heap block. Off by default, so that the message
+  // paths stay the ones unit tests exercise.
+  bool shared_memory = false;
 };
 
 class LoopbackCommunicator;

@@ -103,6 +103,12 @@ class MpiCommunicator final : public Communicator {
   Status Broadcast(void* buf, size_t bytes, int root) override;
   Status Allgather(const void* send, size_t bytes, void* recv) override;
   Status Barrier() override;
+  // From MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) at construction.
+  bool OnOneHost() const override;
+  // POSIX shared memory (shm_open), sized up front with posix_fallocate and
+  // refused when it would take more than half of /dev/shm's free space.
+  std::unique_ptr<SharedMemory> MapSharedMemory(
+      size_t bytes_per_rank) override;
   void BeginUrgent() override;
   void EndUrgent() override;
   // Logs and calls MPI_Abort on MPI_COMM_WORLD: every rank of the job ends.

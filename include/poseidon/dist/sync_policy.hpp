@@ -16,6 +16,10 @@
 //   SFB                         2 K (P1 - 1) (M + N) x dtype bytes
 //   ALLREDUCE (ring, n = P1)    4 (n - 1) / n x S
 // Without colocation a PS node is either kind; the model charges the busier.
+// When every rank runs on one host and shares memory (ClusterShape::
+// shared_memory), ALLREDUCE sends no messages at all and costs 0 (Note
+// [Shared memory allreduce], synchronizer.cpp), so AUTO picks it for every
+// layer.
 // The ALLREDUCE figure is a ring's; the reference AllreduceSumByAllgather
 // moves n / 2 times more (Note [Deterministic allreduce], communicator.hpp).
 // The bias costs nothing extra under SFB: its gradient is the column sums of
@@ -71,6 +75,8 @@ struct ClusterShape {
   int num_servers = 1;     // P2
   bool colocated = true;   // every node hosts a worker and a server shard
   size_t dtype_bytes = 4;  // bytes per parameter element
+  // Every rank on one host, ALLREDUCE through shared memory.
+  bool shared_memory = false;
 };
 
 // Describes a layer from its parameter and its parameter blobs' shapes

@@ -30,6 +30,11 @@
 //   wait_free    false: exchange everything after the whole backward and
 //                update before the next iteration (the naive scheme, kept
 //                for comparison)
+//   shared_memory  true: when every rank runs on one host
+//                (Communicator::OnOneHost), ALLREDUCE goes through shared
+//                memory on the training thread, costs 0 bytes in the model
+//                and so is AUTO's choice for every layer (Note [Shared
+//                memory allreduce] in synchronizer.cpp)
 // clip_gradients needs every gradient before any update: it keeps the
 // overlap with backward but updates all layers at the update point, and
 // cannot be combined with staleness > 0 (ConfigError).
@@ -47,8 +52,9 @@
 // as a DistributedError naming the layer, the iteration and the peer.
 //
 // Threads: the training thread calls the hooks; communication runs on the
-// ParamServer's threads and one collective thread (see Note [Threads of a
-// rank] in synchronizer.cpp). Not copyable; destroy it before the solver.
+// ParamServer's threads and one collective thread, except the
+// shared-memory allreduce, which the training thread does itself (see Note
+// [Threads of a rank] in synchronizer.cpp). Not copyable; destroy it before the solver.
 #ifndef POSEIDON_DIST_SYNCHRONIZER_HPP_
 #define POSEIDON_DIST_SYNCHRONIZER_HPP_
 

@@ -3,8 +3,10 @@
 // their kind and sequence number for cross-rank checks.
 #include "poseidon/dist/loopback_communicator.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -40,6 +42,10 @@ struct LoopbackWorld::State {
   LoopbackOptions options;
   std::vector<std::unique_ptr<Mailbox>> mailboxes;
   std::atomic<bool> aborted{false};
+  // MapSharedMemory's blocks by call number: the first rank to make call k
+  // allocates it, the others find it.
+  std::mutex shared_mu;
+  std::map<uint64_t, std::shared_ptr<char>> shared;  // GUARDED_BY(shared_mu)
   mutable std::mutex abort_mu;
   std::string abort_reason;  // guarded by abort_mu; set once
 
@@ -84,6 +90,30 @@ class LoopbackCommunicator final : public Communicator {
     }
     if (bytes > 0) std::memcpy(buf, msg->payload.data(), bytes);
     return Status::OK();
+  }
+
+  bool OnOneHost() const override { return world_->options.shared_memory; }
+
+  std::unique_ptr<SharedMemory> MapSharedMemory(
+      size_t bytes_per_rank) override {
+    if (!OnOneHost()) return nullptr;
+    const size_t stride = (std::max<size_t>(bytes_per_rank, 1) + 63) / 64 * 64;
+    const size_t total = stride * size();
+    std::shared_ptr<char> block;
+    {
+      std::lock_guard<std::mutex> lock(world_->shared_mu);
+      std::shared_ptr<char>& slot = world_->shared[++shared_seq_];
+      if (!slot) {
+        char* raw = static_cast<char*>(std::aligned_alloc(64, total));
+        CHECK(raw != nullptr) << "aligned_alloc of " << total << " bytes";
+        std::memset(raw, 0, total);
+        slot = std::shared_ptr<char>(raw, [](char* p) { std::free(p); });
+      }
+      block = slot;
+    }
+    return std::make_unique<SharedMemory>(block.get(), stride, size(),
+                                          world_->options.timeout,
+                                          [block] {});
   }
 
   Status AllreduceSum(float* buf, size_t count) override {
@@ -279,6 +309,7 @@ class LoopbackCommunicator final : public Communicator {
   LoopbackWorld::State* const world_;
   const int rank_;
   std::atomic<uint64_t> collective_seq_{0};
+  uint64_t shared_seq_ = 0;  // MapSharedMemory calls (collective: one thread)
 };
 
 LoopbackWorld::LoopbackWorld(int size, LoopbackOptions options)

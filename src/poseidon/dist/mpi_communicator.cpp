@@ -2,9 +2,14 @@
 // with a deadline. See mpi_communicator.hpp and Note [MPI timeouts].
 #include "poseidon/dist/mpi_communicator.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -135,6 +140,8 @@ struct MpiCommunicator::Impl {
   std::mutex broken_mu;
   std::string broken;           // guarded by broken_mu; see Note [MPI timeouts]
   uint64_t collective_seq = 0;  // touched by the collective thread only
+  bool one_host = false;        // every rank on this host (MPI's view)
+  uint64_t shared_seq = 0;      // MapSharedMemory calls, for unique names
 
   // See Note [Progress thread] and Note [Polling on a shared core].
   static constexpr int kFirstSleepMicros = 100;
@@ -328,6 +335,17 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
+  // The ranks that share this host's memory, as mpirun placed them.
+  MPI_Comm local = MPI_COMM_NULL;
+  rc = MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank,
+                           MPI_INFO_NULL, &local);
+  POSEIDON_REQUIRE(rc == MPI_SUCCESS, DistributedError,
+                   "MpiCommunicator: MPI_Comm_split_type failed with code ",
+                   rc);
+  int local_size = 0;
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_free(&local);
+  impl_->one_host = local_size == impl_->size;
   Impl* impl = impl_.get();
   impl_->progress = std::thread([impl] {
     pthread_setname_np(pthread_self(), "psd progress");
@@ -460,6 +478,80 @@ Status MpiCommunicator::Barrier() {
   MPI_Request request;
   POSEIDON_MPI_CHECK(impl_->rank, what, MPI_Ibarrier(impl_->comm, &request));
   return impl_->Collective(what, request);
+}
+
+bool MpiCommunicator::OnOneHost() const { return impl_->one_host; }
+
+// Rank 0 creates a POSIX shared-memory file with every page reserved
+// (posix_fallocate: a full /dev/shm is an error now, not a SIGBUS later),
+// the others open it by the broadcast name, all map it, and once every rank
+// has, rank 0 removes the name: nothing is left behind however the job ends
+// after that. Any failure on any rank makes every rank return nullptr.
+std::unique_ptr<SharedMemory> MpiCommunicator::MapSharedMemory(
+    size_t bytes_per_rank) {
+  Impl& d = *impl_;
+  if (!d.one_host || d.size < 2) return nullptr;
+  const size_t stride = (std::max<size_t>(bytes_per_rank, 1) + 63) / 64 * 64;
+  const size_t total = stride * d.size;
+  char name[64] = {0};
+  int fd = -1;
+  if (d.rank == 0) {
+    std::snprintf(name, sizeof(name), "/poseidon-%d-%llu",
+                  static_cast<int>(getpid()),
+                  static_cast<unsigned long long>(++d.shared_seq));
+    std::string error;
+    struct statvfs fs;
+    if (statvfs("/dev/shm", &fs) == 0 &&
+        total > static_cast<double>(fs.f_bavail) * fs.f_frsize / 2) {
+      error = StrCat("it would take more than half of the ",
+                     static_cast<double>(fs.f_bavail) * fs.f_frsize / 1e6,
+                     " MB free in /dev/shm");
+    } else {
+      fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0) {
+        error = StrCat("shm_open: ", std::strerror(errno));
+      } else {
+        const int rc = posix_fallocate(fd, 0, static_cast<off_t>(total));
+        if (rc != 0) error = StrCat("posix_fallocate: ", std::strerror(rc));
+      }
+    }
+    if (!error.empty()) {
+      LOG(WARNING) << "No shared memory for the " << d.size
+                   << " ranks on this host (" << total / 1e6
+                   << " MB): " << error << "; exchanging messages instead";
+      if (fd >= 0) {
+        close(fd);
+        shm_unlink(name);
+        fd = -1;
+      }
+      name[0] = 0;
+    }
+  }
+  Status s = Broadcast(name, sizeof(name), 0);
+  if (!s.ok() || name[0] == 0) return nullptr;
+  if (d.rank != 0) fd = shm_open(name, O_RDWR, 0);
+  void* base = MAP_FAILED;
+  if (fd >= 0) {
+    base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+  }
+  int mapped = base != MAP_FAILED ? 1 : 0;
+  if (!mapped) {
+    LOG(WARNING) << "rank " << d.rank << ": mapping shared memory " << name
+                 << ": " << std::strerror(errno);
+  }
+  std::vector<int> all(d.size, 0);
+  s = Allgather(&mapped, sizeof(mapped), all.data());
+  if (d.rank == 0) shm_unlink(name);
+  const bool everyone =
+      s.ok() && std::count(all.begin(), all.end(), 1) == d.size;
+  if (!everyone) {
+    if (mapped) munmap(base, total);
+    return nullptr;
+  }
+  return std::make_unique<SharedMemory>(
+      static_cast<char*>(base), stride, d.size, d.options.timeout,
+      [base, total] { munmap(base, total); });
 }
 
 void MpiCommunicator::BeginUrgent() {

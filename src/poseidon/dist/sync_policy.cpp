@@ -95,6 +95,7 @@ double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
       return 2 * static_cast<double>(layer.K) * (p1 - 1) *
              static_cast<double>(layer.M + layer.N) * dtype;
     case CommType::ALLREDUCE:
+      if (cluster.shared_memory) return 0;
       return 4 * (p1 - 1) / p1 * s;
     case CommType::AUTO:
       break;

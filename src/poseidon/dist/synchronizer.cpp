@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/comm_thread.hpp"
@@ -53,11 +55,68 @@ namespace dist {
 // runs num_push_threads push threads, num_pull_threads pull threads and one
 // server thread; ALLREDUCE and SFB exchanges run on one collective thread
 // (collectives must come from one thread, in the same order everywhere).
+// ALLREDUCE through shared memory needs no thread: the training thread
+// stages, publishes and sums (Note [Shared memory allreduce]).
 // Groups are posted in backward order, the same on every rank. The test
 // reduction (AllreduceSum) runs on the training thread, after Sync(), when
 // the collective thread is idle.
 
+// Note [Shared memory allreduce]
+// When every rank runs on one host (Communicator::OnOneHost) and
+// DistributedParameter.shared_memory is on, ALLREDUCE groups exchange no
+// messages. One SharedMemory holds, in each rank's part, per such group a
+// control line {published, consumed} (iteration + 1; 0 = none yet) and
+// staleness + 2 slots of the group's gradient. For group g and iteration j,
+// all on the training thread:
+//   Post: wait until every rank's consumed >= j + 1 - slots (everyone has
+//       read what the slot held; skipped for the first uses of a slot),
+//       copy the diffs into this rank's slot, then published = j + 1
+//       (release);
+//   Collect: wait until every rank's published >= j + 1 (acquire), then
+//       diff <- (x_0 + x_1 + ... + x_{W-1}) / W over the ranks' slots in rank
+//       order, the same operations and so the same bits on every rank; then
+//       consumed = j + 1.
+// Neither wait can deadlock: a rank posting j has applied j - 1 - s, which
+// needed every rank to have posted it, and a rank that posted j - 1 - s can
+// reach the forward of iteration j - 1 and so consume j - 2 - s without
+// waiting for anyone. No communication thread takes part and nothing goes
+// through MPI, which on one core per rank saves the progress thread's
+// wake-ups and the copies of a ring; the cost model charges 0 bytes.
+// Waits yield the core at first, sleep after a while, and give up after the
+// communicator's timeout naming the ranks that are behind.
+
 namespace {
+
+// Shared-memory flags; see Note [Shared memory allreduce].
+static_assert(std::atomic<int64_t>::is_always_lock_free,
+              "flags in shared memory must be lock-free atomics");
+constexpr size_t kFlagLine = 64;
+
+std::atomic<int64_t>* Published(char* line) {
+  return reinterpret_cast<std::atomic<int64_t>*>(line);
+}
+std::atomic<int64_t>* Consumed(char* line) {
+  return reinterpret_cast<std::atomic<int64_t>*>(line + sizeof(int64_t));
+}
+
+size_t AlignLine(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// out[i] <- (parts[0][i] + parts[1][i] + ...) * scale, in that order.
+template <typename Dtype>
+void SumInRankOrder(const vector<const Dtype*>& parts, size_t count,
+                    Dtype scale, Dtype* out) {
+  constexpr size_t kBlock = 2048;  // stays in L1 across the ranks' parts
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t end = std::min(count, begin + kBlock);
+    const Dtype* first = parts[0];
+    for (size_t i = begin; i < end; ++i) out[i] = first[i];
+    for (size_t q = 1; q < parts.size(); ++q) {
+      const Dtype* x = parts[q];
+      for (size_t i = begin; i < end; ++i) out[i] += x[i];
+    }
+    for (size_t i = begin; i < end; ++i) out[i] *= scale;
+  }
+}
 
 uint64_t Fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : bytes) {
@@ -114,6 +173,11 @@ struct Synchronizer<Dtype>::Impl {
     Status error;
     int64_t next_apply = 0;  // the first iteration not yet applied
     int64_t last_posted = -1;
+    int64_t first_posted = -1;
+    // ALLREDUCE through shared memory: where the group's control line and
+    // slots start in each rank's part (Note [Shared memory allreduce]).
+    bool shared = false;
+    size_t shared_offset = 0;
   };
 
   Solver<Dtype>* solver;
@@ -135,6 +199,8 @@ struct Synchronizer<Dtype>::Impl {
   std::unique_ptr<BlockPartition> partition;
   std::unique_ptr<ParamServer<Dtype>> ps;
   std::unique_ptr<CommThread> collective;
+  std::unique_ptr<SharedMemory> shared;
+  int shared_slots = 0;
   std::atomic<uint64_t> ring_bytes{0};
   std::atomic<uint64_t> sfb_bytes{0};
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
@@ -158,10 +224,22 @@ struct Synchronizer<Dtype>::Impl {
   void MakeGroups();
   void MakePlan();
   void Attach();
-  void Stage(Group* g, int64_t iter);
+  void MapShared();
+  void Stage(Group* g, int64_t iter, Dtype* dest);
+  char* SharedLine(const Group& g, int rank) const {
+    return shared->part(rank) + g.shared_offset;
+  }
+  Dtype* SharedSlot(const Group& g, int rank, int64_t iter) const {
+    return reinterpret_cast<Dtype*>(SharedLine(g, rank) + kFlagLine) +
+           (iter % shared_slots) * g.count;
+  }
+  bool SharedReady(const Group& g, int64_t iter) const;
+  void SharedWait(const Group& g, int64_t iter, bool for_publish);
+  void Collect(int gid, int64_t iter);
   void Post(int gid, int64_t iter);
   void Finish(int gid, int64_t iter, const Status& s);
   void WaitFor(int gid, int64_t iter);
+  bool Done(int gid, int64_t iter);
   void ApplyGroup(int gid, int64_t iter);
   void ApplyUpTo(int gid, int64_t must, bool take_done);
   void UpdatePoint();
@@ -297,6 +375,8 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
   cluster.num_servers = comm->size();
   cluster.colocated = true;
   cluster.dtype_bytes = sizeof(Dtype);
+  cluster.shared_memory =
+      param.shared_memory() && comm->size() > 1 && comm->OnOneHost();
   const CommType net_default = CommTypeFromProto(param.comm());
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   bool any_ps = false;
@@ -336,9 +416,10 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
     predicted += choice.bytes;
     any_ps = any_ps || choice.type == CommType::PS;
   }
+  if (cluster.shared_memory) MapShared();
   // Buffers.
   for (Group& g : groups) {
-    g.slot.assign(slots, vector<Dtype>(g.count));
+    if (!g.shared) g.slot.assign(slots, vector<Dtype>(g.count));
     if (g.transport == CommType::SFB) {
       const size_t per = static_cast<size_t>(g.rows) * (g.M + g.N);
       g.factors.assign(slots, vector<Dtype>(per));
@@ -380,9 +461,34 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
 }
 
 template <typename Dtype>
-void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter) {
-  const int s = Slot(iter);
+void Synchronizer<Dtype>::Impl::MapShared() {
+  // See Note [Shared memory allreduce]. Every rank has the same plan, so
+  // every rank makes this collective call, or none does.
+  shared_slots = param.staleness() + 2;
+  size_t bytes = 0;
+  for (Group& g : groups) {
+    if (g.transport != CommType::ALLREDUCE) continue;
+    g.shared_offset = bytes;
+    bytes += kFlagLine + AlignLine(shared_slots * g.count * sizeof(Dtype));
+  }
+  if (bytes == 0) return;
+  shared = comm->MapSharedMemory(bytes);
+  const bool mapped = shared != nullptr;
+  for (Group& g : groups) g.shared = mapped && g.transport == CommType::ALLREDUCE;
+  for (PlannedLayer& p : plan) {
+    if (p.transport != CommType::ALLREDUCE) continue;
+    if (mapped) {
+      p.reason += " (through shared memory: every rank is on this host)";
+    } else {
+      p.reason += " (ring over MPI: no shared memory could be mapped)";
+    }
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
   if (g->transport == CommType::SFB) {
+    const int s = Slot(iter);
     // [U_0; U_1; ... | V_0; V_1; ...] over this rank's device workers, U
     // scaled by 1 / T: their summed outer products are the locally averaged
     // gradient, as DeviceWorkers' reduce would give.
@@ -407,8 +513,71 @@ void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter) {
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (size_t i = 0; i < g->params.size(); ++i) {
     const Blob<Dtype>* b = learnable[g->params[i]];
-    std::memcpy(g->slot[s].data() + g->offset[i], b->cpu_diff(),
+    std::memcpy(dest + g->offset[i], b->cpu_diff(),
                 b->count() * sizeof(Dtype));
+  }
+}
+
+template <typename Dtype>
+bool Synchronizer<Dtype>::Impl::SharedReady(const Group& g,
+                                            int64_t iter) const {
+  for (int r = 0; r < comm->size(); ++r) {
+    if (Published(SharedLine(g, r))->load(std::memory_order_acquire) <
+        iter + 1) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Waits until every rank published iteration `iter` of g (for_publish) or
+// consumed it; see Note [Shared memory allreduce].
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SharedWait(const Group& g, int64_t iter,
+                                           bool for_publish) {
+  const int W = comm->size();
+  auto behind = [&](int r) {
+    char* line = SharedLine(g, r);
+    std::atomic<int64_t>* flag = for_publish ? Published(line) : Consumed(line);
+    return flag->load(std::memory_order_acquire) < iter + 1;
+  };
+  auto anyone_behind = [&] {
+    for (int r = 0; r < W; ++r) {
+      if (behind(r)) return true;
+    }
+    return false;
+  };
+  if (!anyone_behind()) return;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const std::chrono::milliseconds timeout = shared->timeout();
+  for (int round = 1; anyone_behind(); ++round) {
+    // Yield while the wait is young (a peer a few hundred microseconds
+    // behind), then sleep, so a long stall does not burn the core.
+    if (round < 2000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (round % 256 != 0 || timeout.count() <= 0 ||
+        Clock::now() - start < timeout) {
+      continue;
+    }
+    vector<int> late;
+    for (int r = 0; r < W; ++r) {
+      if (behind(r)) late.push_back(r);
+    }
+    string who = late.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < late.size(); ++i) {
+      who += StrCat(i == 0 ? "" : ", ", late[i]);
+    }
+    POSEIDON_THROW(DistributedError, "rank ", comm->rank(), ": layer '",
+                   LayerName(g.push_layer), "', iteration ", iter,
+                   ": timed out after ", FormatSeconds(timeout),
+                   " waiting for ", who, " to ",
+                   for_publish ? "publish the gradient"
+                               : "read the previous gradient",
+                   " in shared memory");
   }
 }
 
@@ -433,10 +602,29 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   Group& g = groups[gid];
   CHECK_GT(iter, g.last_posted) << "layer " << LayerName(g.push_layer);
   // The first exchange (after a restore it is not iteration 0).
-  if (g.last_posted < 0) g.next_apply = iter;
+  if (g.last_posted < 0) {
+    g.next_apply = iter;
+    g.first_posted = iter;
+  }
   g.last_posted = iter;
-  Stage(&g, iter);
+  if (g.shared) {
+    // See Note [Shared memory allreduce]. The training thread's share; the
+    // sum shows in the timeline's wait+update before the next forward.
+    const int64_t begin = timeline ? timeline->NowMicros() : 0;
+    const int64_t previous = iter - shared_slots;
+    if (previous >= g.first_posted) SharedWait(g, previous, false);
+    Stage(&g, iter, SharedSlot(g, comm->rank(), iter));
+    Published(SharedLine(g, comm->rank()))
+        ->store(iter + 1, std::memory_order_release);
+    if (timeline) {
+      timeline->Complete(timeline->Lane("compute"), LayerName(g.push_layer),
+                         "ALLREDUCE", begin, timeline->NowMicros(),
+                         {{"iter", iter}});
+    }
+    return;
+  }
   const int s = Slot(iter);
+  Stage(&g, iter, g.slot[s].data());
   const string name = LayerName(g.push_layer);
   if (g.transport == CommType::PS) {
     vector<typename ParamServer<Dtype>::BlockRef> refs;
@@ -494,8 +682,12 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
 
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::WaitFor(int gid, int64_t iter) {
-  std::unique_lock<std::mutex> lock(mu);
   Group& g = groups[gid];
+  if (g.shared) {
+    SharedWait(g, iter, true);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mu);
   auto ready = [&] { return g.done_iter >= iter || !g.error.ok(); };
   if (!ready()) {
     // See Note [Polling on a shared core] in mpi_communicator.hpp.
@@ -508,22 +700,54 @@ void Synchronizer<Dtype>::Impl::WaitFor(int gid, int64_t iter) {
   }
 }
 
+// Whether group gid's exchange of `iter` has ended (never waits).
+template <typename Dtype>
+bool Synchronizer<Dtype>::Impl::Done(int gid, int64_t iter) {
+  const Group& g = groups[gid];
+  if (g.shared) return SharedReady(g, iter);
+  std::lock_guard<std::mutex> lock(mu);
+  return g.done_iter >= iter;
+}
+
+// Waits for group gid's exchange of `iter` and leaves the mean over ranks
+// in its params' diffs.
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
+  Group& g = groups[gid];
+  WaitFor(gid, iter);
+  const int W = comm->size();
+  const Dtype scale = Dtype(1) / W;
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  vector<const Dtype*> parts(W);
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    Blob<Dtype>* b = learnable[g.params[i]];
+    if (g.shared) {
+      for (int r = 0; r < W; ++r) {
+        parts[r] = SharedSlot(g, r, iter) + g.offset[i];
+      }
+      SumInRankOrder(parts, b->count(), scale, b->mutable_cpu_diff());
+    } else {
+      cpu_scale(b->count(), scale, g.slot[Slot(iter)].data() + g.offset[i],
+                b->mutable_cpu_diff());
+    }
+  }
+  if (g.shared) {
+    Consumed(SharedLine(g, comm->rank()))
+        ->store(iter + 1, std::memory_order_release);
+  }
+  g.next_apply = iter + 1;
+}
+
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::ApplyGroup(int gid, int64_t iter) {
   Group& g = groups[gid];
-  WaitFor(gid, iter);
-  const Dtype scale = Dtype(1) / comm->size();
+  Collect(gid, iter);
   const Dtype rate = rates.at(iter);
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
-  const int s = Slot(iter);
-  for (size_t i = 0; i < g.params.size(); ++i) {
-    Blob<Dtype>* b = learnable[g.params[i]];
-    cpu_scale(b->count(), scale, g.slot[s].data() + g.offset[i],
-              b->mutable_cpu_diff());
-    sgd->ApplyUpdateToParam(g.params[i], rate, static_cast<int>(iter));
-    cpu_set(b->count(), Dtype(0), b->mutable_cpu_diff());
+  for (int p : g.params) {
+    sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+    cpu_set(learnable[p]->count(), Dtype(0), learnable[p]->mutable_cpu_diff());
   }
-  g.next_apply = iter + 1;
 }
 
 // Applies group gid's pending iterations up to `must` (waiting for them),
@@ -540,11 +764,7 @@ void Synchronizer<Dtype>::Impl::ApplyUpTo(int gid, int64_t must,
                         << ": no learning rate recorded for iteration " << j;
       break;
     }
-    if (j > must) {
-      if (!take_done) break;
-      std::lock_guard<std::mutex> lock(mu);
-      if (g.done_iter < j) break;
-    }
+    if (j > must && (!take_done || !Done(gid, j))) break;
     ApplyGroup(gid, j);
   }
 }
@@ -566,17 +786,9 @@ void Synchronizer<Dtype>::Impl::UpdatePoint() {
   }
   if (!wait_free || clip) {
     // Every gradient first: clipping needs the global norm.
-    const Dtype scale = Dtype(1) / comm->size();
     const vector<Blob<Dtype>*>& learnable = net->learnable_params();
     for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
-      Group& g = groups[gid];
-      WaitFor(gid, iter);
-      for (size_t i = 0; i < g.params.size(); ++i) {
-        Blob<Dtype>* b = learnable[g.params[i]];
-        cpu_scale(b->count(), scale, g.slot[Slot(iter)].data() + g.offset[i],
-                  b->mutable_cpu_diff());
-      }
-      g.next_apply = iter + 1;
+      Collect(gid, iter);
     }
     sgd->ClipGradients();
     for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {

@@ -1,5 +1,6 @@
 // mpi_selftest: MpiCommunicator under a real mpirun (CTest runs it with 2 and
-// 4 ranks). Every rank runs the same checks; rank 0 prints which failed on
+// 4 ranks on this host with --hosts=one; the multi-host test on network
+// namespaces with --hosts=several). Every rank runs the same checks; rank 0 prints which failed on
 // which rank and "N passed, M failed"; the exit status is non-zero when any
 // check failed on any rank.
 //
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,6 +111,45 @@ std::string RingAllreduce(Communicator* c) {
     }
   }
   return "";
+}
+
+// What --hosts=one|several says about where mpirun put the ranks.
+enum class Hosts { kUnknown, kOne, kSeveral };
+Hosts g_hosts = Hosts::kUnknown;
+
+// Ranks on one host share memory: each writes its part, and after a barrier
+// every rank reads every part. Ranks on several hosts get none.
+std::string SharedMemoryParts(Communicator* c) {
+  if (g_hosts != Hosts::kUnknown &&
+      c->OnOneHost() != (g_hosts == Hosts::kOne)) {
+    return StrCat("OnOneHost() is ", c->OnOneHost(), " for ranks on ",
+                  g_hosts == Hosts::kOne ? "one host" : "several hosts");
+  }
+  std::unique_ptr<SharedMemory> shared = c->MapSharedMemory(1000);
+  if (!c->OnOneHost()) {
+    return shared ? "MapSharedMemory mapped memory across hosts" : "";
+  }
+  if (!shared) return "MapSharedMemory returned nullptr";
+  if (shared->bytes_per_rank() != 1024) {
+    return StrCat("bytes_per_rank ", shared->bytes_per_rank(),
+                  ", expected 1000 rounded up to 1024");
+  }
+  int32_t* mine = reinterpret_cast<int32_t*>(shared->part(c->rank()));
+  for (int i = 0; i < 250; ++i) {
+    if (mine[i] != 0) return StrCat("part not zero-filled at ", i);
+    mine[i] = c->rank() * 1000 + i;
+  }
+  std::string e = Expect(c->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  for (int r = 0; r < c->size(); ++r) {
+    const int32_t* part = reinterpret_cast<int32_t*>(shared->part(r));
+    for (int i = 0; i < 250; ++i) {
+      if (part[i] != r * 1000 + i) {
+        return StrCat("rank ", r, "'s part holds ", part[i], " at ", i);
+      }
+    }
+  }
+  return Expect(c->Barrier(), "barrier after reading");
 }
 
 std::string TagMatching(Communicator* c) {
@@ -318,6 +359,7 @@ int Run() {
       {"SendRecvRing", SendRecvRing},
       {"SendRecvBothWays", SendRecvBothWays},
       {"RingAllreduce", RingAllreduce},
+      {"SharedMemoryParts", SharedMemoryParts},
       {"TagMatching", TagMatching},
       {"ConcurrentTags", ConcurrentTags},
       {"SizeMismatch", SizeMismatch},
@@ -373,7 +415,19 @@ int Run() {
 }  // namespace dist
 }  // namespace poseidon
 
-int main() {
+int main(int argc, char** argv) {
+  using poseidon::dist::Hosts;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--hosts=one") {
+      poseidon::dist::g_hosts = Hosts::kOne;
+    } else if (arg == "--hosts=several") {
+      poseidon::dist::g_hosts = Hosts::kSeveral;
+    } else {
+      std::fprintf(stderr, "usage: mpi_selftest [--hosts=one|several]\n");
+      return 2;
+    }
+  }
   try {
     return poseidon::dist::Run();
   } catch (const poseidon::Error& e) {

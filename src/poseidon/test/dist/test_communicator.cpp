@@ -82,6 +82,48 @@ TEST_P(LoopbackTest, SendRecvRing) {
   });
 }
 
+// The default SendRecv (even ranks send first) around a ring of synchronous
+// sends, which deadlocks if every rank sends first.
+TEST_P(LoopbackTest, SendRecvCannotDeadlockAroundARing) {
+  if (n() < 2) GTEST_SKIP() << "a synchronous send to oneself never returns";
+  LoopbackOptions options;
+  options.synchronous_send = true;
+  options.timeout = std::chrono::seconds(10);
+  LoopbackWorld world(n(), options);
+  RunRanks(&world, [](Communicator* c) {
+    const int next = (c->rank() + 1) % c->size();
+    const int prev = (c->rank() + c->size() - 1) % c->size();
+    std::vector<int> out(100, c->rank()), in(100, -1);
+    Status s = c->SendRecv(out.data(), 400, next, in.data(), 400, prev, 3);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(in, std::vector<int>(100, prev));
+  });
+}
+
+TEST_P(LoopbackTest, SharedMemoryIsOneBlockForAllRanks) {
+  LoopbackWorld apart(n());
+  EXPECT_FALSE(apart.rank(0)->OnOneHost());
+  EXPECT_EQ(apart.rank(0)->MapSharedMemory(8), nullptr);
+  LoopbackOptions options;
+  options.shared_memory = true;
+  LoopbackWorld world(n(), options);
+  std::vector<std::unique_ptr<SharedMemory>> maps(n());
+  RunRanks(&world, [&maps](Communicator* c) {
+    EXPECT_TRUE(c->OnOneHost());
+    maps[c->rank()] = c->MapSharedMemory(100);
+  });
+  for (int r = 0; r < n(); ++r) {
+    ASSERT_NE(maps[r], nullptr) << "rank " << r;
+    EXPECT_EQ(maps[r]->bytes_per_rank(), 128u);
+    EXPECT_EQ(maps[r]->part(r), maps[0]->part(r)) << "rank " << r;
+    EXPECT_EQ(maps[r]->part(0)[127], 0);
+  }
+  if (n() < 2) return;
+  maps[0].reset();  // the others keep it mapped
+  maps[n() - 1]->part(0)[5] = 7;
+  EXPECT_EQ(maps[n() - 1]->part(0)[5], 7);
+}
+
 TEST_P(LoopbackTest, TagAndSourceMatchingIsFifo) {
   if (n() < 2) GTEST_SKIP() << "needs two ranks";
   LoopbackWorld world(n());

@@ -151,6 +151,26 @@ TEST(SyncPolicyTest, AllreduceWinsWhenServersAreFew) {
   EXPECT_FALSE(Contains(choice.reason, "SFB")) << choice.reason;
 }
 
+TEST(SyncPolicyTest, SharedMemoryMakesAllreduceFree) {
+  // LeNet's ip1 on 2 ranks: SFB wins over the network, but on one host the
+  // shared-memory allreduce sends nothing.
+  const LayerCommShape ip1 = Fc("ip1", 500, 800, 64);
+  ClusterShape apart = Nodes(2, 2);
+  EXPECT_EQ(ChooseTransport(ip1, apart).type, CommType::SFB);
+  ClusterShape one_host = apart;
+  one_host.shared_memory = true;
+  EXPECT_EQ(PredictBytes(ip1, one_host, CommType::ALLREDUCE), 0);
+  EXPECT_EQ(PredictBytes(ip1, one_host, CommType::SFB),
+            PredictBytes(ip1, apart, CommType::SFB));
+  const TransportChoice choice = ChooseTransport(ip1, one_host);
+  EXPECT_EQ(choice.type, CommType::ALLREDUCE);
+  EXPECT_EQ(choice.bytes, 0);
+  EXPECT_TRUE(Contains(choice.reason, "ip1: ALLREDUCE 0 B vs SFB"))
+      << choice.reason;
+  // A forced transport still wins.
+  EXPECT_EQ(ChooseTransport(ip1, one_host, CommType::PS).type, CommType::PS);
+}
+
 TEST(SyncPolicyTest, ConvolutionIsNeverSfb) {
   // A tiny batch would make SFB cheapest if it applied.
   LayerCommShape conv;

@@ -162,16 +162,25 @@ void RunRanks(int ranks, const std::function<void(int, Communicator*)>& fn,
 template <typename Dtype>
 std::vector<Weights<Dtype>> TrainTogether(
     const SolverParameter& param, const DistributedParameter& dist, int ranks,
-    int iters) {
+    int iters, LoopbackOptions options = {}) {
   std::vector<Weights<Dtype>> out(ranks);
-  RunRanks(ranks, [&](int r, Communicator* comm) {
-    Poseidon::set_data_shard({r, ranks, false});
-    std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
-    Synchronizer<Dtype> sync(solver.get(), comm, dist);
-    solver->Step(iters);
-    out[r] = ReadWeights(*solver);
-  });
+  RunRanks(
+      ranks,
+      [&](int r, Communicator* comm) {
+        Poseidon::set_data_shard({r, ranks, false});
+        std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
+        Synchronizer<Dtype> sync(solver.get(), comm, dist);
+        solver->Step(iters);
+        out[r] = ReadWeights(*solver);
+      },
+      options);
   return out;
+}
+
+LoopbackOptions OneHost() {
+  LoopbackOptions options;
+  options.shared_memory = true;
+  return options;
 }
 
 template <typename Dtype>
@@ -373,36 +382,38 @@ TEST(SynchronizerTest, StalenessBoundsHowFarARankRunsAhead) {
 // A snapshot of a distributed run resumes distributed: the restored ranks
 // update again (iteration numbers no longer start at 0) and match one
 // process restored from the same snapshot.
-TEST(SynchronizerTest, ResumesFromASnapshot) {
+void CheckResumesFromASnapshot(LoopbackOptions options) {
   const std::string prefix = test::MakeTempDir() + "/resume";
   const std::string extra = StrCat("snapshot_prefix: '", prefix, "' ");
-  TrainTogether<double>(MakeSolver("Adam", 2, extra),
-                        Dist(DistributedParameter::AUTO), 2, 3);
-  // TrainTogether does not snapshot; do it with a run that does.
-  RunRanks(2, [&](int r, Communicator* comm) {
-    Poseidon::set_data_shard({r, 2, false});
-    auto solver = CreateSolver<double>(MakeSolver("Adam", 2, extra));
-    Synchronizer<double> sync(solver.get(), comm,
-                              Dist(DistributedParameter::AUTO));
-    solver->Step(3);
-    solver->Snapshot();
-  });
   const std::string state = prefix + "_iter_3.solverstate";
+  // Trains 3 iterations and snapshots, or resumes and trains 2 more.
+  std::vector<Weights<double>> together(2);
+  auto train = [&](bool resume) {
+    RunRanks(
+        2,
+        [&](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 2, false});
+          auto solver = CreateSolver<double>(MakeSolver("Adam", 2, extra));
+          Synchronizer<double> sync(solver.get(), comm,
+                                    Dist(DistributedParameter::AUTO));
+          if (!resume) {
+            solver->Step(3);
+            solver->Snapshot();
+            return;
+          }
+          solver->Restore(state);
+          EXPECT_EQ(solver->iter(), 3);
+          solver->Step(2);
+          together[r] = ReadWeights(*solver);
+        },
+        options);
+  };
+  train(false);
   auto alone = CreateSolver<double>(MakeSolver("Adam", 4, extra));
   alone->Restore(state);
   const Weights<double> restored = ReadWeights(*alone);
   alone->Step(2);
-  std::vector<Weights<double>> together(2);
-  RunRanks(2, [&](int r, Communicator* comm) {
-    Poseidon::set_data_shard({r, 2, false});
-    auto solver = CreateSolver<double>(MakeSolver("Adam", 2, extra));
-    Synchronizer<double> sync(solver.get(), comm,
-                              Dist(DistributedParameter::AUTO));
-    solver->Restore(state);
-    EXPECT_EQ(solver->iter(), 3);
-    solver->Step(2);
-    together[r] = ReadWeights(*solver);
-  });
+  train(true);
   ExpectReplicasIdentical(together);
   ExpectClose(ReadWeights(*alone), together[0], 1e-9, "resumed");
   double moved = 0;
@@ -412,6 +423,14 @@ TEST(SynchronizerTest, ResumesFromASnapshot) {
     }
   }
   EXPECT_GT(moved, 1e-6) << "the resumed ranks did not update";
+}
+
+TEST(SynchronizerTest, ResumesFromASnapshot) {
+  CheckResumesFromASnapshot({});
+}
+
+TEST(SynchronizerTest, ResumesFromASnapshotThroughSharedMemory) {
+  CheckResumesFromASnapshot(OneHost());
 }
 
 TEST(SynchronizerTest, StalenessWithClipGradientsIsAConfigError) {
@@ -492,6 +511,114 @@ TEST(SynchronizerTest, TestScoresCoverTheTestSetOnce) {
           << "rank " << r << " output " << i;
     }
   });
+}
+
+// Note [Shared memory allreduce]: ranks on one host. AUTO then exchanges
+// every layer through shared memory and predicts no traffic; the weights
+// match one rank with the whole batch for every solver.
+class SharedMemoryEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SharedMemoryEquivalence, MatchesOneRankWithTheWholeBatch) {
+  const Case c = GetParam();
+  const Weights<double> alone =
+      TrainAlone<double>(MakeSolver(c.solver, 2 * c.ranks), 5);
+  const auto together = TrainTogether<double>(
+      MakeSolver(c.solver, 2), Dist(c.comm), c.ranks, 5, OneHost());
+  ExpectReplicasIdentical(together);
+  ExpectClose(alone, together[0], 1e-9,
+              StrCat(c.solver, " through shared memory"));
+}
+
+std::vector<Case> SharedMemoryCases() {
+  std::vector<Case> cases;
+  for (const char* solver :
+       {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) {
+    cases.push_back({solver, DistributedParameter::AUTO, 2});
+  }
+  cases.push_back({"SGD", DistributedParameter::ALLREDUCE, 3});
+  cases.push_back({"Adam", DistributedParameter::AUTO, 4});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(OneHost, SharedMemoryEquivalence,
+                         ::testing::ValuesIn(SharedMemoryCases()), CaseName);
+
+TEST(SharedMemoryTest, PlanUsesSharedMemoryOnlyWhenAllowed) {
+  for (bool allowed : {true, false}) {
+    RunRanks(
+        2,
+        [allowed](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 2, false});
+          auto solver = CreateSolver<float>(MakeSolver("SGD", 2));
+          Synchronizer<float> sync(
+              solver.get(), comm,
+              Dist(DistributedParameter::AUTO,
+                   allowed ? "" : "shared_memory: false"));
+          ASSERT_EQ(sync.plan().size(), 3u);
+          for (const PlannedLayer& p : sync.plan()) {
+            if (allowed) {
+              EXPECT_EQ(p.transport, CommType::ALLREDUCE) << p.reason;
+              EXPECT_EQ(p.predicted_bytes, 0) << p.reason;
+              EXPECT_NE(p.reason.find("through shared memory"),
+                        std::string::npos)
+                  << p.reason;
+            } else {
+              EXPECT_EQ(p.reason.find("shared memory"), std::string::npos)
+                  << p.reason;
+            }
+          }
+          solver->Step(2);
+          // Nothing went through messages when everything was shared.
+          EXPECT_EQ(sync.bytes_moved() == 0, allowed);
+        },
+        OneHost());
+  }
+}
+
+TEST(SharedMemoryTest, StalenessClipAndExchangeAfterBackward) {
+  const auto stale = TrainTogether<double>(
+      MakeSolver("SGD", 2), Dist(DistributedParameter::AUTO, "staleness: 2"),
+      3, 8, OneHost());
+  ExpectReplicasIdentical(stale);
+  for (const char* extra : {"clip_gradients: 0.05 ", ""}) {
+    const auto alone = TrainAlone<double>(MakeSolver("SGD", 4, extra), 5);
+    const auto together = TrainTogether<double>(
+        MakeSolver("SGD", 2, extra),
+        Dist(DistributedParameter::ALLREDUCE,
+             *extra ? "" : "wait_free: false"),
+        2, 5, OneHost());
+    ExpectReplicasIdentical(together);
+    ExpectClose(alone, together[0], 1e-9, *extra ? extra : "wait_free false");
+  }
+}
+
+TEST(SharedMemoryTest, AStalledRankIsNamed) {
+  LoopbackOptions options = OneHost();
+  options.timeout = std::chrono::milliseconds(300);
+  std::string error;
+  RunRanks(
+      2,
+      [&](int r, Communicator* comm) {
+        Poseidon::set_data_shard({r, 2, false});
+        auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+        Synchronizer<double> sync(solver.get(), comm,
+                                  Dist(DistributedParameter::AUTO));
+        if (r == 1) {
+          // Never trains: rank 0 waits for its first gradient.
+          std::this_thread::sleep_for(std::chrono::milliseconds(900));
+          return;
+        }
+        try {
+          solver->Step(3);
+        } catch (const DistributedError& e) {
+          error = e.what();
+        }
+      },
+      options);
+  EXPECT_NE(error.find("timed out after 0.3 s waiting for rank 1 to "
+                       "publish the gradient in shared memory"),
+            std::string::npos)
+      << "error: '" << error << "'";
 }
 
 // The device level: T worker threads with batch K in each of W ranks match

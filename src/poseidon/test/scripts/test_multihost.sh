@@ -170,7 +170,7 @@ check_run() {
 mpi_selftest() {
   local exe=$BUILD_DIR/test/mpi_selftest out
   [ -x "$exe" ] || { echo "$exe not built"; return 1; }
-  out=$(run_in_cluster "${#HOST_ADDRS[@]}" "$exe")
+  out=$(run_in_cluster "${#HOST_ADDRS[@]}" "$exe" --hosts=several)
   local status=$?
   echo "$out"
   [ $status -eq 0 ] || return $status
