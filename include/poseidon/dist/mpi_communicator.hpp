@@ -77,7 +77,10 @@ struct MpiOptions {
 // 1 ms while this rank computes; under BSP every rank ends its iteration
 // waiting, and then its poller turns urgent. (Running the communication
 // threads as SCHED_BATCH, so that their wake-ups never preempt the compute,
-// made no measurable difference.)
+// made no measurable difference.) When every rank is on one host, the
+// distributed trainer sidesteps all of this for its gradients: they go
+// through shared memory on the training thread (Note [Shared memory
+// allreduce] in synchronizer.cpp), and only small control messages remain.
 
 class MpiCommunicator final : public Communicator {
  public:
