@@ -6,20 +6,19 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/param_server.hpp"
 #include "poseidon/dist/param_uses.hpp"
 #include "poseidon/dist/ring_allreduce.hpp"
+#include "poseidon/dist/shared_allreduce.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
 #include "poseidon/util/math_functions.hpp"
@@ -56,67 +55,13 @@ namespace dist {
 // server thread; ALLREDUCE and SFB exchanges run on one collective thread
 // (collectives must come from one thread, in the same order everywhere).
 // ALLREDUCE through shared memory needs no thread: the training thread
-// stages, publishes and sums (Note [Shared memory allreduce]).
+// stages, publishes and sums (Note [Shared memory allreduce] in
+// shared_allreduce.cpp).
 // Groups are posted in backward order, the same on every rank. The test
 // reduction (AllreduceSum) runs on the training thread, after Sync(), when
 // the collective thread is idle.
 
-// Note [Shared memory allreduce]
-// When every rank runs on one host (Communicator::OnOneHost) and
-// DistributedParameter.shared_memory is on, ALLREDUCE groups exchange no
-// messages. One SharedMemory holds, in each rank's part, per such group a
-// control line {published, consumed} (iteration + 1; 0 = none yet) and
-// staleness + 2 slots of the group's gradient. For group g and iteration j,
-// all on the training thread:
-//   Post: wait until every rank's consumed >= j + 1 - slots (everyone has
-//       read what the slot held; skipped for the first uses of a slot),
-//       copy the diffs into this rank's slot, then published = j + 1
-//       (release);
-//   Collect: wait until every rank's published >= j + 1 (acquire), then
-//       diff <- (x_0 + x_1 + ... + x_{W-1}) / W over the ranks' slots in rank
-//       order, the same operations and so the same bits on every rank; then
-//       consumed = j + 1.
-// Neither wait can deadlock: a rank posting j has applied j - 1 - s, which
-// needed every rank to have posted it, and a rank that posted j - 1 - s can
-// reach the forward of iteration j - 1 and so consume j - 2 - s without
-// waiting for anyone. No communication thread takes part and nothing goes
-// through MPI, which on one core per rank saves the progress thread's
-// wake-ups and the copies of a ring; the cost model charges 0 bytes.
-// Waits yield the core at first, sleep after a while, and give up after the
-// communicator's timeout naming the ranks that are behind.
-
 namespace {
-
-// Shared-memory flags; see Note [Shared memory allreduce].
-static_assert(std::atomic<int64_t>::is_always_lock_free,
-              "flags in shared memory must be lock-free atomics");
-constexpr size_t kFlagLine = 64;
-
-std::atomic<int64_t>* Published(char* line) {
-  return reinterpret_cast<std::atomic<int64_t>*>(line);
-}
-std::atomic<int64_t>* Consumed(char* line) {
-  return reinterpret_cast<std::atomic<int64_t>*>(line + sizeof(int64_t));
-}
-
-size_t AlignLine(size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// out[i] <- (parts[0][i] + parts[1][i] + ...) * scale, in that order.
-template <typename Dtype>
-void SumInRankOrder(const vector<const Dtype*>& parts, size_t count,
-                    Dtype scale, Dtype* out) {
-  constexpr size_t kBlock = 2048;  // stays in L1 across the ranks' parts
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t end = std::min(count, begin + kBlock);
-    const Dtype* first = parts[0];
-    for (size_t i = begin; i < end; ++i) out[i] = first[i];
-    for (size_t q = 1; q < parts.size(); ++q) {
-      const Dtype* x = parts[q];
-      for (size_t i = begin; i < end; ++i) out[i] += x[i];
-    }
-    for (size_t i = begin; i < end; ++i) out[i] *= scale;
-  }
-}
 
 uint64_t Fnv1a(const std::string& bytes, uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : bytes) {
@@ -173,11 +118,9 @@ struct Synchronizer<Dtype>::Impl {
     Status error;
     int64_t next_apply = 0;  // the first iteration not yet applied
     int64_t last_posted = -1;
-    int64_t first_posted = -1;
-    // ALLREDUCE through shared memory: where the group's control line and
-    // slots start in each rank's part (Note [Shared memory allreduce]).
-    bool shared = false;
-    size_t shared_offset = 0;
+    // ALLREDUCE through shared memory: the group's index in `shared`, or -1
+    // (Note [Shared memory allreduce] in shared_allreduce.cpp).
+    int shared_id = -1;
   };
 
   Solver<Dtype>* solver;
@@ -199,8 +142,7 @@ struct Synchronizer<Dtype>::Impl {
   std::unique_ptr<BlockPartition> partition;
   std::unique_ptr<ParamServer<Dtype>> ps;
   std::unique_ptr<CommThread> collective;
-  std::unique_ptr<SharedMemory> shared;
-  int shared_slots = 0;
+  std::unique_ptr<SharedAllreduce<Dtype>> shared;
   std::atomic<uint64_t> ring_bytes{0};
   std::atomic<uint64_t> sfb_bytes{0};
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
@@ -226,15 +168,6 @@ struct Synchronizer<Dtype>::Impl {
   void Attach();
   void MapShared();
   void Stage(Group* g, int64_t iter, Dtype* dest);
-  char* SharedLine(const Group& g, int rank) const {
-    return shared->part(rank) + g.shared_offset;
-  }
-  Dtype* SharedSlot(const Group& g, int rank, int64_t iter) const {
-    return reinterpret_cast<Dtype*>(SharedLine(g, rank) + kFlagLine) +
-           (iter % shared_slots) * g.count;
-  }
-  bool SharedReady(const Group& g, int64_t iter) const;
-  void SharedWait(const Group& g, int64_t iter, bool for_publish);
   void Collect(int gid, int64_t iter);
   void Post(int gid, int64_t iter);
   void Finish(int gid, int64_t iter, const Status& s);
@@ -419,7 +352,7 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
   if (cluster.shared_memory) MapShared();
   // Buffers.
   for (Group& g : groups) {
-    if (!g.shared) g.slot.assign(slots, vector<Dtype>(g.count));
+    if (g.shared_id < 0) g.slot.assign(slots, vector<Dtype>(g.count));
     if (g.transport == CommType::SFB) {
       const size_t per = static_cast<size_t>(g.rows) * (g.M + g.N);
       g.factors.assign(slots, vector<Dtype>(per));
@@ -462,26 +395,26 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
 
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::MapShared() {
-  // See Note [Shared memory allreduce]. Every rank has the same plan, so
-  // every rank makes this collective call, or none does.
-  shared_slots = param.staleness() + 2;
-  size_t bytes = 0;
+  // Every rank has the same plan, so every rank makes this collective call,
+  // or none does. Slots: see Note [Shared memory allreduce] in
+  // shared_allreduce.cpp.
+  vector<typename SharedAllreduce<Dtype>::Group> specs;
   for (Group& g : groups) {
     if (g.transport != CommType::ALLREDUCE) continue;
-    g.shared_offset = bytes;
-    bytes += kFlagLine + AlignLine(shared_slots * g.count * sizeof(Dtype));
+    g.shared_id = static_cast<int>(specs.size());
+    specs.push_back({LayerName(g.push_layer), g.count});
   }
-  if (bytes == 0) return;
-  shared = comm->MapSharedMemory(bytes);
-  const bool mapped = shared != nullptr;
-  for (Group& g : groups) g.shared = mapped && g.transport == CommType::ALLREDUCE;
+  if (specs.empty()) return;
+  shared = SharedAllreduce<Dtype>::Create(comm, std::move(specs),
+                                          param.staleness() + 2);
+  if (!shared) {
+    for (Group& g : groups) g.shared_id = -1;
+  }
   for (PlannedLayer& p : plan) {
     if (p.transport != CommType::ALLREDUCE) continue;
-    if (mapped) {
-      p.reason += " (through shared memory: every rank is on this host)";
-    } else {
-      p.reason += " (ring over MPI: no shared memory could be mapped)";
-    }
+    p.reason += shared
+                    ? " (through shared memory: every rank is on this host)"
+                    : " (ring over MPI: no shared memory could be mapped)";
   }
 }
 
@@ -519,69 +452,6 @@ void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
 }
 
 template <typename Dtype>
-bool Synchronizer<Dtype>::Impl::SharedReady(const Group& g,
-                                            int64_t iter) const {
-  for (int r = 0; r < comm->size(); ++r) {
-    if (Published(SharedLine(g, r))->load(std::memory_order_acquire) <
-        iter + 1) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Waits until every rank published iteration `iter` of g (for_publish) or
-// consumed it; see Note [Shared memory allreduce].
-template <typename Dtype>
-void Synchronizer<Dtype>::Impl::SharedWait(const Group& g, int64_t iter,
-                                           bool for_publish) {
-  const int W = comm->size();
-  auto behind = [&](int r) {
-    char* line = SharedLine(g, r);
-    std::atomic<int64_t>* flag = for_publish ? Published(line) : Consumed(line);
-    return flag->load(std::memory_order_acquire) < iter + 1;
-  };
-  auto anyone_behind = [&] {
-    for (int r = 0; r < W; ++r) {
-      if (behind(r)) return true;
-    }
-    return false;
-  };
-  if (!anyone_behind()) return;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const std::chrono::milliseconds timeout = shared->timeout();
-  for (int round = 1; anyone_behind(); ++round) {
-    // Yield while the wait is young (a peer a few hundred microseconds
-    // behind), then sleep, so a long stall does not burn the core.
-    if (round < 2000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    if (round % 256 != 0 || timeout.count() <= 0 ||
-        Clock::now() - start < timeout) {
-      continue;
-    }
-    vector<int> late;
-    for (int r = 0; r < W; ++r) {
-      if (behind(r)) late.push_back(r);
-    }
-    string who = late.size() == 1 ? "rank " : "ranks ";
-    for (size_t i = 0; i < late.size(); ++i) {
-      who += StrCat(i == 0 ? "" : ", ", late[i]);
-    }
-    POSEIDON_THROW(DistributedError, "rank ", comm->rank(), ": layer '",
-                   LayerName(g.push_layer), "', iteration ", iter,
-                   ": timed out after ", FormatSeconds(timeout),
-                   " waiting for ", who, " to ",
-                   for_publish ? "publish the gradient"
-                               : "read the previous gradient",
-                   " in shared memory");
-  }
-}
-
-template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Finish(int gid, int64_t iter,
                                        const Status& s) {
   {
@@ -602,20 +472,14 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   Group& g = groups[gid];
   CHECK_GT(iter, g.last_posted) << "layer " << LayerName(g.push_layer);
   // The first exchange (after a restore it is not iteration 0).
-  if (g.last_posted < 0) {
-    g.next_apply = iter;
-    g.first_posted = iter;
-  }
+  if (g.last_posted < 0) g.next_apply = iter;
   g.last_posted = iter;
-  if (g.shared) {
-    // See Note [Shared memory allreduce]. The training thread's share; the
-    // sum shows in the timeline's wait+update before the next forward.
+  if (g.shared_id >= 0) {
+    // The training thread's share of the exchange; the sum shows in the
+    // timeline's wait+update before the next forward.
     const int64_t begin = timeline ? timeline->NowMicros() : 0;
-    const int64_t previous = iter - shared_slots;
-    if (previous >= g.first_posted) SharedWait(g, previous, false);
-    Stage(&g, iter, SharedSlot(g, comm->rank(), iter));
-    Published(SharedLine(g, comm->rank()))
-        ->store(iter + 1, std::memory_order_release);
+    Stage(&g, iter, shared->Slot(g.shared_id, iter));
+    shared->Publish(g.shared_id, iter);
     if (timeline) {
       timeline->Complete(timeline->Lane("compute"), LayerName(g.push_layer),
                          "ALLREDUCE", begin, timeline->NowMicros(),
@@ -683,8 +547,8 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::WaitFor(int gid, int64_t iter) {
   Group& g = groups[gid];
-  if (g.shared) {
-    SharedWait(g, iter, true);
+  if (g.shared_id >= 0) {
+    shared->Wait(g.shared_id, iter);
     return;
   }
   std::unique_lock<std::mutex> lock(mu);
@@ -704,7 +568,7 @@ void Synchronizer<Dtype>::Impl::WaitFor(int gid, int64_t iter) {
 template <typename Dtype>
 bool Synchronizer<Dtype>::Impl::Done(int gid, int64_t iter) {
   const Group& g = groups[gid];
-  if (g.shared) return SharedReady(g, iter);
+  if (g.shared_id >= 0) return shared->Ready(g.shared_id, iter);
   std::lock_guard<std::mutex> lock(mu);
   return g.done_iter >= iter;
 }
@@ -715,26 +579,19 @@ template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
   Group& g = groups[gid];
   WaitFor(gid, iter);
-  const int W = comm->size();
-  const Dtype scale = Dtype(1) / W;
+  const Dtype scale = Dtype(1) / comm->size();
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
-  vector<const Dtype*> parts(W);
   for (size_t i = 0; i < g.params.size(); ++i) {
     Blob<Dtype>* b = learnable[g.params[i]];
-    if (g.shared) {
-      for (int r = 0; r < W; ++r) {
-        parts[r] = SharedSlot(g, r, iter) + g.offset[i];
-      }
-      SumInRankOrder(parts, b->count(), scale, b->mutable_cpu_diff());
+    if (g.shared_id >= 0) {
+      shared->Sum(g.shared_id, iter, g.offset[i], b->count(), scale,
+                  b->mutable_cpu_diff());
     } else {
       cpu_scale(b->count(), scale, g.slot[Slot(iter)].data() + g.offset[i],
                 b->mutable_cpu_diff());
     }
   }
-  if (g.shared) {
-    Consumed(SharedLine(g, comm->rank()))
-        ->store(iter + 1, std::memory_order_release);
-  }
+  if (g.shared_id >= 0) shared->Release(g.shared_id, iter);
   g.next_apply = iter + 1;
 }
 
