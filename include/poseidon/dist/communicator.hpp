@@ -52,7 +52,7 @@ constexpr std::chrono::milliseconds kDefaultTimeout{60000};
 // is destroyed, which is local (no rank waits for another). What the parts
 // hold and how ranks synchronise on them is the user's business; the
 // distributed trainer uses std::atomic flags inside them (Note [Shared
-// memory allreduce], synchronizer.cpp).
+// memory allreduce], shared_allreduce.cpp).
 class SharedMemory {
  public:
   SharedMemory(char* base, size_t bytes_per_rank, int ranks,

@@ -80,7 +80,7 @@ struct MpiOptions {
 // made no measurable difference.) When every rank is on one host, the
 // distributed trainer sidesteps all of this for its gradients: they go
 // through shared memory on the training thread (Note [Shared memory
-// allreduce] in synchronizer.cpp), and only small control messages remain.
+// allreduce] in shared_allreduce.cpp), and only small control messages remain.
 
 class MpiCommunicator final : public Communicator {
  public:

@@ -18,7 +18,7 @@
 // Without colocation a PS node is either kind; the model charges the busier.
 // When every rank runs on one host and shares memory (ClusterShape::
 // shared_memory), ALLREDUCE sends no messages at all and costs 0 (Note
-// [Shared memory allreduce], synchronizer.cpp), so AUTO picks it for every
+// [Shared memory allreduce], shared_allreduce.cpp), so AUTO picks it for every
 // layer.
 // The ALLREDUCE figure is a ring's; the reference AllreduceSumByAllgather
 // moves n / 2 times more (Note [Deterministic allreduce], communicator.hpp).

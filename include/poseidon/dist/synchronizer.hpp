@@ -33,8 +33,8 @@
 //   shared_memory  true: when every rank runs on one host
 //                (Communicator::OnOneHost), ALLREDUCE goes through shared
 //                memory on the training thread, costs 0 bytes in the model
-//                and so is AUTO's choice for every layer (Note [Shared
-//                memory allreduce] in synchronizer.cpp)
+//                and so is AUTO's choice for every layer
+//                (shared_allreduce.hpp)
 // clip_gradients needs every gradient before any update: it keeps the
 // overlap with backward but updates all layers at the update point, and
 // cannot be combined with staleness > 0 (ConfigError).
