@@ -54,7 +54,8 @@
 // Threads: the training thread calls the hooks; communication runs on the
 // ParamServer's threads and one collective thread, except the
 // shared-memory allreduce, which the training thread does itself (see Note
-// [Threads of a rank] in synchronizer.cpp). Not copyable; destroy it before the solver.
+// [Threads of a rank] in synchronizer.cpp). Not copyable; destroy it before
+// the solver.
 #ifndef POSEIDON_DIST_SYNCHRONIZER_HPP_
 #define POSEIDON_DIST_SYNCHRONIZER_HPP_
 

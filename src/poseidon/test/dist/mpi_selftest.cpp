@@ -1,8 +1,8 @@
 // mpi_selftest: MpiCommunicator under a real mpirun (CTest runs it with 2 and
 // 4 ranks on this host with --hosts=one; the multi-host test on network
-// namespaces with --hosts=several). Every rank runs the same checks; rank 0 prints which failed on
-// which rank and "N passed, M failed"; the exit status is non-zero when any
-// check failed on any rank.
+// namespaces with --hosts=several). Every rank runs the same checks; rank 0
+// prints which failed on which rank and "N passed, M failed"; the exit
+// status is non-zero when any check failed on any rank.
 //
 // Threads: the main thread runs the checks; ConcurrentTags starts a sender
 // and a receiver thread per tag to exercise Send/Recv from several threads.
