@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "poseidon/dist/action_agreement.hpp"
@@ -575,20 +576,24 @@ TEST(SharedMemoryTest, PlanUsesSharedMemoryOnlyWhenAllowed) {
   }
 }
 
-TEST(SharedMemoryTest, StalenessClipAndExchangeAfterBackward) {
+TEST(SharedMemoryTest, StalenessClipIterSizeAndExchangeAfterBackward) {
   const auto stale = TrainTogether<double>(
       MakeSolver("SGD", 2), Dist(DistributedParameter::AUTO, "staleness: 2"),
       3, 8, OneHost());
   ExpectReplicasIdentical(stale);
-  for (const char* extra : {"clip_gradients: 0.05 ", ""}) {
+  // {solver extras, distributed settings}: each must match one rank.
+  const std::pair<const char*, const char*> cases[] = {
+      {"clip_gradients: 0.05 ", ""},
+      {"", "wait_free: false"},
+      {"iter_size: 2 ", ""},
+  };
+  for (const auto& [extra, dist] : cases) {
     const auto alone = TrainAlone<double>(MakeSolver("SGD", 4, extra), 5);
     const auto together = TrainTogether<double>(
         MakeSolver("SGD", 2, extra),
-        Dist(DistributedParameter::ALLREDUCE,
-             *extra ? "" : "wait_free: false"),
-        2, 5, OneHost());
+        Dist(DistributedParameter::ALLREDUCE, dist), 2, 5, OneHost());
     ExpectReplicasIdentical(together);
-    ExpectClose(alone, together[0], 1e-9, *extra ? extra : "wait_free false");
+    ExpectClose(alone, together[0], 1e-9, StrCat(extra, dist));
   }
 }
 
