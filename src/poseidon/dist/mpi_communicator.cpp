@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "poseidon/dist/mpi_check.hpp"
+#include "poseidon/dist/sync_policy.hpp"  // FormatBytes
 
 namespace poseidon {
 namespace dist {
@@ -504,8 +505,9 @@ std::unique_ptr<SharedMemory> MpiCommunicator::MapSharedMemory(
     if (statvfs("/dev/shm", &fs) == 0 &&
         total > static_cast<double>(fs.f_bavail) * fs.f_frsize / 2) {
       error = StrCat("it would take more than half of the ",
-                     static_cast<double>(fs.f_bavail) * fs.f_frsize / 1e6,
-                     " MB free in /dev/shm");
+                     FormatBytes(static_cast<double>(fs.f_bavail) *
+                                 fs.f_frsize),
+                     " free in /dev/shm");
     } else {
       fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd < 0) {
@@ -517,8 +519,8 @@ std::unique_ptr<SharedMemory> MpiCommunicator::MapSharedMemory(
     }
     if (!error.empty()) {
       LOG(WARNING) << "No shared memory for the " << d.size
-                   << " ranks on this host (" << total / 1e6
-                   << " MB): " << error << "; exchanging messages instead";
+                   << " ranks on this host (" << FormatBytes(total)
+                   << "): " << error << "; exchanging messages instead";
       if (fd >= 0) {
         close(fd);
         shm_unlink(name);
