@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "dist/run_ranks.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
 
 namespace poseidon {
@@ -22,16 +23,6 @@ namespace dist {
 namespace {
 
 using std::chrono::milliseconds;
-
-// Runs fn(rank's communicator) on one thread per rank and joins them.
-void RunRanks(LoopbackWorld* world,
-              const std::function<void(Communicator*)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world->size(); ++r) {
-    threads.emplace_back([world, r, &fn] { fn(world->rank(r)); });
-  }
-  for (auto& t : threads) t.join();
-}
 
 LoopbackOptions ShortTimeout(int ms = 100) {
   LoopbackOptions options;

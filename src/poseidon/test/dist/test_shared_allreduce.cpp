@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "dist/run_ranks.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
 #include "poseidon/dist/shared_allreduce.hpp"
 
@@ -25,16 +26,6 @@ LoopbackOptions OneHost(int timeout_ms = 10000) {
   options.shared_memory = true;
   options.timeout = std::chrono::milliseconds(timeout_ms);
   return options;
-}
-
-// Runs fn(comm) on one thread per rank; failures are gtest failures.
-void RunRanks(LoopbackWorld* world,
-              const std::function<void(Communicator*)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world->size(); ++r) {
-    threads.emplace_back([world, r, &fn] { fn(world->rank(r)); });
-  }
-  for (auto& t : threads) t.join();
 }
 
 // Large terms of alternating sign plus small ones: the float sum depends
