@@ -46,8 +46,8 @@ constexpr int kMaxTag = 32767;
 constexpr std::chrono::milliseconds kDefaultTimeout{60000};
 
 // Memory that every rank of a job maps into its address space: one part per
-// rank, each `bytes_per_rank` bytes (a multiple of 64), zero-filled when
-// made, at the same offsets on every rank. Made by
+// rank, each `bytes_per_rank` bytes (a multiple of kAlignment), zero-filled
+// when made, at the same offsets on every rank. Made by
 // Communicator::MapSharedMemory; the memory stays mapped until this object
 // is destroyed, which is local (no rank waits for another). What the parts
 // hold and how ranks synchronise on them is the user's business; the
@@ -64,6 +64,15 @@ class SharedMemory {
     if (unmap_) unmap_();
   }
   POSEIDON_DISABLE_COPY_AND_ASSIGN(SharedMemory);
+
+  // Parts, and the regions users lay out inside them, keep to this
+  // alignment: a cache line, so ranks' flags never share one.
+  static constexpr size_t kAlignment = 64;
+  // `bytes` rounded up to a multiple of kAlignment (at least one).
+  static size_t Align(size_t bytes) {
+    const size_t lines = (bytes == 0 ? 1 : bytes + kAlignment - 1) / kAlignment;
+    return lines * kAlignment;
+  }
 
   char* part(int rank) const { return base_ + rank * bytes_per_rank_; }
   size_t bytes_per_rank() const { return bytes_per_rank_; }

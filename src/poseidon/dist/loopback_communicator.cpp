@@ -97,7 +97,7 @@ class LoopbackCommunicator final : public Communicator {
   std::unique_ptr<SharedMemory> MapSharedMemory(
       size_t bytes_per_rank) override {
     if (!OnOneHost()) return nullptr;
-    const size_t stride = (std::max<size_t>(bytes_per_rank, 1) + 63) / 64 * 64;
+    const size_t stride = SharedMemory::Align(bytes_per_rank);
     const size_t total = stride * size();
     std::shared_ptr<char> block;
     {
@@ -113,6 +113,7 @@ class LoopbackCommunicator final : public Communicator {
     }
     return std::make_unique<SharedMemory>(block.get(), stride, size(),
                                           world_->options.timeout,
+                                          // Holds the block while mapped.
                                           [block] {});
   }
 

@@ -492,7 +492,7 @@ std::unique_ptr<SharedMemory> MpiCommunicator::MapSharedMemory(
     size_t bytes_per_rank) {
   Impl& d = *impl_;
   if (!d.one_host || d.size < 2) return nullptr;
-  const size_t stride = (std::max<size_t>(bytes_per_rank, 1) + 63) / 64 * 64;
+  const size_t stride = SharedMemory::Align(bytes_per_rank);
   const size_t total = stride * d.size;
   char name[64] = {0};
   int fd = -1;

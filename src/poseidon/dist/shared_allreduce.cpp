@@ -39,14 +39,12 @@ namespace {
 
 static_assert(std::atomic<int64_t>::is_always_lock_free,
               "flags in shared memory must be lock-free atomics");
-constexpr size_t kLine = 64;
+constexpr size_t kLine = SharedMemory::kAlignment;  // the control line
 
 std::atomic<int64_t>* Flag(char* line, bool published) {
   return reinterpret_cast<std::atomic<int64_t>*>(
       line + (published ? 0 : sizeof(int64_t)));
 }
-
-size_t RoundUp(size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
 
 }  // namespace
 
@@ -58,7 +56,7 @@ std::unique_ptr<SharedAllreduce<Dtype>> SharedAllreduce<Dtype>::Create(
   size_t bytes = 0;
   for (const Group& g : groups) {
     offsets.push_back(bytes);
-    bytes += kLine + RoundUp(slots * g.count * sizeof(Dtype));
+    bytes += kLine + SharedMemory::Align(slots * g.count * sizeof(Dtype));
   }
   if (groups.empty()) return nullptr;
   std::unique_ptr<SharedMemory> memory = comm->MapSharedMemory(bytes);
