@@ -43,9 +43,25 @@ if(USE_CUDA)
   list(APPEND POSEIDON_DEPS CUDA::cudart CUDA::cublas CUDA::curand)
   list(APPEND POSEIDON_DEFINITIONS USE_CUDA)
   if(USE_CUDNN)
-    find_library(CUDNN_LIBRARY cudnn REQUIRED)
+    # cuDNN 9 ships beside the toolkit here; elsewhere give CUDNN_ROOT.
+    find_path(CUDNN_INCLUDE_DIR cudnn.h
+              HINTS ${CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+              PATH_SUFFIXES include REQUIRED)
+    find_library(CUDNN_LIBRARY cudnn
+                 HINTS ${CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+                       ${CUDAToolkit_LIBRARY_ROOT}
+                 PATH_SUFFIXES lib lib64 REQUIRED)
+    file(STRINGS ${CUDNN_INCLUDE_DIR}/cudnn_version.h CUDNN_MAJOR_LINE
+         REGEX "^#define CUDNN_MAJOR [0-9]+")
+    string(REGEX MATCH "[0-9]+" CUDNN_MAJOR "${CUDNN_MAJOR_LINE}")
+    if(CUDNN_MAJOR LESS 9)
+      message(FATAL_ERROR "cuDNN ${CUDNN_MAJOR} found at ${CUDNN_INCLUDE_DIR}; "
+                          "Poseidon needs cuDNN 9")
+    endif()
+    include_directories(SYSTEM ${CUDNN_INCLUDE_DIR})
     list(APPEND POSEIDON_DEPS ${CUDNN_LIBRARY})
     list(APPEND POSEIDON_DEFINITIONS USE_CUDNN)
+    message(STATUS "cuDNN ${CUDNN_MAJOR}: ${CUDNN_LIBRARY}")
   endif()
 else()
   list(APPEND POSEIDON_DEFINITIONS CPU_ONLY)

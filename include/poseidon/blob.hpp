@@ -91,7 +91,24 @@ class Blob {
   Dtype* mutable_cpu_diff();
   Dtype* mutable_gpu_diff();
 
-  // data -= diff (the plain parameter update).
+  // The pointers on `dev`: cpu_data() or gpu_data(), and so on. Layer
+  // bodies written once for both devices take their pointers from these.
+  const Dtype* data_on(Poseidon::Brew dev) const {
+    return dev == Poseidon::GPU ? gpu_data() : cpu_data();
+  }
+  const Dtype* diff_on(Poseidon::Brew dev) const {
+    return dev == Poseidon::GPU ? gpu_diff() : cpu_diff();
+  }
+  Dtype* mutable_data_on(Poseidon::Brew dev) {
+    return dev == Poseidon::GPU ? mutable_gpu_data() : mutable_cpu_data();
+  }
+  Dtype* mutable_diff_on(Poseidon::Brew dev) {
+    return dev == Poseidon::GPU ? mutable_gpu_diff() : mutable_cpu_diff();
+  }
+
+  // data -= diff (the plain parameter update). This and the reductions and
+  // scalings below run where the memory's newest copy is (on the GPU when
+  // its head is there or SYNCED), as in Caffe.
   void Update();
   // Loads shape and values; with reshape=false the shapes must agree.
   void FromProto(const BlobProto& proto, bool reshape = true);

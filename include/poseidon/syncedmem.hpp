@@ -2,6 +2,19 @@
 // copies lazily to wherever it is read next. Blob holds two of these (data and
 // diff). In a CPU-only build the device half compiles away.
 //
+// Head states, as in Caffe: UNINITIALIZED (nothing allocated; the first read
+// gives zeros), HEAD_AT_CPU / HEAD_AT_GPU (that copy is the newest; the other
+// is stale), SYNCED (both hold the same bytes). A read (cpu_data/gpu_data)
+// copies only if its side is stale; a mutable_ access makes its side the
+// head.
+//
+// Memory: device memory comes from the device's caching allocator, and host
+// memory allocated while the thread is in GPU mode is pinned (from the pinned
+// cache), so copies run at full speed (util/gpu_context.hpp). Copies run on
+// the calling thread's stream; a copy to the host waits for it, so the host
+// never reads a stale value. async_gpu_push() starts a copy to the device on
+// another stream without waiting (the data prefetch thread's).
+//
 // Ownership: the memory is owned unless set_cpu_data()/set_gpu_data() handed in
 // an external pointer, which is observed only. Not thread-safe: one thread at a
 // time (communication threads get explicit buffers, never a SyncedMemory).
@@ -31,10 +44,26 @@ class SyncedMemory {
   void* mutable_gpu_data();
   SyncedHead head() const { return head_; }
   size_t size() const { return size_; }
+  // Whether the host copy is page-locked (pinned) memory.
+  bool cpu_pinned() const { return cpu_pinned_; }
+  // The GPU the device copy lives on, -1 if there is none.
+  int device() const { return device_; }
+
+#ifndef CPU_ONLY
+  // Starts copying the host data to the device on `stream` and returns at
+  // once; the head becomes SYNCED. The caller synchronises `stream` before
+  // another stream reads the device copy or the host copy changes. Needs
+  // head() == HEAD_AT_CPU.
+  void async_gpu_push(void* stream);
+#endif
 
  private:
   void ToCpu();
   void ToGpu();
+  void AllocateCpu();
+  void AllocateGpu();
+  void FreeCpu();
+  void FreeGpu();
 
   void* cpu_ptr_ = nullptr;
   void* gpu_ptr_ = nullptr;
@@ -42,6 +71,7 @@ class SyncedMemory {
   SyncedHead head_ = UNINITIALIZED;
   bool own_cpu_data_ = false;
   bool own_gpu_data_ = false;
+  bool cpu_pinned_ = false;
   int device_ = -1;
 };
 

@@ -4,9 +4,6 @@
 #include <climits>
 
 #include "poseidon/util/math_functions.hpp"
-#ifndef CPU_ONLY
-#include "poseidon/util/device_check.hpp"
-#endif
 
 namespace poseidon {
 
@@ -118,17 +115,10 @@ void Blob<Dtype>::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
                      shape_string());
     ReshapeLike(source);
   }
-  if (Poseidon::mode() == Poseidon::GPU) {
-#ifndef CPU_ONLY
-    POSEIDON_CUDA_CHECK(
-        cudaMemcpy(copy_diff ? mutable_gpu_diff() : mutable_gpu_data(),
-                   copy_diff ? source.gpu_diff() : source.gpu_data(),
-                   sizeof(Dtype) * count_, cudaMemcpyDefault));
-    return;
-#endif
-  }
-  cpu_copy(count_, copy_diff ? source.cpu_diff() : source.cpu_data(),
-           copy_diff ? mutable_cpu_diff() : mutable_cpu_data());
+  const Poseidon::Brew dev = Poseidon::mode();
+  math::copy<Dtype>(dev, count_,
+                    copy_diff ? source.diff_on(dev) : source.data_on(dev),
+                    copy_diff ? mutable_diff_on(dev) : mutable_data_on(dev));
 }
 
 template <typename Dtype>
@@ -216,49 +206,72 @@ void Blob<Dtype>::ShareDiff(const Blob& other) {
   diff_ = other.diff();
 }
 
+namespace {
+
+// Where Caffe's Blob runs an operation on `mem`: the GPU when its newest
+// copy is there (or both are current), else the CPU.
+Poseidon::Brew WhereIs(const SyncedMemory& mem) {
+#ifndef CPU_ONLY
+  if (mem.head() == SyncedMemory::HEAD_AT_GPU ||
+      mem.head() == SyncedMemory::SYNCED) {
+    return Poseidon::GPU;
+  }
+#endif
+  return Poseidon::CPU;
+}
+
+}  // namespace
+
 template <typename Dtype>
 void Blob<Dtype>::Update() {
   if (!data_) return;
-  // Updates happen where the data currently lives.
-  cpu_axpy<Dtype>(count_, Dtype(-1), cpu_diff(), mutable_cpu_data());
+  const Poseidon::Brew dev = WhereIs(*data_);
+  math::axpy<Dtype>(dev, count_, Dtype(-1), diff_on(dev),
+                    mutable_data_on(dev));
 }
 
 template <typename Dtype>
 Dtype Blob<Dtype>::asum_data() const {
   if (!data_) return 0;
-  return cpu_asum(count_, cpu_data());
+  const Poseidon::Brew dev = WhereIs(*data_);
+  return math::asum<Dtype>(dev, count_, data_on(dev));
 }
 
 template <typename Dtype>
 Dtype Blob<Dtype>::asum_diff() const {
   if (!diff_) return 0;
-  return cpu_asum(count_, cpu_diff());
+  const Poseidon::Brew dev = WhereIs(*diff_);
+  return math::asum<Dtype>(dev, count_, diff_on(dev));
 }
 
 template <typename Dtype>
 Dtype Blob<Dtype>::sumsq_data() const {
   if (!data_) return 0;
-  const Dtype* d = cpu_data();
-  return cpu_dot(count_, d, d);
+  const Poseidon::Brew dev = WhereIs(*data_);
+  const Dtype* d = data_on(dev);
+  return math::dot<Dtype>(dev, count_, d, d);
 }
 
 template <typename Dtype>
 Dtype Blob<Dtype>::sumsq_diff() const {
   if (!diff_) return 0;
-  const Dtype* d = cpu_diff();
-  return cpu_dot(count_, d, d);
+  const Poseidon::Brew dev = WhereIs(*diff_);
+  const Dtype* d = diff_on(dev);
+  return math::dot<Dtype>(dev, count_, d, d);
 }
 
 template <typename Dtype>
 void Blob<Dtype>::scale_data(Dtype scale_factor) {
   if (!data_) return;
-  cpu_scal(count_, scale_factor, mutable_cpu_data());
+  const Poseidon::Brew dev = WhereIs(*data_);
+  math::scal<Dtype>(dev, count_, scale_factor, mutable_data_on(dev));
 }
 
 template <typename Dtype>
 void Blob<Dtype>::scale_diff(Dtype scale_factor) {
   if (!diff_) return;
-  cpu_scal(count_, scale_factor, mutable_cpu_diff());
+  const Poseidon::Brew dev = WhereIs(*diff_);
+  math::scal<Dtype>(dev, count_, scale_factor, mutable_diff_on(dev));
 }
 
 // Caffe stores old 4-D blobs as num/channels/height/width fields.

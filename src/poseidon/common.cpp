@@ -4,6 +4,8 @@
 #include <cblas.h>
 #include <gflags/gflags.h>
 
+#include "poseidon/util/gpu_context.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -76,12 +78,21 @@ Poseidon::Brew Poseidon::mode() { return ThisThread().mode; }
 void Poseidon::set_mode(Brew mode) {
 #ifdef CPU_ONLY
   if (mode == GPU) NO_GPU;
+#else
+  if (mode == GPU) gpu::RequireDevice("GPU mode", ThisThread().device);
 #endif
   g_default_mode = mode;
   ThisThread().mode = mode;
 }
 
 void Poseidon::set_device(int device_id) {
+  POSEIDON_REQUIRE(device_id >= 0, ConfigError, "set_device(", device_id,
+                   "): device ids start at 0");
+  // A wrong id on a machine with GPUs fails here; on one without, the
+  // error comes where a GPU is first asked for (set_mode(GPU)).
+  if (gpu::DeviceCount() > 0) {
+    gpu::RequireDevice(StrCat("set_device(", device_id, ")"), device_id);
+  }
   g_default_device = device_id;
   ThisThread().device = device_id;
 }
@@ -90,7 +101,11 @@ int Poseidon::device() { return ThisThread().device; }
 
 void Poseidon::set_random_seed(int64_t seed) {
   g_default_seed = seed;
-  ThisThread().rng.seed(seed < 0 ? EntropySeed() : static_cast<uint64_t>(seed));
+  const uint64_t value = seed < 0 ? EntropySeed() : static_cast<uint64_t>(seed);
+  ThisThread().rng.seed(value);
+#ifndef CPU_ONLY
+  gpu::Reseed(value);
+#endif
 }
 
 std::mt19937& Poseidon::rng() { return ThisThread().rng; }

@@ -34,8 +34,9 @@ Dtype Layer<Dtype>::Forward(const vector<Blob<Dtype>*>& bottom,
   for (size_t i = 0; i < top.size(); ++i) {
     if (loss(static_cast<int>(i)) == Dtype(0)) continue;
     // The loss weight sits in the top's diff (see SetLossWeights).
-    const int count = top[i]->count();
-    total_loss += cpu_dot(count, top[i]->cpu_data(), top[i]->cpu_diff());
+    const Poseidon::Brew dev = Poseidon::mode();
+    total_loss += math::dot<Dtype>(dev, top[i]->count(), top[i]->data_on(dev),
+                                   top[i]->diff_on(dev));
   }
   return total_loss;
 }

@@ -6,7 +6,9 @@
 
 #ifndef CPU_ONLY
 #include <cuda_runtime.h>
+
 #include "poseidon/util/device_check.hpp"
+#include "poseidon/util/gpu_context.hpp"
 #endif
 
 namespace poseidon {
@@ -19,7 +21,8 @@ void* HostAlloc(size_t size) {
   size_t rounded = (size + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   void* ptr = std::aligned_alloc(kHostAlignment, rounded == 0 ? kHostAlignment : rounded);
   if (ptr == nullptr) {
-    POSEIDON_THROW(Error, "out of host memory allocating ", size, " bytes");
+    POSEIDON_THROW(OutOfMemoryError, "out of host memory allocating ", size,
+                   " bytes");
   }
   return ptr;
 }
@@ -27,28 +30,75 @@ void* HostAlloc(size_t size) {
 }  // namespace
 
 SyncedMemory::~SyncedMemory() {
-  if (cpu_ptr_ && own_cpu_data_) std::free(cpu_ptr_);
+  FreeCpu();
+  FreeGpu();
+}
+
+void SyncedMemory::AllocateCpu() {
 #ifndef CPU_ONLY
-  if (gpu_ptr_ && own_gpu_data_) cudaFree(gpu_ptr_);
+  // Pinned memory for threads that compute on a GPU: their copies are the
+  // ones that must be fast. (Allocation is rare: blobs keep their capacity.)
+  if (Poseidon::mode() == Poseidon::GPU && gpu::Available()) {
+    cpu_ptr_ = gpu::PinnedAlloc(size_);
+    cpu_pinned_ = true;
+    own_cpu_data_ = true;
+    return;
+  }
 #endif
+  cpu_ptr_ = HostAlloc(size_);
+  cpu_pinned_ = false;
+  own_cpu_data_ = true;
+}
+
+void SyncedMemory::FreeCpu() {
+  if (cpu_ptr_ != nullptr && own_cpu_data_) {
+#ifndef CPU_ONLY
+    if (cpu_pinned_) {
+      gpu::PinnedFree(cpu_ptr_);
+    } else {
+      std::free(cpu_ptr_);
+    }
+#else
+    std::free(cpu_ptr_);
+#endif
+  }
+  cpu_ptr_ = nullptr;
+  own_cpu_data_ = false;
+  cpu_pinned_ = false;
+}
+
+void SyncedMemory::AllocateGpu() {
+#ifndef CPU_ONLY
+  gpu_ptr_ = gpu::DeviceAlloc(size_);
+  device_ = Poseidon::device();
+  own_gpu_data_ = true;
+#else
+  NO_GPU;
+#endif
+}
+
+void SyncedMemory::FreeGpu() {
+#ifndef CPU_ONLY
+  if (gpu_ptr_ != nullptr && own_gpu_data_) gpu::DeviceFree(gpu_ptr_, device_);
+#endif
+  gpu_ptr_ = nullptr;
+  own_gpu_data_ = false;
 }
 
 void SyncedMemory::ToCpu() {
   switch (head_) {
     case UNINITIALIZED:
-      cpu_ptr_ = HostAlloc(size_);
+      AllocateCpu();
       std::memset(cpu_ptr_, 0, size_);
-      own_cpu_data_ = true;
       head_ = HEAD_AT_CPU;
       break;
     case HEAD_AT_GPU:
 #ifndef CPU_ONLY
-      if (cpu_ptr_ == nullptr) {
-        cpu_ptr_ = HostAlloc(size_);
-        own_cpu_data_ = true;
-      }
-      POSEIDON_CUDA_CHECK(
-          cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
+      if (cpu_ptr_ == nullptr) AllocateCpu();
+      POSEIDON_CUDA_CHECK(cudaMemcpyAsync(cpu_ptr_, gpu_ptr_, size_,
+                                          cudaMemcpyDeviceToHost,
+                                          gpu::Stream()));
+      gpu::Synchronize();
       head_ = SYNCED;
 #else
       NO_GPU;
@@ -64,20 +114,18 @@ void SyncedMemory::ToGpu() {
 #ifndef CPU_ONLY
   switch (head_) {
     case UNINITIALIZED:
-      POSEIDON_CUDA_CHECK(cudaGetDevice(&device_));
-      POSEIDON_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
-      POSEIDON_CUDA_CHECK(cudaMemset(gpu_ptr_, 0, size_));
-      own_gpu_data_ = true;
+      AllocateGpu();
+      POSEIDON_CUDA_CHECK(cudaMemsetAsync(gpu_ptr_, 0, size_, gpu::Stream()));
       head_ = HEAD_AT_GPU;
       break;
     case HEAD_AT_CPU:
-      if (gpu_ptr_ == nullptr) {
-        POSEIDON_CUDA_CHECK(cudaGetDevice(&device_));
-        POSEIDON_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_));
-        own_gpu_data_ = true;
-      }
-      POSEIDON_CUDA_CHECK(
-          cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
+      if (gpu_ptr_ == nullptr) AllocateGpu();
+      POSEIDON_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_,
+                                          cudaMemcpyHostToDevice,
+                                          gpu::Stream()));
+      // The host copy may change as soon as we return (mutable_cpu_data), so
+      // the copy must have read it by then.
+      gpu::Synchronize();
       head_ = SYNCED;
       break;
     case HEAD_AT_GPU:
@@ -89,6 +137,17 @@ void SyncedMemory::ToGpu() {
 #endif
 }
 
+#ifndef CPU_ONLY
+void SyncedMemory::async_gpu_push(void* stream) {
+  CHECK_EQ(head_, HEAD_AT_CPU) << "async_gpu_push needs fresh host data";
+  if (gpu_ptr_ == nullptr) AllocateGpu();
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_,
+                                      cudaMemcpyHostToDevice,
+                                      static_cast<cudaStream_t>(stream)));
+  head_ = SYNCED;
+}
+#endif
+
 const void* SyncedMemory::cpu_data() {
   ToCpu();
   return cpu_ptr_;
@@ -96,7 +155,7 @@ const void* SyncedMemory::cpu_data() {
 
 void SyncedMemory::set_cpu_data(void* data) {
   CHECK(data != nullptr);
-  if (own_cpu_data_) std::free(cpu_ptr_);
+  FreeCpu();
   cpu_ptr_ = data;
   head_ = HEAD_AT_CPU;
   own_cpu_data_ = false;
@@ -110,8 +169,9 @@ const void* SyncedMemory::gpu_data() {
 void SyncedMemory::set_gpu_data(void* data) {
 #ifndef CPU_ONLY
   CHECK(data != nullptr);
-  if (own_gpu_data_) POSEIDON_CUDA_CHECK(cudaFree(gpu_ptr_));
+  FreeGpu();
   gpu_ptr_ = data;
+  device_ = Poseidon::device();
   head_ = HEAD_AT_GPU;
   own_gpu_data_ = false;
 #else

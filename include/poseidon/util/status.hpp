@@ -49,6 +49,13 @@ class DistributedError : public Error {
   using Error::Error;
 };
 
+// Out of memory on a device or in pinned host memory, naming what was asked
+// for and what was held (util/caching_allocator.hpp).
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Concatenates its arguments with operator<<.
 template <typename... Args>
 std::string StrCat(Args&&... args) {

@@ -3,9 +3,12 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <vector>
+
+#include "poseidon/util/gpu_context.hpp"
 
 namespace poseidon {
 namespace test {
@@ -34,6 +37,20 @@ const auto* const g_cleaner =
     ::testing::AddGlobalTestEnvironment(new TempDirCleaner);
 
 }  // namespace
+
+std::string GpuSkipReason() {
+  static const std::string reason = [] {
+    const std::string why = gpu::UnavailableReason();
+    // scripts/gpu_check.sh sets POSEIDON_REQUIRE_GPU=1: there a GPU test
+    // that cannot run is a failure, not a skip.
+    const char* require = std::getenv("POSEIDON_REQUIRE_GPU");
+    if (!why.empty() && require != nullptr && std::string(require) == "1") {
+      LOG(FATAL) << "POSEIDON_REQUIRE_GPU=1, but no GPU is usable: " << why;
+    }
+    return why;
+  }();
+  return reason;
+}
 
 std::string MakeTempDir() {
   std::string tmpl = "/tmp/poseidon_test_XXXXXX";

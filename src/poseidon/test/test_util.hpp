@@ -1,6 +1,6 @@
-// Shared test fixtures: typed tests over device x dtype (CPU float/double here;
-// GPU types join in CUDA builds and carry "GPU" in their names so CPU-only CI
-// can filter them), paths to test data, and small blob helpers.
+// Shared test fixtures: typed tests over device x dtype (CPU float/double,
+// and GPU float/double in CUDA builds, skipped with the reason where no GPU
+// is usable), paths to test data, and small blob helpers.
 #ifndef POSEIDON_TEST_TEST_UTIL_HPP_
 #define POSEIDON_TEST_TEST_UTIL_HPP_
 
@@ -22,7 +22,19 @@ struct CPUDevice {
   static constexpr Poseidon::Brew device = Poseidon::CPU;
 };
 
-// Base fixture for typed tests: sets the mode and a fixed seed per test.
+template <typename TypeParam>
+struct GPUDevice {
+  using Dtype = TypeParam;
+  static constexpr Poseidon::Brew device = Poseidon::GPU;
+};
+
+// Why GPU tests cannot run here ("" when they can): a CPU-only build, or a
+// CUDA build on a machine without a usable GPU.
+std::string GpuSkipReason();
+
+// Base fixture for typed tests: sets the mode and a fixed seed per test. A
+// GPU variant skips (GTEST_SKIP, with the reason) where no GPU is usable;
+// its constructor then runs in CPU mode, so that fixtures may build blobs.
 template <typename TypeParam>
 class MultiDeviceTest : public ::testing::Test {
  public:
@@ -30,13 +42,30 @@ class MultiDeviceTest : public ::testing::Test {
 
  protected:
   MultiDeviceTest() {
-    Poseidon::set_mode(TypeParam::device);
+    const bool runnable =
+        TypeParam::device == Poseidon::CPU || GpuSkipReason().empty();
+    Poseidon::set_mode(runnable ? TypeParam::device : Poseidon::CPU);
     Poseidon::set_random_seed(1701);
   }
+  void SetUp() override {
+    if (TypeParam::device == Poseidon::GPU && !GpuSkipReason().empty()) {
+      GTEST_SKIP() << "GPU test skipped: " << GpuSkipReason();
+    }
+  }
+  ~MultiDeviceTest() override { Poseidon::set_mode(Poseidon::CPU); }
 };
 
+// Every typed layer test runs on the CPU and, in CUDA builds, on the GPU;
+// GPU variants carry "GPUDevice" in their names (CPU-only CI filters or skips
+// them).
+#ifdef CPU_ONLY
 using TestDtypesAndDevices =
     ::testing::Types<CPUDevice<float>, CPUDevice<double>>;
+#else
+using TestDtypesAndDevices =
+    ::testing::Types<CPUDevice<float>, CPUDevice<double>, GPUDevice<float>,
+                     GPUDevice<double>>;
+#endif
 using TestDtypes = ::testing::Types<float, double>;
 
 inline std::string SourceDir() { return POSEIDON_SOURCE_DIR; }

@@ -1,9 +1,12 @@
-// CPU kernels: OpenBLAS where a routine exists, simple loops otherwise.
+// CPU kernels: OpenBLAS where a routine exists, the element-wise bodies of
+// kernels/math_kernels.hpp (shared with the GPU) otherwise.
 #include "poseidon/util/math_functions.hpp"
 
 #include <algorithm>
 #include <random>
 
+#include "poseidon/kernels/math_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/parallel.hpp"
 
 namespace poseidon {
@@ -103,7 +106,7 @@ void cpu_axpy<double>(int N, double alpha, const double* x, double* y) {
 
 template <typename Dtype>
 void cpu_axpby(int N, Dtype alpha, const Dtype* x, Dtype beta, Dtype* y) {
-  for (int i = 0; i < N; ++i) y[i] = alpha * x[i] + beta * y[i];
+  cpu_for_each(N, kernels::AxpbyKernel<Dtype>{alpha, x, beta, y});
 }
 
 template <typename Dtype>
@@ -114,54 +117,54 @@ void cpu_copy(int N, const Dtype* x, Dtype* y) {
 template <typename Dtype>
 void cpu_set(int N, Dtype alpha, Dtype* y) {
   if (alpha == Dtype(0)) {
-    std::memset(y, 0, sizeof(Dtype) * N);
+    if (N > 0) std::memset(y, 0, sizeof(Dtype) * N);
     return;
   }
-  std::fill(y, y + N, alpha);
+  cpu_for_each(N, kernels::SetKernel<Dtype>{alpha, y});
 }
 
 template <typename Dtype>
 void cpu_scal(int N, Dtype alpha, Dtype* x) {
-  for (int i = 0; i < N; ++i) x[i] *= alpha;
+  cpu_for_each(N, kernels::ScaleKernel<Dtype>{alpha, x, x});
 }
 
 template <typename Dtype>
 void cpu_scale(int N, Dtype alpha, const Dtype* x, Dtype* y) {
-  for (int i = 0; i < N; ++i) y[i] = alpha * x[i];
+  cpu_for_each(N, kernels::ScaleKernel<Dtype>{alpha, x, y});
 }
 
 template <typename Dtype>
 void cpu_add_scalar(int N, Dtype alpha, Dtype* y) {
-  for (int i = 0; i < N; ++i) y[i] += alpha;
+  cpu_for_each(N, kernels::AddScalarKernel<Dtype>{alpha, y});
 }
 
-#define POSEIDON_BINARY_OP(name, expr)                               \
-  template <typename Dtype>                                          \
-  void name(int N, const Dtype* a, const Dtype* b, Dtype* y) {       \
-    for (int i = 0; i < N; ++i) y[i] = (expr);                       \
+#define POSEIDON_BINARY_OP(name, Kernel)                        \
+  template <typename Dtype>                                     \
+  void name(int N, const Dtype* a, const Dtype* b, Dtype* y) {  \
+    cpu_for_each(N, kernels::Kernel<Dtype>{a, b, y});           \
   }
-POSEIDON_BINARY_OP(cpu_add, a[i] + b[i])
-POSEIDON_BINARY_OP(cpu_sub, a[i] - b[i])
-POSEIDON_BINARY_OP(cpu_mul, a[i] * b[i])
-POSEIDON_BINARY_OP(cpu_div, a[i] / b[i])
+POSEIDON_BINARY_OP(cpu_add, AddKernel)
+POSEIDON_BINARY_OP(cpu_sub, SubKernel)
+POSEIDON_BINARY_OP(cpu_mul, MulKernel)
+POSEIDON_BINARY_OP(cpu_div, DivKernel)
 #undef POSEIDON_BINARY_OP
 
-#define POSEIDON_UNARY_OP(name, expr)                    \
-  template <typename Dtype>                              \
-  void name(int N, const Dtype* a, Dtype* y) {           \
-    for (int i = 0; i < N; ++i) y[i] = (expr);           \
+#define POSEIDON_UNARY_OP(name, Kernel)               \
+  template <typename Dtype>                           \
+  void name(int N, const Dtype* a, Dtype* y) {        \
+    cpu_for_each(N, kernels::Kernel<Dtype>{a, y});    \
   }
-POSEIDON_UNARY_OP(cpu_sqr, a[i] * a[i])
-POSEIDON_UNARY_OP(cpu_sqrt, std::sqrt(a[i]))
-POSEIDON_UNARY_OP(cpu_exp, std::exp(a[i]))
-POSEIDON_UNARY_OP(cpu_log, std::log(a[i]))
-POSEIDON_UNARY_OP(cpu_abs, std::fabs(a[i]))
-POSEIDON_UNARY_OP(cpu_sign, Dtype((Dtype(0) < a[i]) - (a[i] < Dtype(0))))
+POSEIDON_UNARY_OP(cpu_sqr, SqrKernel)
+POSEIDON_UNARY_OP(cpu_sqrt, SqrtKernel)
+POSEIDON_UNARY_OP(cpu_exp, ExpKernel)
+POSEIDON_UNARY_OP(cpu_log, LogKernel)
+POSEIDON_UNARY_OP(cpu_abs, AbsKernel)
+POSEIDON_UNARY_OP(cpu_sign, SignKernel)
 #undef POSEIDON_UNARY_OP
 
 template <typename Dtype>
 void cpu_powx(int N, const Dtype* a, Dtype b, Dtype* y) {
-  for (int i = 0; i < N; ++i) y[i] = std::pow(a[i], b);
+  cpu_for_each(N, kernels::PowxKernel<Dtype>{a, b, y});
 }
 
 template <>
