@@ -100,21 +100,41 @@ class Layer {
   Phase phase() const { return phase_; }
 
  protected:
+  // A layer computes in one of two ways:
+  //   - one body for both devices (preferred): override ForwardOn and
+  //     BackwardOn, which take the device to run on and get their pointers
+  //     with Blob::data_on(dev) and friends, calling math::X(dev, ...) and
+  //     for_each(dev, ...) (util/math_functions.hpp, util/for_each.hpp);
+  //   - separate passes: override Forward_cpu/Backward_cpu and, when it has
+  //     one, Forward_gpu/Backward_gpu (library calls such as cuDNN).
+  // A layer with no GPU pass runs its CPU pass in GPU mode (its blobs are
+  // copied to the host and back), with a warning once per layer type.
   virtual void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                           const vector<Blob<Dtype>*>& top) = 0;
-  // Defaults to the CPU path for layers without a GPU implementation.
+                           const vector<Blob<Dtype>*>& top) {
+    ForwardOn(Poseidon::CPU, bottom, top);
+  }
   virtual void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                            const vector<Blob<Dtype>*>& top) {
-    Forward_cpu(bottom, top);
+    ForwardOn(Poseidon::GPU, bottom, top);
   }
   virtual void Backward_cpu(const vector<Blob<Dtype>*>& top,
                             const vector<bool>& propagate_down,
-                            const vector<Blob<Dtype>*>& bottom) = 0;
+                            const vector<Blob<Dtype>*>& bottom) {
+    BackwardOn(Poseidon::CPU, top, propagate_down, bottom);
+  }
   virtual void Backward_gpu(const vector<Blob<Dtype>*>& top,
                             const vector<bool>& propagate_down,
                             const vector<Blob<Dtype>*>& bottom) {
-    Backward_cpu(top, propagate_down, bottom);
+    BackwardOn(Poseidon::GPU, top, propagate_down, bottom);
   }
+  // The one-body passes. The defaults serve layers written the other way:
+  // on the GPU they fall back to the CPU pass; on the CPU they mean the
+  // layer implements neither form (an internal error).
+  virtual void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                         const vector<Blob<Dtype>*>& top);
+  virtual void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                          const vector<bool>& propagate_down,
+                          const vector<Blob<Dtype>*>& bottom);
 
   // Throws ConfigError unless the blob counts satisfy the constraints above.
   void CheckBlobCounts(const vector<Blob<Dtype>*>& bottom,

@@ -1,7 +1,45 @@
 // The non-virtual parts of Layer: setup checks, loss weighting, dispatch.
 #include "poseidon/layer.hpp"
 
+#include <mutex>
+#include <set>
+
 namespace poseidon {
+namespace {
+
+// Warns once per layer type that runs its CPU pass in GPU mode.
+void WarnCpuFallback(const char* type) {
+  static std::mutex mutex;
+  static auto* warned = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (warned->insert(type).second) {
+    LOG(WARNING) << type << " layers have no GPU implementation; in GPU mode "
+                 << "they run on the CPU (see docs/layers.md)";
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void Layer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                             const vector<Blob<Dtype>*>& bottom,
+                             const vector<Blob<Dtype>*>& top) {
+  CHECK(dev == Poseidon::GPU) << type() << " layer implements neither "
+                              << "Forward_cpu nor ForwardOn";
+  WarnCpuFallback(type());
+  Forward_cpu(bottom, top);
+}
+
+template <typename Dtype>
+void Layer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                              const vector<Blob<Dtype>*>& top,
+                              const vector<bool>& propagate_down,
+                              const vector<Blob<Dtype>*>& bottom) {
+  CHECK(dev == Poseidon::GPU) << type() << " layer implements neither "
+                              << "Backward_cpu nor BackwardOn";
+  WarnCpuFallback(type());
+  Backward_cpu(top, propagate_down, bottom);
+}
 
 template <typename Dtype>
 Layer<Dtype>::Layer(const LayerParameter& param)

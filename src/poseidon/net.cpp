@@ -541,8 +541,9 @@ void Net<Dtype>::Reshape() {
 
 template <typename Dtype>
 void Net<Dtype>::ClearParamDiffs() {
+  const Poseidon::Brew dev = Poseidon::mode();
   for (Blob<Dtype>* p : learnable_params_) {
-    cpu_set(p->count(), Dtype(0), p->mutable_cpu_diff());
+    math::set<Dtype>(dev, p->count(), Dtype(0), p->mutable_diff_on(dev));
   }
 }
 

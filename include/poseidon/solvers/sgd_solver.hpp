@@ -73,11 +73,10 @@ class SGDSolver : public Solver<Dtype> {
   void SnapshotSolverState(const string& model_filename) override;
   void RestoreSolverStateFromBinaryProto(const string& state_file) override;
 
-  // history_: the update rule's state (saved in snapshots); update_, temp_:
-  // scratch space of the same shapes.
+  // The update rule's state (saved in snapshots): one blob per parameter,
+  // two for AdaDelta and Adam (AppendHistory). The rules run in one pass
+  // each (kernels/solver_kernels.hpp) and need no scratch space.
   vector<shared_ptr<Blob<Dtype>>> history_;
-  vector<shared_ptr<Blob<Dtype>>> update_;
-  vector<shared_ptr<Blob<Dtype>>> temp_;
   // The iteration whose gradient ComputeUpdateValue is applying.
   int update_iter_ = 0;
 };

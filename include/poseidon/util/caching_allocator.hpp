@@ -40,7 +40,8 @@ class BlockCache {
  public:
   // Where blocks come from, and how stream order is kept. Streams and marks
   // are opaque pointers (cudaStream_t and cudaEvent_t on a GPU; nullptr is
-  // the default stream).
+  // the default stream). Release, RecordMark and ReleaseMark must not throw:
+  // Free() runs in destructors.
   class Backend {
    public:
     virtual ~Backend() = default;

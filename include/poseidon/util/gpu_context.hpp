@@ -78,6 +78,26 @@ std::string LibraryVersions();
 // message ("--gpu=3", "solver device_id").
 void RequireDevice(const std::string& who, int id);
 
+// Process-wide switches of the GPU path, read by cuBLAS/cuDNN callers.
+//   deterministic: cuDNN algorithms are restricted to deterministic ones
+//     (bitwise-repeatable runs; the equivalence tests use it). Default off,
+//     or POSEIDON_DETERMINISTIC=1.
+//   allow_tf32: FP32 convolutions and GEMMs may use TF32 tensor cores
+//     (about 10 bits of mantissa in the products). Default off, as Caffe
+//     computes in full FP32, or POSEIDON_ALLOW_TF32=1.
+//   workspace_limit: the most scratch memory one cuDNN call may use; the
+//     algorithm search skips algorithms that need more. Default 1 GiB, or
+//     POSEIDON_CUDNN_WORKSPACE_MB.
+struct Settings {
+  bool deterministic = false;
+  bool allow_tf32 = false;
+  size_t workspace_limit = size_t(1) << 30;
+};
+Settings GetSettings();
+void SetDeterministic(bool on);
+void SetAllowTf32(bool on);
+void SetWorkspaceLimit(size_t bytes);
+
 // Statistics of the calling thread's device cache (zeros without CUDA).
 BlockCache::Stats DeviceMemoryStats();
 // Releases every cached block of every device and of pinned memory.
@@ -106,6 +126,12 @@ void DeviceFree(void* ptr, int device);
 // Page-locked host memory (fast, asynchronous copies).
 void* PinnedAlloc(size_t bytes);
 void PinnedFree(void* ptr);
+
+// Scratch memory for library calls (cuDNN workspaces) on the calling
+// thread's device: one buffer per thread, grown to the largest request and
+// reused in stream order, so layers need not keep their own. Valid until
+// the thread's next Workspace() call.
+void* Workspace(size_t bytes);
 
 // Called by Poseidon::set_random_seed on the calling thread.
 void Reseed(unsigned long long seed);

@@ -1,4 +1,5 @@
-// InnerProductLayer: one GEMM per pass, the bias through a ones vector.
+// InnerProductLayer: one GEMM per pass, the bias through a ones vector; one
+// body for the CPU (OpenBLAS) and the GPU (cuBLAS).
 #include "poseidon/layers/inner_product_layer.hpp"
 
 #include "poseidon/filler.hpp"
@@ -74,49 +75,50 @@ void InnerProductLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void InnerProductLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                           const vector<Blob<Dtype>*>& top) {
-  Dtype* out = top[0]->mutable_cpu_data();
-  cpu_gemm_parallel<Dtype>(CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans,
-                           M_, N_, K_, Dtype(1), bottom[0]->cpu_data(),
-                           this->blobs_[0]->cpu_data(), Dtype(0), out);
+void InnerProductLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& bottom,
+                                         const vector<Blob<Dtype>*>& top) {
+  Dtype* out = top[0]->mutable_data_on(dev);
+  math::gemm<Dtype>(dev, CblasNoTrans, transpose_ ? CblasNoTrans : CblasTrans,
+                    M_, N_, K_, Dtype(1), bottom[0]->data_on(dev),
+                    this->blobs_[0]->data_on(dev), Dtype(0), out);
   if (bias_term_) {
-    cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, M_, N_, 1, Dtype(1),
-                    bias_multiplier_.cpu_data(), this->blobs_[1]->cpu_data(),
-                    Dtype(1), out);
+    math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasNoTrans, M_, N_, 1,
+                             Dtype(1), bias_multiplier_.data_on(dev),
+                             this->blobs_[1]->data_on(dev), Dtype(1), out);
   }
 }
 
 template <typename Dtype>
-void InnerProductLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
-  const Dtype* top_diff = top[0]->cpu_diff();
+void InnerProductLayer<Dtype>::BackwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
+  const Dtype* top_diff = top[0]->diff_on(dev);
   if (this->param_propagate_down(0)) {
-    const Dtype* in = bottom[0]->cpu_data();
-    Dtype* weight_diff = this->blobs_[0]->mutable_cpu_diff();
+    const Dtype* in = bottom[0]->data_on(dev);
+    Dtype* weight_diff = this->blobs_[0]->mutable_diff_on(dev);
     if (transpose_) {
       // dW (K x N) += bottom^T * top_diff
-      cpu_gemm_parallel<Dtype>(CblasTrans, CblasNoTrans, K_, N_, M_, Dtype(1),
-                               in, top_diff, Dtype(1), weight_diff);
+      math::gemm<Dtype>(dev, CblasTrans, CblasNoTrans, K_, N_, M_, Dtype(1),
+                        in, top_diff, Dtype(1), weight_diff);
     } else {
       // dW (N x K) += top_diff^T * bottom
-      cpu_gemm_parallel<Dtype>(CblasTrans, CblasNoTrans, N_, K_, M_, Dtype(1),
-                               top_diff, in, Dtype(1), weight_diff);
+      math::gemm<Dtype>(dev, CblasTrans, CblasNoTrans, N_, K_, M_, Dtype(1),
+                        top_diff, in, Dtype(1), weight_diff);
     }
   }
   if (bias_term_ && this->param_propagate_down(1)) {
-    cpu_gemv<Dtype>(CblasTrans, M_, N_, Dtype(1), top_diff,
-                    bias_multiplier_.cpu_data(), Dtype(1),
-                    this->blobs_[1]->mutable_cpu_diff());
+    math::gemv<Dtype>(dev, CblasTrans, M_, N_, Dtype(1), top_diff,
+                      bias_multiplier_.data_on(dev), Dtype(1),
+                      this->blobs_[1]->mutable_diff_on(dev));
   }
   if (propagate_down[0]) {
     // bottom_diff (M x K) = top_diff (M x N) * W (N x K), or * W^T if
     // W is stored K x N.
-    cpu_gemm_parallel<Dtype>(CblasNoTrans,
-                             transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_,
-                             Dtype(1), top_diff, this->blobs_[0]->cpu_data(),
-                             Dtype(0), bottom[0]->mutable_cpu_diff());
+    math::gemm<Dtype>(dev, CblasNoTrans,
+                      transpose_ ? CblasTrans : CblasNoTrans, M_, K_, N_,
+                      Dtype(1), top_diff, this->blobs_[0]->data_on(dev),
+                      Dtype(0), bottom[0]->mutable_diff_on(dev));
   }
 }
 

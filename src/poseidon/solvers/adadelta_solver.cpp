@@ -2,7 +2,9 @@
 // gradients; history keeps both means (see the header for the layout).
 #include "poseidon/solvers/adadelta_solver.hpp"
 
+#include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -27,27 +29,15 @@ void AdaDeltaSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   const Dtype rho = this->param_.momentum();
   const Dtype delta = this->param_.delta();
   const Dtype local_rate = rate * this->net_->params_lr()[param_id];
-  const int count = param->count();
-  Dtype* grad_sq = this->history_[param_id]->mutable_cpu_data();
-  Dtype* step_sq = this->history_[num_params + param_id]->mutable_cpu_data();
-  Dtype* update = this->update_[param_id]->mutable_cpu_data();
-  Dtype* temp = this->temp_[param_id]->mutable_cpu_data();
-  Dtype* diff = param->mutable_cpu_diff();
-  // Eg = rho * Eg + (1 - rho) * g^2
-  cpu_powx(count, diff, Dtype(2), update);
-  cpu_axpby(count, Dtype(1) - rho, update, rho, grad_sq);
-  // u = g * sqrt((Ex + delta) / (Eg + delta))
-  cpu_set(count, delta, temp);
-  cpu_add(count, temp, step_sq, update);
-  cpu_add(count, temp, grad_sq, temp);
-  cpu_div(count, update, temp, update);
-  cpu_powx(count, update, Dtype(0.5), update);
-  cpu_mul(count, diff, update, diff);
-  // Ex = rho * Ex + (1 - rho) * u^2
-  cpu_powx(count, diff, Dtype(2), update);
-  cpu_axpby(count, Dtype(1) - rho, update, rho, step_sq);
-  // step = r * u
-  cpu_scal(count, local_rate, diff);
+  const Poseidon::Brew dev = Poseidon::mode();
+  // Eg = rho * Eg + (1 - rho) * g^2; u = g * sqrt((Ex + delta) / (Eg + delta));
+  // Ex = rho * Ex + (1 - rho) * u^2; step = r * u
+  for_each(dev, param->count(),
+           kernels::AdaDeltaUpdate<Dtype>{
+               param->mutable_diff_on(dev),
+               this->history_[param_id]->mutable_data_on(dev),
+               this->history_[num_params + param_id]->mutable_data_on(dev),
+               rho, delta, local_rate});
 }
 
 INSTANTIATE_CLASS(AdaDeltaSolver);

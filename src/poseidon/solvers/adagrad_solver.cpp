@@ -1,7 +1,9 @@
 // AdaGrad: per-element rates from the running sum of squared gradients.
 #include "poseidon/solvers/adagrad_solver.hpp"
 
+#include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -30,18 +32,13 @@ void AdaGradSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   Blob<Dtype>* param = this->net_->learnable_params()[param_id];
   const Dtype delta = this->param_.delta();
   const Dtype local_rate = rate * this->net_->params_lr()[param_id];
-  const int count = param->count();
-  const Dtype* diff = param->cpu_diff();
-  Dtype* history = this->history_[param_id]->mutable_cpu_data();
-  Dtype* update = this->update_[param_id]->mutable_cpu_data();
-  // h += g^2
-  cpu_powx(count, diff, Dtype(2), update);
-  cpu_add(count, update, history, history);
-  // step = r * g / (sqrt(h) + delta)
-  cpu_powx(count, history, Dtype(0.5), update);
-  cpu_add_scalar(count, delta, update);
-  cpu_div(count, diff, update, update);
-  cpu_axpby(count, local_rate, update, Dtype(0), param->mutable_cpu_diff());
+  const Poseidon::Brew dev = Poseidon::mode();
+  // h += g^2; step = r * g / (sqrt(h) + delta)
+  for_each(dev, param->count(),
+           kernels::AdaGradUpdate<Dtype>{
+               param->mutable_diff_on(dev),
+               this->history_[param_id]->mutable_data_on(dev), delta,
+               local_rate});
 }
 
 INSTANTIATE_CLASS(AdaGradSolver);

@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -33,21 +35,15 @@ void AdamSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   const Dtype correction =
       static_cast<Dtype>(std::sqrt(1.0 - std::pow(double(beta2), t)) /
                          (1.0 - std::pow(double(beta1), t)));
-  const int count = param->count();
-  Dtype* m = this->history_[param_id]->mutable_cpu_data();
-  Dtype* v = this->history_[num_params + param_id]->mutable_cpu_data();
-  Dtype* scratch = this->temp_[param_id]->mutable_cpu_data();
-  const Dtype* diff = param->cpu_diff();
-  // m = b1 * m + (1 - b1) * g
-  cpu_axpby(count, Dtype(1) - beta1, diff, beta1, m);
-  // v = b2 * v + (1 - b2) * g^2
-  cpu_mul(count, diff, diff, scratch);
-  cpu_axpby(count, Dtype(1) - beta2, scratch, beta2, v);
+  const Poseidon::Brew dev = Poseidon::mode();
+  // m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) * g^2;
   // step = r * correction * m / (sqrt(v) + eps)
-  cpu_powx(count, v, Dtype(0.5), scratch);
-  cpu_add_scalar(count, eps, scratch);
-  cpu_div(count, m, scratch, scratch);
-  cpu_scale(count, local_rate * correction, scratch, param->mutable_cpu_diff());
+  for_each(dev, param->count(),
+           kernels::AdamUpdate<Dtype>{
+               param->mutable_diff_on(dev),
+               this->history_[param_id]->mutable_data_on(dev),
+               this->history_[num_params + param_id]->mutable_data_on(dev),
+               beta1, beta2, eps, Dtype(local_rate * correction)});
 }
 
 INSTANTIATE_CLASS(AdamSolver);

@@ -1,7 +1,9 @@
 // RMSProp: per-element rates from a running mean of squared gradients.
 #include "poseidon/solvers/rmsprop_solver.hpp"
 
+#include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -35,18 +37,14 @@ void RMSPropSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   const Dtype delta = this->param_.delta();
   const Dtype rms_decay = this->param_.rms_decay();
   const Dtype local_rate = rate * this->net_->params_lr()[param_id];
-  const int count = param->count();
-  const Dtype* diff = param->cpu_diff();
-  Dtype* history = this->history_[param_id]->mutable_cpu_data();
-  Dtype* update = this->update_[param_id]->mutable_cpu_data();
-  // h = rms_decay * h + (1 - rms_decay) * g^2
-  cpu_powx(count, diff, Dtype(2), update);
-  cpu_axpby(count, Dtype(1) - rms_decay, update, rms_decay, history);
+  const Poseidon::Brew dev = Poseidon::mode();
+  // h = rms_decay * h + (1 - rms_decay) * g^2;
   // step = r * g / (sqrt(h) + delta)
-  cpu_powx(count, history, Dtype(0.5), update);
-  cpu_add_scalar(count, delta, update);
-  cpu_div(count, diff, update, update);
-  cpu_axpby(count, local_rate, update, Dtype(0), param->mutable_cpu_diff());
+  for_each(dev, param->count(),
+           kernels::RmsPropUpdate<Dtype>{
+               param->mutable_diff_on(dev),
+               this->history_[param_id]->mutable_data_on(dev), rms_decay,
+               delta, local_rate});
 }
 
 INSTANTIATE_CLASS(RMSPropSolver);

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/math_functions.hpp"
 
@@ -46,12 +48,8 @@ void SGDSolver<Dtype>::PreSolve() {
       ConfigError, "unknown regularization_type: \"", p.regularization_type(),
       "\" (known: L1, L2)");
   history_.clear();
-  update_.clear();
-  temp_.clear();
   for (Blob<Dtype>* param : this->net_->learnable_params()) {
     history_.push_back(std::make_shared<Blob<Dtype>>(param->shape()));
-    update_.push_back(std::make_shared<Blob<Dtype>>(param->shape()));
-    temp_.push_back(std::make_shared<Blob<Dtype>>(param->shape()));
   }
 }
 
@@ -144,8 +142,9 @@ template <typename Dtype>
 void SGDSolver<Dtype>::Normalize(int param_id) {
   if (this->param_.iter_size() == 1) return;
   Blob<Dtype>* param = this->net_->learnable_params()[param_id];
-  cpu_scal(param->count(), Dtype(1) / this->param_.iter_size(),
-           param->mutable_cpu_diff());
+  const Poseidon::Brew dev = Poseidon::mode();
+  math::scal<Dtype>(dev, param->count(), Dtype(1) / this->param_.iter_size(),
+                    param->mutable_diff_on(dev));
 }
 
 template <typename Dtype>
@@ -155,12 +154,15 @@ void SGDSolver<Dtype>::Regularize(int param_id) {
       this->param_.weight_decay() * this->net_->params_weight_decay()[param_id];
   if (local_decay == 0) return;
   const int count = param->count();
+  const Poseidon::Brew dev = Poseidon::mode();
   if (this->param_.regularization_type() == "L2") {
-    cpu_axpy(count, local_decay, param->cpu_data(), param->mutable_cpu_diff());
+    math::axpy<Dtype>(dev, count, local_decay, param->data_on(dev),
+                      param->mutable_diff_on(dev));
   } else {
-    Dtype* sign = temp_[param_id]->mutable_cpu_data();
-    cpu_sign(count, param->cpu_data(), sign);
-    cpu_axpy(count, local_decay, sign, param->mutable_cpu_diff());
+    for_each(dev, count,
+             kernels::L1Regularize<Dtype>{param->data_on(dev),
+                                          param->mutable_diff_on(dev),
+                                          local_decay});
   }
 }
 
@@ -169,10 +171,11 @@ void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
   Blob<Dtype>* param = this->net_->learnable_params()[param_id];
   const Dtype momentum = this->param_.momentum();
   const Dtype local_rate = rate * this->net_->params_lr()[param_id];
-  const int count = param->count();
-  Dtype* history = history_[param_id]->mutable_cpu_data();
-  cpu_axpby(count, local_rate, param->cpu_diff(), momentum, history);
-  cpu_copy(count, history, param->mutable_cpu_diff());
+  const Poseidon::Brew dev = Poseidon::mode();
+  for_each(dev, param->count(),
+           kernels::SgdUpdate<Dtype>{param->mutable_diff_on(dev),
+                                     history_[param_id]->mutable_data_on(dev),
+                                     momentum, local_rate});
 }
 
 template <typename Dtype>

@@ -54,7 +54,8 @@ class AccuracyLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(AccuracyLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(AccuracyLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(AccuracyLayerTest, TopKHandComputed) {
   // Ranks 0, 2, 3, 1, 1: a hit when rank < k.

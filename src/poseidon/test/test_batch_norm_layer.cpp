@@ -93,7 +93,8 @@ class BatchNormLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(BatchNormLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(BatchNormLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(BatchNormLayerTest, SetUpBlobsAndDefaults) {
   using Dtype = typename TestFixture::Dtype;

@@ -53,7 +53,8 @@ class BiasLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(BiasLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(BiasLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(BiasLayerTest, DefaultsAndZeroFiller) {
   using Dtype = typename TestFixture::Dtype;

@@ -63,7 +63,8 @@ class ConcatLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(ConcatLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ConcatLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ConcatLayerTest, ChannelsByDefault) {
   using Dtype = typename TypeParam::Dtype;

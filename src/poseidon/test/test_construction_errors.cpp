@@ -66,7 +66,8 @@ class ConstructionErrorTest : public test::MultiDeviceTest<TypeParam> {
     }
   }
 };
-TYPED_TEST_SUITE(ConstructionErrorTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ConstructionErrorTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 const vector<int> kShape = {2, 3, 4, 5};
 

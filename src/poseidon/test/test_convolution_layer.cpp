@@ -190,7 +190,8 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
   }
 };
 
-TYPED_TEST_SUITE(ConvolutionLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ConvolutionLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ConvolutionLayerTest, SetupShapes) {
   using Dtype = typename TypeParam::Dtype;

@@ -261,7 +261,8 @@ class ConvolutionNdTest : public test::MultiDeviceTest<TypeParam> {
   }
 };
 
-TYPED_TEST_SUITE(ConvolutionNdTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ConvolutionNdTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ConvolutionNdTest, Convolution3DForward) {
   NdGeometry g{{3, 2, 3}, {1, 2, 2}, {1, 0, 2}, {1, 2, 1}};

@@ -74,7 +74,8 @@ class DataLayerTest : public test::MultiDeviceTest<TypeParam> {
   std::unique_ptr<Blob<Dtype>> label_;
   vector<Blob<Dtype>*> top_;
 };
-TYPED_TEST_SUITE(DataLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(DataLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(DataLayerTest, ReadsBatchesThatWrapAround) {
   using Dtype = typename TypeParam::Dtype;

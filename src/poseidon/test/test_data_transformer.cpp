@@ -42,7 +42,8 @@ class DataTransformerTest : public test::MultiDeviceTest<TypeParam> {
     return vector<Dtype>(blob.cpu_data(), blob.cpu_data() + blob.count());
   }
 };
-TYPED_TEST_SUITE(DataTransformerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(DataTransformerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(DataTransformerTest, IdentityKeepsPixels) {
   const auto out = this->Run(TransformationParameter(), TRAIN);

@@ -223,7 +223,8 @@ class DeconvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
   }
 };
 
-TYPED_TEST_SUITE(DeconvolutionLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(DeconvolutionLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(DeconvolutionLayerTest, SetupShapes) {
   using Dtype = typename TypeParam::Dtype;

@@ -59,7 +59,8 @@ class EltwiseLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(EltwiseLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(EltwiseLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(EltwiseLayerTest, Defaults) {
   const EltwiseParameter defaults;

@@ -36,7 +36,8 @@ class EuclideanLossLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(EuclideanLossLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(EuclideanLossLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(EuclideanLossLayerTest, HandComputed) {
   using Dtype = typename TypeParam::Dtype;

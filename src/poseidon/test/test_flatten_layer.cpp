@@ -43,7 +43,8 @@ class FlattenLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(FlattenLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(FlattenLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(FlattenLayerTest, DefaultMergesAllButFirst) {
   using Dtype = typename TypeParam::Dtype;

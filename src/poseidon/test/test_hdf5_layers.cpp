@@ -195,7 +195,8 @@ class HDF5LayersTest : public test::MultiDeviceTest<TypeParam> {
   unique_ptr<Blob<Dtype>> label_;
   vector<Blob<Dtype>*> top_;
 };
-TYPED_TEST_SUITE(HDF5LayersTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(HDF5LayersTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(HDF5LayersTest, ReadsExactValuesAndWrapsAcrossFiles) {
   using Dtype = typename TypeParam::Dtype;

@@ -69,7 +69,8 @@ class Im2colLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_{&top_};
 };
 
-TYPED_TEST_SUITE(Im2colLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(Im2colLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(Im2colLayerTest, HandComputedSmall) {
   using Dtype = typename TypeParam::Dtype;
@@ -311,7 +312,8 @@ class SPPLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_{&top_};
 };
 
-TYPED_TEST_SUITE(SPPLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SPPLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SPPLayerTest, HandComputed) {
   using Dtype = typename TypeParam::Dtype;

@@ -61,7 +61,8 @@ class ImageDataLayerTest : public test::MultiDeviceTest<TypeParam> {
   std::unique_ptr<Blob<Dtype>> label_;
   vector<Blob<Dtype>*> top_;
 };
-TYPED_TEST_SUITE(ImageDataLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ImageDataLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ImageDataLayerTest, ReadsImagesInListOrderAndWraps) {
   using Dtype = typename TypeParam::Dtype;

@@ -122,7 +122,8 @@ TEST(ImageIOTest, ReadImageListParsesPathsAndLabels) {
 
 template <typename TypeParam>
 class ImageTransformTest : public test::MultiDeviceTest<TypeParam> {};
-TYPED_TEST_SUITE(ImageTransformTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ImageTransformTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ImageTransformTest, MatAndDatumGiveTheSameResult) {
   using Dtype = typename TypeParam::Dtype;

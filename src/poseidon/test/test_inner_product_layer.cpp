@@ -60,7 +60,8 @@ class InnerProductLayerTest : public test::MultiDeviceTest<TypeParam> {
   }
 };
 
-TYPED_TEST_SUITE(InnerProductLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(InnerProductLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(InnerProductLayerTest, SetupShapes) {
   using Dtype = typename TypeParam::Dtype;

@@ -27,7 +27,8 @@ class InputLayersTest : public test::MultiDeviceTest<TypeParam> {
   std::unique_ptr<Blob<Dtype>> b_;
   vector<Blob<Dtype>*> top_;
 };
-TYPED_TEST_SUITE(InputLayersTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(InputLayersTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(InputLayersTest, InputShapesSharedOrPerTop) {
   using Dtype = typename TypeParam::Dtype;

@@ -47,7 +47,8 @@ class LossExtraTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_{&loss_};
 };
 
-TYPED_TEST_SUITE(LossExtraTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(LossExtraTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 // ---------------------------------------------------------------------------
 // MultinomialLogisticLoss
@@ -234,7 +235,8 @@ class ContrastiveLossTest : public LossExtraTest<TypeParam> {
   vector<Blob<Dtype>*> bottom_{&a_, &b_, &y_};
 };
 
-TYPED_TEST_SUITE(ContrastiveLossTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ContrastiveLossTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ContrastiveLossTest, HandComputed) {
   using Dtype = typename TypeParam::Dtype;
@@ -356,7 +358,8 @@ class SigmoidCrossEntropyTest : public LossExtraTest<TypeParam> {
   vector<Blob<Dtype>*> bottom_{&x_, &t_};
 };
 
-TYPED_TEST_SUITE(SigmoidCrossEntropyTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SigmoidCrossEntropyTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SigmoidCrossEntropyTest, NormalizationModesAndIgnore) {
   using Dtype = typename TypeParam::Dtype;
@@ -531,7 +534,8 @@ class InfogainLossTest : public LossExtraTest<TypeParam> {
   vector<Blob<Dtype>*> bottom_{&scores_, &labels_, &h_};
 };
 
-TYPED_TEST_SUITE(InfogainLossTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(InfogainLossTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(InfogainLossTest, HandComputed) {
   using Dtype = typename TypeParam::Dtype;

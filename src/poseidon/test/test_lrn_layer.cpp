@@ -81,7 +81,8 @@ class LRNLayerTest : public test::MultiDeviceTest<TypeParam> {
   }
 };
 
-TYPED_TEST_SUITE(LRNLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(LRNLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(LRNLayerTest, HandComputedAcross) {
   using Dtype = typename TypeParam::Dtype;

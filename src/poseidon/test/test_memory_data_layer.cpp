@@ -29,7 +29,8 @@ class MemoryDataLayerTest : public test::MultiDeviceTest<TypeParam> {
   std::unique_ptr<Blob<Dtype>> label_;
   vector<Blob<Dtype>*> top_;
 };
-TYPED_TEST_SUITE(MemoryDataLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(MemoryDataLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(MemoryDataLayerTest, ServesResetArraysInBatches) {
   using Dtype = typename TypeParam::Dtype;

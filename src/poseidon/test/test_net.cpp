@@ -40,7 +40,8 @@ class NetTest : public test::MultiDeviceTest<TypeParam> {
  protected:
   using Dtype = typename TypeParam::Dtype;
 };
-TYPED_TEST_SUITE(NetTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(NetTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(NetTest, BuildsAndWiresTinyNet) {
   using Dtype = typename TypeParam::Dtype;

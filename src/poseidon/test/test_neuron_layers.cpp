@@ -66,7 +66,8 @@ class NeuronLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(NeuronLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(NeuronLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 LayerParameter Param(const char* type) {
   LayerParameter param;

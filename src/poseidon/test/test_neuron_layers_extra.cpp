@@ -217,7 +217,8 @@ class NeuronExtraTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(NeuronExtraTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(NeuronExtraTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(NeuronExtraTest, Registered) {
   using Dtype = typename TestFixture::Dtype;

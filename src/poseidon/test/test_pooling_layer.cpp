@@ -185,7 +185,8 @@ void CheckFastMatchesReference(PoolingParameter::PoolMethod method,
   }
 }
 
-TYPED_TEST_SUITE(PoolingLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(PoolingLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(PoolingLayerTest, MaxHandComputedWithMask) {
   using Dtype = typename TypeParam::Dtype;

@@ -287,7 +287,8 @@ class RecurrentLayersTest : public test::MultiDeviceTest<TypeParam> {
     }
   }
 };
-TYPED_TEST_SUITE(RecurrentLayersTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(RecurrentLayersTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(RecurrentLayersTest, LSTMShapesAndCaffeBlobLayout) {
   using Dtype = typename TypeParam::Dtype;

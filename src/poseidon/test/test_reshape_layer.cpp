@@ -49,7 +49,8 @@ class ReshapeLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(ReshapeLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ReshapeLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ReshapeLayerTest, CopyAndInfer) {
   EXPECT_EQ(this->ShapeFor({0, -1}), (vector<int>{2, 90}));

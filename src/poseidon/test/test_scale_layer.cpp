@@ -60,7 +60,8 @@ class ScaleLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(ScaleLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ScaleLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ScaleLayerTest, DefaultsAreIdentity) {
   using Dtype = typename TestFixture::Dtype;

@@ -222,7 +222,8 @@ class SGDSolversTest : public test::MultiDeviceTest<TypeParam> {
   }
 };
 
-TYPED_TEST_SUITE(SGDSolversTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SGDSolversTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 UpdateConfig Config(const string& type) {
   UpdateConfig c;

@@ -64,7 +64,8 @@ class SoftmaxLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(SoftmaxLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SoftmaxLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SoftmaxLayerTest, ForwardMatchesReferenceOnEveryAxis) {
   using Dtype = typename TypeParam::Dtype;

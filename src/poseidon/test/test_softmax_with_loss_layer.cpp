@@ -102,7 +102,8 @@ class SoftmaxWithLossLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(SoftmaxWithLossLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SoftmaxWithLossLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SoftmaxWithLossLayerTest, HandComputedLoss) {
   using Dtype = typename TypeParam::Dtype;

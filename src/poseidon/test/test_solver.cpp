@@ -60,7 +60,8 @@ class SolverTest : public test::MultiDeviceTest<TypeParam> {
   string dir_;
 };
 
-TYPED_TEST_SUITE(SolverTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SolverTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 template <typename Dtype>
 void ExpectBitIdentical(const vector<vector<Dtype>>& a,

@@ -33,7 +33,8 @@ class SplitLayerTest : public test::MultiDeviceTest<TypeParam> {
   vector<Blob<Dtype>*> top_vec_;
 };
 
-TYPED_TEST_SUITE(SplitLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SplitLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SplitLayerTest, TopsAliasBottom) {
   using Dtype = typename TypeParam::Dtype;

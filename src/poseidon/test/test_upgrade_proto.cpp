@@ -149,7 +149,8 @@ TEST(UpgradeV0Test, V0StepLeavesAV1Net) {
 
 template <typename TypeParam>
 class UpgradeV0NetTest : public test::MultiDeviceTest<TypeParam> {};
-TYPED_TEST_SUITE(UpgradeV0NetTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(UpgradeV0NetTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 // The upgraded V0 net builds, runs, and computes what the hand-written V2
 // net computes with the same weights.

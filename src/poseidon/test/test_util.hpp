@@ -66,6 +66,19 @@ using TestDtypesAndDevices =
     ::testing::Types<CPUDevice<float>, CPUDevice<double>, GPUDevice<float>,
                      GPUDevice<double>>;
 #endif
+// Names typed-test variants by device and type ("CPUFloat", "GPUDouble"),
+// so GPU tests carry "GPU" in their names: pass as TYPED_TEST_SUITE's third
+// argument.
+struct DeviceNames {
+  template <typename T>
+  static std::string GetName(int) {
+    const std::string device =
+        T::device == Poseidon::GPU ? "GPU" : "CPU";
+    return device + (sizeof(typename T::Dtype) == sizeof(float) ? "Float"
+                                                                : "Double");
+  }
+};
+
 using TestDtypes = ::testing::Types<float, double>;
 
 inline std::string SourceDir() { return POSEIDON_SOURCE_DIR; }

@@ -35,7 +35,8 @@ using test::UtilityLayerTest;
 
 template <typename TypeParam>
 class UtilityLayerRegistryTest : public UtilityLayerTest<TypeParam> {};
-TYPED_TEST_SUITE(UtilityLayerRegistryTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(UtilityLayerRegistryTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(UtilityLayerRegistryTest, EveryTypeIsRegistered) {
   using Dtype = typename TypeParam::Dtype;
@@ -52,7 +53,8 @@ TYPED_TEST(UtilityLayerRegistryTest, EveryTypeIsRegistered) {
 
 template <typename TypeParam>
 class SilenceLayerTest : public UtilityLayerTest<TypeParam> {};
-TYPED_TEST_SUITE(SilenceLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SilenceLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SilenceLayerTest, ConsumesAndZeroesRequestedDiffs) {
   using Dtype = typename TypeParam::Dtype;
@@ -96,7 +98,8 @@ class ParameterLayerTest : public UtilityLayerTest<TypeParam> {
     return p;
   }
 };
-TYPED_TEST_SUITE(ParameterLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ParameterLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ParameterLayerTest, TopIsTheBlobAndDiffAccumulates) {
   using Dtype = typename TypeParam::Dtype;
@@ -183,7 +186,8 @@ class ArgMaxLayerTest : public UtilityLayerTest<TypeParam> {
   Blob<Dtype> rows_{2, 5};
   using UtilityLayerTest<TypeParam>::top_;
 };
-TYPED_TEST_SUITE(ArgMaxLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ArgMaxLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ArgMaxLayerTest, PerItemIndicesAndValues) {
   using Dtype = typename TypeParam::Dtype;
@@ -305,7 +309,8 @@ class SliceLayerTest : public UtilityLayerTest<TypeParam> {
   Blob<Dtype> tops_[3];
   vector<Blob<Dtype>*> top_ptrs_;
 };
-TYPED_TEST_SUITE(SliceLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(SliceLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(SliceLayerTest, EqualSplitOnChannels) {
   using Dtype = typename TypeParam::Dtype;
@@ -430,7 +435,8 @@ class TileLayerTest : public UtilityLayerTest<TypeParam> {
     return p;
   }
 };
-TYPED_TEST_SUITE(TileLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(TileLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(TileLayerTest, TilesWholeBlocks) {
   using Dtype = typename TypeParam::Dtype;
@@ -549,7 +555,8 @@ class ReductionLayerTest : public UtilityLayerTest<TypeParam> {
   }
   Blob<Dtype> x_{2, 3};  // [[1, -2, 3], [0, 4, -1]]
 };
-TYPED_TEST_SUITE(ReductionLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(ReductionLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(ReductionLayerTest, EachOperationByHand) {
   using Dtype = typename TypeParam::Dtype;

@@ -64,7 +64,8 @@ class CropLayerTest : public UtilityLayerTest<TypeParam> {
   }
   Blob<Dtype> x_{2, 3, 5, 6};
 };
-TYPED_TEST_SUITE(CropLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(CropLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(CropLayerTest, OffsetsPerAxisOneForAllOrNone) {
   // Axes before `axis` keep bottom[0]'s size whatever bottom[1] says.
@@ -154,7 +155,8 @@ class FilterLayerTest : public UtilityLayerTest<TypeParam> {
   Blob<Dtype> selector_{vector<int>{4}};
   Blob<Dtype> top_data_, top_labels_;
 };
-TYPED_TEST_SUITE(FilterLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(FilterLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(FilterLayerTest, KeepsSelectedItemsInOrder) {
   using Dtype = typename TypeParam::Dtype;
@@ -299,7 +301,8 @@ class BatchReindexLayerTest : public UtilityLayerTest<TypeParam> {
   Blob<Dtype> data_{5, 2, 3};
   Blob<Dtype> index_{vector<int>{4}};
 };
-TYPED_TEST_SUITE(BatchReindexLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(BatchReindexLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(BatchReindexLayerTest, GathersAndScatterAdds) {
   using Dtype = typename TypeParam::Dtype;
@@ -389,7 +392,8 @@ class EmbedLayerTest : public UtilityLayerTest<TypeParam> {
   }
   Blob<Dtype> words_{2, 3};
 };
-TYPED_TEST_SUITE(EmbedLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(EmbedLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(EmbedLayerTest, LooksUpRowsPlusBias) {
   using Dtype = typename TypeParam::Dtype;
@@ -516,7 +520,8 @@ class MVNLayerTest : public UtilityLayerTest<TypeParam> {
   }
   Blob<Dtype> x_{2, 3, 4, 5};
 };
-TYPED_TEST_SUITE(MVNLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(MVNLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(MVNLayerTest, MatchesReferenceInEveryMode) {
   using Dtype = typename TypeParam::Dtype;

@@ -93,7 +93,8 @@ class WindowDataLayerTest : public test::MultiDeviceTest<TypeParam> {
   unique_ptr<Blob<Dtype>> label_;
   vector<Blob<Dtype>*> top_;
 };
-TYPED_TEST_SUITE(WindowDataLayerTest, test::TestDtypesAndDevices);
+TYPED_TEST_SUITE(WindowDataLayerTest, test::TestDtypesAndDevices,
+                 test::DeviceNames);
 
 TYPED_TEST(WindowDataLayerTest, WarpsWindowsBackgroundFirst) {
   using Dtype = typename TypeParam::Dtype;

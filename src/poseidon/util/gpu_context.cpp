@@ -2,6 +2,8 @@
 // memory caches. In a CPU-only build only the listing remains (no devices).
 #include "poseidon/util/gpu_context.hpp"
 
+#include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -14,6 +16,42 @@
 
 namespace poseidon {
 namespace gpu {
+namespace {
+
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == "1";
+}
+
+size_t EnvWorkspaceLimit() {
+  const char* v = std::getenv("POSEIDON_CUDNN_WORKSPACE_MB");
+  if (v == nullptr) return Settings().workspace_limit;
+  char* end = nullptr;
+  const long long mb = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || mb < 0) {
+    LOG(WARNING) << "Ignoring POSEIDON_CUDNN_WORKSPACE_MB=\"" << v
+                 << "\": not a number of MiB";
+    return Settings().workspace_limit;
+  }
+  return static_cast<size_t>(mb) << 20;
+}
+
+std::atomic<bool> g_deterministic{EnvFlag("POSEIDON_DETERMINISTIC")};
+std::atomic<bool> g_allow_tf32{EnvFlag("POSEIDON_ALLOW_TF32")};
+std::atomic<size_t> g_workspace_limit{EnvWorkspaceLimit()};
+
+}  // namespace
+
+Settings GetSettings() {
+  Settings s;
+  s.deterministic = g_deterministic;
+  s.allow_tf32 = g_allow_tf32;
+  s.workspace_limit = g_workspace_limit;
+  return s;
+}
+void SetDeterministic(bool on) { g_deterministic = on; }
+void SetAllowTf32(bool on) { g_allow_tf32 = on; }
+void SetWorkspaceLimit(size_t bytes) { g_workspace_limit = bytes; }
 
 #ifdef CPU_ONLY
 
@@ -65,9 +103,13 @@ const Listing& Devices() {
     const cudaError_t err = cudaGetDeviceCount(&l.count);
     if (err != cudaSuccess) {
       l.count = 0;
-      l.reason = StrCat("the CUDA runtime found no usable GPU (",
-                        cudaGetErrorString(err), ")");
-      cudaGetLastError();  // clear the sticky-free error state
+      l.reason = err == cudaErrorInsufficientDriver ||
+                         err == cudaErrorNoDevice
+                     ? StrCat("no NVIDIA GPU or driver on this machine (CUDA: ",
+                              cudaGetErrorString(err), ")")
+                     : StrCat("the CUDA runtime found no usable GPU (",
+                              cudaGetErrorString(err), ")");
+      cudaGetLastError();  // not sticky; clear it
     } else if (l.count == 0) {
       l.reason = "the CUDA runtime found no GPU";
     }
@@ -107,14 +149,21 @@ class DeviceBackend final : public BlockCache::Backend {
     DeviceGuard guard(device_);
     cudaFree(ptr);  // errors at process teardown are not actionable
   }
+  // Never throws (it runs in destructors): if no event can be recorded, the
+  // stream is waited for instead, and the block needs no mark.
   void* RecordMark(void* stream) override {
     DeviceGuard guard(device_);
     cudaEvent_t event = nullptr;
-    POSEIDON_CUDA_CHECK(
-        cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    POSEIDON_CUDA_CHECK(
-        cudaEventRecord(event, static_cast<cudaStream_t>(stream)));
-    return event;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) ==
+            cudaSuccess &&
+        cudaEventRecord(event, static_cast<cudaStream_t>(stream)) ==
+            cudaSuccess) {
+      return event;
+    }
+    if (event != nullptr) cudaEventDestroy(event);
+    cudaGetLastError();
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    return nullptr;
   }
   void WaitForMark(void* mark, void* stream) override {
     POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(
@@ -181,8 +230,11 @@ struct ThreadContext {
 #ifdef USE_CUDNN
   cudnnHandle_t cudnn = nullptr;
 #endif
+  bool cublas_tf32 = false;  // the math mode set on `cublas`
   bool has_seed = false;
   unsigned long long seed = 0;
+  void* workspace = nullptr;  // see Workspace()
+  size_t workspace_bytes = 0;
 
   ~ThreadContext() { Release(); }
 
@@ -196,6 +248,9 @@ struct ThreadContext {
     if (cudnn) cudnnDestroy(cudnn);
     cudnn = nullptr;
 #endif
+    if (workspace) DeviceCache(device).Free(workspace, stream);
+    workspace = nullptr;
+    workspace_bytes = 0;
     if (stream) cudaStreamDestroy(stream);
     curand = nullptr;
     cublas = nullptr;
@@ -306,6 +361,13 @@ cublasHandle_t Cublas() {
   if (c.cublas == nullptr) {
     POSEIDON_CUBLAS_CHECK(cublasCreate(&c.cublas));
     POSEIDON_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
+    c.cublas_tf32 = false;  // a new handle computes in full FP32
+  }
+  const bool tf32 = g_allow_tf32;
+  if (tf32 != c.cublas_tf32) {
+    POSEIDON_CUBLAS_CHECK(cublasSetMathMode(
+        c.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    c.cublas_tf32 = tf32;
   }
   return c.cublas;
 }
@@ -345,6 +407,17 @@ cudnnHandle_t Cudnn() {
   return c.cudnn;
 }
 #endif
+
+void* Workspace(size_t bytes) {
+  ThreadContext& c = Current();
+  if (bytes > c.workspace_bytes) {
+    if (c.workspace != nullptr) DeviceCache(c.device).Free(c.workspace, c.stream);
+    c.workspace = nullptr;
+    c.workspace = DeviceCache(c.device).Allocate(bytes, c.stream);
+    c.workspace_bytes = bytes;
+  }
+  return c.workspace;
+}
 
 void Synchronize() { POSEIDON_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
 
