@@ -48,7 +48,7 @@ TEST(ForEachTest, RunsEveryIndexOnceOnTheCpu) {
   for (int n : {0, 1, 17, 1 << 17}) {
     std::vector<float> x(n), y(n, -1.f);
     for (int i = 0; i < n; ++i) x[i] = 0.5f * i;
-    for_each(Poseidon::CPU, n, Square{x.data(), y.data()});
+    cpu_for_each(n, Square{x.data(), y.data()});
     for (int i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] * x[i]) << "n " << n;
   }
 }
