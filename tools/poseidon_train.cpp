@@ -24,6 +24,8 @@
 #include "poseidon/net.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/device_select.hpp"
+#include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/signal_handler.hpp"
 #include "poseidon/util/timeline.hpp"
@@ -35,7 +37,16 @@
 #endif
 
 DEFINE_string(gpu, "",
-              "GPU ids to use, comma separated, or 'all' (needs a CUDA build)");
+              "Optional; run on the GPU with this id (needs a CUDA build). "
+              "Under mpirun, a comma-separated list or 'all': the ranks of a "
+              "host take the listed GPUs in turn.");
+DEFINE_bool(deterministic, false,
+            "GPU: only deterministic cuDNN algorithms (bitwise repeatable "
+            "runs; also POSEIDON_DETERMINISTIC=1).");
+DEFINE_bool(allow_tf32, false,
+            "GPU: let FP32 convolutions and GEMMs use TF32 tensor cores "
+            "(faster, about 10 mantissa bits in the products; also "
+            "POSEIDON_ALLOW_TF32=1).");
 DEFINE_string(solver, "", "The solver definition protocol buffer text file.");
 DEFINE_string(model, "", "The model definition protocol buffer text file.");
 DEFINE_string(phase, "", "Optional; network phase (TRAIN or TEST), for time.");
@@ -121,17 +132,63 @@ vector<string> SplitList(const string& s) {
   return out;
 }
 
-void RequireCpuBuild() {
-  if (FLAGS_gpu.empty()) return;
+// GPU mode on the device --gpu names (or, for train, the solver's
+// solver_mode: GPU and device_id), with the --deterministic and
+// --allow_tf32 switches; CPU mode otherwise. Under mpirun the ranks of a host
+// take the listed GPUs in turn (util/device_select.hpp).
+void SelectDevice(const SolverParameter* solver = nullptr) {
+  string flag = FLAGS_gpu;
+  if (flag.empty() && solver != nullptr &&
+      solver->solver_mode() == SolverParameter::GPU) {
 #ifdef CPU_ONLY
-  POSEIDON_THROW(ConfigError, "--gpu=", FLAGS_gpu,
-                 " given, but Poseidon was built without CUDA");
+    LOG(WARNING) << "the solver asks for solver_mode: GPU, but this build "
+                 << "has no CUDA; training on the CPU";
+    return;
 #else
-  vector<string> ids = SplitList(FLAGS_gpu);
-  POSEIDON_REQUIRE(!ids.empty(), ConfigError, "--gpu is empty");
-  Poseidon::set_mode(Poseidon::GPU);
-  if (ids[0] != "all") Poseidon::set_device(std::stoi(ids[0]));
+    // Caffe's device_id; ranks sharing a host spread over its GPUs unless
+    // the solver pins one.
+    flag = solver->has_device_id() || LocalRankFromEnvironment().size == 1
+               ? std::to_string(solver->device_id())
+               : string("all");
 #endif
+  }
+  if (flag.empty()) return;
+#ifdef CPU_ONLY
+  POSEIDON_THROW(ConfigError, "--gpu=", flag,
+                 " given, but Poseidon was built without CUDA (configure "
+                 "with -DUSE_CUDA=ON -DUSE_CUDNN=ON)");
+#else
+  POSEIDON_REQUIRE(gpu::DeviceCount() > 0, ConfigError, "--gpu=", flag,
+                   ": no GPU is available: ", gpu::UnavailableReason());
+  const vector<int> ids = ParseGpuList(flag, gpu::DeviceCount());
+  bool shared = false;
+  const int id = GpuForLocalRank(ids, LocalRankFromEnvironment(), &shared);
+  LOG_IF(WARNING, shared) << "--gpu=" << flag << " lists fewer GPUs than "
+                          << "this host runs ranks: ranks share GPU " << id;
+  if (FLAGS_deterministic) gpu::SetDeterministic(true);
+  if (FLAGS_allow_tf32) gpu::SetAllowTf32(true);
+  Poseidon::set_device(id);
+  Poseidon::set_mode(Poseidon::GPU);
+  const gpu::DeviceInfo info = gpu::QueryDevice(id);
+  LOG(INFO) << "Using GPU " << id << ": " << info.name << " (compute "
+            << info.major << "." << info.minor << ", "
+            << info.total_memory / (1 << 20) << " MiB; "
+            << gpu::LibraryVersions() << "; TF32 "
+            << (gpu::GetSettings().allow_tf32 ? "on" : "off")
+            << ", deterministic "
+            << (gpu::GetSettings().deterministic ? "on" : "off") << ")";
+#endif
+}
+
+// What the GPU's caching allocator held at its peak (GPU mode only).
+void LogGpuMemory() {
+  if (Poseidon::mode() != Poseidon::GPU) return;
+  const BlockCache::Stats s = gpu::DeviceMemoryStats();
+  LOG(INFO) << "GPU memory: peak " << s.peak_in_use / 1048576.0
+            << " MiB in use, " << s.peak_reserved / 1048576.0
+            << " MiB reserved (" << s.backend_allocations
+            << " allocations from the driver, " << s.cache_hits
+            << " served from the cache)";
 }
 
 void CopyWeights(const string& weights, Net<float>* net) {
@@ -322,16 +379,7 @@ SolverParameter ReadTrainSolver() {
   for (const auto& stage : SplitList(FLAGS_stage)) {
     param.mutable_train_state()->add_stage(stage);
   }
-  RequireCpuBuild();
-  if (FLAGS_gpu.empty() && param.solver_mode() == SolverParameter::GPU) {
-#ifdef CPU_ONLY
-    LOG(WARNING) << FLAGS_solver << " asks for solver_mode: GPU, but this "
-                 << "build has no CUDA; training on the CPU";
-#else
-    Poseidon::set_mode(Poseidon::GPU);
-    Poseidon::set_device(param.device_id());
-#endif
-  }
+  SelectDevice(&param);
   PreparePythonLayers(NetsOfSolver(param));
   return param;
 }
@@ -398,6 +446,7 @@ int TrainDistributed() {
                                    timeline.get(), workers.replicas());
     const int start_iter = solver->iter();
     RunSolver(solver.get());
+    LogGpuMemory();
     const int iters = solver->iter() - start_iter;
     if (iters > 0) {
       LOG(INFO) << "Traffic of rank 0: "
@@ -459,6 +508,7 @@ int Train() {
     AttachTimeline(solver->net().get(), timeline.get());
   }
   RunSolver(solver.get());
+  LogGpuMemory();
   if (timeline) {
     timeline->Write(FLAGS_timeline);
     LOG(INFO) << "Timeline written to " << FLAGS_timeline;
@@ -471,7 +521,7 @@ int Test() {
                    "test needs --model=<net.prototxt>");
   POSEIDON_REQUIRE(!FLAGS_weights.empty(), ConfigError,
                    "test needs --weights=<file.caffemodel>");
-  RequireCpuBuild();
+  SelectDevice();
   vector<string> stages = SplitList(FLAGS_stage);
   PreparePythonLayers({NetOfModel(FLAGS_model)});
   Net<float> net(FLAGS_model, TEST, FLAGS_level, &stages);
@@ -523,7 +573,7 @@ int Time() {
                    "time needs --model=<net.prototxt>");
   POSEIDON_REQUIRE(FLAGS_iterations > 0, ConfigError,
                    "--iterations must be positive");
-  RequireCpuBuild();
+  SelectDevice();
   Phase phase = TRAIN;
   if (!FLAGS_phase.empty()) {
     POSEIDON_REQUIRE(Phase_Parse(FLAGS_phase, &phase), ConfigError,
@@ -540,6 +590,14 @@ int Time() {
   LOG(INFO) << "Performing Backward";
   net.Backward();
 
+  // GPU work is asynchronous: each layer's time is taken after its kernels
+  // have finished (Caffe's `time` waits per layer too).
+  auto wait_for_device = [] {
+#ifndef CPU_ONLY
+    if (Poseidon::mode() == Poseidon::GPU) gpu::Synchronize();
+#endif
+  };
+  wait_for_device();
   const auto& layers = net.layers();
   const int n = static_cast<int>(layers.size());
   vector<double> forward_ms(n, 0), backward_ms(n, 0);
@@ -553,6 +611,7 @@ int Time() {
     for (int i = 0; i < n; ++i) {
       t = Clock::now();
       layers[i]->Forward(net.bottom_vecs()[i], net.top_vecs()[i]);
+      wait_for_device();
       forward_ms[i] += MsSince(t);
     }
     const double fwd = MsSince(iter_start);
@@ -563,6 +622,7 @@ int Time() {
       if (net.layer_need_backward()[i]) {
         layers[i]->Backward(net.top_vecs()[i], net.bottom_need_backward()[i],
                             net.bottom_vecs()[i]);
+        wait_for_device();
       }
       backward_ms[i] += MsSince(t);
     }
@@ -602,14 +662,42 @@ int Time() {
 }
 
 int DeviceQuery() {
-#ifdef CPU_ONLY
-  LOG(INFO) << "Poseidon was built for the CPU only (no CUDA).";
-#else
-  LOG(INFO) << "Poseidon was built with CUDA; see nvidia-smi for devices.";
-#endif
-  LOG(INFO) << "Hardware threads: " << std::thread::hardware_concurrency();
-  LOG(INFO) << "Registered layer types: "
+  LOG(INFO) << "Poseidon " << gflags::VersionString() << ", built with "
+            << gpu::LibraryVersions();
+  LOG(INFO) << "Hardware threads: " << std::thread::hardware_concurrency()
+            << "; registered layer types: "
             << LayerRegistry<float>::LayerTypeList().size();
+  const int count = gpu::DeviceCount();
+  if (count == 0) {
+    LOG(INFO) << "No GPU: " << gpu::UnavailableReason();
+    POSEIDON_REQUIRE(FLAGS_gpu.empty(), ConfigError, "--gpu=", FLAGS_gpu,
+                     ": no GPU is available: ", gpu::UnavailableReason());
+    return 0;
+  }
+  const vector<int> ids = FLAGS_gpu.empty() ? ParseGpuList("all", count)
+                                            : ParseGpuList(FLAGS_gpu, count);
+  for (int id : ids) {
+    const gpu::DeviceInfo d = gpu::QueryDevice(id);
+    LOG(INFO) << "Device id:                     " << d.id;
+    LOG(INFO) << "Name:                          " << d.name;
+    LOG(INFO) << "Compute capability:            " << d.major << "." << d.minor;
+    LOG(INFO) << "Total global memory:           " << d.total_memory
+              << " bytes (" << d.free_memory << " free)";
+    LOG(INFO) << "Multiprocessors:               " << d.multiprocessors;
+    LOG(INFO) << "Clock rate:                    " << d.clock_khz << " kHz";
+    LOG(INFO) << "Memory clock, bus width:       " << d.memory_clock_khz
+              << " kHz, " << d.memory_bus_width << " bits";
+    LOG(INFO) << "L2 cache:                      " << d.l2_cache_bytes
+              << " bytes";
+    LOG(INFO) << "Shared memory, registers/block:" << " "
+              << d.shared_memory_per_block << " bytes, "
+              << d.registers_per_block;
+    LOG(INFO) << "Warp size, max threads/block:  " << d.warp_size << ", "
+              << d.max_threads_per_block;
+    LOG(INFO) << "ECC:                           " << (d.ecc ? "on" : "off");
+    LOG(INFO) << "PCI domain:bus:device:         " << d.pci_domain << ":"
+              << d.pci_bus << ":" << d.pci_device;
+  }
   return 0;
 }
 

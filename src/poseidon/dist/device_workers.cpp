@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "poseidon/dist/param_uses.hpp"
+#include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -66,6 +67,24 @@ struct DeviceWorkers<Dtype>::Impl {
   void ReduceLayer(int l, int64_t iter);
 };
 
+// Note [Device workers on one GPU]
+// In GPU mode every worker thread computes on its own stream of the same
+// GPU (util/gpu_context.hpp). A thread that hands results to another waits
+// for its own stream first: a worker before it reports a layer's backward
+// done (the training thread then sums its diffs on the device), and the
+// training thread before it reports a layer's forward done (the workers'
+// forward reads the weights that layer's update wrote). Several GPUs per
+// process are the next step of the hierarchy.
+namespace {
+
+void WaitForStream() {
+#ifndef CPU_ONLY
+  if (Poseidon::mode() == Poseidon::GPU) gpu::Synchronize();
+#endif
+}
+
+}  // namespace
+
 template <typename Dtype>
 void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
                                       Poseidon::Brew mode) {
@@ -103,6 +122,7 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
   });
   net->add_after_backward([&, t](int l) {
     if (pass != iter_size || reduce_at[l].empty()) return;
+    WaitForStream();  // the training thread reads these diffs next
     {
       std::lock_guard<std::mutex> lock(mu);
       backward_done[t][l] = iter;
@@ -147,14 +167,15 @@ void DeviceWorkers<Dtype>::Impl::ReduceLayer(int l, int64_t iter) {
     RethrowLocked();
   }
   const Dtype scale = Dtype(1) / T;
+  const Poseidon::Brew dev = Poseidon::mode();
   for (int p : reduce_at[l]) {
     Blob<Dtype>* sum = root->learnable_params()[p];
-    Dtype* diff = sum->mutable_cpu_diff();
+    Dtype* diff = sum->mutable_diff_on(dev);
     for (int t = 1; t < T; ++t) {
-      cpu_axpy(sum->count(), Dtype(1), nets[t]->learnable_params()[p]->cpu_diff(),
-               diff);
+      math::axpy<Dtype>(dev, sum->count(), Dtype(1),
+                        nets[t]->learnable_params()[p]->diff_on(dev), diff);
     }
-    cpu_scal(sum->count(), scale, diff);
+    math::scal<Dtype>(dev, sum->count(), scale, diff);
   }
 }
 
@@ -223,6 +244,8 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
   d.root->add_after_forward([me](int l) {
     Impl* self = *me;
     if (self == nullptr || self->root_pass != 1) return;
+    // The workers' forward reads the weights this layer's update wrote.
+    WaitForStream();
     {
       std::lock_guard<std::mutex> lock(self->mu);
       self->root_progress = std::max<int64_t>(
@@ -239,7 +262,11 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
     self->ReduceLayer(l, self->solver->iter());
   });
   LOG_IF(INFO, Poseidon::root_solver())
-      << "Device workers: " << threads << " CPU workers in this process, "
+      << "Device workers: " << threads
+      << (Poseidon::mode() == Poseidon::GPU
+              ? StrCat(" workers on GPU ", Poseidon::device())
+              : string(" CPU workers"))
+      << " in this process, "
       << "each on its own slice (data shard " << rank * threads << ".."
       << rank * threads + threads - 1 << " of " << ranks * threads
       << "), gradients summed locally";

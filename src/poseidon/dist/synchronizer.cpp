@@ -24,8 +24,41 @@
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
 
+#ifndef CPU_ONLY
+#include "poseidon/util/device_check.hpp"
+#include "poseidon/util/gpu_context.hpp"
+#endif
+
 namespace poseidon {
 namespace dist {
+namespace {
+
+// Copies `count` elements of `mem` into the host buffer `dest`. When the
+// newest copy is on the GPU (training in GPU mode) the copy is queued on the
+// calling thread's stream, right behind the backward that produced it, and
+// the caller waits once for all of a group's copies (WaitForHostCopies);
+// the blob's own host copy is left alone.
+template <typename Dtype>
+void CopyToHost(SyncedMemory* mem, int count, Dtype* dest) {
+#ifndef CPU_ONLY
+  if (mem->head() == SyncedMemory::HEAD_AT_GPU) {
+    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dest, mem->gpu_data(),
+                                        count * sizeof(Dtype),
+                                        cudaMemcpyDeviceToHost,
+                                        gpu::Stream()));
+    return;
+  }
+#endif
+  std::memcpy(dest, mem->cpu_data(), count * sizeof(Dtype));
+}
+
+void WaitForHostCopies() {
+#ifndef CPU_ONLY
+  if (Poseidon::mode() == Poseidon::GPU) gpu::Synchronize();
+#endif
+}
+
+}  // namespace
 
 // Note [Deferred updates]
 // A group is a set of learnable params that travel together: those whose
@@ -437,18 +470,21 @@ void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
       const Blob<Dtype>* bottom = worker->bottom_vecs()[g->push_layer][0];
       CHECK_EQ(static_cast<size_t>(top->count()), u);
       CHECK_EQ(static_cast<size_t>(bottom->count()), v);
-      cpu_scale(static_cast<int>(u), Dtype(1) / T, top->cpu_diff(),
-                U + t * u);
-      std::memcpy(V + t * v, bottom->cpu_data(), v * sizeof(Dtype));
+      CopyToHost(top->diff().get(), static_cast<int>(u), U + t * u);
+      CopyToHost(bottom->data().get(), static_cast<int>(v), V + t * v);
+    }
+    WaitForHostCopies();
+    for (int t = 0; t < T; ++t) {
+      cpu_scal(static_cast<int>(u), Dtype(1) / T, U + t * u);
     }
     return;
   }
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (size_t i = 0; i < g->params.size(); ++i) {
     const Blob<Dtype>* b = learnable[g->params[i]];
-    std::memcpy(dest + g->offset[i], b->cpu_diff(),
-                b->count() * sizeof(Dtype));
+    CopyToHost(b->diff().get(), b->count(), dest + g->offset[i]);
   }
+  WaitForHostCopies();
 }
 
 template <typename Dtype>
@@ -603,7 +639,9 @@ void Synchronizer<Dtype>::Impl::ApplyGroup(int gid, int64_t iter) {
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (int p : g.params) {
     sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
-    cpu_set(learnable[p]->count(), Dtype(0), learnable[p]->mutable_cpu_diff());
+    const Poseidon::Brew dev = Poseidon::mode();
+    math::set<Dtype>(dev, learnable[p]->count(), Dtype(0),
+                     learnable[p]->mutable_diff_on(dev));
   }
 }
 

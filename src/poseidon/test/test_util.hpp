@@ -81,8 +81,17 @@ struct DeviceNames {
 
 using TestDtypes = ::testing::Types<float, double>;
 
-inline std::string SourceDir() { return POSEIDON_SOURCE_DIR; }
-inline std::string BinaryDir() { return POSEIDON_BINARY_DIR; }
+// The source and build trees the test binary was built from; the variables
+// POSEIDON_SOURCE_DIR / POSEIDON_BINARY_DIR override them where the binary
+// runs on another machine (scripts/gpu_check.sh).
+inline std::string SourceDir() {
+  const char* dir = std::getenv("POSEIDON_SOURCE_DIR");
+  return dir != nullptr ? dir : POSEIDON_SOURCE_DIR;
+}
+inline std::string BinaryDir() {
+  const char* dir = std::getenv("POSEIDON_BINARY_DIR");
+  return dir != nullptr ? dir : POSEIDON_BINARY_DIR;
+}
 inline std::string TestDataDir() {
   return SourceDir() + "/src/poseidon/test/test_data";
 }
