@@ -16,7 +16,8 @@ from ._caffe import (TRAIN, TEST, Blob, BlobVec, Error, ConfigError,
                      set_num_threads, num_threads, solver_count,
                      set_solver_count, solver_rank, set_solver_rank,
                      layer_type_list, solver_type_list, init_log, log,
-                     has_gpu, rank, world_size, is_distributed)
+                     has_gpu, gpu_device_count, rank, world_size,
+                     is_distributed)
 from .pycaffe import (Net, Layer, Solver, SGDSolver, NesterovSolver,
                       AdaGradSolver, RMSPropSolver, AdaDeltaSolver,
                       AdamSolver, get_solver, solver_from_param)

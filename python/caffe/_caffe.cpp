@@ -31,6 +31,7 @@
 #include "poseidon/sgd_solvers.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/status.hpp"
 
@@ -542,6 +543,8 @@ void BindSettings(py::module_& m) {
 #else
   m.attr("has_gpu") = true;
 #endif
+  m.def("gpu_device_count", &gpu::DeviceCount,
+        "GPUs this process can use (0 in a CPU-only build).");
 }
 
 }  // namespace

@@ -321,6 +321,36 @@ def test_modes_and_seeds(tiny_file):
     assert np.array_equal(w1, w2)
 
 
+def test_gpu_mode_agrees_with_cpu(conv_file):
+    """GPU mode runs the same net and .data stays a synchronised host view."""
+    if not caffe.has_gpu or caffe.gpu_device_count() == 0:
+        if caffe.has_gpu:
+            with pytest.raises(caffe.Error, match='GPU'):
+                caffe.set_mode_gpu()
+        pytest.skip('no GPU: CPU-only build or no device')
+    caffe.set_random_seed(3)
+    net = caffe.Net(conv_file, caffe.TEST)
+    x = np.random.RandomState(0).randn(*net.blobs['data'].data.shape)
+    net.blobs['data'].data[...] = x
+    caffe.set_mode_cpu()
+    cpu_out = {k: v.copy() for k, v in net.forward().items()}
+    caffe.set_device(0)
+    caffe.set_mode_gpu()
+    try:
+        net.blobs['data'].data[...] = x
+        gpu_out = net.forward()
+        for k in cpu_out:
+            np.testing.assert_allclose(gpu_out[k], cpu_out[k], rtol=1e-4,
+                                       atol=1e-5)
+        # A host write through the view reaches the device on the next pass.
+        net.blobs['data'].data[...] = 0
+        zero_out = net.forward()
+        assert not np.allclose(zero_out[next(iter(zero_out))],
+                               cpu_out[next(iter(cpu_out))])
+    finally:
+        caffe.set_mode_cpu()
+
+
 def test_poseidon_alias():
     import poseidon
     assert poseidon is caffe
