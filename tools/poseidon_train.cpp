@@ -662,7 +662,7 @@ int Time() {
 }
 
 int DeviceQuery() {
-  LOG(INFO) << "Poseidon " << gflags::VersionString() << ", built with "
+  LOG(INFO) << "Poseidon " << gflags::VersionString() << "; GPU libraries: "
             << gpu::LibraryVersions();
   LOG(INFO) << "Hardware threads: " << std::thread::hardware_concurrency()
             << "; registered layer types: "

@@ -62,7 +62,7 @@ std::string UnavailableReason() {
 DeviceInfo QueryDevice(int id) {
   POSEIDON_THROW(ConfigError, "no GPU ", id, ": ", UnavailableReason());
 }
-std::string LibraryVersions() { return "none (CPU-only build)"; }
+std::string LibraryVersions() { return "no CUDA (CPU-only build)"; }
 void RequireDevice(const std::string& who, int id) {
   POSEIDON_THROW(ConfigError, who, ": ", UnavailableReason());
 }

@@ -29,6 +29,7 @@
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/solver_factory.hpp"
 #include "poseidon/util/db.hpp"
+#include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
 
@@ -670,6 +671,60 @@ TEST(DeviceWorkersTest, ThreadsTimesRanksMatchOneWorker) {
 TEST(DeviceWorkersTest, BadThreadCountIsAConfigError) {
   auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
   EXPECT_THROW(DeviceWorkers<double>(solver.get(), 0), ConfigError);
+}
+
+// On the GPU (deterministic cuDNN algorithms, as the equivalence tests
+// need): ranks training on one GPU match one rank with the whole batch on
+// it, every solver, each transport; and the GPU run matches the CPU run to
+// the rounding of the GPU's other summation orders. Skipped without a GPU.
+class SynchronizerGPUTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::GpuSkipReason().empty()) {
+      GTEST_SKIP() << "GPU test skipped: " << test::GpuSkipReason();
+    }
+    saved_ = gpu::GetSettings().deterministic;
+    gpu::SetDeterministic(true);
+    Poseidon::set_device(0);
+  }
+  void TearDown() override {
+    Poseidon::set_mode(Poseidon::CPU);
+    if (test::GpuSkipReason().empty()) gpu::SetDeterministic(saved_);
+  }
+  bool saved_ = false;
+};
+
+TEST_F(SynchronizerGPUTest, MatchesOneRankWithTheWholeBatch) {
+  for (const char* type :
+       {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) {
+    Poseidon::set_mode(Poseidon::CPU);
+    const auto on_cpu = TrainAlone<double>(MakeSolver(type, 4), 5);
+    Poseidon::set_mode(Poseidon::GPU);
+    const auto alone = TrainAlone<double>(MakeSolver(type, 4), 5);
+    ExpectClose(on_cpu, alone, 1e-7, StrCat(type, ": GPU against CPU"));
+    for (auto comm : {DistributedParameter::PS, DistributedParameter::SFB,
+                      DistributedParameter::ALLREDUCE}) {
+      const auto together =
+          TrainTogether<double>(MakeSolver(type, 2), Dist(comm), 2, 5);
+      ExpectReplicasIdentical(together);
+      ExpectClose(alone, together[0], 1e-9,
+                  StrCat(type, " over 2 GPU ranks, ",
+                         DistributedParameter::CommType_Name(comm)));
+    }
+  }
+}
+
+TEST_F(SynchronizerGPUTest, DeviceWorkersOnOneGpuMatchOneWorker) {
+  Poseidon::set_mode(Poseidon::GPU);
+  const auto alone = TrainAlone<double>(MakeSolver("SGD", 4), 5);
+  Poseidon::set_data_shard({0, 2, false});
+  auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+  {
+    DeviceWorkers<double> workers(solver.get(), 2);
+    solver->Step(5);
+  }
+  Poseidon::set_data_shard({});
+  ExpectClose(alone, ReadWeights(*solver), 1e-9, "2 workers on one GPU");
 }
 
 TEST(ActionAgreementTest, EveryRankGetsTheStrongestRequest) {

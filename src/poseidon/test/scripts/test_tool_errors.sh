@@ -23,7 +23,7 @@ expect_error() {
     echo "FAIL $name: exit status $rc, wanted 1"; tail -5 err.txt
     failed=$((failed + 1)); return
   fi
-  if ! grep -Eq "$pattern" err.txt; then
+  if ! grep -Eq -e "$pattern" err.txt; then
     echo "FAIL $name: stderr lacks /$pattern/:"; grep -E "Error" err.txt | tail -3
     failed=$((failed + 1)); return
   fi
@@ -130,6 +130,23 @@ fi
 expect_error snapshot_and_weights "either --snapshot" \
   "$TRAIN" train --solver="$(solver_for good.prototxt)" --snapshot=a --weights=b
 expect_error unknown_action "unknown action" "$TRAIN" frobnicate
+
+# 11. GPUs: a bad --gpu, and --gpu where no GPU can be used (a CPU-only
+#     build, or a CUDA build on a machine without one); device_query always
+#     answers.
+expect_error gpu_list_malformed "--gpu=0,x" \
+  "$TRAIN" train --solver="$(solver_for good.prototxt)" --gpu=0,x
+if "$TRAIN" device_query > out.txt 2> err.txt && grep -q "No GPU" err.txt; then
+  echo "ok   device_query: $(grep -m1 'No GPU' err.txt | sed 's/.*\] //')"
+  passed=$((passed + 1))
+  expect_error gpu_without_gpu "--gpu=0.*(built without CUDA|no GPU is available)" \
+    "$TRAIN" train --solver="$(solver_for good.prototxt)" --gpu=0
+elif grep -q "Device id" err.txt; then
+  echo "ok   device_query: $(grep -m1 'Name:' err.txt | sed 's/.*\] //')"
+  passed=$((passed + 1))
+else
+  echo "FAIL device_query:"; tail -5 err.txt; failed=$((failed + 1))
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
