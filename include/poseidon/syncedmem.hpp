@@ -12,8 +12,11 @@
 // memory allocated while the thread is in GPU mode is pinned (from the pinned
 // cache), so copies run at full speed (util/gpu_context.hpp). Copies run on
 // the calling thread's stream; a copy to the host waits for it, so the host
-// never reads a stale value. async_gpu_push() starts a copy to the device on
-// another stream without waiting (the data prefetch thread's).
+// never reads a stale value. A copy to the device from pinned memory does
+// not make the host wait: an event marks its end, and the host waits for it
+// only before it next writes or frees the host copy. async_gpu_push() starts
+// a copy to the device on another stream without waiting (the data prefetch
+// thread's).
 //
 // Ownership: the memory is owned unless set_cpu_data()/set_gpu_data() handed in
 // an external pointer, which is observed only. Not thread-safe: one thread at a
@@ -64,6 +67,8 @@ class SyncedMemory {
   void AllocateGpu();
   void FreeCpu();
   void FreeGpu();
+  // Waits until a copy to the device has read the host copy (see above).
+  void WaitForUpload();
 
   void* cpu_ptr_ = nullptr;
   void* gpu_ptr_ = nullptr;
@@ -73,6 +78,8 @@ class SyncedMemory {
   bool own_gpu_data_ = false;
   bool cpu_pinned_ = false;
   int device_ = -1;
+  void* upload_event_ = nullptr;  // cudaEvent_t, made on first use
+  bool upload_pending_ = false;
 };
 
 }  // namespace poseidon

@@ -32,6 +32,21 @@ void* HostAlloc(size_t size) {
 SyncedMemory::~SyncedMemory() {
   FreeCpu();
   FreeGpu();
+#ifndef CPU_ONLY
+  if (upload_event_ != nullptr) {
+    cudaEventDestroy(static_cast<cudaEvent_t>(upload_event_));
+  }
+#endif
+}
+
+void SyncedMemory::WaitForUpload() {
+#ifndef CPU_ONLY
+  if (!upload_pending_) return;
+  upload_pending_ = false;
+  // A destructor may get here: errors are not thrown (a failed copy shows
+  // at the next checked call on the stream).
+  cudaEventSynchronize(static_cast<cudaEvent_t>(upload_event_));
+#endif
 }
 
 void SyncedMemory::AllocateCpu() {
@@ -51,6 +66,7 @@ void SyncedMemory::AllocateCpu() {
 }
 
 void SyncedMemory::FreeCpu() {
+  WaitForUpload();
   if (cpu_ptr_ != nullptr && own_cpu_data_) {
 #ifndef CPU_ONLY
     if (cpu_pinned_) {
@@ -123,9 +139,21 @@ void SyncedMemory::ToGpu() {
       POSEIDON_CUDA_CHECK(cudaMemcpyAsync(gpu_ptr_, cpu_ptr_, size_,
                                           cudaMemcpyHostToDevice,
                                           gpu::Stream()));
-      // The host copy may change as soon as we return (mutable_cpu_data), so
-      // the copy must have read it by then.
-      gpu::Synchronize();
+      // The host copy may change as soon as we return (mutable_cpu_data):
+      // from pageable memory the copy has already read it when
+      // cudaMemcpyAsync returns; from pinned memory it reads it later, so
+      // mark the copy's end and wait for it before the host next writes.
+      if (cpu_pinned_) {
+        if (upload_event_ == nullptr) {
+          cudaEvent_t event;
+          POSEIDON_CUDA_CHECK(
+              cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+          upload_event_ = event;
+        }
+        POSEIDON_CUDA_CHECK(cudaEventRecord(
+            static_cast<cudaEvent_t>(upload_event_), gpu::Stream()));
+        upload_pending_ = true;
+      }
       head_ = SYNCED;
       break;
     case HEAD_AT_GPU:
@@ -181,6 +209,7 @@ void SyncedMemory::set_gpu_data(void* data) {
 
 void* SyncedMemory::mutable_cpu_data() {
   ToCpu();
+  WaitForUpload();
   head_ = HEAD_AT_CPU;
   return cpu_ptr_;
 }
