@@ -13,6 +13,9 @@
 //
 // Bottom: one blob. Top: one blob as above. No gradient: Backward throws if
 // asked for one, and force_backward does not reach the bottom.
+// Forward runs on the CPU only (Caffe has no GPU ArgMax either): in GPU mode
+// it reads the bottom on the host (the usual CPU-fallback warning says so).
+// Backward has nothing to compute on either device, so it never falls back.
 // Parameters (argmax_param):
 //   top_k        (default 1) how many entries; 1 <= top_k <= D (or <= the
 //                axis dimension).
@@ -45,9 +48,10 @@ class ArgMaxLayer final : public Layer<Dtype> {
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  // Throws if a gradient is requested; nothing else, on either device.
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   int top_k_ = 1;

@@ -8,12 +8,20 @@
 //   M integer values in [0, N) stored as Dtype. Top: bottom[0]'s shape with
 //   M items. No gradient to the indices: Backward throws if asked for one,
 //   and force_backward does not reach them. No parameters.
+// On either device (util/block_ops.hpp): forward is a row gather; backward
+// zeroes d bottom[0] and adds each top row's diff into its item's row, in
+// top order (memcpy/axpy loops on the CPU; on the GPU one thread per output
+// element sums its item's contributions, listed by the host: deterministic,
+// no atomics). The indices are checked on the host in both passes, as on
+// the CPU: free when they come from a data layer, a copy from the device
+// when a GPU layer made them.
 #ifndef POSEIDON_LAYERS_BATCH_REINDEX_LAYER_HPP_
 #define POSEIDON_LAYERS_BATCH_REINDEX_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/index_upload.hpp"
 
 namespace poseidon {
 
@@ -34,16 +42,18 @@ class BatchReindexLayer final : public Layer<Dtype> {
   }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // Reads the indices, throwing ConfigError on one outside [0, N) or not an
   // integer.
   vector<int> Indices(const vector<Blob<Dtype>*>& bottom) const;
+
+  IndexUpload segments_;  // the backward's row lists, on the GPU
 };
 
 }  // namespace poseidon

@@ -6,6 +6,8 @@
 // Bottoms: K >= 1 blobs with the same number of axes and equal dimensions on
 //   every axis except `axis`. Top: that shape with the `axis` dimensions
 //   summed. With a single bottom the top aliases it (no copy).
+// Both passes are block copies (util/block_ops.hpp): memcpy per block on the
+// CPU, one kernel per bottom on the GPU.
 // Parameters (concat_param):
 //   axis        (default 1) the axis to join along; negative counts from
 //               the end.
@@ -34,11 +36,11 @@ class ConcatLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   int concat_axis_ = 1;

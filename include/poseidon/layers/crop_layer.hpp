@@ -14,6 +14,8 @@
 //   axis    (default 2) the first cropped axis; negative counts from the end.
 //   offset  (default all 0) none; one value for every cropped axis; or one
 //           value per cropped axis (num_axes - axis values).
+// The window is copied by util/block_ops.hpp's CopyWindow: row by row on the
+// CPU, one kernel over the top's elements on the GPU.
 #ifndef POSEIDON_LAYERS_CROP_LAYER_HPP_
 #define POSEIDON_LAYERS_CROP_LAYER_HPP_
 
@@ -39,18 +41,13 @@ class CropLayer final : public Layer<Dtype> {
   }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  // Copies every innermost row of the window between the bottom and the top:
-  // top -> bottom when to_bottom, else bottom -> top.
-  void CopyWindow(const Blob<Dtype>& big, const Blob<Dtype>& small,
-                  const Dtype* src, Dtype* dst, bool to_bottom) const;
-
   vector<int> offsets_;  // per axis of bottom[0]
 };
 

@@ -7,7 +7,10 @@
 //   data_filler: none (constant 0), one for all tops, or one per top.
 //
 // Tops filled by a constant filler are filled once at setup; the others are
-// refilled on every Forward. No backward.
+// refilled on every Forward. No backward. The fillers run on the host in
+// either mode (as in Caffe); in GPU mode a constant top is therefore copied
+// to the device once and never written again, and only refilled tops move
+// each pass. No CPU fallback (and no warning) in GPU mode.
 #ifndef POSEIDON_LAYERS_DUMMY_DATA_LAYER_HPP_
 #define POSEIDON_LAYERS_DUMMY_DATA_LAYER_HPP_
 
@@ -33,11 +36,12 @@ class DummyDataLayer final : public Layer<Dtype> {
   int MinTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override {}
+  // Refills the non-constant tops on the host, whatever `dev` is.
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override {}
 
  private:
   Filler<Dtype>& FillerFor(int top_index) const;

@@ -13,12 +13,17 @@
 //   resizes them to |S|.
 // No gradient to the selector: Backward throws if asked for one, and
 // force_backward does not reach it. No parameters.
+// On either device (util/block_ops.hpp): row gathers forward, zero then row
+// scatters backward. The kept rows are found on the host in Reshape (the
+// top's shape depends on them, as in Caffe); in GPU mode they go to the
+// device once per Forward without waiting for the stream (IndexUpload).
 #ifndef POSEIDON_LAYERS_FILTER_LAYER_HPP_
 #define POSEIDON_LAYERS_FILTER_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/index_upload.hpp"
 
 namespace poseidon {
 
@@ -41,14 +46,19 @@ class FilterLayer final : public Layer<Dtype> {
   }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
+  // selected_ on `dev`, uploaded at most once per Reshape.
+  const int* SelectedOn(Poseidon::Brew dev);
+
   vector<int> selected_;  // the item indices kept, increasing
+  IndexUpload upload_;
+  const int* selected_on_gpu_ = nullptr;  // from upload_, null when stale
   bool first_reshape_ = true;
   int num_bottoms_ = 0;  // including the selector
 };

@@ -12,6 +12,7 @@
 //   shape   (required) the shape of W. W starts at zero unless weights are
 //           loaded (the layer has no filler, as in Caffe).
 // Blobs: blobs()[0] is W.
+// Both passes are one math call on the pass's device (copy, axpy).
 #ifndef POSEIDON_LAYERS_PARAMETER_LAYER_HPP_
 #define POSEIDON_LAYERS_PARAMETER_LAYER_HPP_
 
@@ -36,11 +37,11 @@ class ParameterLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 };
 
 }  // namespace poseidon

@@ -16,11 +16,16 @@
 //              end (-1 reduces only the last axis).
 //   coeff      (default 1) the scale applied to the result (e.g. a loss
 //              weight).
+// On either device (util/reduce_ops.hpp): the CPU loops over the outputs
+// (BLAS asum/dot for ASUM/SUMSQ); the GPU forms partial sums in parallel and
+// then one sum per output (two kernels, deterministic, no atomics), and its
+// backward is one element-wise kernel.
 #ifndef POSEIDON_LAYERS_REDUCTION_LAYER_HPP_
 #define POSEIDON_LAYERS_REDUCTION_LAYER_HPP_
 
 #include <vector>
 
+#include "poseidon/kernels/reduction_kernels.hpp"
 #include "poseidon/layer.hpp"
 
 namespace poseidon {
@@ -40,17 +45,21 @@ class ReductionLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   ReductionParameter::ReductionOp op_ = ReductionParameter::SUM;
+  // What op_ sums (SUM and MEAN: x; ASUM: |x|; SUMSQ: x^2).
+  kernels::ReduceOp term_ = kernels::kReduceSum;
   int num_ = 0;      // number of outputs
   int dim_ = 0;      // values reduced into each output
   Dtype scale_ = 1;  // coeff, divided by dim for MEAN
+  // The GPU's partial sums (util/reduce_ops.hpp).
+  Blob<Dtype> partial_;
 };
 
 }  // namespace poseidon

@@ -6,6 +6,7 @@
 //   d bottom[i] = 0   (for every bottom that asks for a gradient)
 //
 // Bottoms: one or more blobs of any shape. Tops: none. No parameters.
+// The zeroing runs on the pass's device (no CPU fallback in GPU mode).
 #ifndef POSEIDON_LAYERS_SILENCE_LAYER_HPP_
 #define POSEIDON_LAYERS_SILENCE_LAYER_HPP_
 
@@ -28,11 +29,11 @@ class SilenceLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 0; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override {}
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override {}
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 };
 
 }  // namespace poseidon

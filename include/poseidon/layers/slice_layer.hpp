@@ -14,6 +14,8 @@
 //   slice_point  (none) K-1 cut positions, strictly increasing, each in
 //                (0, dim). Without them the axis is split into K equal
 //                pieces, and K must divide dim.
+// Both passes are block copies (util/block_ops.hpp): memcpy per block on the
+// CPU, one kernel per top on the GPU.
 #ifndef POSEIDON_LAYERS_SLICE_LAYER_HPP_
 #define POSEIDON_LAYERS_SLICE_LAYER_HPP_
 
@@ -38,11 +40,11 @@ class SliceLayer final : public Layer<Dtype> {
   int MinTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   int slice_axis_ = 1;

@@ -7,6 +7,7 @@
 //
 // Bottom: one blob of any shape. Tops: one or more, each shaped like the
 // bottom. No parameters. Not in-place (a top may not be the bottom).
+// Backward is a chain of math::add/axpy calls on the pass's device.
 #ifndef POSEIDON_LAYERS_SPLIT_LAYER_HPP_
 #define POSEIDON_LAYERS_SPLIT_LAYER_HPP_
 
@@ -29,11 +30,12 @@ class SplitLayer final : public Layer<Dtype> {
   int MinTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  // Nothing: the tops alias the bottom's data (see Reshape).
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override {}
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 };
 
 }  // namespace poseidon

@@ -12,6 +12,9 @@
 // Parameters (tile_param):
 //   axis   (default 1) the axis to tile; negative counts from the end.
 //   tiles  (required, > 0) the number of copies.
+// Both passes are util/block_ops.hpp's TileRows/SumTiles: memcpy and axpy
+// loops on the CPU, one kernel each on the GPU (the backward sums the copies
+// of each element in the CPU's order).
 #ifndef POSEIDON_LAYERS_TILE_LAYER_HPP_
 #define POSEIDON_LAYERS_TILE_LAYER_HPP_
 
@@ -36,11 +39,11 @@ class TileLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   int tiles_ = 1;

@@ -101,9 +101,10 @@ void ArgMaxLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void ArgMaxLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                      const vector<bool>& propagate_down,
-                                      const vector<Blob<Dtype>*>& bottom) {
+void ArgMaxLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& top,
+                                    const vector<bool>& propagate_down,
+                                    const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[0], ConfigError,
                    "ArgMax has no gradient, but backpropagation to bottom[0] "
                    "was requested");

@@ -1,7 +1,10 @@
-// BatchReindexLayer: an item gather forward, a scatter-add backward.
+// BatchReindexLayer: an item gather forward, a scatter-add backward, on
+// either device.
 #include "poseidon/layers/batch_reindex_layer.hpp"
 
 #include <cmath>
+
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 
@@ -42,33 +45,28 @@ vector<int> BatchReindexLayer<Dtype>::Indices(
 }
 
 template <typename Dtype>
-void BatchReindexLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                           const vector<Blob<Dtype>*>& top) {
-  const vector<int> idx = Indices(bottom);
-  const int item = bottom[0]->count(1);
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (size_t j = 0; j < idx.size(); ++j) {
-    cpu_copy(item, x + idx[j] * item, y + j * item);
-  }
+void BatchReindexLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& bottom,
+                                         const vector<Blob<Dtype>*>& top) {
+  const int num = static_cast<int>(Indices(bottom).size());  // checks them
+  GatherRows(dev, num, bottom[0]->count(1), bottom[0]->data_on(dev),
+             bottom[1]->data_on(dev), top[0]->mutable_data_on(dev));
 }
 
 template <typename Dtype>
-void BatchReindexLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
+void BatchReindexLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                          const vector<Blob<Dtype>*>& top,
+                                          const vector<bool>& propagate_down,
+                                          const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[1], ConfigError,
                    "BatchReindex cannot backpropagate to its indices "
                    "(bottom[1]); set propagate_down: false for it");
   if (!propagate_down[0]) return;
   const vector<int> idx = Indices(bottom);
-  const int item = bottom[0]->count(1);
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  cpu_set(bottom[0]->count(), Dtype(0), dx);
-  for (size_t j = 0; j < idx.size(); ++j) {
-    cpu_axpy(item, Dtype(1), dy + j * item, dx + idx[j] * item);
-  }
+  Dtype* dx = bottom[0]->mutable_diff_on(dev);
+  math::set<Dtype>(dev, bottom[0]->count(), Dtype(0), dx);
+  ScatterAddRows(dev, idx, bottom[0]->count(1), top[0]->diff_on(dev), dx,
+                 &segments_);
 }
 
 INSTANTIATE_CLASS(BatchReindexLayer);

@@ -1,5 +1,8 @@
-// ConcatLayer: copies each bottom into its slice of the top and back.
+// ConcatLayer: copies each bottom into its slice of the top and back, on
+// either device.
 #include "poseidon/layers/concat_layer.hpp"
+
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 
@@ -59,42 +62,40 @@ void ConcatLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void ConcatLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                     const vector<Blob<Dtype>*>& top) {
+void ConcatLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& bottom,
+                                   const vector<Blob<Dtype>*>& top) {
   if (bottom.size() == 1) return;
-  Dtype* top_data = top[0]->mutable_cpu_data();
+  Dtype* top_data = top[0]->mutable_data_on(dev);
   const int top_axis_dim = top[0]->shape(concat_axis_);
   int offset = 0;  // along the concat axis
   for (const Blob<Dtype>* b : bottom) {
     const int axis_dim = b->shape(concat_axis_);
     const int chunk = axis_dim * concat_input_size_;
-    const Dtype* bottom_data = b->cpu_data();
-    for (int n = 0; n < num_concats_; ++n) {
-      cpu_copy(chunk, bottom_data + n * chunk,
-               top_data + (n * top_axis_dim + offset) * concat_input_size_);
-    }
+    CopyBlocks(dev, num_concats_, chunk, b->data_on(dev), chunk,
+               top_data + offset * concat_input_size_,
+               top_axis_dim * concat_input_size_);
     offset += axis_dim;
   }
 }
 
 template <typename Dtype>
-void ConcatLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                      const vector<bool>& propagate_down,
-                                      const vector<Blob<Dtype>*>& bottom) {
+void ConcatLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& top,
+                                    const vector<bool>& propagate_down,
+                                    const vector<Blob<Dtype>*>& bottom) {
   if (bottom.size() == 1) return;
-  const Dtype* top_diff = top[0]->cpu_diff();
+  const Dtype* top_diff = top[0]->diff_on(dev);
   const int top_axis_dim = top[0]->shape(concat_axis_);
   int offset = 0;
   for (size_t i = 0; i < bottom.size(); ++i) {
     const int axis_dim = bottom[i]->shape(concat_axis_);
     if (propagate_down[i]) {
       const int chunk = axis_dim * concat_input_size_;
-      Dtype* bottom_diff = bottom[i]->mutable_cpu_diff();
-      for (int n = 0; n < num_concats_; ++n) {
-        cpu_copy(chunk,
-                 top_diff + (n * top_axis_dim + offset) * concat_input_size_,
-                 bottom_diff + n * chunk);
-      }
+      CopyBlocks(dev, num_concats_, chunk,
+                 top_diff + offset * concat_input_size_,
+                 top_axis_dim * concat_input_size_,
+                 bottom[i]->mutable_diff_on(dev), chunk);
     }
     offset += axis_dim;
   }

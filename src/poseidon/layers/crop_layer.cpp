@@ -1,7 +1,9 @@
-// CropLayer: row-by-row copies of an N-D window.
+// CropLayer: copies of an N-D window, on either device.
 #include "poseidon/layers/crop_layer.hpp"
 
 #include <sstream>
+
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 namespace {
@@ -63,51 +65,28 @@ void CropLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void CropLayer<Dtype>::CopyWindow(const Blob<Dtype>& big,
-                                  const Blob<Dtype>& small, const Dtype* src,
-                                  Dtype* dst, bool to_bottom) const {
-  const int num_axes = small.num_axes();
-  const int row = small.shape(num_axes - 1);
-  if (small.count() == 0) return;
-  const int rows = small.count() / row;
-  // idx runs over the small blob's indices on all axes but the last.
-  vector<int> idx(num_axes, 0);
-  for (int r = 0; r < rows; ++r) {
-    int big_offset = 0;
-    for (int d = 0; d < num_axes; ++d) {
-      big_offset = big_offset * big.shape(d) + idx[d] + offsets_[d];
-    }
-    const int small_offset = r * row;
-    if (to_bottom) {
-      cpu_copy(row, src + small_offset, dst + big_offset);
-    } else {
-      cpu_copy(row, src + big_offset, dst + small_offset);
-    }
-    for (int d = num_axes - 2; d >= 0; --d) {
-      if (++idx[d] < small.shape(d)) break;
-      idx[d] = 0;
-    }
-  }
+void CropLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& bottom,
+                                 const vector<Blob<Dtype>*>& top) {
+  CopyWindow(dev, bottom[0]->shape(), top[0]->shape(), offsets_,
+             bottom[0]->data_on(dev), top[0]->mutable_data_on(dev),
+             /*to_big=*/false);
 }
 
 template <typename Dtype>
-void CropLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                   const vector<Blob<Dtype>*>& top) {
-  CopyWindow(*bottom[0], *top[0], bottom[0]->cpu_data(),
-             top[0]->mutable_cpu_data(), false);
-}
-
-template <typename Dtype>
-void CropLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                    const vector<bool>& propagate_down,
-                                    const vector<Blob<Dtype>*>& bottom) {
+void CropLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& top,
+                                  const vector<bool>& propagate_down,
+                                  const vector<Blob<Dtype>*>& bottom) {
   if (propagate_down[1]) {
-    cpu_set(bottom[1]->count(), Dtype(0), bottom[1]->mutable_cpu_diff());
+    math::set<Dtype>(dev, bottom[1]->count(), Dtype(0),
+                     bottom[1]->mutable_diff_on(dev));
   }
   if (!propagate_down[0]) return;
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  cpu_set(bottom[0]->count(), Dtype(0), dx);
-  CopyWindow(*bottom[0], *top[0], top[0]->cpu_diff(), dx, true);
+  Dtype* dx = bottom[0]->mutable_diff_on(dev);
+  math::set<Dtype>(dev, bottom[0]->count(), Dtype(0), dx);
+  CopyWindow(dev, bottom[0]->shape(), top[0]->shape(), offsets_,
+             top[0]->diff_on(dev), dx, /*to_big=*/true);
 }
 
 INSTANTIATE_CLASS(CropLayer);

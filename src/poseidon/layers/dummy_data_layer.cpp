@@ -78,8 +78,9 @@ bool DummyDataLayer<Dtype>::RefillFor(int top_index) const {
 }
 
 template <typename Dtype>
-void DummyDataLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
+void DummyDataLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
   for (size_t i = 0; i < top.size(); ++i) {
     if (RefillFor(static_cast<int>(i)))
       FillerFor(static_cast<int>(i)).Fill(top[i]);

@@ -1,10 +1,12 @@
-// EmbedLayer: row copies forward, row accumulations backward.
+// EmbedLayer: row copies forward, row accumulations backward, on either
+// device.
 #include "poseidon/layers/embed_layer.hpp"
 
 #include <climits>
 #include <cmath>
 
 #include "poseidon/filler.hpp"
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 
@@ -56,52 +58,65 @@ void EmbedLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   vector<int> top_shape = bottom[0]->shape();
   top_shape.push_back(N_);
   top[0]->Reshape(top_shape);
-}
-
-template <typename Dtype>
-int EmbedLayer<Dtype>::Row(const Blob<Dtype>& bottom, int m) const {
-  const Dtype v = bottom.cpu_data()[m];
-  POSEIDON_REQUIRE(v >= 0 && v < K_ && v == std::floor(v), ConfigError,
-                   "Embed: index ", v, " at position ", m,
-                   " of the bottom (shape ", bottom.shape_string(),
-                   ") is outside the vocabulary; indices must be integers",
-                   " in [0, input_dim = ", K_, ")");
-  return static_cast<int>(v);
-}
-
-template <typename Dtype>
-void EmbedLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                    const vector<Blob<Dtype>*>& top) {
-  const Dtype* w = this->blobs_[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
+  // The GPU's bias gradient sums over inputs with a gemv against ones,
+  // written only when the number of inputs changes.
   const int num = bottom[0]->count();
-  for (int m = 0; m < num; ++m) {
-    cpu_copy(N_, w + Row(*bottom[0], m) * N_, y + m * N_);
-  }
-  if (bias_term_) {
-    const Dtype* b = this->blobs_[1]->cpu_data();
-    for (int m = 0; m < num; ++m) cpu_axpy(N_, Dtype(1), b, y + m * N_);
+  if (bias_term_ && bias_multiplier_.count() != num) {
+    bias_multiplier_.Reshape({num});
+    cpu_set(num, Dtype(1), bias_multiplier_.mutable_cpu_data());
   }
 }
 
 template <typename Dtype>
-void EmbedLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                     const vector<bool>& propagate_down,
-                                     const vector<Blob<Dtype>*>& bottom) {
+vector<int> EmbedLayer<Dtype>::Rows(const Blob<Dtype>& bottom) const {
+  const Dtype* x = bottom.cpu_data();
+  vector<int> rows(bottom.count());
+  for (size_t m = 0; m < rows.size(); ++m) {
+    const Dtype v = x[m];
+    POSEIDON_REQUIRE(v >= 0 && v < K_ && v == std::floor(v), ConfigError,
+                     "Embed: index ", v, " at position ", m,
+                     " of the bottom (shape ", bottom.shape_string(),
+                     ") is outside the vocabulary; indices must be integers",
+                     " in [0, input_dim = ", K_, ")");
+    rows[m] = static_cast<int>(v);
+  }
+  return rows;
+}
+
+template <typename Dtype>
+void EmbedLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
+  Rows(*bottom[0]);  // checks the indices
+  EmbedLookup(dev, bottom[0]->count(), N_, bottom[0]->data_on(dev),
+              this->blobs_[0]->data_on(dev),
+              bias_term_ ? this->blobs_[1]->data_on(dev) : nullptr,
+              top[0]->mutable_data_on(dev));
+}
+
+template <typename Dtype>
+void EmbedLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[0], ConfigError,
                    "Embed cannot backpropagate to its input indices "
                    "(bottom[0]); set propagate_down: false for it");
-  const Dtype* dy = top[0]->cpu_diff();
+  const Dtype* dy = top[0]->diff_on(dev);
   const int num = bottom[0]->count();
   if (this->param_propagate_down(0)) {
-    Dtype* dw = this->blobs_[0]->mutable_cpu_diff();
-    for (int m = 0; m < num; ++m) {
-      cpu_axpy(N_, Dtype(1), dy + m * N_, dw + Row(*bottom[0], m) * N_);
-    }
+    ScatterAddRows(dev, Rows(*bottom[0]), N_, dy,
+                   this->blobs_[0]->mutable_diff_on(dev), &segments_);
   }
-  if (bias_term_ && this->param_propagate_down(1)) {
-    Dtype* db = this->blobs_[1]->mutable_cpu_diff();
-    for (int m = 0; m < num; ++m) cpu_axpy(N_, Dtype(1), dy + m * N_, db);
+  if (bias_term_ && this->param_propagate_down(1) && num > 0) {
+    Dtype* db = this->blobs_[1]->mutable_diff_on(dev);
+    if (dev == Poseidon::CPU) {
+      for (int m = 0; m < num; ++m) cpu_axpy(N_, Dtype(1), dy + m * N_, db);
+    } else {
+      // db (N) += dy^T (N x M) * ones (M)
+      math::gemv<Dtype>(dev, CblasTrans, num, N_, Dtype(1), dy,
+                        bias_multiplier_.data_on(dev), Dtype(1), db);
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 // FilterLayer: reads the selector in Reshape (which every Forward runs first),
-// then gathers forward and scatters backward.
+// then gathers forward and scatters backward, on either device.
 #include "poseidon/layers/filter_layer.hpp"
+
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 
@@ -39,6 +41,7 @@ void FilterLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
     }
   }
   selected_.clear();
+  selected_on_gpu_ = nullptr;
   const Dtype* s = selector.cpu_data();
   for (int n = 0; n < num; ++n) {
     if (s[n] != Dtype(0)) selected_.push_back(n);
@@ -53,34 +56,43 @@ void FilterLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void FilterLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                     const vector<Blob<Dtype>*>& top) {
+const int* FilterLayer<Dtype>::SelectedOn(Poseidon::Brew dev) {
+  if (dev == Poseidon::CPU) return selected_.data();
+  if (selected_on_gpu_ == nullptr) {
+    selected_on_gpu_ = upload_.On(dev, selected_);
+  }
+  return selected_on_gpu_;
+}
+
+template <typename Dtype>
+void FilterLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& bottom,
+                                   const vector<Blob<Dtype>*>& top) {
+  if (selected_.empty()) return;
+  const int* selected = SelectedOn(dev);
+  const int kept = static_cast<int>(selected_.size());
   for (size_t k = 0; k < top.size(); ++k) {
-    const int item = bottom[k]->count(1);
-    const Dtype* x = bottom[k]->cpu_data();
-    Dtype* y = top[k]->mutable_cpu_data();
-    for (size_t j = 0; j < selected_.size(); ++j) {
-      cpu_copy(item, x + selected_[j] * item, y + j * item);
-    }
+    GatherRows(dev, kept, bottom[k]->count(1), bottom[k]->data_on(dev),
+               selected, top[k]->mutable_data_on(dev));
   }
 }
 
 template <typename Dtype>
-void FilterLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                      const vector<bool>& propagate_down,
-                                      const vector<Blob<Dtype>*>& bottom) {
+void FilterLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& top,
+                                    const vector<bool>& propagate_down,
+                                    const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down.back(), ConfigError,
                    "Filter cannot backpropagate to its selector (bottom[",
                    bottom.size() - 1, "]); set propagate_down: false for it");
+  const int kept = static_cast<int>(selected_.size());
   for (size_t k = 0; k < top.size(); ++k) {
     if (!propagate_down[k]) continue;
-    const int item = bottom[k]->count(1);
-    const Dtype* dy = top[k]->cpu_diff();
-    Dtype* dx = bottom[k]->mutable_cpu_diff();
-    cpu_set(bottom[k]->count(), Dtype(0), dx);
-    for (size_t j = 0; j < selected_.size(); ++j) {
-      cpu_copy(item, dy + j * item, dx + selected_[j] * item);
-    }
+    Dtype* dx = bottom[k]->mutable_diff_on(dev);
+    math::set<Dtype>(dev, bottom[k]->count(), Dtype(0), dx);
+    if (kept == 0) continue;
+    ScatterRows(dev, kept, bottom[k]->count(1), top[k]->diff_on(dev),
+                SelectedOn(dev), dx);
   }
 }
 

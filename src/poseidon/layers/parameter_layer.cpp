@@ -56,19 +56,23 @@ void ParameterLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void ParameterLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
+void ParameterLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
   const Blob<Dtype>& w = *this->blobs_[0];
-  cpu_copy(w.count(), w.cpu_data(), top[0]->mutable_cpu_data());
+  math::copy<Dtype>(dev, w.count(), w.data_on(dev),
+                    top[0]->mutable_data_on(dev));
 }
 
 template <typename Dtype>
-void ParameterLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                         const vector<bool>& propagate_down,
-                                         const vector<Blob<Dtype>*>& bottom) {
+void ParameterLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                       const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
   if (!this->param_propagate_down(0)) return;
   Blob<Dtype>& w = *this->blobs_[0];
-  cpu_axpy(w.count(), Dtype(1), top[0]->cpu_diff(), w.mutable_cpu_diff());
+  math::axpy<Dtype>(dev, w.count(), Dtype(1), top[0]->diff_on(dev),
+                    w.mutable_diff_on(dev));
 }
 
 INSTANTIATE_CLASS(ParameterLayer);

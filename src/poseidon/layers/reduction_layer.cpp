@@ -1,5 +1,8 @@
-// ReductionLayer: one reduction per leading index, a broadcast backward.
+// ReductionLayer: one reduction per leading index, a broadcast backward, on
+// either device.
 #include "poseidon/layers/reduction_layer.hpp"
+
+#include "poseidon/util/reduce_ops.hpp"
 
 namespace poseidon {
 
@@ -7,6 +10,18 @@ template <typename Dtype>
 void ReductionLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                                        const vector<Blob<Dtype>*>& top) {
   op_ = this->layer_param_.reduction_param().operation();
+  switch (op_) {
+    case ReductionParameter::SUM:
+    case ReductionParameter::MEAN:
+      term_ = kernels::kReduceSum;
+      break;
+    case ReductionParameter::ASUM:
+      term_ = kernels::kReduceAsum;
+      break;
+    case ReductionParameter::SUMSQ:
+      term_ = kernels::kReduceSumSq;
+      break;
+  }
 }
 
 template <typename Dtype>
@@ -30,53 +45,21 @@ void ReductionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void ReductionLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int n = 0; n < num_; ++n, x += dim_) {
-    Dtype r = 0;
-    switch (op_) {
-      case ReductionParameter::SUM:
-      case ReductionParameter::MEAN:
-        for (int i = 0; i < dim_; ++i) r += x[i];
-        break;
-      case ReductionParameter::ASUM:
-        r = dim_ > 0 ? cpu_asum(dim_, x) : Dtype(0);
-        break;
-      case ReductionParameter::SUMSQ:
-        r = dim_ > 0 ? cpu_dot(dim_, x, x) : Dtype(0);
-        break;
-    }
-    y[n] = scale_ * r;
-  }
+void ReductionLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
+  ReduceRows(dev, term_, num_, dim_, scale_, bottom[0]->data_on(dev),
+             top[0]->mutable_data_on(dev), &partial_);
 }
 
 template <typename Dtype>
-void ReductionLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                         const vector<bool>& propagate_down,
-                                         const vector<Blob<Dtype>*>& bottom) {
+void ReductionLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                       const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const Dtype* x = bottom[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int n = 0; n < num_; ++n, x += dim_, dx += dim_) {
-    const Dtype g = scale_ * dy[n];
-    switch (op_) {
-      case ReductionParameter::SUM:
-      case ReductionParameter::MEAN:
-        cpu_set(dim_, g, dx);
-        break;
-      case ReductionParameter::ASUM:
-        for (int i = 0; i < dim_; ++i) {
-          dx[i] = x[i] > 0 ? g : (x[i] < 0 ? -g : Dtype(0));
-        }
-        break;
-      case ReductionParameter::SUMSQ:
-        cpu_scale(dim_, 2 * g, x, dx);
-        break;
-    }
-  }
+  ReduceRowsBackward(dev, term_, num_, dim_, scale_, bottom[0]->data_on(dev),
+                     top[0]->diff_on(dev), bottom[0]->mutable_diff_on(dev));
 }
 
 INSTANTIATE_CLASS(ReductionLayer);

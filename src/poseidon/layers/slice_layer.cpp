@@ -1,7 +1,10 @@
-// SliceLayer: copies consecutive pieces of the bottom into the tops and back.
+// SliceLayer: copies consecutive pieces of the bottom into the tops and back,
+// on either device.
 #include "poseidon/layers/slice_layer.hpp"
 
 #include <sstream>
+
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 namespace {
@@ -98,38 +101,36 @@ void SliceLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void SliceLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                    const vector<Blob<Dtype>*>& top) {
+void SliceLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
   if (top.size() == 1) return;
-  const Dtype* x = bottom[0]->cpu_data();
+  const Dtype* x = bottom[0]->data_on(dev);
   const int dim = bottom[0]->shape(slice_axis_);
   int offset = 0;  // along the slice axis
   for (Blob<Dtype>* t : top) {
     const int length = t->shape(slice_axis_);
     const int chunk = length * slice_size_;
-    Dtype* y = t->mutable_cpu_data();
-    for (int n = 0; n < num_slices_; ++n) {
-      cpu_copy(chunk, x + (n * dim + offset) * slice_size_, y + n * chunk);
-    }
+    CopyBlocks(dev, num_slices_, chunk, x + offset * slice_size_,
+               dim * slice_size_, t->mutable_data_on(dev), chunk);
     offset += length;
   }
 }
 
 template <typename Dtype>
-void SliceLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                     const vector<bool>& propagate_down,
-                                     const vector<Blob<Dtype>*>& bottom) {
+void SliceLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0] || top.size() == 1) return;
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  Dtype* dx = bottom[0]->mutable_diff_on(dev);
   const int dim = bottom[0]->shape(slice_axis_);
   int offset = 0;
   for (const Blob<Dtype>* t : top) {
     const int length = t->shape(slice_axis_);
     const int chunk = length * slice_size_;
-    const Dtype* dy = t->cpu_diff();
-    for (int n = 0; n < num_slices_; ++n) {
-      cpu_copy(chunk, dy + n * chunk, dx + (n * dim + offset) * slice_size_);
-    }
+    CopyBlocks(dev, num_slices_, chunk, t->diff_on(dev), chunk,
+               dx + offset * slice_size_, dim * slice_size_);
     offset += length;
   }
 }

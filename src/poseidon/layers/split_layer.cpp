@@ -18,25 +18,21 @@ void SplitLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void SplitLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                    const vector<Blob<Dtype>*>& top) {
-  // The tops already alias the bottom's data (see Reshape).
-}
-
-template <typename Dtype>
-void SplitLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                     const vector<bool>& propagate_down,
-                                     const vector<Blob<Dtype>*>& bottom) {
+void SplitLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
   const int count = bottom[0]->count();
-  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
+  Dtype* bottom_diff = bottom[0]->mutable_diff_on(dev);
   if (top.size() == 1) {
-    cpu_copy(count, top[0]->cpu_diff(), bottom_diff);
+    math::copy<Dtype>(dev, count, top[0]->diff_on(dev), bottom_diff);
     return;
   }
-  cpu_add(count, top[0]->cpu_diff(), top[1]->cpu_diff(), bottom_diff);
+  math::add<Dtype>(dev, count, top[0]->diff_on(dev), top[1]->diff_on(dev),
+                   bottom_diff);
   for (size_t i = 2; i < top.size(); ++i) {
-    cpu_axpy(count, Dtype(1), top[i]->cpu_diff(), bottom_diff);
+    math::axpy<Dtype>(dev, count, Dtype(1), top[i]->diff_on(dev), bottom_diff);
   }
 }
 

@@ -1,7 +1,9 @@
-// TileLayer: block copies forward, block sums backward.
+// TileLayer: block copies forward, block sums backward, on either device.
 #include "poseidon/layers/tile_layer.hpp"
 
 #include <climits>
+
+#include "poseidon/util/block_ops.hpp"
 
 namespace poseidon {
 
@@ -41,35 +43,21 @@ void TileLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void TileLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                   const vector<Blob<Dtype>*>& top) {
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int o = 0; o < outer_dim_; ++o) {
-    for (int t = 0; t < tiles_; ++t) {
-      cpu_copy(inner_dim_, x, y);
-      y += inner_dim_;
-    }
-    x += inner_dim_;
-  }
+void TileLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& bottom,
+                                 const vector<Blob<Dtype>*>& top) {
+  TileRows(dev, outer_dim_, inner_dim_, tiles_, bottom[0]->data_on(dev),
+           top[0]->mutable_data_on(dev));
 }
 
 template <typename Dtype>
-void TileLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                    const vector<bool>& propagate_down,
-                                    const vector<Blob<Dtype>*>& bottom) {
+void TileLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& top,
+                                  const vector<bool>& propagate_down,
+                                  const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int o = 0; o < outer_dim_; ++o) {
-    cpu_copy(inner_dim_, dy, dx);
-    dy += inner_dim_;
-    for (int t = 1; t < tiles_; ++t) {
-      cpu_axpy(inner_dim_, Dtype(1), dy, dx);
-      dy += inner_dim_;
-    }
-    dx += inner_dim_;
-  }
+  SumTiles(dev, outer_dim_, inner_dim_, tiles_, top[0]->diff_on(dev),
+           bottom[0]->mutable_diff_on(dev));
 }
 
 INSTANTIATE_CLASS(TileLayer);
