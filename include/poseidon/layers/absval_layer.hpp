@@ -27,11 +27,11 @@ class AbsValLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "AbsVal"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // The input, kept only when computing in place.

@@ -30,11 +30,11 @@ class ExpLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Exp"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // y = exp(log_base_ * (shift_ + scale_ * x)).
