@@ -62,7 +62,8 @@ class ActivationEngine {
                 Dtype* dx);
 
  private:
-  struct Cudnn;  // descriptors; defined only in USE_CUDNN builds
+  struct Cudnn;               // descriptors; defined only in USE_CUDNN builds
+  Cudnn& Prepare(int count);  // USE_CUDNN builds
 
   enum class Decision { kUndecided, kCaffe, kCudnn };
 

@@ -112,31 +112,35 @@ cudnnActivationMode_t CudnnMode(ActivationKind kind) {
 
 }  // namespace
 
+// The descriptors for `count` elements, made on first use.
 template <typename Dtype>
-void ActivationEngine<Dtype>::Forward(int count, const Dtype* x, Dtype* y) {
+typename ActivationEngine<Dtype>::Cudnn& ActivationEngine<Dtype>::Prepare(
+    int count) {
   CHECK(decision_ == Decision::kCudnn)
-      << "ActivationEngine::Forward without a cuDNN engine";
-  if (count <= 0) return;  // cuDNN has no empty tensors
+      << "ActivationEngine used without choosing cuDNN";
   if (!cudnn_) {
     cudnn_ = std::make_unique<Cudnn>();
     cudnn_->activation.Set(CudnnMode(kind_));
   }
   cudnn_->Describe(count);
+  return *cudnn_;
+}
+
+template <typename Dtype>
+void ActivationEngine<Dtype>::Forward(int count, const Dtype* x, Dtype* y) {
+  if (count <= 0) return;  // cuDNN has no empty tensors
+  Cudnn& c = Prepare(count);
   POSEIDON_CUDNN_CHECK(cudnnActivationForward(
-      gpu::Cudnn(), cudnn_->activation.get(), cudnn::Scalars<Dtype>::one(),
-      cudnn_->tensor.get(), x, cudnn::Scalars<Dtype>::zero(),
-      cudnn_->tensor.get(), y));
+      gpu::Cudnn(), c.activation.get(), cudnn::Scalars<Dtype>::one(),
+      c.tensor.get(), x, cudnn::Scalars<Dtype>::zero(), c.tensor.get(), y));
 }
 
 template <typename Dtype>
 void ActivationEngine<Dtype>::Backward(int count, const Dtype* y,
                                        const Dtype* dy, const Dtype* x,
                                        Dtype* dx) {
-  CHECK(decision_ == Decision::kCudnn && cudnn_)
-      << "ActivationEngine::Backward without a cuDNN Forward";
   if (count <= 0) return;
-  cudnn_->Describe(count);
-  const cudnnTensorDescriptor_t desc = cudnn_->tensor.get();
+  const cudnnTensorDescriptor_t desc = Prepare(count).tensor.get();
   POSEIDON_CUDNN_CHECK(cudnnActivationBackward(
       gpu::Cudnn(), cudnn_->activation.get(), cudnn::Scalars<Dtype>::one(),
       desc, y, desc, dy, desc, x, cudnn::Scalars<Dtype>::zero(), desc, dx));
