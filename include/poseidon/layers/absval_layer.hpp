@@ -9,6 +9,7 @@
 //
 // In place (top == bottom) is supported, unlike in Caffe, which refuses it:
 // y has lost the sign of x, so Forward then keeps a copy of x for Backward.
+// One body for both devices: math::abs and kernels/neuron_kernels.hpp.
 #ifndef POSEIDON_LAYERS_ABSVAL_LAYER_HPP_
 #define POSEIDON_LAYERS_ABSVAL_LAYER_HPP_
 

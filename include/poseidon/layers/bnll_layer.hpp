@@ -11,6 +11,7 @@
 //
 // Prototxt: no parameters.
 // In place is supported: Backward needs only y.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_BNLL_LAYER_HPP_
 #define POSEIDON_LAYERS_BNLL_LAYER_HPP_
 

@@ -10,6 +10,7 @@
 //
 // In place (top == bottom) is supported; Forward then keeps a copy of x, as
 // y no longer tells whether x was inside the bounds.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_CLIP_LAYER_HPP_
 #define POSEIDON_LAYERS_CLIP_LAYER_HPP_
 

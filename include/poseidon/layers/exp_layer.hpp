@@ -10,6 +10,7 @@
 //   ConfigError. base 1 is allowed (y == 1).
 //
 // In place is supported: Backward needs only y.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_EXP_LAYER_HPP_
 #define POSEIDON_LAYERS_EXP_LAYER_HPP_
 

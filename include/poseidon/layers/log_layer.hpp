@@ -13,6 +13,7 @@
 //
 // In place (top == bottom) is supported; Forward then keeps a copy of x for
 // Backward.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_LOG_LAYER_HPP_
 #define POSEIDON_LAYERS_LOG_LAYER_HPP_
 

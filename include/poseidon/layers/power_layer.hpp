@@ -14,6 +14,8 @@
 //
 // In place (top == bottom) is supported; when the gradient depends on x,
 // Forward then keeps a copy of x for Backward.
+// One body for both devices: kernels/neuron_kernels.hpp, math::set/scale
+// for the constant cases.
 #ifndef POSEIDON_LAYERS_POWER_LAYER_HPP_
 #define POSEIDON_LAYERS_POWER_LAYER_HPP_
 

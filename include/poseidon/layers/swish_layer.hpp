@@ -8,6 +8,7 @@
 //
 // Prototxt: swish_param { beta: 1 }
 // In place is supported: Backward needs only y and s, which Forward keeps.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_SWISH_LAYER_HPP_
 #define POSEIDON_LAYERS_SWISH_LAYER_HPP_
 

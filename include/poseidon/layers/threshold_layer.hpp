@@ -12,6 +12,8 @@
 //
 // Prototxt: threshold_param { threshold: 0 }
 // In place is supported.
+// One body for both devices (kernels/neuron_kernels.hpp; Backward is
+// math::set).
 #ifndef POSEIDON_LAYERS_THRESHOLD_LAYER_HPP_
 #define POSEIDON_LAYERS_THRESHOLD_LAYER_HPP_
 
