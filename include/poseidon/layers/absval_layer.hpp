@@ -9,6 +9,7 @@
 //
 // In place (top == bottom) is supported, unlike in Caffe, which refuses it:
 // y has lost the sign of x, so Forward then keeps a copy of x for Backward.
+// One body for both devices: math::abs and kernels/neuron_kernels.hpp.
 #ifndef POSEIDON_LAYERS_ABSVAL_LAYER_HPP_
 #define POSEIDON_LAYERS_ABSVAL_LAYER_HPP_
 
@@ -27,11 +28,11 @@ class AbsValLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "AbsVal"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // The input, kept only when computing in place.

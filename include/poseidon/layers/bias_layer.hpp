@@ -19,8 +19,13 @@
 //                 scalar; ignored when b is bottom[1]
 //   filler        initialises the learned b (default constant 0) }
 //
-// The broadcasting helpers below are shared with ScaleLayer, which also
-// composes a BiasLayer for its bias_term.
+// One body for both devices: y = x + b by a channel functor
+// (kernels/channel_kernels.hpp); dE/db summed on the CPU row by row in
+// order, on the GPU by two gemv calls against a ones vector
+// (ChannelReducer, util/channel_ops.hpp).
+//
+// The broadcasting helpers below, AddBias and BiasGradient are shared with
+// ScaleLayer, which also composes a BiasLayer for its bias_term.
 #ifndef POSEIDON_LAYERS_BIAS_LAYER_HPP_
 #define POSEIDON_LAYERS_BIAS_LAYER_HPP_
 
@@ -28,6 +33,7 @@
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/channel_ops.hpp"
 
 namespace poseidon {
 
@@ -54,6 +60,23 @@ AxisBroadcast MatchOperand(const Blob<Dtype>& bottom,
                            const Blob<Dtype>& operand, int axis,
                            const string& what);
 
+inline bool operator==(const AxisBroadcast& a, const AxisBroadcast& b) {
+  return a.outer == b.outer && a.dim == b.dim && a.inner == b.inner;
+}
+
+// y = x + b[d] over `view` on `dev` (x may be y).
+template <typename Dtype>
+void AddBias(Poseidon::Brew dev, const AxisBroadcast& view, const Dtype* x,
+             const Dtype* b, Dtype* y);
+
+// db[d] = (accumulate ? db[d] : 0) + sum_{o, i} dy[o, d, i] on `dev`. The
+// CPU sums each (o, d) row in order and adds the rows in the order of o; the
+// GPU uses `reducer` (two gemv calls, other rounding).
+template <typename Dtype>
+void BiasGradient(Poseidon::Brew dev, const AxisBroadcast& view,
+                  const Dtype* dy, bool accumulate,
+                  ChannelReducer<Dtype>* reducer, Dtype* db);
+
 template <typename Dtype>
 class BiasLayer final : public Layer<Dtype> {
  public:
@@ -70,11 +93,11 @@ class BiasLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   const Blob<Dtype>& BiasBlob(const vector<Blob<Dtype>*>& bottom) const {
@@ -82,6 +105,7 @@ class BiasLayer final : public Layer<Dtype> {
   }
 
   AxisBroadcast view_;
+  ChannelReducer<Dtype> reducer_;
 };
 
 }  // namespace poseidon

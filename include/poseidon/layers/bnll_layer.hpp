@@ -11,6 +11,7 @@
 //
 // Prototxt: no parameters.
 // In place is supported: Backward needs only y.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_BNLL_LAYER_HPP_
 #define POSEIDON_LAYERS_BNLL_LAYER_HPP_
 
@@ -28,11 +29,11 @@ class BNLLLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "BNLL"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 };
 
 }  // namespace poseidon

@@ -10,6 +10,7 @@
 //
 // In place (top == bottom) is supported; Forward then keeps a copy of x, as
 // y no longer tells whether x was inside the bounds.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_CLIP_LAYER_HPP_
 #define POSEIDON_LAYERS_CLIP_LAYER_HPP_
 
@@ -30,11 +31,11 @@ class ClipLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Clip"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   Dtype min_ = 0;

@@ -10,15 +10,19 @@
 //
 // Prototxt: dropout_param { dropout_ratio: 0.5  scale_train: true }
 //   dropout_ratio must lie in [0, 1). The phase is the layer's
-//   (LayerParameter.phase). The mask is drawn from the calling thread's
-//   generator (Poseidon::rng()) in every TRAIN Forward and reused by Backward.
+//   (LayerParameter.phase). The mask is drawn in every TRAIN Forward, on the
+//   device that computes: from the calling thread's generator
+//   (Poseidon::rng()) on the CPU, from its cuRAND generator on the GPU (so
+//   the two devices drop different units), and reused by Backward.
 // In place is supported: Backward needs only the mask.
+// One body for both devices (kernels/neuron_kernels.hpp).
 #ifndef POSEIDON_LAYERS_DROPOUT_LAYER_HPP_
 #define POSEIDON_LAYERS_DROPOUT_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layers/neuron_layer.hpp"
+#include "poseidon/util/mask_buffer.hpp"
 
 namespace poseidon {
 
@@ -34,11 +38,11 @@ class DropoutLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Dropout"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   bool training() const { return this->layer_param_.phase() == TRAIN; }
@@ -49,7 +53,7 @@ class DropoutLayer final : public NeuronLayer<Dtype> {
   Dtype train_scale_ = 2;
   Dtype test_scale_ = 1;
   // 1 for kept units, 0 for dropped ones, from the last TRAIN Forward.
-  vector<unsigned int> mask_;
+  MaskBuffer<unsigned int> mask_;
 };
 
 }  // namespace poseidon

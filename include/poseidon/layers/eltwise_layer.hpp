@@ -16,12 +16,18 @@
 //
 // The top may be one of the bottoms (in place) for SUM and MAX; PROD needs
 // every input intact for Backward and rejects it.
+//
+// One body for both devices (kernels/eltwise_kernels.hpp): each pass is one
+// functor over the elements reading every bottom (up to 16 per launch;
+// more are combined in chunks with the same arithmetic). MAX keeps the
+// index of the winning bottom per element on the device that computes.
 #ifndef POSEIDON_LAYERS_ELTWISE_LAYER_HPP_
 #define POSEIDON_LAYERS_ELTWISE_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/mask_buffer.hpp"
 
 namespace poseidon {
 
@@ -40,21 +46,23 @@ class EltwiseLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  void ProdGradient(const vector<Blob<Dtype>*>& top,
+  void ProdGradient(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
                     const vector<Blob<Dtype>*>& bottom, int k);
 
   EltwiseParameter::EltwiseOp op_ = EltwiseParameter::SUM;
   vector<Dtype> coeffs_;
   bool stable_prod_grad_ = true;
   // MAX: the index of the bottom that gave each top element.
-  vector<int> argmax_;
+  MaskBuffer<int> argmax_;
+  // The result, when the top is a bottom that a later chunk still reads.
+  Blob<Dtype> staging_;
 };
 
 }  // namespace poseidon

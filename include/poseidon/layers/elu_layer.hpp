@@ -12,6 +12,7 @@
 // In place (top == bottom) is supported. Backward takes the mask x > 0 from
 // the bottom's data; in place that is y, which is > 0 exactly when x > 0 if
 // alpha >= 0, and with a negative alpha Forward keeps a copy of x.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_ELU_LAYER_HPP_
 #define POSEIDON_LAYERS_ELU_LAYER_HPP_
 
@@ -29,11 +30,11 @@ class ELULayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "ELU"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // The input, kept only when computing in place with a negative alpha.

@@ -10,6 +10,7 @@
 //   ConfigError. base 1 is allowed (y == 1).
 //
 // In place is supported: Backward needs only y.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_EXP_LAYER_HPP_
 #define POSEIDON_LAYERS_EXP_LAYER_HPP_
 
@@ -30,11 +31,11 @@ class ExpLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Exp"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // y = exp(log_base_ * (shift_ + scale_ * x)).

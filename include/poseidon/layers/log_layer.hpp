@@ -13,6 +13,7 @@
 //
 // In place (top == bottom) is supported; Forward then keeps a copy of x for
 // Backward.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_LOG_LAYER_HPP_
 #define POSEIDON_LAYERS_LOG_LAYER_HPP_
 
@@ -33,11 +34,11 @@ class LogLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Log"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // y = ln(shift_ + scale_ * x) * base_scale_, base_scale_ = 1 / ln(base).

@@ -14,6 +14,8 @@
 //
 // In place (top == bottom) is supported; when the gradient depends on x,
 // Forward then keeps a copy of x for Backward.
+// One body for both devices: kernels/neuron_kernels.hpp, math::set/scale
+// for the constant cases.
 #ifndef POSEIDON_LAYERS_POWER_LAYER_HPP_
 #define POSEIDON_LAYERS_POWER_LAYER_HPP_
 
@@ -35,11 +37,11 @@ class PowerLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Power"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // Whether dy/dx varies with x (neither constant nor zero).

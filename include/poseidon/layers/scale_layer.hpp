@@ -21,8 +21,16 @@
 //   num_axes: 1      axes a learned s covers; -1 to the end, 0 a scalar;
 //                    ignored when s is bottom[1]
 //   filler           initialises a learned s (default constant 1)
-//   bias_term: false adds b, computed by an internal BiasLayer
+//   bias_term: false adds b, set up by an internal BiasLayer
 //   bias_filler      initialises b (default constant 0) }
+//
+// One body for both devices: y = s * x (+ b) by a channel functor
+// (kernels/channel_kernels.hpp; with the bias in the same pass when s and b
+// cover the same axes), dE/dx likewise. dE/ds and dE/db: the CPU sums rows
+// in order (dot products); the GPU forms dE/dy * x and sums it with two gemv
+// calls against a ones vector (ScaleGradientOnDevice below; BiasGradient in
+// bias_layer.hpp), with no host round trip. The product goes to bottom[0]'s
+// diff when dE/dx overwrites it afterwards, else to a scratch blob.
 #ifndef POSEIDON_LAYERS_SCALE_LAYER_HPP_
 #define POSEIDON_LAYERS_SCALE_LAYER_HPP_
 
@@ -33,6 +41,17 @@
 #include "poseidon/layers/bias_layer.hpp"
 
 namespace poseidon {
+
+// The GPU pass's scale gradient, on `dev`:
+//   ds[d] = (accumulate ? ds[d] : 0) + sum_{o, i} dy[o, d, i] * x[o, d, i]
+// over `view`; `product` (view-sized scratch, may be dy's or x's blob's
+// other buffer but not dy or x) and `reducer` belong to the caller. Tests
+// run it on the CPU against the CPU pass.
+template <typename Dtype>
+void ScaleGradientOnDevice(Poseidon::Brew dev, const AxisBroadcast& view,
+                           const Dtype* dy, const Dtype* x, Dtype* product,
+                           bool accumulate, ChannelReducer<Dtype>* reducer,
+                           Dtype* ds);
 
 template <typename Dtype>
 class ScaleLayer final : public Layer<Dtype> {
@@ -50,11 +69,11 @@ class ScaleLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   Blob<Dtype>* ScaleBlob(const vector<Blob<Dtype>*>& bottom) const {
@@ -62,12 +81,17 @@ class ScaleLayer final : public Layer<Dtype> {
   }
 
   AxisBroadcast view_;
-  // Computes the bias term in place on the top; its parameter blob is also
-  // this layer's last blob. Null without bias_term.
+  // Sets up the bias term (its filler, given blobs and shape checks); its
+  // parameter blob is also this layer's last blob. Null without bias_term.
+  // The bias itself is applied by AddBias/BiasGradient over bias_view_.
   std::unique_ptr<BiasLayer<Dtype>> bias_layer_;
   int bias_param_id_ = -1;
+  AxisBroadcast bias_view_;
   // x, kept by Forward when computing in place.
   Blob<Dtype> saved_input_;
+  // GPU: dE/dy * x, unless bottom[0]'s diff can hold it (see the top).
+  Blob<Dtype> product_;
+  ChannelReducer<Dtype> reducer_;
 };
 
 }  // namespace poseidon

@@ -8,6 +8,7 @@
 //
 // Prototxt: swish_param { beta: 1 }
 // In place is supported: Backward needs only y and s, which Forward keeps.
+// One body for both devices (kernels/neuron_kernels.hpp, util/for_each.hpp).
 #ifndef POSEIDON_LAYERS_SWISH_LAYER_HPP_
 #define POSEIDON_LAYERS_SWISH_LAYER_HPP_
 
@@ -29,11 +30,11 @@ class SwishLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Swish"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // s = sigmoid(beta * x) from the last Forward.

@@ -12,6 +12,8 @@
 //
 // Prototxt: threshold_param { threshold: 0 }
 // In place is supported.
+// One body for both devices (kernels/neuron_kernels.hpp; Backward is
+// math::set).
 #ifndef POSEIDON_LAYERS_THRESHOLD_LAYER_HPP_
 #define POSEIDON_LAYERS_THRESHOLD_LAYER_HPP_
 
@@ -30,11 +32,11 @@ class ThresholdLayer final : public NeuronLayer<Dtype> {
   const char* type() const override { return "Threshold"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 };
 
 }  // namespace poseidon

@@ -1,33 +1,37 @@
-// AbsVal on the CPU.
+// AbsVal on either device: math::abs forward, kernels/neuron_kernels.hpp
+// backward.
 #include "poseidon/layers/absval_layer.hpp"
+
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
 template <typename Dtype>
-void AbsValLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                     const vector<Blob<Dtype>*>& top) {
+void AbsValLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& bottom,
+                                   const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
   if (this->InPlace(bottom, top)) {
     saved_input_.ReshapeLike(*bottom[0]);
-    cpu_copy(count, bottom[0]->cpu_data(), saved_input_.mutable_cpu_data());
+    math::copy<Dtype>(dev, count, bottom[0]->data_on(dev),
+                      saved_input_.mutable_data_on(dev));
   }
-  cpu_abs(count, bottom[0]->cpu_data(), top[0]->mutable_cpu_data());
+  math::abs<Dtype>(dev, count, bottom[0]->data_on(dev),
+                   top[0]->mutable_data_on(dev));
 }
 
 template <typename Dtype>
-void AbsValLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                      const vector<bool>& propagate_down,
-                                      const vector<Blob<Dtype>*>& bottom) {
+void AbsValLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& top,
+                                    const vector<bool>& propagate_down,
+                                    const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  const Dtype* x = this->InPlace(bottom, top) ? saved_input_.cpu_data()
-                                              : bottom[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) {
-    const Dtype sign = Dtype((Dtype(0) < x[i]) - (x[i] < Dtype(0)));
-    dx[i] = sign * dy[i];
-  }
+  const Dtype* x = this->InPlace(bottom, top) ? saved_input_.data_on(dev)
+                                              : bottom[0]->data_on(dev);
+  for_each(dev, bottom[0]->count(),
+           kernels::AbsValBackward<Dtype>{x, top[0]->diff_on(dev),
+                                          bottom[0]->mutable_diff_on(dev)});
 }
 
 INSTANTIATE_CLASS(AbsValLayer);

@@ -1,7 +1,8 @@
-// Bias on the CPU, and the broadcasting helpers shared with Scale.
+// Bias on either device, and the helpers shared with Scale.
 #include "poseidon/layers/bias_layer.hpp"
 
 #include "poseidon/filler.hpp"
+#include "poseidon/kernels/channel_kernels.hpp"
 
 namespace poseidon {
 
@@ -88,45 +89,64 @@ void BiasLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void BiasLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                   const vector<Blob<Dtype>*>& top) {
-  const Dtype* bias = BiasBlob(bottom).cpu_data();
-  cpu_copy(bottom[0]->count(), bottom[0]->cpu_data(),
-           top[0]->mutable_cpu_data());
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int o = 0; o < view_.outer; ++o) {
-    for (int d = 0; d < view_.dim; ++d) {
-      cpu_add_scalar(view_.inner, bias[d], y);
-      y += view_.inner;
+void AddBias(Poseidon::Brew dev, const AxisBroadcast& view, const Dtype* x,
+             const Dtype* b, Dtype* y) {
+  channel_for_each(dev, view.outer, view.dim, view.inner,
+                   kernels::BiasForward<Dtype>{x, b, y});
+}
+
+template <typename Dtype>
+void BiasGradient(Poseidon::Brew dev, const AxisBroadcast& view,
+                  const Dtype* dy, bool accumulate,
+                  ChannelReducer<Dtype>* reducer, Dtype* db) {
+  if (view.dim <= 0) return;
+  if (view.outer <= 0 || view.inner <= 0) {
+    if (!accumulate) math::set<Dtype>(dev, view.dim, Dtype(0), db);
+    return;
+  }
+  if (dev == Poseidon::GPU) {
+    reducer->Sum(dev, view.outer, view.dim, view.inner, dy,
+                 accumulate ? Dtype(1) : Dtype(0), db);
+    return;
+  }
+  if (!accumulate) cpu_set(view.dim, Dtype(0), db);
+  const Dtype* block = dy;
+  for (int o = 0; o < view.outer; ++o) {
+    for (int d = 0; d < view.dim; ++d) {
+      Dtype sum = 0;
+      for (int i = 0; i < view.inner; ++i) sum += block[i];
+      db[d] += sum;
+      block += view.inner;
     }
   }
 }
 
 template <typename Dtype>
-void BiasLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                    const vector<bool>& propagate_down,
-                                    const vector<Blob<Dtype>*>& bottom) {
-  const Dtype* dy = top[0]->cpu_diff();
+void BiasLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& bottom,
+                                 const vector<Blob<Dtype>*>& top) {
+  AddBias(dev, view_, bottom[0]->data_on(dev), BiasBlob(bottom).data_on(dev),
+          top[0]->mutable_data_on(dev));
+}
+
+template <typename Dtype>
+void BiasLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& top,
+                                  const vector<bool>& propagate_down,
+                                  const vector<Blob<Dtype>*>& bottom) {
+  const Dtype* dy = top[0]->diff_on(dev);
   const bool learned = bottom.size() == 1;
   const bool bias_grad =
       learned ? this->param_propagate_down(0) : propagate_down[1];
   if (bias_grad) {
     Blob<Dtype>* bias = learned ? this->blobs_[0].get() : bottom[1];
-    Dtype* db = bias->mutable_cpu_diff();
     // A learned bias accumulates; a bottom's diff is overwritten.
-    if (!learned) cpu_set(view_.dim, Dtype(0), db);
-    const Dtype* block = dy;
-    for (int o = 0; o < view_.outer; ++o) {
-      for (int d = 0; d < view_.dim; ++d) {
-        Dtype sum = 0;
-        for (int i = 0; i < view_.inner; ++i) sum += block[i];
-        db[d] += sum;
-        block += view_.inner;
-      }
-    }
+    BiasGradient(dev, view_, dy, learned, &reducer_,
+                 bias->mutable_diff_on(dev));
   }
   if (propagate_down[0]) {
-    cpu_copy(top[0]->count(), dy, bottom[0]->mutable_cpu_diff());
+    math::copy<Dtype>(dev, top[0]->count(), dy,
+                      bottom[0]->mutable_diff_on(dev));
   }
 }
 
@@ -134,7 +154,12 @@ void BiasLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
   template vector<int> LearnedOperandShape<Dtype>(const Blob<Dtype>&, int, \
                                                   int, const string&);     \
   template AxisBroadcast MatchOperand<Dtype>(                              \
-      const Blob<Dtype>&, const Blob<Dtype>&, int, const string&)
+      const Blob<Dtype>&, const Blob<Dtype>&, int, const string&);         \
+  template void AddBias<Dtype>(Poseidon::Brew, const AxisBroadcast&,       \
+                               const Dtype*, const Dtype*, Dtype*);        \
+  template void BiasGradient<Dtype>(Poseidon::Brew, const AxisBroadcast&,  \
+                                    const Dtype*, bool,                    \
+                                    ChannelReducer<Dtype>*, Dtype*)
 POSEIDON_INSTANTIATE_BROADCAST(float);
 POSEIDON_INSTANTIATE_BROADCAST(double);
 #undef POSEIDON_INSTANTIATE_BROADCAST

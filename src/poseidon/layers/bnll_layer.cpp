@@ -1,35 +1,31 @@
-// BNLL on the CPU.
+// BNLL on either device: the bodies of kernels/neuron_kernels.hpp.
 #include "poseidon/layers/bnll_layer.hpp"
 
-#include <algorithm>
-#include <cmath>
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
 template <typename Dtype>
-void BNLLLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                   const vector<Blob<Dtype>*>& top) {
-  const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    y[i] = std::max(x[i], Dtype(0)) + std::log1p(std::exp(-std::fabs(x[i])));
-  }
+void BNLLLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& bottom,
+                                 const vector<Blob<Dtype>*>& top) {
+  for_each(dev, bottom[0]->count(),
+           kernels::BNLLForward<Dtype>{bottom[0]->data_on(dev),
+                                       top[0]->mutable_data_on(dev)});
 }
 
 template <typename Dtype>
-void BNLLLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                    const vector<bool>& propagate_down,
-                                    const vector<Blob<Dtype>*>& bottom) {
+void BNLLLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& top,
+                                  const vector<bool>& propagate_down,
+                                  const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) {
-    // sigmoid(x) = 1 - exp(-y); expm1 keeps it accurate when y is tiny.
-    dx[i] = -dy[i] * std::expm1(-y[i]);
-  }
+  // Needs only y (see the header), so in place needs nothing kept.
+  for_each(
+      dev, bottom[0]->count(),
+      kernels::BNLLBackward<Dtype>{top[0]->data_on(dev), top[0]->diff_on(dev),
+                                   bottom[0]->mutable_diff_on(dev)});
 }
 
 INSTANTIATE_CLASS(BNLLLayer);

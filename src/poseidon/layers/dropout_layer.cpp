@@ -1,5 +1,9 @@
-// Dropout on the CPU.
+// Dropout on either device: the mask from math::rng_bernoulli, applied by
+// the body of kernels/neuron_kernels.hpp.
 #include "poseidon/layers/dropout_layer.hpp"
+
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -22,39 +26,40 @@ void DropoutLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void DropoutLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                      const vector<Blob<Dtype>*>& top) {
+void DropoutLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& bottom,
+                                    const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
+  const Dtype* x = bottom[0]->data_on(dev);
+  Dtype* y = top[0]->mutable_data_on(dev);
   if (!training()) {
-    cpu_scale(count, test_scale_, x, y);
+    math::scale<Dtype>(dev, count, test_scale_, x, y);
     return;
   }
-  mask_.resize(count);
-  rng_bernoulli(count, Dtype(1) - ratio_, mask_.data());
-  for (int i = 0; i < count; ++i) {
-    y[i] = mask_[i] ? x[i] * train_scale_ : Dtype(0);
-  }
+  mask_.Resize(count);
+  unsigned int* mask = mask_.mutable_data_on(dev);
+  math::rng_bernoulli<Dtype>(dev, count, Dtype(1) - ratio_, mask);
+  for_each(dev, count, kernels::DropoutMask<Dtype>{x, mask, y, train_scale_});
 }
 
 template <typename Dtype>
-void DropoutLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                       const vector<bool>& propagate_down,
-                                       const vector<Blob<Dtype>*>& bottom) {
+void DropoutLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                     const vector<Blob<Dtype>*>& top,
+                                     const vector<bool>& propagate_down,
+                                     const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
   const int count = bottom[0]->count();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  const Dtype* dy = top[0]->diff_on(dev);
+  Dtype* dx = bottom[0]->mutable_diff_on(dev);
   if (!training()) {
-    cpu_scale(count, test_scale_, dy, dx);
+    math::scale<Dtype>(dev, count, test_scale_, dy, dx);
     return;
   }
-  CHECK_EQ(static_cast<int>(mask_.size()), count)
+  CHECK_EQ(mask_.count(), count)
       << "Dropout Backward without a matching TRAIN Forward";
-  for (int i = 0; i < count; ++i) {
-    dx[i] = mask_[i] ? dy[i] * train_scale_ : Dtype(0);
-  }
+  for_each(
+      dev, count,
+      kernels::DropoutMask<Dtype>{dy, mask_.data_on(dev), dx, train_scale_});
 }
 
 INSTANTIATE_CLASS(DropoutLayer);

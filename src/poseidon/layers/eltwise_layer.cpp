@@ -1,5 +1,11 @@
-// Eltwise on the CPU: one pass over the elements, reading every bottom.
+// Eltwise on either device: one pass over the elements, reading every
+// bottom (kernels/eltwise_kernels.hpp).
 #include "poseidon/layers/eltwise_layer.hpp"
+
+#include <algorithm>
+
+#include "poseidon/kernels/eltwise_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -43,73 +49,109 @@ void EltwiseLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                      " and bottom[0] has shape ", bottom[0]->shape_string());
   }
   top[0]->ReshapeLike(*bottom[0]);
-  if (op_ == EltwiseParameter::MAX) argmax_.resize(bottom[0]->count());
+  if (op_ == EltwiseParameter::MAX) argmax_.Resize(bottom[0]->count());
 }
 
 template <typename Dtype>
-void EltwiseLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                      const vector<Blob<Dtype>*>& top) {
+void EltwiseLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& bottom,
+                                    const vector<Blob<Dtype>*>& top) {
+  using kernels::kEltwiseMaxInputs;
   const int count = top[0]->count();
   const int num_bottoms = static_cast<int>(bottom.size());
-  vector<const Dtype*> x(num_bottoms);
-  for (int k = 0; k < num_bottoms; ++k) x[k] = bottom[k]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  // Each y[i] is written after every x_k[i] is read, so the top may alias a
-  // bottom.
-  switch (op_) {
-    case EltwiseParameter::SUM:
-      for (int i = 0; i < count; ++i) {
-        Dtype sum = 0;
-        for (int k = 0; k < num_bottoms; ++k) sum += coeffs_[k] * x[k][i];
-        y[i] = sum;
-      }
-      break;
-    case EltwiseParameter::PROD:
-      for (int i = 0; i < count; ++i) {
-        Dtype prod = x[0][i];
-        for (int k = 1; k < num_bottoms; ++k) prod *= x[k][i];
-        y[i] = prod;
-      }
-      break;
-    case EltwiseParameter::MAX:
-      for (int i = 0; i < count; ++i) {
-        int best = 0;
-        for (int k = 1; k < num_bottoms; ++k) {
-          if (x[k][i] > x[best][i]) best = k;
+  // Each functor reads every x_k[i] of its chunk before writing y[i], so the
+  // top may be a bottom of the first chunk; a later one is read after the
+  // first chunk wrote y, so then the result is staged and copied at the end.
+  bool staged = false;
+  for (int k = kEltwiseMaxInputs; k < num_bottoms; ++k) {
+    staged = staged || bottom[k] == top[0];
+  }
+  Dtype* y = top[0]->mutable_data_on(dev);
+  if (staged) {
+    staging_.ReshapeLike(*top[0]);
+    y = staging_.mutable_data_on(dev);
+  }
+  for (int first = 0; first < num_bottoms; first += kEltwiseMaxInputs) {
+    const int num = std::min(kEltwiseMaxInputs, num_bottoms - first);
+    const bool resume = first > 0;
+    switch (op_) {
+      case EltwiseParameter::SUM: {
+        kernels::EltwiseSum<Dtype> f{};
+        for (int k = 0; k < num; ++k) {
+          f.x[k] = bottom[first + k]->data_on(dev);
+          f.coeff[k] = coeffs_[first + k];
         }
-        argmax_[i] = best;
-        y[i] = x[best][i];
+        f.num = num;
+        f.resume = resume;
+        f.y = y;
+        for_each(dev, count, f);
+        break;
       }
-      break;
-    default:
-      LOG(FATAL) << "unknown Eltwise operation " << op_;
+      case EltwiseParameter::PROD: {
+        kernels::EltwiseProd<Dtype> f{};
+        for (int k = 0; k < num; ++k) f.x[k] = bottom[first + k]->data_on(dev);
+        f.num = num;
+        f.resume = resume;
+        f.y = y;
+        for_each(dev, count, f);
+        break;
+      }
+      case EltwiseParameter::MAX: {
+        kernels::EltwiseMax<Dtype> f{};
+        for (int k = 0; k < num; ++k) f.x[k] = bottom[first + k]->data_on(dev);
+        f.num = num;
+        f.first = first;
+        f.resume = resume;
+        f.y = y;
+        f.argmax = argmax_.mutable_data_on(dev);
+        for_each(dev, count, f);
+        break;
+      }
+      default:
+        LOG(FATAL) << "unknown Eltwise operation " << op_;
+    }
+  }
+  if (staged) {
+    math::copy<Dtype>(dev, count, y, top[0]->mutable_data_on(dev));
   }
 }
 
 template <typename Dtype>
-void EltwiseLayer<Dtype>::ProdGradient(const vector<Blob<Dtype>*>& top,
+void EltwiseLayer<Dtype>::ProdGradient(Poseidon::Brew dev,
+                                       const vector<Blob<Dtype>*>& top,
                                        const vector<Blob<Dtype>*>& bottom,
                                        int k) {
   const int count = top[0]->count();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[k]->mutable_cpu_diff();
+  const Dtype* dy = top[0]->diff_on(dev);
+  Dtype* dx = bottom[k]->mutable_diff_on(dev);
   if (!stable_prod_grad_) {
-    const Dtype* y = top[0]->cpu_data();
-    const Dtype* xk = bottom[k]->cpu_data();
-    for (int i = 0; i < count; ++i) dx[i] = dy[i] * y[i] / xk[i];
+    for_each(dev, count,
+             kernels::EltwiseProdQuotientBackward<Dtype>{
+                 dy, top[0]->data_on(dev), bottom[k]->data_on(dev), dx});
     return;
   }
-  cpu_copy(count, dy, dx);
+  // dy times every other bottom, in the order of the bottoms, in chunks.
+  vector<const Dtype*> others;
   for (size_t j = 0; j < bottom.size(); ++j) {
-    if (static_cast<int>(j) == k) continue;
-    cpu_mul(count, dx, bottom[j]->cpu_data(), dx);
+    if (static_cast<int>(j) != k) others.push_back(bottom[j]->data_on(dev));
+  }
+  const int num_others = static_cast<int>(others.size());
+  for (int first = 0; first < num_others; first += kernels::kEltwiseMaxInputs) {
+    kernels::EltwiseProdBackward<Dtype> f{};
+    f.num = std::min(kernels::kEltwiseMaxInputs, num_others - first);
+    for (int j = 0; j < f.num; ++j) f.x[j] = others[first + j];
+    f.resume = first > 0;
+    f.dy = dy;
+    f.dx = dx;
+    for_each(dev, count, f);
   }
 }
 
 template <typename Dtype>
-void EltwiseLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                       const vector<bool>& propagate_down,
-                                       const vector<Blob<Dtype>*>& bottom) {
+void EltwiseLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                     const vector<Blob<Dtype>*>& top,
+                                     const vector<bool>& propagate_down,
+                                     const vector<Blob<Dtype>*>& bottom) {
   const int count = top[0]->count();
   const int num_bottoms = static_cast<int>(bottom.size());
   // A bottom that is also the top shares its diff with dE/dy, so it is
@@ -125,21 +167,22 @@ void EltwiseLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
   }
   if (aliased >= 0) order.push_back(aliased);
 
-  const Dtype* dy = top[0]->cpu_diff();
+  const Dtype* dy = top[0]->diff_on(dev);
   for (int k : order) {
     if (!propagate_down[k]) continue;
-    Dtype* dx = bottom[k]->mutable_cpu_diff();
     switch (op_) {
       case EltwiseParameter::SUM:
-        cpu_scale(count, coeffs_[k], dy, dx);
+        math::scale<Dtype>(dev, count, coeffs_[k], dy,
+                           bottom[k]->mutable_diff_on(dev));
         break;
       case EltwiseParameter::PROD:
-        ProdGradient(top, bottom, k);
+        ProdGradient(dev, top, bottom, k);
         break;
       case EltwiseParameter::MAX:
-        for (int i = 0; i < count; ++i) {
-          dx[i] = argmax_[i] == k ? dy[i] : Dtype(0);
-        }
+        for_each(
+            dev, count,
+            kernels::EltwiseMaxBackward<Dtype>{
+                dy, argmax_.data_on(dev), bottom[k]->mutable_diff_on(dev), k});
         break;
       default:
         LOG(FATAL) << "unknown Eltwise operation " << op_;

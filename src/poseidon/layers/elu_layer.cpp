@@ -1,45 +1,43 @@
-// ELU on the CPU.
+// ELU on either device: the bodies of kernels/neuron_kernels.hpp.
 #include "poseidon/layers/elu_layer.hpp"
 
-#include <cmath>
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
 template <typename Dtype>
-void ELULayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
+void ELULayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
   const Dtype alpha = this->layer_param_.elu_param().alpha();
   const int count = bottom[0]->count();
   if (alpha < 0 && this->InPlace(bottom, top)) {
     saved_input_.ReshapeLike(*bottom[0]);
-    cpu_copy(count, bottom[0]->cpu_data(), saved_input_.mutable_cpu_data());
+    math::copy<Dtype>(dev, count, bottom[0]->data_on(dev),
+                      saved_input_.mutable_data_on(dev));
   }
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    y[i] = x[i] > 0 ? x[i] : alpha * std::expm1(x[i]);
-  }
+  for_each(dev, count,
+           kernels::ELUForward<Dtype>{bottom[0]->data_on(dev),
+                                      top[0]->mutable_data_on(dev), alpha});
 }
 
 template <typename Dtype>
-void ELULayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
+void ELULayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
   const Dtype alpha = this->layer_param_.elu_param().alpha();
-  const int count = bottom[0]->count();
   // The mask comes from the input; in place, the output has the same
   // positives when alpha >= 0 (see the header).
-  const Dtype* mask_source = bottom[0]->cpu_data();
-  if (alpha < 0 && this->InPlace(bottom, top)) {
-    mask_source = saved_input_.cpu_data();
-  }
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) {
-    dx[i] = mask_source[i] > 0 ? dy[i] : dy[i] * (y[i] + alpha);
-  }
+  const Dtype* mask_source = alpha < 0 && this->InPlace(bottom, top)
+                                 ? saved_input_.data_on(dev)
+                                 : bottom[0]->data_on(dev);
+  for_each(dev, bottom[0]->count(),
+           kernels::ELUBackward<Dtype>{mask_source, top[0]->data_on(dev),
+                                       top[0]->diff_on(dev),
+                                       bottom[0]->mutable_diff_on(dev), alpha});
 }
 
 INSTANTIATE_CLASS(ELULayer);

@@ -1,7 +1,10 @@
-// Exp on the CPU.
+// Exp on either device: the bodies of kernels/neuron_kernels.hpp.
 #include "poseidon/layers/exp_layer.hpp"
 
 #include <cmath>
+
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -19,27 +22,25 @@ void ExpLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void ExpLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
-  const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    y[i] = std::exp(log_base_ * (shift_ + scale_ * x[i]));
-  }
+void ExpLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
+  for_each(dev, bottom[0]->count(),
+           kernels::ExpForward<Dtype>{bottom[0]->data_on(dev),
+                                      top[0]->mutable_data_on(dev), log_base_,
+                                      scale_, shift_});
 }
 
 template <typename Dtype>
-void ExpLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
+void ExpLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  const Dtype factor = log_base_ * scale_;
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) dx[i] = dy[i] * y[i] * factor;
+  for_each(dev, bottom[0]->count(),
+           kernels::ExpBackward<Dtype>{
+               top[0]->data_on(dev), top[0]->diff_on(dev),
+               bottom[0]->mutable_diff_on(dev), log_base_ * scale_});
 }
 
 INSTANTIATE_CLASS(ExpLayer);

@@ -1,7 +1,10 @@
-// Log on the CPU.
+// Log on either device: the bodies of kernels/neuron_kernels.hpp.
 #include "poseidon/layers/log_layer.hpp"
 
 #include <cmath>
+
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -20,34 +23,33 @@ void LogLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void LogLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
+void LogLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
   if (this->InPlace(bottom, top)) {
     saved_input_.ReshapeLike(*bottom[0]);
-    cpu_copy(count, bottom[0]->cpu_data(), saved_input_.mutable_cpu_data());
+    math::copy<Dtype>(dev, count, bottom[0]->data_on(dev),
+                      saved_input_.mutable_data_on(dev));
   }
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    y[i] = std::log(shift_ + scale_ * x[i]) * base_scale_;
-  }
+  for_each(dev, count,
+           kernels::LogForward<Dtype>{bottom[0]->data_on(dev),
+                                      top[0]->mutable_data_on(dev), base_scale_,
+                                      scale_, shift_});
 }
 
 template <typename Dtype>
-void LogLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
+void LogLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  const Dtype numerator = scale_ * base_scale_;
-  const Dtype* x = this->InPlace(bottom, top) ? saved_input_.cpu_data()
-                                              : bottom[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) {
-    dx[i] = dy[i] * numerator / (shift_ + scale_ * x[i]);
-  }
+  const Dtype* x = this->InPlace(bottom, top) ? saved_input_.data_on(dev)
+                                              : bottom[0]->data_on(dev);
+  for_each(dev, bottom[0]->count(),
+           kernels::LogBackward<Dtype>{x, top[0]->diff_on(dev),
+                                       bottom[0]->mutable_diff_on(dev),
+                                       scale_ * base_scale_, scale_, shift_});
 }
 
 INSTANTIATE_CLASS(LogLayer);

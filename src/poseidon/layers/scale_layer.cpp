@@ -1,7 +1,9 @@
-// Scale on the CPU; the bias term is delegated to a BiasLayer.
+// Scale on either device; the bias term is set up by a BiasLayer and
+// computed by Bias's helpers (AddBias, BiasGradient).
 #include "poseidon/layers/scale_layer.hpp"
 
 #include "poseidon/filler.hpp"
+#include "poseidon/kernels/channel_kernels.hpp"
 
 namespace poseidon {
 
@@ -64,66 +66,121 @@ void ScaleLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
       MatchOperand(*bottom[0], *ScaleBlob(bottom),
                    this->layer_param_.scale_param().axis(), "Scale's scale");
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
-}
-
-template <typename Dtype>
-void ScaleLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                    const vector<Blob<Dtype>*>& top) {
-  if (top[0] == bottom[0]) saved_input_.CopyFrom(*bottom[0], false, true);
-  const Dtype* scale = ScaleBlob(bottom)->cpu_data();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int o = 0; o < view_.outer; ++o) {
-    for (int d = 0; d < view_.dim; ++d) {
-      cpu_scale(view_.inner, scale[d], x, y);
-      x += view_.inner;
-      y += view_.inner;
-    }
-  }
-  if (bias_layer_) bias_layer_->Forward({top[0]}, {top[0]});
-}
-
-template <typename Dtype>
-void ScaleLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                     const vector<bool>& propagate_down,
-                                     const vector<Blob<Dtype>*>& bottom) {
   if (bias_layer_) {
-    // Only the bias diff: the bias passes dE/dy through unchanged.
-    bias_layer_->set_param_propagate_down(
-        0, this->param_propagate_down(bias_param_id_));
-    bias_layer_->Backward({top[0]}, {false}, {top[0]});
+    bias_view_ =
+        MatchOperand(*bottom[0], *this->blobs_[bias_param_id_],
+                     this->layer_param_.scale_param().axis(), "Scale's bias");
+  }
+}
+
+template <typename Dtype>
+void ScaleGradientOnDevice(Poseidon::Brew dev, const AxisBroadcast& view,
+                           const Dtype* dy, const Dtype* x, Dtype* product,
+                           bool accumulate, ChannelReducer<Dtype>* reducer,
+                           Dtype* ds) {
+  if (view.dim <= 0) return;
+  if (view.outer <= 0 || view.inner <= 0) {
+    if (!accumulate) math::set<Dtype>(dev, view.dim, Dtype(0), ds);
+    return;
+  }
+  math::mul<Dtype>(dev, view.outer * view.dim * view.inner, dy, x, product);
+  reducer->Sum(dev, view.outer, view.dim, view.inner, product,
+               accumulate ? Dtype(1) : Dtype(0), ds);
+}
+
+template <typename Dtype>
+void ScaleLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
+  if (top[0] == bottom[0]) {
+    saved_input_.ReshapeLike(*bottom[0]);
+    math::copy<Dtype>(dev, bottom[0]->count(), bottom[0]->data_on(dev),
+                      saved_input_.mutable_data_on(dev));
+  }
+  const Dtype* scale = ScaleBlob(bottom)->data_on(dev);
+  const Dtype* x = bottom[0]->data_on(dev);
+  Dtype* y = top[0]->mutable_data_on(dev);
+  const AxisBroadcast& v = view_;
+  if (!bias_layer_) {
+    channel_for_each(dev, v.outer, v.dim, v.inner,
+                     kernels::ScaleForward<Dtype>{x, scale, y});
+    return;
+  }
+  const Dtype* bias = this->blobs_[bias_param_id_]->data_on(dev);
+  if (bias_view_ == view_) {
+    // One pass; rounds as the two below do.
+    channel_for_each(dev, v.outer, v.dim, v.inner,
+                     kernels::ScaleBiasForward<Dtype>{x, scale, bias, y});
+  } else {
+    // The bias covers other axes than a scale from bottom[1].
+    channel_for_each(dev, v.outer, v.dim, v.inner,
+                     kernels::ScaleForward<Dtype>{x, scale, y});
+    AddBias(dev, bias_view_, y, bias, y);
+  }
+}
+
+template <typename Dtype>
+void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
+  const Dtype* dy = top[0]->diff_on(dev);
+  if (bias_layer_ && this->param_propagate_down(bias_param_id_)) {
+    // The bias passes dE/dy through unchanged: only its own diff.
+    BiasGradient(dev, bias_view_, dy, true, &reducer_,
+                 this->blobs_[bias_param_id_]->mutable_diff_on(dev));
   }
 
   const bool learned = bottom.size() == 1;
   const bool scale_grad =
       learned ? this->param_propagate_down(0) : propagate_down[1];
+  const bool in_place = top[0] == bottom[0];
   Blob<Dtype>* scale = ScaleBlob(bottom);
-  const Dtype* dy = top[0]->cpu_diff();
   if (scale_grad) {
     const Dtype* x =
-        top[0] == bottom[0] ? saved_input_.cpu_data() : bottom[0]->cpu_data();
-    Dtype* ds = scale->mutable_cpu_diff();
+        in_place ? saved_input_.data_on(dev) : bottom[0]->data_on(dev);
+    Dtype* ds = scale->mutable_diff_on(dev);
     // A learned scale accumulates; a bottom's diff is overwritten.
-    if (!learned) cpu_set(view_.dim, Dtype(0), ds);
-    for (int o = 0; o < view_.outer; ++o) {
-      for (int d = 0; d < view_.dim; ++d) {
-        const int offset = (o * view_.dim + d) * view_.inner;
-        ds[d] += cpu_dot(view_.inner, dy + offset, x + offset);
+    if (dev == Poseidon::GPU) {
+      // Scratch for dE/dy * x: bottom[0]'s diff when dE/dx overwrites it
+      // below anyway, else a blob of our own.
+      Dtype* product;
+      if (!in_place && propagate_down[0]) {
+        product = bottom[0]->mutable_diff_on(dev);
+      } else {
+        product_.ReshapeLike(*bottom[0]);
+        product = product_.mutable_data_on(dev);
+      }
+      ScaleGradientOnDevice(dev, view_, dy, x, product, learned, &reducer_, ds);
+    } else {
+      if (!learned) cpu_set(view_.dim, Dtype(0), ds);
+      for (int o = 0; o < view_.outer; ++o) {
+        for (int d = 0; d < view_.dim; ++d) {
+          const int offset = (o * view_.dim + d) * view_.inner;
+          ds[d] += cpu_dot(view_.inner, dy + offset, x + offset);
+        }
       }
     }
   }
   if (propagate_down[0]) {
-    // After dE/ds: in place, dE/dx overwrites dE/dy.
-    const Dtype* s = scale->cpu_data();
-    Dtype* dx = bottom[0]->mutable_cpu_diff();
-    for (int o = 0; o < view_.outer; ++o) {
-      for (int d = 0; d < view_.dim; ++d) {
-        const int offset = (o * view_.dim + d) * view_.inner;
-        cpu_scale(view_.inner, s[d], dy + offset, dx + offset);
-      }
-    }
+    // After dE/ds: dE/dx overwrites dE/dy in place and the product on the
+    // GPU. dE/dx = s * dE/dy, the forward body applied to dE/dy.
+    const AxisBroadcast& v = view_;
+    channel_for_each(
+        dev, v.outer, v.dim, v.inner,
+        kernels::ScaleForward<Dtype>{dy, scale->data_on(dev),
+                                     bottom[0]->mutable_diff_on(dev)});
   }
 }
+
+template void ScaleGradientOnDevice<float>(Poseidon::Brew, const AxisBroadcast&,
+                                           const float*, const float*, float*,
+                                           bool, ChannelReducer<float>*,
+                                           float*);
+template void ScaleGradientOnDevice<double>(Poseidon::Brew,
+                                            const AxisBroadcast&, const double*,
+                                            const double*, double*, bool,
+                                            ChannelReducer<double>*, double*);
 
 INSTANTIATE_CLASS(ScaleLayer);
 REGISTER_LAYER_CLASS(Scale);

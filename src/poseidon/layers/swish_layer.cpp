@@ -1,7 +1,8 @@
-// Swish on the CPU.
+// Swish on either device: the bodies of kernels/neuron_kernels.hpp.
 #include "poseidon/layers/swish_layer.hpp"
 
-#include <cmath>
+#include "poseidon/kernels/neuron_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -13,35 +14,27 @@ void SwishLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void SwishLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                    const vector<Blob<Dtype>*>& top) {
+void SwishLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                  const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
   const Dtype beta = this->layer_param_.swish_param().beta();
-  const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* s = sigmoid_output_.mutable_cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int i = 0; i < count; ++i) {
-    // The logistic function written with tanh, which cannot overflow.
-    s[i] = Dtype(0.5) * std::tanh(Dtype(0.5) * beta * x[i]) + Dtype(0.5);
-    y[i] = x[i] * s[i];
-  }
+  for_each(dev, bottom[0]->count(),
+           kernels::SwishForward<Dtype>{bottom[0]->data_on(dev),
+                                        sigmoid_output_.mutable_data_on(dev),
+                                        top[0]->mutable_data_on(dev), beta});
 }
 
 template <typename Dtype>
-void SwishLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                     const vector<bool>& propagate_down,
-                                     const vector<Blob<Dtype>*>& bottom) {
+void SwishLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
   const Dtype beta = this->layer_param_.swish_param().beta();
-  const int count = bottom[0]->count();
-  const Dtype* s = sigmoid_output_.cpu_data();
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int i = 0; i < count; ++i) {
-    const Dtype beta_y = beta * y[i];
-    dx[i] = dy[i] * (beta_y + s[i] * (Dtype(1) - beta_y));
-  }
+  for_each(dev, bottom[0]->count(),
+           kernels::SwishBackward<Dtype>{
+               sigmoid_output_.data_on(dev), top[0]->data_on(dev),
+               top[0]->diff_on(dev), bottom[0]->mutable_diff_on(dev), beta});
 }
 
 INSTANTIATE_CLASS(SwishLayer);

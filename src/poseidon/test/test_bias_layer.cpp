@@ -1,10 +1,13 @@
 // Bias: forward against a broadcast computed here for learned, bottom-given
-// and scalar biases; gradients; in place; parameter and shape errors.
+// and scalar biases; gradients; in place; parameter and shape errors; CPU/GPU
+// agreement (skipped without a GPU).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/layers/bias_layer.hpp"
@@ -230,6 +233,69 @@ TYPED_TEST(BiasLayerTest, Registered) {
   using Dtype = typename TestFixture::Dtype;
   auto layer = LayerRegistry<Dtype>::CreateLayer(this->Param(1, 1));
   EXPECT_STREQ(layer->type(), "Bias");
+}
+
+// ---- CPU/GPU agreement ------------------------------------------------------
+
+template <typename Dtype>
+class BiasLayerGPUTest : public ::testing::Test {};
+
+TYPED_TEST_SUITE(BiasLayerGPUTest, test::TestDtypes);
+
+LayerParameter LearnedBias(int axis, int num_axes) {
+  LayerParameter param;
+  param.set_type("Bias");
+  param.mutable_bias_param()->set_axis(axis);
+  param.mutable_bias_param()->set_num_axes(num_axes);
+  param.mutable_bias_param()->mutable_filler()->set_type("gaussian");
+  return param;
+}
+
+// `shapes[0]` is the bottom, `shapes[1]` (if any) the bias as a bottom.
+template <typename Dtype>
+void ExpectBiasAgrees(const LayerParameter& param,
+                      const vector<vector<int>>& shapes) {
+  vector<std::unique_ptr<Blob<Dtype>>> blobs;
+  vector<Blob<Dtype>*> bottoms;
+  for (const vector<int>& shape : shapes) {
+    blobs.emplace_back(new Blob<Dtype>(shape));
+    test::FillGaussian(blobs.back().get());
+    bottoms.push_back(blobs.back().get());
+  }
+  test::ExpectCpuGpuAgree<Dtype>(param, bottoms);
+}
+
+TYPED_TEST(BiasLayerGPUTest, PerChannelAgreesWithCpu) {
+  ExpectBiasAgrees<TypeParam>(LearnedBias(1, 1), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(BiasLayerGPUTest, LargerPerChannelAgreesWithCpu) {
+  ExpectBiasAgrees<TypeParam>(LearnedBias(1, 1), {{6, 16, 12, 13}});
+}
+
+TYPED_TEST(BiasLayerGPUTest, ToTheEndAgreesWithCpu) {
+  ExpectBiasAgrees<TypeParam>(LearnedBias(1, -1), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(BiasLayerGPUTest, ScalarAgreesWithCpu) {
+  ExpectBiasAgrees<TypeParam>(LearnedBias(1, 0), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(BiasLayerGPUTest, InnerAxesAgreeWithCpu) {
+  ExpectBiasAgrees<TypeParam>(LearnedBias(2, 2), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(BiasLayerGPUTest, FromBottomAgreesWithCpu) {
+  LayerParameter param;
+  param.set_type("Bias");
+  ExpectBiasAgrees<TypeParam>(param, {{2, 3, 4, 5}, {3, 4}});
+}
+
+TYPED_TEST(BiasLayerGPUTest, FromBottomAtAxisZeroAgreesWithCpu) {
+  LayerParameter param;
+  param.set_type("Bias");
+  param.mutable_bias_param()->set_axis(0);
+  ExpectBiasAgrees<TypeParam>(param, {{2, 3, 4, 5}, {2, 3}});
 }
 
 }  // namespace

@@ -1,15 +1,19 @@
 // Eltwise: SUM (with coefficients), PROD (stable and quotient gradients) and
-// MAX against element-wise formulas; gradients; in place; errors for
-// mismatched shapes and bad coefficients.
+// MAX against element-wise formulas; gradients; in place; more bottoms than
+// one kernel launch takes; errors for mismatched shapes and bad
+// coefficients; CPU/GPU agreement (skipped without a GPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layer_factory.hpp"
+#include "poseidon/kernels/eltwise_kernels.hpp"
 #include "poseidon/layers/eltwise_layer.hpp"
 #include "test_util.hpp"
 
@@ -305,11 +309,167 @@ TYPED_TEST(EltwiseLayerTest, RejectsInPlaceProdAndSingleBottom) {
   EXPECT_THROW(single.SetUp(one, this->top_vec_), ConfigError);
 }
 
+// More bottoms than one functor takes (kernels::kEltwiseMaxInputs): the
+// chunks must give the single loop's results, also in place on a bottom of
+// the first chunk and on one of a later chunk (whose values the first chunk
+// would overwrite before the later one reads them).
+TYPED_TEST(EltwiseLayerTest, MoreBottomsThanOneKernelTakes) {
+  using Dtype = typename TestFixture::Dtype;
+  const int num = kernels::kEltwiseMaxInputs + 5;
+  const vector<int> shape = {3, 5, 7};
+  const int count = 3 * 5 * 7;
+  for (auto op : {EltwiseParameter::SUM, EltwiseParameter::PROD,
+                  EltwiseParameter::MAX}) {
+    SCOPED_TRACE(EltwiseParameter::EltwiseOp_Name(op));
+    LayerParameter param = this->Param(op);
+    vector<double> coeff(num, 1);
+    for (int k = 0; k < num && op == EltwiseParameter::SUM; ++k) {
+      coeff[k] = 0.25 * (k % 7) - 0.6;
+      param.mutable_eltwise_param()->add_coeff(float(coeff[k]));
+    }
+    vector<std::unique_ptr<Blob<Dtype>>> blobs;
+    vector<Blob<Dtype>*> bottoms;
+    for (int k = 0; k < num; ++k) {
+      blobs.emplace_back(new Blob<Dtype>(shape));
+      test::FillUniform(blobs.back().get(), 0.7, 1.4);
+      bottoms.push_back(blobs.back().get());
+    }
+    Blob<Dtype> top_diff(shape);
+    test::FillGaussian(&top_diff);
+    // Out of place, against a reference in double.
+    Blob<Dtype> top;
+    vector<Blob<Dtype>*> top_vec = {&top};
+    auto layer = LayerRegistry<Dtype>::CreateLayer(param);
+    layer->SetUp(bottoms, top_vec);
+    layer->Forward(bottoms, top_vec);
+    cpu_copy(count, top_diff.cpu_data(), top.mutable_cpu_diff());
+    layer->Backward(top_vec, vector<bool>(num, true), bottoms);
+    for (int i = 0; i < count; ++i) {
+      double y = op == EltwiseParameter::SUM ? 0 : 1;
+      int best = 0;
+      for (int k = 0; k < num; ++k) {
+        const double x = bottoms[k]->cpu_data()[i];
+        if (op == EltwiseParameter::SUM) y += coeff[k] * x;
+        if (op == EltwiseParameter::PROD) y *= x;
+        if (x > bottoms[best]->cpu_data()[i]) best = k;
+      }
+      if (op == EltwiseParameter::MAX) y = bottoms[best]->cpu_data()[i];
+      EXPECT_NEAR(top.cpu_data()[i], y, 1e-5 * (1 + std::fabs(y))) << i;
+      for (int k = 0; k < num; ++k) {
+        const double dy = top_diff.cpu_data()[i];
+        const double x = bottoms[k]->cpu_data()[i];
+        const double dx = op == EltwiseParameter::SUM    ? coeff[k] * dy
+                          : op == EltwiseParameter::PROD ? dy * y / x
+                          : k == best                    ? dy
+                                                         : 0;
+        EXPECT_NEAR(bottoms[k]->cpu_diff()[i], dx, 1e-5 * (1 + std::fabs(dx)))
+            << "bottom " << k << " element " << i;
+      }
+    }
+    if (op == EltwiseParameter::PROD) continue;  // PROD is never in place
+    // In place on bottom 3 and on bottom 18: the same numbers.
+    for (int aliased : {3, num - 3}) {
+      SCOPED_TRACE(aliased);
+      vector<std::unique_ptr<Blob<Dtype>>> copies;
+      vector<Blob<Dtype>*> io;
+      for (int k = 0; k < num; ++k) {
+        copies.emplace_back(new Blob<Dtype>());
+        copies.back()->CopyFrom(*bottoms[k], false, true);
+        io.push_back(copies.back().get());
+      }
+      vector<Blob<Dtype>*> io_top = {io[aliased]};
+      auto in_place = LayerRegistry<Dtype>::CreateLayer(param);
+      in_place->SetUp(io, io_top);
+      in_place->Forward(io, io_top);
+      for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(io[aliased]->cpu_data()[i], top.cpu_data()[i]) << i;
+      }
+      cpu_copy(count, top_diff.cpu_data(), io[aliased]->mutable_cpu_diff());
+      in_place->Backward(io_top, vector<bool>(num, true), io);
+      for (int k = 0; k < num; ++k) {
+        for (int i = 0; i < count; ++i) {
+          ASSERT_EQ(io[k]->cpu_diff()[i], bottoms[k]->cpu_diff()[i])
+              << "bottom " << k << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TYPED_TEST(EltwiseLayerTest, Registered) {
   using Dtype = typename TestFixture::Dtype;
   auto layer =
       LayerRegistry<Dtype>::CreateLayer(this->Param(EltwiseParameter::SUM));
   EXPECT_STREQ(layer->type(), "Eltwise");
+}
+
+// ---- CPU/GPU agreement ------------------------------------------------------
+
+template <typename Dtype>
+class EltwiseLayerGPUTest : public ::testing::Test {};
+
+TYPED_TEST_SUITE(EltwiseLayerGPUTest, test::TestDtypes);
+
+LayerParameter EltwiseParam(EltwiseParameter::EltwiseOp op) {
+  LayerParameter param;
+  param.set_type("Eltwise");
+  param.mutable_eltwise_param()->set_operation(op);
+  return param;
+}
+
+// `num` bottoms of one shape, uniform in [lo, hi].
+template <typename Dtype>
+void ExpectEltwiseAgrees(const LayerParameter& param, int num,
+                         double lo = -1.5, double hi = 1.5) {
+  vector<std::unique_ptr<Blob<Dtype>>> blobs;
+  vector<Blob<Dtype>*> bottoms;
+  for (int k = 0; k < num; ++k) {
+    blobs.emplace_back(new Blob<Dtype>(vector<int>{2, 3, 4, 5}));
+    test::FillUniform(blobs.back().get(), lo, hi);
+    bottoms.push_back(blobs.back().get());
+  }
+  test::ExpectCpuGpuAgree<Dtype>(param, bottoms);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, SumAgreesWithCpu) {
+  ExpectEltwiseAgrees<TypeParam>(EltwiseParam(EltwiseParameter::SUM), 2);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, SumWithCoefficientsAgreesWithCpu) {
+  LayerParameter param = EltwiseParam(EltwiseParameter::SUM);
+  for (float c : {0.5f, -1.5f, 2.0f}) {
+    param.mutable_eltwise_param()->add_coeff(c);
+  }
+  ExpectEltwiseAgrees<TypeParam>(param, 3);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, ProdAgreesWithCpu) {
+  ExpectEltwiseAgrees<TypeParam>(EltwiseParam(EltwiseParameter::PROD), 3);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, ProdQuotientGradientAgreesWithCpu) {
+  LayerParameter param = EltwiseParam(EltwiseParameter::PROD);
+  param.mutable_eltwise_param()->set_stable_prod_grad(false);
+  ExpectEltwiseAgrees<TypeParam>(param, 3, 0.5, 1.5);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, MaxAgreesWithCpu) {
+  ExpectEltwiseAgrees<TypeParam>(EltwiseParam(EltwiseParameter::MAX), 3);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, ManyBottomSumAgreesWithCpu) {
+  ExpectEltwiseAgrees<TypeParam>(EltwiseParam(EltwiseParameter::SUM),
+                                 kernels::kEltwiseMaxInputs + 4);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, ManyBottomProdAgreesWithCpu) {
+  ExpectEltwiseAgrees<TypeParam>(EltwiseParam(EltwiseParameter::PROD),
+                                 kernels::kEltwiseMaxInputs + 4, 0.7, 1.4);
+}
+
+TYPED_TEST(EltwiseLayerGPUTest, ManyBottomMaxAgreesWithCpu) {
+  ExpectEltwiseAgrees<TypeParam>(EltwiseParam(EltwiseParameter::MAX),
+                                 kernels::kEltwiseMaxInputs + 4);
 }
 
 }  // namespace

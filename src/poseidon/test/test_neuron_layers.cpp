@@ -1,6 +1,7 @@
 // Element-wise layers: ReLU, Sigmoid, TanH and Dropout. Forward against the
-// formulas, gradients by finite differences, and in-place runs against
-// out-of-place ones.
+// formulas, gradients by finite differences, in-place runs against
+// out-of-place ones (on the GPU with each engine), Dropout's mask statistics
+// and reuse on each device, and the engine rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "gradient_checker.hpp"
 #include "poseidon/layer_factory.hpp"
+#include "poseidon/layers/activation_engine.hpp"
 #include "poseidon/layers/dropout_layer.hpp"
 #include "poseidon/layers/relu_layer.hpp"
 #include "poseidon/layers/sigmoid_layer.hpp"
@@ -296,6 +298,61 @@ TYPED_TEST(NeuronLayerTest, DropoutRejectsBadRatio) {
   }
 }
 
+// Our kernels and cuDNN, each in place against out of place (the typed GPU
+// variants exercise both engines; the CPU ignores the engine).
+TYPED_TEST(NeuronLayerTest, InPlaceWithEachEngine) {
+  for (int engine : {ReLUParameter::CAFFE, ReLUParameter::CUDNN}) {
+    SCOPED_TRACE(engine);
+    LayerParameter relu = Param("ReLU");
+    relu.mutable_relu_param()->set_engine(ReLUParameter::Engine(engine));
+    this->ExpectInPlaceMatches(relu);
+    LayerParameter sigmoid = Param("Sigmoid");
+    sigmoid.mutable_sigmoid_param()->set_engine(
+        SigmoidParameter::Engine(engine));
+    this->ExpectInPlaceMatches(sigmoid);
+    LayerParameter tanh = Param("TanH");
+    tanh.mutable_tanh_param()->set_engine(TanHParameter::Engine(engine));
+    this->ExpectInPlaceMatches(tanh);
+  }
+}
+
+// A large blob, so that the keep fraction is tight and the GPU's mask
+// (cuRAND bits against a threshold) is checked over many blocks: every kept
+// unit is scaled, Backward drops exactly the units Forward dropped.
+TYPED_TEST(NeuronLayerTest, DropoutMaskOverALargeBlob) {
+  using Dtype = typename TestFixture::Dtype;
+  const int count = 1 << 17;
+  for (float ratio : {0.5f, 0.1f}) {
+    SCOPED_TRACE(ratio);
+    Blob<Dtype> bottom({2, count / 2});
+    test::FillUniform(&bottom, 1.0, 2.0);  // never 0
+    vector<Blob<Dtype>*> bottom_vec = {&bottom};
+    DropoutLayer<Dtype> layer(DropoutParam(TRAIN, ratio, true));
+    layer.SetUp(bottom_vec, this->top_vec_);
+    layer.Forward(bottom_vec, this->top_vec_);
+    cpu_set(count, Dtype(1), this->top_.mutable_cpu_diff());
+    layer.Backward(this->top_vec_, {true}, bottom_vec);
+    const Dtype scale = Dtype(1) / (Dtype(1) - Dtype(ratio));
+    int kept = 0;
+    int mismatches = 0;
+    for (int i = 0; i < count; ++i) {
+      const Dtype y = this->top_.cpu_data()[i];
+      const Dtype dx = bottom.cpu_diff()[i];
+      const bool keep = y != 0;
+      kept += keep;
+      const bool ok = keep ? (y == bottom.cpu_data()[i] * scale && dx == scale)
+                           : dx == 0;
+      if (!ok && ++mismatches <= 5) {
+        ADD_FAILURE() << "element " << i << ": x " << bottom.cpu_data()[i]
+                      << ", y " << y << ", dE/dx " << dx;
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+    const double sigma = std::sqrt(ratio * (1 - ratio) / count);
+    EXPECT_NEAR(kept / double(count), 1 - ratio, 5 * sigma);
+  }
+}
+
 TYPED_TEST(NeuronLayerTest, BlobCountsAreChecked) {
   using Dtype = typename TestFixture::Dtype;
   ReLULayer<Dtype> layer(Param("ReLU"));
@@ -309,6 +366,35 @@ TYPED_TEST(NeuronLayerTest, Registered) {
   for (const char* type : {"ReLU", "Sigmoid", "TanH", "Dropout"}) {
     auto layer = LayerRegistry<Dtype>::CreateLayer(Param(type));
     EXPECT_STREQ(layer->type(), type);
+  }
+}
+
+// The engine rule (layers/activation_engine.hpp), for both kinds of build.
+TEST(ActivationEngineTest, ResolveEngine) {
+  const int kDefault = 0, kCaffe = 1, kCudnn = 2;
+  for (bool built : {false, true}) {
+    SCOPED_TRACE(built);
+    EngineChoice c = ResolveEngine(kDefault, built, "ReLU", "");
+    EXPECT_EQ(c.cudnn, built);
+    EXPECT_EQ(c.warning, "");
+    c = ResolveEngine(kCaffe, built, "ReLU", "");
+    EXPECT_FALSE(c.cudnn);
+    EXPECT_EQ(c.warning, "");
+    c = ResolveEngine(kCudnn, built, "ReLU", "");
+    EXPECT_EQ(c.cudnn, built);
+    EXPECT_EQ(c.warning.empty(), built);
+    if (!built) EXPECT_NE(c.warning.find("without cuDNN"), string::npos);
+    // Parameters cuDNN cannot compute: our kernels, silently unless CUDNN
+    // was asked for.
+    c = ResolveEngine(kDefault, built, "ReLU", "no leaky ReLU");
+    EXPECT_FALSE(c.cudnn);
+    EXPECT_EQ(c.warning, "");
+    c = ResolveEngine(kCudnn, built, "ReLU", "no leaky ReLU");
+    EXPECT_FALSE(c.cudnn);
+    EXPECT_NE(c.warning.find("ReLU"), string::npos) << c.warning;
+    EXPECT_NE(c.warning.find(built ? "no leaky ReLU" : "without cuDNN"),
+              string::npos)
+        << c.warning;
   }
 }
 

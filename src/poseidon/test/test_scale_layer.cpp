@@ -1,11 +1,14 @@
 // Scale: forward against a broadcast computed here (learned, bottom-given and
 // scalar scales, with and without bias), gradients for data, scale and bias,
-// in place, and parameter and shape errors.
+// in place, and parameter and shape errors; CPU/GPU agreement (skipped
+// without a GPU).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/layers/scale_layer.hpp"
@@ -295,6 +298,81 @@ TYPED_TEST(ScaleLayerTest, Registered) {
   using Dtype = typename TestFixture::Dtype;
   auto layer = LayerRegistry<Dtype>::CreateLayer(this->Param(1, 1, false));
   EXPECT_STREQ(layer->type(), "Scale");
+}
+
+// ---- CPU/GPU agreement ------------------------------------------------------
+
+template <typename Dtype>
+class ScaleLayerGPUTest : public ::testing::Test {};
+
+TYPED_TEST_SUITE(ScaleLayerGPUTest, test::TestDtypes);
+
+LayerParameter ScaleParam(int axis, int num_axes, bool bias_term) {
+  LayerParameter param;
+  param.set_type("Scale");
+  ScaleParameter* p = param.mutable_scale_param();
+  p->set_axis(axis);
+  p->set_num_axes(num_axes);
+  p->mutable_filler()->set_type("gaussian");
+  p->set_bias_term(bias_term);
+  if (bias_term) p->mutable_bias_filler()->set_type("gaussian");
+  return param;
+}
+
+// `shapes[0]` is the bottom, `shapes[1]` (if any) the scale as a bottom.
+template <typename Dtype>
+void ExpectScaleAgrees(const LayerParameter& param,
+                       const vector<vector<int>>& shapes) {
+  vector<std::unique_ptr<Blob<Dtype>>> blobs;
+  vector<Blob<Dtype>*> bottoms;
+  for (const vector<int>& shape : shapes) {
+    blobs.emplace_back(new Blob<Dtype>(shape));
+    test::FillGaussian(blobs.back().get());
+    bottoms.push_back(blobs.back().get());
+  }
+  test::ExpectCpuGpuAgree<Dtype>(param, bottoms);
+}
+
+TYPED_TEST(ScaleLayerGPUTest, PerChannelAgreesWithCpu) {
+  ExpectScaleAgrees<TypeParam>(ScaleParam(1, 1, false), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(ScaleLayerGPUTest, PerChannelWithBiasAgreesWithCpu) {
+  ExpectScaleAgrees<TypeParam>(ScaleParam(1, 1, true), {{2, 3, 4, 5}});
+}
+
+// The shape of BatchNorm + Scale in a ResNet, smaller.
+TYPED_TEST(ScaleLayerGPUTest, LargerWithBiasAgreesWithCpu) {
+  ExpectScaleAgrees<TypeParam>(ScaleParam(1, 1, true), {{6, 16, 12, 13}});
+}
+
+TYPED_TEST(ScaleLayerGPUTest, ScalarWithBiasAgreesWithCpu) {
+  ExpectScaleAgrees<TypeParam>(ScaleParam(1, 0, true), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(ScaleLayerGPUTest, ToTheEndWithBiasAgreesWithCpu) {
+  ExpectScaleAgrees<TypeParam>(ScaleParam(1, -1, true), {{2, 3, 4, 5}});
+}
+
+TYPED_TEST(ScaleLayerGPUTest, FromBottomAgreesWithCpu) {
+  LayerParameter param;
+  param.set_type("Scale");
+  ExpectScaleAgrees<TypeParam>(param, {{2, 3, 4, 5}, {3, 4}});
+}
+
+// The bias covers axis 1 only while the scale from bottom[1] covers axes
+// 1 and 2: the bias is added in a pass of its own.
+TYPED_TEST(ScaleLayerGPUTest, FromBottomWithBiasAgreesWithCpu) {
+  LayerParameter param = ScaleParam(1, 1, true);
+  param.mutable_scale_param()->clear_filler();
+  ExpectScaleAgrees<TypeParam>(param, {{2, 3, 4, 5}, {3, 4}});
+}
+
+TYPED_TEST(ScaleLayerGPUTest, FromBottomAtAxisZeroAgreesWithCpu) {
+  LayerParameter param;
+  param.set_type("Scale");
+  param.mutable_scale_param()->set_axis(0);
+  ExpectScaleAgrees<TypeParam>(param, {{2, 3, 4, 5}, {2, 3}});
 }
 
 }  // namespace
