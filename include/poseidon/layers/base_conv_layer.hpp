@@ -18,6 +18,11 @@
 //                    axes, axes after it are spatial.
 //   force_nd_im2col  (default false) use the generic N-D path for 2-D too.
 //   weight_filler, bias_filler (default constant 0).
+//   engine           (default DEFAULT) GPU mode only: DEFAULT and CUDNN run
+//                    2-D and 3-D convolutions with cuDNN (CUDNN in a build
+//                    without cuDNN, or on other geometries, warns once and
+//                    falls back); CAFFE, 1-D, N-D with N > 3 and
+//                    force_nd_im2col run the im2col + GEMM path below.
 //
 // Blobs: blobs()[0] the weights, shape (conv_out_channels,
 // conv_in_channels / group, kernel...), where for Convolution
@@ -26,12 +31,6 @@
 //
 // Bottoms/tops: one or more bottoms of identical shape, one top each, all
 // using the same weights.
-//
-//   engine           (default DEFAULT) GPU mode only: DEFAULT and CUDNN run
-//                    2-D and 3-D convolutions with cuDNN (CUDNN in a build
-//                    without cuDNN, or on other geometries, warns once and
-//                    falls back); CAFFE, 1-D, N-D with N > 3 and
-//                    force_nd_im2col run the im2col + GEMM path below.
 //
 // Devices. The CPU pass is the im2col + OpenBLAS arrangements and the
 // AVX-512 direct path described at Algorithm. The GPU pass is either
@@ -48,7 +47,9 @@
 //     on the CPU with Algorithm::kPortable, which is how the CPU tests check
 //     it.
 // Deconvolution's forward is the convolution's backward data and its input
-// gradient the convolution's forward, on every path.
+// gradient the convolution's forward, on every path. Geometries with more
+// than kernels::kMaxIm2colAxes (8) spatial axes run the CPU pass in GPU
+// mode, with a warning.
 //
 // Thread safety: as for any layer, one thread at a time. Inside a call the
 // batched and direct paths may run chunks of the batch on

@@ -208,7 +208,9 @@ ConvAlgoPerf ToPerf(const Perf& p) {
   return r;
 }
 
-// Runs the measurement of key.pass with `workspace` bytes of scratch.
+// Runs the measurement of key.pass with `workspace` bytes of scratch. A
+// call cuDNN refuses (e.g. a data type or geometry it has no algorithm
+// for) gives no results, and the layer falls back to its GEMM path.
 std::vector<ConvAlgoPerf> Measure(const ConvAlgoKey& key,
                                   const ConvDescriptors& d,
                                   const ConvSearchBuffers& b, void* workspace,
@@ -216,14 +218,16 @@ std::vector<ConvAlgoPerf> Measure(const ConvAlgoKey& key,
   cudnnHandle_t handle = gpu::Cudnn();
   std::vector<ConvAlgoPerf> results;
   int requested = 0, returned = 0;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
   switch (key.pass) {
     case ConvPass::kForward: {
       POSEIDON_CUDNN_CHECK(
           cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &requested));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(requested);
-      POSEIDON_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+      status = cudnnFindConvolutionForwardAlgorithmEx(
           handle, d.x, b.x, d.w, b.w, d.conv, d.y, b.y, requested, &returned,
-          perf.data(), workspace, workspace_bytes));
+          perf.data(), workspace, workspace_bytes);
+      if (status != CUDNN_STATUS_SUCCESS) returned = 0;
       for (int i = 0; i < returned; ++i) results.push_back(ToPerf(perf[i]));
       break;
     }
@@ -231,9 +235,10 @@ std::vector<ConvAlgoPerf> Measure(const ConvAlgoKey& key,
       POSEIDON_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(
           handle, &requested));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(requested);
-      POSEIDON_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+      status = cudnnFindConvolutionBackwardDataAlgorithmEx(
           handle, d.w, b.w, d.y, b.dy, d.conv, d.x, b.dx, requested, &returned,
-          perf.data(), workspace, workspace_bytes));
+          perf.data(), workspace, workspace_bytes);
+      if (status != CUDNN_STATUS_SUCCESS) returned = 0;
       for (int i = 0; i < returned; ++i) results.push_back(ToPerf(perf[i]));
       break;
     }
@@ -243,12 +248,18 @@ std::vector<ConvAlgoPerf> Measure(const ConvAlgoKey& key,
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(requested);
       Scratch filter_grad;
       filter_grad.Allocate(Count(key.filter) * DataTypeSize(key.data_type));
-      POSEIDON_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+      status = cudnnFindConvolutionBackwardFilterAlgorithmEx(
           handle, d.x, b.x, d.y, b.dy, d.conv, d.w, filter_grad.get(),
-          requested, &returned, perf.data(), workspace, workspace_bytes));
+          requested, &returned, perf.data(), workspace, workspace_bytes);
+      if (status != CUDNN_STATUS_SUCCESS) returned = 0;
       for (int i = 0; i < returned; ++i) results.push_back(ToPerf(perf[i]));
       break;
     }
+  }
+  if (status != CUDNN_STATUS_SUCCESS) {
+    LOG(WARNING) << "cuDNN convolution " << key.ToString()
+                 << ": the algorithm search failed: "
+                 << cudnnGetErrorString(status);
   }
   return results;
 }
