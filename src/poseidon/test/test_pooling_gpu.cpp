@@ -459,7 +459,11 @@ TYPED_TEST(PoolingLayerGPUTest, StochasticTrainPicksFromTheWindow) {
   Poseidon::set_mode(Poseidon::CPU);
 }
 
-TYPED_TEST(PoolingLayerGPUTest, SPP) {
+template <typename Dtype>
+class SPPLayerGPUTest : public PoolingLayerGPUTest<Dtype> {};
+TYPED_TEST_SUITE(SPPLayerGPUTest, test::TestDtypes);
+
+TYPED_TEST(SPPLayerGPUTest, MaxAndAveLevels) {
   using Dtype = TypeParam;
   Blob<Dtype> bottom(2, 3, 9, 7);
   test::FillGaussian(&bottom);
@@ -477,7 +481,11 @@ TYPED_TEST(PoolingLayerGPUTest, SPP) {
   }
 }
 
-TYPED_TEST(PoolingLayerGPUTest, Im2col) {
+template <typename Dtype>
+class Im2colLayerGPUTest : public PoolingLayerGPUTest<Dtype> {};
+TYPED_TEST_SUITE(Im2colLayerGPUTest, test::TestDtypes);
+
+TYPED_TEST(Im2colLayerGPUTest, TwoDNdAndForceNd) {
   using Dtype = TypeParam;
   for (const Im2colCase& c : kIm2colCases) {
     Blob<Dtype> bottom(c.shape);
