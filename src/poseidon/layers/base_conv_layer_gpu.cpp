@@ -68,10 +68,10 @@ void BaseConvolutionLayer<Dtype>::ChoosePortable() {
                       "cuDNN; using im2col + GEMM");
   }
 #endif
-  const size_t columns = static_cast<size_t>(conv_out_spatial_dim_);
+  // Per image: its columns and its channel-major output.
+  const size_t rows = static_cast<size_t>(col_shape_[0]) + conv_out_channels_;
   const size_t per_image =
-      sizeof(Dtype) * (static_cast<size_t>(col_shape_[0]) + conv_out_channels_) *
-      std::max<size_t>(columns, 1);
+      sizeof(Dtype) * rows * std::max(conv_out_spatial_dim_, 1);
   const size_t fit = std::max<size_t>(1, max_buffer_bytes_ / per_image);
   portable_images_ = static_cast<int>(
       std::min<size_t>(fit, static_cast<size_t>(std::max(num_, 1))));
