@@ -18,6 +18,11 @@
 //                    axes, axes after it are spatial.
 //   force_nd_im2col  (default false) use the generic N-D path for 2-D too.
 //   weight_filler, bias_filler (default constant 0).
+//   engine           (default DEFAULT) GPU mode only: DEFAULT and CUDNN run
+//                    2-D and 3-D convolutions with cuDNN (CUDNN in a build
+//                    without cuDNN, or on other geometries, warns once and
+//                    falls back); CAFFE, 1-D, N-D with N > 3 and
+//                    force_nd_im2col run the im2col + GEMM path below.
 //
 // Blobs: blobs()[0] the weights, shape (conv_out_channels,
 // conv_in_channels / group, kernel...), where for Convolution
@@ -26,6 +31,25 @@
 //
 // Bottoms/tops: one or more bottoms of identical shape, one top each, all
 // using the same weights.
+//
+// Devices. The CPU pass is the im2col + OpenBLAS arrangements and the
+// AVX-512 direct path described at Algorithm. The GPU pass is either
+//   - cuDNN (base_conv_layer_cudnn.cpp): cudnnConvolutionForward /
+//     BackwardData / BackwardFilter with one descriptor set per shape (made
+//     in Reshape), group count on the descriptor, algorithms measured once
+//     per shape (Note [Convolution algorithm choice] in
+//     util/cudnn_conv_algo.hpp), workspace from gpu::Workspace, the bias by
+//     cudnnAddTensor / cudnnConvolutionBackwardBias; or
+//   - the portable GEMM path (base_conv_layer_gpu.cpp): im2col of chunks of
+//     images by the functors of kernels/im2col_kernels.hpp (col2im as a
+//     gather, no atomics), one math::gemm per chunk and group, scratch from
+//     gpu::Workspace, the bias by a functor and two gemv. The same code runs
+//     on the CPU with Algorithm::kPortable, which is how the CPU tests check
+//     it.
+// Deconvolution's forward is the convolution's backward data and its input
+// gradient the convolution's forward, on every path. Geometries with more
+// than kernels::kMaxIm2colAxes (8) spatial axes run the CPU pass in GPU
+// mode, with a warning.
 //
 // Thread safety: as for any layer, one thread at a time. Inside a call the
 // batched and direct paths may run chunks of the batch on
@@ -42,6 +66,10 @@
 #include "poseidon/util/direct_conv.hpp"
 
 namespace poseidon {
+
+// The cuDNN descriptors and algorithm choices of one layer
+// (base_conv_layer_cudnn.cpp); opaque here so this header needs no cuDNN.
+struct CudnnConvState;
 
 template <typename Dtype>
 class BaseConvolutionLayer : public Layer<Dtype> {
@@ -64,7 +92,13 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              image by image, except for the input gradient of a
   //              convolution whose output is smaller than its input (see
   //              Note [Direct path] in base_conv_layer_direct.cpp).
-  enum class Algorithm { kAuto, kPerImage, kBatched };
+  //   kPortable: the GPU's im2col + GEMM path (chunks of images bounded by
+  //              max_buffer_bytes, functor im2col/col2im, math::gemm) run
+  //              on the CPU: what the CPU tests check the GPU path with.
+  //              On the GPU it also selects that path instead of cuDNN.
+  enum class Algorithm { kAuto, kPerImage, kBatched, kPortable };
+  // What the GPU pass runs (see the file comment).
+  enum class GpuEngine { kCudnn, kGemm };
 
   explicit BaseConvolutionLayer(const LayerParameter& param)
       : Layer<Dtype>(param) {}
@@ -93,6 +127,11 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   bool direct_input_grad() const { return direct_input_grad_; }
   bool batched() const { return batched_; }
   int images_per_chunk() const { return images_per_chunk_; }
+  // The GPU engine the layer's parameters and geometry give (set at
+  // LayerSetUp and Reshape, in every build).
+  GpuEngine gpu_engine() const { return gpu_engine_; }
+  // Images per chunk of the portable GEMM path.
+  int portable_images_per_chunk() const { return portable_images_; }
 
  protected:
   // Deconvolution returns true: its bottom is the convolution's output side.
@@ -102,21 +141,29 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // the shape of `bottom` (bottom[0]), if that leaves nothing.
   virtual void compute_output_shape(const Blob<Dtype>& bottom) = 0;
 
-  // The convolution in "conv space": `input` is the im2col side
-  // (conv_in_channels x conv input dims per image), `output` the GEMM side
-  // (conv_out_channels x column dims per image), num_ images each.
+  // The convolution in "conv space", on `dev` (pointers in its memory):
+  // `input` is the im2col side (conv_in_channels x conv input dims per
+  // image), `output` the GEMM side (conv_out_channels x column dims per
+  // image), num_ images each.
   //
   // output = W * im2col(input); overwrites output.
-  void ConvForward(const Dtype* input, const Dtype* weights, Dtype* output);
+  void ConvForward(Poseidon::Brew dev, const Dtype* input,
+                   const Dtype* weights, Dtype* output);
   // weight_diff += output_diff * im2col(input)^T (skipped if null; input may
   // then be null); input_diff = col2im(W^T * output_diff) (skipped if null).
-  void ConvBackward(const Dtype* input, const Dtype* output_diff,
-                    const Dtype* weights, Dtype* weight_diff,
-                    Dtype* input_diff);
+  void ConvBackward(Poseidon::Brew dev, const Dtype* input,
+                    const Dtype* output_diff, const Dtype* weights,
+                    Dtype* weight_diff, Dtype* input_diff);
   // top[n][o][...] += bias[o] over the top's spatial positions.
-  void AddBias(const Dtype* bias, Dtype* top);
+  void AddBias(Poseidon::Brew dev, const Dtype* bias, Dtype* top);
   // bias_diff[o] += sum over images and positions of top_diff[n][o][...].
-  void AccumulateBiasDiff(const Dtype* top_diff, Dtype* bias_diff);
+  void AccumulateBiasDiff(Poseidon::Brew dev, const Dtype* top_diff,
+                          Dtype* bias_diff);
+  // False when the GPU pass cannot take this geometry (more spatial axes
+  // than kernels::kMaxIm2colAxes); the layer then computes on the CPU in GPU
+  // mode, after WarnCpuFallback().
+  bool RunsOnGpu() const;
+  void WarnCpuFallback() const;
 
   vector<int> kernel_shape_;  // per spatial axis
   vector<int> stride_;
@@ -139,6 +186,39 @@ class BaseConvolutionLayer : public Layer<Dtype> {
  private:
   void ReadGeometry(const ConvolutionParameter& p);
   void ChooseAlgorithm();
+  // The CPU pass (the ConvForward ... of the CPU above).
+  void CpuConvForward(const Dtype* input, const Dtype* weights, Dtype* output);
+  void CpuConvBackward(const Dtype* input, const Dtype* output_diff,
+                       const Dtype* weights, Dtype* weight_diff,
+                       Dtype* input_diff);
+  void CpuAddBias(const Dtype* bias, Dtype* top);
+  void CpuAccumulateBiasDiff(const Dtype* top_diff, Dtype* bias_diff);
+  // The portable GEMM path (base_conv_layer_gpu.cpp): ChoosePortable sets
+  // gpu_engine_ and the chunking in Reshape; the others are ConvForward ...
+  // on `dev`.
+  void ChoosePortable();
+  void PortableForward(Poseidon::Brew dev, const Dtype* input,
+                       const Dtype* weights, Dtype* output);
+  void PortableBackward(Poseidon::Brew dev, const Dtype* input,
+                        const Dtype* output_diff, const Dtype* weights,
+                        Dtype* weight_diff, Dtype* input_diff);
+  void PortableAddBias(Poseidon::Brew dev, const Dtype* bias, Dtype* top);
+  void PortableBiasDiff(Poseidon::Brew dev, const Dtype* top_diff,
+                        Dtype* bias_diff);
+  // `count` elements of scratch on `dev` (gpu::Workspace on the GPU).
+  Dtype* PortableScratch(Poseidon::Brew dev, size_t count);
+  // The cuDNN path (base_conv_layer_cudnn.cpp). CudnnReshape (re)builds
+  // the descriptors when the shape or the GPU settings changed; the others
+  // return false when they did not run (no cuDNN algorithm qualified), and
+  // the portable path then does the pass.
+  void CudnnReshape();
+  bool CudnnForward(const Dtype* input, const Dtype* weights, Dtype* output);
+  bool CudnnBackwardFilter(const Dtype* input, const Dtype* output_diff,
+                           Dtype* weight_diff);
+  bool CudnnBackwardData(const Dtype* output_diff, const Dtype* weights,
+                         Dtype* input_diff);
+  void CudnnAddBias(const Dtype* bias, Dtype* top);
+  void CudnnBiasDiff(const Dtype* top_diff, Dtype* bias_diff);
   void Im2col(const Dtype* input, int images, Dtype* col) const;
   void Col2im(const Dtype* col, int images, Dtype* input) const;
   void ForwardPerImage(const Dtype* input, const Dtype* weights, Dtype* output);
@@ -202,6 +282,18 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   std::unique_ptr<DirectConv> direct_backward_;
   std::vector<float> direct_packed_;
   std::vector<float> direct_accumulators_;
+
+  // GPU pass: the engine (see the file comment), the portable path's
+  // images per chunk, its host scratch (kPortable on the CPU), and the bias
+  // gradient's ones vector (max(spatial, num) entries, refilled only when
+  // its size changes) and per-image sums (num x num_output).
+  GpuEngine gpu_engine_ = GpuEngine::kGemm;
+  int portable_images_ = 1;
+  std::vector<Dtype> portable_scratch_;
+  Blob<Dtype> bias_ones_;
+  Blob<Dtype> bias_sums_;
+  // cuDNN descriptors and choices (null until the first GPU Reshape).
+  std::shared_ptr<CudnnConvState> cudnn_;
 };
 
 }  // namespace poseidon

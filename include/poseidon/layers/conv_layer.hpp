@@ -33,11 +33,12 @@ class ConvolutionLayer final : public BaseConvolutionLayer<Dtype> {
   bool reverse_dimensions() const override { return false; }
   void compute_output_shape(const Blob<Dtype>& bottom) override;
 
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  // One body for both devices; see base_conv_layer.hpp for what runs.
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 };
 
 }  // namespace poseidon

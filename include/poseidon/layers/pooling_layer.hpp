@@ -31,19 +31,43 @@
 // leave the last window past the image (Caffe's shape rule): such an empty
 // window gives MAX the lowest value with mask -1, AVE 0, and no gradient.
 //
-// MAX and AVE run a vectorized, plane-parallel fast path that gives results
-// bitwise equal to a simple per-window reference path, which
+//   engine        (default DEFAULT) GPU mode only, see below.
+//
+// CPU: MAX and AVE run a vectorized, plane-parallel fast path that gives
+// results bitwise equal to a simple per-window reference path, which
 // set_use_reference(true) selects (for tests); see Note [Pooling fast path]
-// in pooling_layer.cpp. STOCHASTIC always runs the simple loops.
+// in pooling_layer.cpp. STOCHASTIC runs the per-element kernels below.
+//
+// GPU (pooling_layer_gpu.cpp): the per-element kernels of
+// kernels/pool_kernels.hpp, one index per top element forward (MAX records
+// the chosen index) and one per bottom element backward (a gather over the
+// windows that contain it; no atomics, deterministic), bitwise equal to
+// the CPU pass on the CPU (set_portable(true) runs them there, for tests).
+// STOCHASTIC draws its uniforms with cuRAND in training. cuDNN
+// (cudnnPoolingForward/Backward) is used only where it computes exactly
+// Caffe's result: the top shape must be cuDNN's floor rule (which then also
+// makes Caffe's AVE divisor the full window, cuDNN's
+// AVERAGE_COUNT_INCLUDE_PADDING); AVE takes it under engine DEFAULT or
+// CUDNN; MAX only under engine CUDNN and without the mask top, because
+// cuDNN does not say which of several equal maxima (all-zero windows after
+// a ReLU are common) gets the gradient, where Caffe picks the first.
+// STOCHASTIC never does. Engine CAFFE always runs the kernels; CUDNN where
+// cuDNN cannot give Caffe's result, or without cuDNN, warns once and runs
+// them too.
 #ifndef POSEIDON_LAYERS_POOLING_LAYER_HPP_
 #define POSEIDON_LAYERS_POOLING_LAYER_HPP_
 
 #include <vector>
 
+#include "poseidon/kernels/pool_kernels.hpp"
 #include "poseidon/layer.hpp"
+#include "poseidon/syncedmem.hpp"
 #include "poseidon/util/pool_rows.hpp"
 
 namespace poseidon {
+
+// The cuDNN descriptors of one pooling layer (pooling_layer_gpu.cpp).
+struct CudnnPoolState;
 
 template <typename Dtype>
 class PoolingLayer final : public Layer<Dtype> {
@@ -68,11 +92,23 @@ class PoolingLayer final : public Layer<Dtype> {
   // Runs MAX and AVE through the per-window reference loops instead of the
   // fast path (for tests comparing the two).
   void set_use_reference(bool use) { use_reference_ = use; }
+  // Runs the CPU pass through the GPU's per-element kernels (for tests
+  // checking the GPU arithmetic on the CPU); on the GPU it also rules out
+  // cuDNN.
+  void set_portable(bool portable) { portable_ = portable; }
+  // Whether the GPU pass uses cuDNN for this shape and parameters (set by
+  // Reshape in every build).
+  bool uses_cudnn() const { return use_cudnn_; }
 
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override;
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Backward_gpu(const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom) override;
 
@@ -102,9 +138,23 @@ class PoolingLayer final : public Layer<Dtype> {
   void ForwardFast(const Dtype* bottom, Dtype* top, Dtype* mask);
   void BackwardFast(const Dtype* top_diff, const Dtype* mask,
                     Dtype* bottom_diff);
-  void ForwardStochastic(const Dtype* bottom, Dtype* top);
-  void BackwardStochasticTest(const Dtype* top_diff, const Dtype* bottom,
-                              Dtype* bottom_diff) const;
+  // The per-element kernels on `dev` (pooling_layer_gpu.cpp).
+  void KernelForward(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                     const vector<Blob<Dtype>*>& top);
+  void KernelBackward(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                      const vector<Blob<Dtype>*>& bottom);
+  kernels::PoolShape Shape() const;
+  // Per top element, the plane index chosen by MAX (without a mask top) or
+  // STOCHASTIC in training, on `dev`.
+  int* Indices(Poseidon::Brew dev);
+  // Sets use_cudnn_ (and warns about an engine it cannot honour); in GPU
+  // mode also (re)builds the cuDNN descriptors when the shape changed.
+  void ChooseGpuPath(const vector<Blob<Dtype>*>& top);
+  // Builds the cuDNN descriptors unless they describe the current shape.
+  void CudnnBuild();
+  void CudnnForward(const Dtype* bottom, Dtype* top);
+  void CudnnBackward(const Dtype* top, const Dtype* top_diff,
+                     const Dtype* bottom, Dtype* bottom_diff);
 
   PoolingParameter::PoolMethod method_ = PoolingParameter::MAX;
   bool global_pooling_ = false;
@@ -119,10 +169,19 @@ class PoolingLayer final : public Layer<Dtype> {
   // Rows with fewer interior windows take the per-window code throughout.
   int min_interior_ = 1;
   bool use_reference_ = false;
-  // Index of the chosen element in its plane, per top element (MAX: always
-  // on the fast path, without a mask top on the reference path; STOCHASTIC
-  // in training).
+  // Index of the chosen element in its plane, per top element, for the CPU
+  // MAX passes (always on the fast path, without a mask top on the
+  // reference path).
   vector<int> chosen_;
+  // The kernels' chosen indices (int per top element, on either device;
+  // grown, never shrunk) and STOCHASTIC's uniform draws.
+  shared_ptr<SyncedMemory> indices_;
+  Blob<Dtype> draws_;
+  bool portable_ = false;
+  bool use_cudnn_ = false;
+  bool warned_engine_ = false;
+  // cuDNN descriptors (pooling_layer_gpu.cpp); null until used.
+  shared_ptr<CudnnPoolState> cudnn_;
 };
 
 }  // namespace poseidon

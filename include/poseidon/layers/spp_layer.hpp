@@ -18,6 +18,9 @@
 //   pool           (default MAX) MAX | AVE | STOCHASTIC.
 // An input too small for a level (its pad would reach the kernel, or it
 // would not give b x b bins, e.g. fewer than b pixels) is a ShapeError.
+// Devices: the levels are Pooling layers (cuDNN or Poseidon's kernels on
+// the GPU, see pooling_layer.hpp); the concatenation is one copy kernel
+// per level.
 #ifndef POSEIDON_LAYERS_SPP_LAYER_HPP_
 #define POSEIDON_LAYERS_SPP_LAYER_HPP_
 
@@ -43,11 +46,13 @@ class SPPLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  // One body for both devices (the Pooling layers inside run in the
+  // current mode).
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // The Pooling parameters of `level` for a bottom of height x width.

@@ -24,8 +24,17 @@
 // col2im is the adjoint of im2col: it overwrites the image with the sum of
 // every column entry that was read from each pixel (padding entries are
 // dropped). Thread safety: pure functions of their arguments.
+//
+// The device versions at the end (im2col_on, col2im_on) run the
+// per-element bodies of kernels/im2col_kernels.hpp on either device, over
+// any number of images and either column layout; the GPU passes of
+// Convolution, Deconvolution and Im2col use them, and the CPU tests check
+// them against the functions above.
 #ifndef POSEIDON_UTIL_IM2COL_HPP_
 #define POSEIDON_UTIL_IM2COL_HPP_
+
+#include "poseidon/common.hpp"
+#include "poseidon/kernels/im2col_kernels.hpp"
 
 namespace poseidon {
 
@@ -76,6 +85,30 @@ void col2im_nd_cpu(const Dtype* data_col, int num_spatial_axes,
                    const int* im_shape, const int* col_shape,
                    const int* kernel_shape, const int* pad, const int* stride,
                    const int* dilation, Dtype* data_im);
+
+// How a column matrix over several images is laid out (see
+// kernels/im2col_kernels.hpp): kSideBySide is im2col_batch_cpu's (one
+// (rows, num * S) matrix), kImageAfterImage the per-image matrices one
+// after another (the Im2col layer's top).
+enum class ColumnLayout { kSideBySide, kImageAfterImage };
+
+// The functors' geometry for `num` images of im_shape = (channels, d_1,
+// ..., d_N) and the per-axis kernel, pad, stride and dilation (N values
+// each). CHECKs N <= kernels::kMaxIm2colAxes and a non-empty output.
+kernels::Im2colShape MakeIm2colShape(int num_axes, const int* im_shape,
+                                     const int* kernel, const int* pad,
+                                     const int* stride, const int* dilation,
+                                     int num, ColumnLayout layout);
+
+// im2col and col2im of every image in `shape`, on `dev` (asynchronous on
+// the GPU). `nd` picks the N-D bodies even for 2 axes (force_nd_im2col);
+// results are the same. col2im overwrites the images.
+template <typename Dtype>
+void im2col_on(Poseidon::Brew dev, const kernels::Im2colShape& shape, bool nd,
+               const Dtype* data_im, Dtype* data_col);
+template <typename Dtype>
+void col2im_on(Poseidon::Brew dev, const kernels::Im2colShape& shape, bool nd,
+               const Dtype* data_col, Dtype* data_im);
 
 }  // namespace poseidon
 

@@ -244,10 +244,13 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   top_spatial_dim_ = Product(output_shape_);
   ChooseAlgorithm();
 
-  if (bias_term_) {
+  // Refilled only when the size changes: Reshape runs before every Forward.
+  if (bias_term_ && spatial_ones_.count() != top_spatial_dim_) {
     spatial_ones_.Reshape({top_spatial_dim_});
     cpu_set(top_spatial_dim_, Dtype(1), spatial_ones_.mutable_cpu_data());
   }
+  ChoosePortable();
+  if (Poseidon::mode() == Poseidon::GPU) CudnnReshape();
 }
 
 template <typename Dtype>
@@ -265,6 +268,7 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
   size_t chunk = 1;
   switch (algorithm_) {
     case Algorithm::kPerImage:
+    case Algorithm::kPortable:  // chunked by ChoosePortable instead
       break;
     case Algorithm::kBatched:
       chunk = fit;
@@ -336,9 +340,9 @@ void BaseConvolutionLayer<Dtype>::Col2im(const Dtype* col, int images,
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::ConvForward(const Dtype* input,
-                                              const Dtype* weights,
-                                              Dtype* output) {
+void BaseConvolutionLayer<Dtype>::CpuConvForward(const Dtype* input,
+                                                 const Dtype* weights,
+                                                 Dtype* output) {
   if constexpr (std::is_same<Dtype, float>::value) {
     // See Note [Direct path] in base_conv_layer_direct.cpp.
     if (direct_) {
@@ -354,11 +358,11 @@ void BaseConvolutionLayer<Dtype>::ConvForward(const Dtype* input,
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::ConvBackward(const Dtype* input,
-                                               const Dtype* output_diff,
-                                               const Dtype* weights,
-                                               Dtype* weight_diff,
-                                               Dtype* input_diff) {
+void BaseConvolutionLayer<Dtype>::CpuConvBackward(const Dtype* input,
+                                                  const Dtype* output_diff,
+                                                  const Dtype* weights,
+                                                  Dtype* weight_diff,
+                                                  Dtype* input_diff) {
   if (weight_diff == nullptr && input_diff == nullptr) return;
   if constexpr (std::is_same<Dtype, float>::value) {
     if (direct_) {
@@ -592,7 +596,7 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::AddBias(const Dtype* bias, Dtype* top) {
+void BaseConvolutionLayer<Dtype>::CpuAddBias(const Dtype* bias, Dtype* top) {
   auto add = [&](int begin, int end, int) {
     for (int n = begin; n < end; ++n) {
       for (int o = 0; o < num_output_; ++o) {
@@ -611,8 +615,8 @@ void BaseConvolutionLayer<Dtype>::AddBias(const Dtype* bias, Dtype* top) {
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::AccumulateBiasDiff(const Dtype* top_diff,
-                                                     Dtype* bias_diff) {
+void BaseConvolutionLayer<Dtype>::CpuAccumulateBiasDiff(const Dtype* top_diff,
+                                                        Dtype* bias_diff) {
   const Dtype* ones = spatial_ones_.cpu_data();
   auto accumulate = [&](int begin, int end, Dtype* acc) {
     for (int n = begin; n < end; ++n) {

@@ -1,5 +1,5 @@
 // ConvolutionLayer: the output-size rule and the forward/backward passes on
-// top of BaseConvolutionLayer's GEMM helpers.
+// top of BaseConvolutionLayer's device-dispatching helpers.
 #include "poseidon/layers/conv_layer.hpp"
 
 #include "poseidon/util/im2col.hpp"
@@ -27,34 +27,45 @@ void ConvolutionLayer<Dtype>::compute_output_shape(const Blob<Dtype>& bottom) {
 }
 
 template <typename Dtype>
-void ConvolutionLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                          const vector<Blob<Dtype>*>& top) {
-  const Dtype* weights = this->blobs_[0]->cpu_data();
+void ConvolutionLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                        const vector<Blob<Dtype>*>& bottom,
+                                        const vector<Blob<Dtype>*>& top) {
+  if (dev == Poseidon::GPU && !this->RunsOnGpu()) {
+    this->WarnCpuFallback();
+    dev = Poseidon::CPU;
+  }
+  const Dtype* weights = this->blobs_[0]->data_on(dev);
   for (size_t i = 0; i < bottom.size(); ++i) {
-    Dtype* top_data = top[i]->mutable_cpu_data();
-    this->ConvForward(bottom[i]->cpu_data(), weights, top_data);
+    Dtype* top_data = top[i]->mutable_data_on(dev);
+    this->ConvForward(dev, bottom[i]->data_on(dev), weights, top_data);
     if (this->bias_term_) {
-      this->AddBias(this->blobs_[1]->cpu_data(), top_data);
+      this->AddBias(dev, this->blobs_[1]->data_on(dev), top_data);
     }
   }
 }
 
 template <typename Dtype>
-void ConvolutionLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                           const vector<bool>& propagate_down,
-                                           const vector<Blob<Dtype>*>& bottom) {
-  const Dtype* weights = this->blobs_[0]->cpu_data();
+void ConvolutionLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& top,
+                                         const vector<bool>& propagate_down,
+                                         const vector<Blob<Dtype>*>& bottom) {
+  if (dev == Poseidon::GPU && !this->RunsOnGpu()) {
+    this->WarnCpuFallback();
+    dev = Poseidon::CPU;
+  }
+  const Dtype* weights = this->blobs_[0]->data_on(dev);
   Dtype* weight_diff = this->param_propagate_down(0)
-                           ? this->blobs_[0]->mutable_cpu_diff()
+                           ? this->blobs_[0]->mutable_diff_on(dev)
                            : nullptr;
   for (size_t i = 0; i < top.size(); ++i) {
-    const Dtype* top_diff = top[i]->cpu_diff();
+    const Dtype* top_diff = top[i]->diff_on(dev);
     if (this->bias_term_ && this->param_propagate_down(1)) {
-      this->AccumulateBiasDiff(top_diff, this->blobs_[1]->mutable_cpu_diff());
+      this->AccumulateBiasDiff(dev, top_diff,
+                               this->blobs_[1]->mutable_diff_on(dev));
     }
     this->ConvBackward(
-        bottom[i]->cpu_data(), top_diff, weights, weight_diff,
-        propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr);
+        dev, bottom[i]->data_on(dev), top_diff, weights, weight_diff,
+        propagate_down[i] ? bottom[i]->mutable_diff_on(dev) : nullptr);
   }
 }
 

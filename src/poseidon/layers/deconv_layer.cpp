@@ -32,42 +32,53 @@ void DeconvolutionLayer<Dtype>::compute_output_shape(
 }
 
 template <typename Dtype>
-void DeconvolutionLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                            const vector<Blob<Dtype>*>& top) {
-  const Dtype* weights = this->blobs_[0]->cpu_data();
+void DeconvolutionLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                          const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top) {
+  if (dev == Poseidon::GPU && !this->RunsOnGpu()) {
+    this->WarnCpuFallback();
+    dev = Poseidon::CPU;
+  }
+  const Dtype* weights = this->blobs_[0]->data_on(dev);
   for (size_t i = 0; i < bottom.size(); ++i) {
-    Dtype* top_data = top[i]->mutable_cpu_data();
+    Dtype* top_data = top[i]->mutable_data_on(dev);
     // The input gradient of the convolution top -> bottom, with the bottom
     // as its output gradient; no weight gradient, so no input is needed.
-    this->ConvBackward(nullptr, bottom[i]->cpu_data(), weights, nullptr,
+    this->ConvBackward(dev, nullptr, bottom[i]->data_on(dev), weights, nullptr,
                        top_data);
     if (this->bias_term_) {
-      this->AddBias(this->blobs_[1]->cpu_data(), top_data);
+      this->AddBias(dev, this->blobs_[1]->data_on(dev), top_data);
     }
   }
 }
 
 template <typename Dtype>
-void DeconvolutionLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
-  const Dtype* weights = this->blobs_[0]->cpu_data();
+void DeconvolutionLayer<Dtype>::BackwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
+  if (dev == Poseidon::GPU && !this->RunsOnGpu()) {
+    this->WarnCpuFallback();
+    dev = Poseidon::CPU;
+  }
+  const Dtype* weights = this->blobs_[0]->data_on(dev);
   Dtype* weight_diff = this->param_propagate_down(0)
-                           ? this->blobs_[0]->mutable_cpu_diff()
+                           ? this->blobs_[0]->mutable_diff_on(dev)
                            : nullptr;
   for (size_t i = 0; i < top.size(); ++i) {
-    const Dtype* top_diff = top[i]->cpu_diff();
+    const Dtype* top_diff = top[i]->diff_on(dev);
     if (this->bias_term_ && this->param_propagate_down(1)) {
-      this->AccumulateBiasDiff(top_diff, this->blobs_[1]->mutable_cpu_diff());
+      this->AccumulateBiasDiff(dev, top_diff,
+                               this->blobs_[1]->mutable_diff_on(dev));
     }
     // Weight gradient of the convolution top -> bottom: its input is the
     // top diff, its output gradient the bottom data.
     if (weight_diff != nullptr) {
-      this->ConvBackward(top_diff, bottom[i]->cpu_data(), weights, weight_diff,
-                         nullptr);
+      this->ConvBackward(dev, top_diff, bottom[i]->data_on(dev), weights,
+                         weight_diff, nullptr);
     }
     if (propagate_down[i]) {
-      this->ConvForward(top_diff, weights, bottom[i]->mutable_cpu_diff());
+      this->ConvForward(dev, top_diff, weights,
+                        bottom[i]->mutable_diff_on(dev));
     }
   }
 }

@@ -1,5 +1,6 @@
 // PoolingLayer: parameter checks, Caffe's output-size rule, a reference
-// loop over windows for each pooling method, and the fast MAX/AVE path.
+// loop over windows for MAX and AVE, and the fast MAX/AVE path (the CPU
+// pass). The per-element kernels and cuDNN are in pooling_layer_gpu.cpp.
 #include "poseidon/layers/pooling_layer.hpp"
 
 #include <algorithm>
@@ -137,7 +138,14 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   const vector<int> top_shape = {num_, channels_, pooled_height_,
                                  pooled_width_};
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);
-  if (method_ != PoolingParameter::AVE) chosen_.resize(top[0]->count());
+  if (method_ == PoolingParameter::MAX) chosen_.resize(top[0]->count());
+  if (method_ != PoolingParameter::AVE) {
+    const size_t bytes = sizeof(int) * std::max(top[0]->count(), 1);
+    if (indices_ == nullptr || indices_->size() < bytes) {
+      indices_ = std::make_shared<SyncedMemory>(bytes);
+    }
+  }
+  if (method_ == PoolingParameter::STOCHASTIC) draws_.Reshape(top_shape);
   // Outputs pw in [interior_lo_, interior_hi_) have windows within the image
   // columns: pw * stride_w - pad_w >= 0 and pw * stride_w - pad_w + kernel_w
   // <= width.
@@ -152,6 +160,7 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                           Avx512KernelsAvailable()
                       ? 1
                       : kMinInterior;
+  ChooseGpuPath(top);
 }
 
 // Note [Pooling fast path]
@@ -577,58 +586,12 @@ void PoolingLayer<Dtype>::BackwardFast(const Dtype* top_diff, const Dtype* mask,
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::ForwardStochastic(const Dtype* bottom, Dtype* top) {
-  const int plane = height_ * width_;
-  const bool train = this->phase_ == TRAIN;
-  vector<Dtype> draws;
-  if (train) {
-    draws.resize(chosen_.size());
-    rng_uniform<Dtype>(static_cast<int>(draws.size()), Dtype(0), Dtype(1),
-                       draws.data());
-  }
-  size_t t = 0;
-  for (int nc = 0; nc < num_ * channels_; ++nc) {
-    const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
-    for (int ph = 0; ph < pooled_height_; ++ph) {
-      for (int pw = 0; pw < pooled_width_; ++pw, ++t) {
-        int h0, h1, w0, w1;
-        Window(ph, pw, &h0, &h1, &w0, &w1);
-        Dtype sum = 0, sum_sq = 0;
-        for (int h = h0; h < h1; ++h) {
-          for (int w = w0; w < w1; ++w) {
-            sum += in[h * width_ + w];
-            sum_sq += in[h * width_ + w] * in[h * width_ + w];
-          }
-        }
-        if (!train) {
-          top[t] = sum > 0 ? sum_sq / sum : Dtype(0);
-          continue;
-        }
-        // The first element whose running sum reaches draw * sum; the last
-        // one if rounding leaves the threshold unreached.
-        const Dtype threshold = draws[t] * sum;
-        int pick = -1;
-        Dtype running = 0;
-        for (int h = h0; h < h1 && pick < 0; ++h) {
-          for (int w = w0; w < w1; ++w) {
-            running += in[h * width_ + w];
-            if (running >= threshold) {
-              pick = h * width_ + w;
-              break;
-            }
-          }
-        }
-        if (pick < 0) pick = (h1 - 1) * width_ + (w1 - 1);
-        chosen_[t] = pick;
-        top[t] = in[pick];
-      }
-    }
-  }
-}
-
-template <typename Dtype>
 void PoolingLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                                       const vector<Blob<Dtype>*>& top) {
+  if (portable_ || method_ == PoolingParameter::STOCHASTIC) {
+    KernelForward(Poseidon::CPU, bottom, top);
+    return;
+  }
   const Dtype* in = bottom[0]->cpu_data();
   Dtype* out = top[0]->mutable_cpu_data();
   Dtype* mask = top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
@@ -648,42 +611,7 @@ void PoolingLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
       }
       break;
     case PoolingParameter::STOCHASTIC:
-      ForwardStochastic(in, out);
-      break;
-  }
-}
-
-template <typename Dtype>
-void PoolingLayer<Dtype>::BackwardStochasticTest(const Dtype* top_diff,
-                                                 const Dtype* bottom,
-                                                 Dtype* bottom_diff) const {
-  // d/dx_i (S2 / S1) = (2 x_i S1 - S2) / S1^2, S1 = sum x, S2 = sum x^2.
-  const int plane = height_ * width_;
-  size_t t = 0;
-  for (int nc = 0; nc < num_ * channels_; ++nc) {
-    const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
-    Dtype* diff = bottom_diff + static_cast<size_t>(nc) * plane;
-    for (int ph = 0; ph < pooled_height_; ++ph) {
-      for (int pw = 0; pw < pooled_width_; ++pw, ++t) {
-        int h0, h1, w0, w1;
-        Window(ph, pw, &h0, &h1, &w0, &w1);
-        Dtype sum = 0, sum_sq = 0;
-        for (int h = h0; h < h1; ++h) {
-          for (int w = w0; w < w1; ++w) {
-            sum += in[h * width_ + w];
-            sum_sq += in[h * width_ + w] * in[h * width_ + w];
-          }
-        }
-        if (!(sum > 0)) continue;
-        const Dtype scale = top_diff[t] / (sum * sum);
-        for (int h = h0; h < h1; ++h) {
-          for (int w = w0; w < w1; ++w) {
-            diff[h * width_ + w] +=
-                scale * (2 * in[h * width_ + w] * sum - sum_sq);
-          }
-        }
-      }
-    }
+      break;  // above
   }
 }
 
@@ -706,7 +634,7 @@ void PoolingLayer<Dtype>::BackwardReference(const Dtype* top_diff,
     }
     return;
   }
-  // MAX, and STOCHASTIC in training: route each top diff to its element.
+  // MAX: route each top diff to its element.
   for (int nc = 0; nc < planes; ++nc) {
     Dtype* diff = bottom_diff + nc * plane;
     const size_t base = nc * top_plane;
@@ -723,17 +651,12 @@ void PoolingLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
                                        const vector<bool>& propagate_down,
                                        const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  const Dtype* top_diff = top[0]->cpu_diff();
-  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
-  if (method_ == PoolingParameter::STOCHASTIC) {
-    if (this->phase_ == TRAIN) {
-      BackwardReference(top_diff, nullptr, bottom_diff);
-    } else {
-      cpu_set(bottom[0]->count(), Dtype(0), bottom_diff);
-      BackwardStochasticTest(top_diff, bottom[0]->cpu_data(), bottom_diff);
-    }
+  if (portable_ || method_ == PoolingParameter::STOCHASTIC) {
+    KernelBackward(Poseidon::CPU, top, bottom);
     return;
   }
+  const Dtype* top_diff = top[0]->cpu_diff();
+  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
   const Dtype* mask = method_ == PoolingParameter::MAX && top.size() > 1
                           ? top[1]->cpu_data()
                           : nullptr;

@@ -1,8 +1,14 @@
 // SPPLayer: one Pooling layer per pyramid level; the outputs are copied
 // side by side per sample, and the levels' gradients summed on the way back.
+// One body for both devices: the pooling layers run where the mode says,
+// the copies are functors (kernels/pool_kernels.hpp), the sums math::axpy.
 #include "poseidon/layers/spp_layer.hpp"
 
 #include <string>
+
+#include "poseidon/kernels/pool_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
+#include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
 
@@ -118,48 +124,50 @@ void SPPLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void SPPLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
+void SPPLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
   const int num = bottom[0]->shape(0);
   const int per_sample = top[0]->count(1);
-  Dtype* out = top[0]->mutable_cpu_data();
   int offset = 0;
   for (int level = 0; level < pyramid_height_; ++level) {
     vector<Blob<Dtype>*> in = {level_in_[level].get()};
     vector<Blob<Dtype>*> pooled = {level_out_[level].get()};
+    // Runs on the device of the current mode, as the caller does.
     pooling_[level]->Forward(in, pooled);
     const int dim = level_out_[level]->count(1);
-    const Dtype* src = level_out_[level]->cpu_data();
-    for (int n = 0; n < num; ++n) {
-      cpu_copy(dim, src + n * dim, out + n * per_sample + offset);
-    }
+    for_each(dev, num * dim,
+             kernels::CopyIntoSlice<Dtype>{level_out_[level]->data_on(dev),
+                                           top[0]->mutable_data_on(dev), dim,
+                                           per_sample, offset});
     offset += dim;
   }
 }
 
 template <typename Dtype>
-void SPPLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
+void SPPLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
   const int num = bottom[0]->shape(0);
   const int per_sample = top[0]->count(1);
-  const Dtype* top_diff = top[0]->cpu_diff();
-  Dtype* diff = bottom[0]->mutable_cpu_diff();
-  cpu_set(bottom[0]->count(), Dtype(0), diff);
+  Dtype* diff = bottom[0]->mutable_diff_on(dev);
+  math::set<Dtype>(dev, bottom[0]->count(), Dtype(0), diff);
   int offset = 0;
   for (int level = 0; level < pyramid_height_; ++level) {
     Blob<Dtype>* pooled = level_out_[level].get();
     const int dim = pooled->count(1);
-    Dtype* pooled_diff = pooled->mutable_cpu_diff();
-    for (int n = 0; n < num; ++n) {
-      cpu_copy(dim, top_diff + n * per_sample + offset, pooled_diff + n * dim);
-    }
+    for_each(dev, num * dim,
+             kernels::CopyFromSlice<Dtype>{top[0]->diff_on(dev),
+                                           pooled->mutable_diff_on(dev), dim,
+                                           per_sample, offset});
     offset += dim;
     vector<Blob<Dtype>*> in = {level_in_[level].get()};
     vector<Blob<Dtype>*> out = {pooled};
     pooling_[level]->Backward(out, {true}, in);
-    cpu_axpy(bottom[0]->count(), Dtype(1), level_in_[level]->cpu_diff(), diff);
+    math::axpy<Dtype>(dev, bottom[0]->count(), Dtype(1),
+                      level_in_[level]->diff_on(dev), diff);
   }
 }
 

@@ -182,7 +182,9 @@ class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {
       ASSERT_EQ(results[0][k].size(), results[1][k].size());
       ExpectBlobsNear(results[0][k].data(), results[1][k].data(),
                       static_cast<int>(results[0][k].size()), tol, names[k]);
-      if (runs == 3) {
+      // The threads matter on the CPU only; on the GPU cuDNN may pick a
+      // non-deterministic algorithm unless gpu::SetDeterministic is on.
+      if (runs == 3 && TypeParam::device == Poseidon::CPU) {
         EXPECT_EQ(results[1][k], results[2][k])
             << names[k] << " differs between two parallel runs";
       }

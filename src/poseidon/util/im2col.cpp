@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "poseidon/util/for_each.hpp"
+
 namespace poseidon {
 namespace {
 
@@ -266,6 +268,66 @@ void col2im_nd_cpu(const Dtype* data_col, int num_spatial_axes,
                            pad, stride, dilation, data_im, data_col);
 }
 
+kernels::Im2colShape MakeIm2colShape(int num_axes, const int* im_shape,
+                                     const int* kernel, const int* pad,
+                                     const int* stride, const int* dilation,
+                                     int num, ColumnLayout layout) {
+  CHECK_GE(num_axes, 1) << "im2col: no spatial axes";
+  CHECK_LE(num_axes, kernels::kMaxIm2colAxes)
+      << "im2col: the device bodies take at most " << kernels::kMaxIm2colAxes
+      << " spatial axes";
+  kernels::Im2colShape s{};
+  s.num_axes = num_axes;
+  s.channels = im_shape[0];
+  s.num = num;
+  s.im_spatial = s.out_spatial = s.kernel_count = 1;
+  for (int d = 0; d < num_axes; ++d) {
+    s.im[d] = im_shape[d + 1];
+    s.kernel[d] = kernel[d];
+    s.pad[d] = pad[d];
+    s.stride[d] = stride[d];
+    s.dilation[d] = dilation[d];
+    s.out[d] = ConvOutputSize(s.im[d], kernel[d], pad[d], stride[d],
+                              dilation[d]);
+    CHECK_GT(s.out[d], 0) << "im2col: empty output along axis " << d;
+    s.im_spatial *= s.im[d];
+    s.out_spatial *= s.out[d];
+    s.kernel_count *= kernel[d];
+  }
+  if (layout == ColumnLayout::kSideBySide) {
+    s.col_row_stride = num * s.out_spatial;
+    s.col_image_stride = s.out_spatial;
+  } else {
+    s.col_row_stride = s.out_spatial;
+    s.col_image_stride = s.rows() * s.out_spatial;
+  }
+  return s;
+}
+
+template <typename Dtype>
+void im2col_on(Poseidon::Brew dev, const kernels::Im2colShape& shape, bool nd,
+               const Dtype* data_im, Dtype* data_col) {
+  if (shape.num_axes == 2 && !nd) {
+    for_each(dev, shape.col_count(),
+             kernels::Im2col2D<Dtype>{data_im, data_col, shape});
+  } else {
+    for_each(dev, shape.col_count(),
+             kernels::Im2colND<Dtype>{data_im, data_col, shape});
+  }
+}
+
+template <typename Dtype>
+void col2im_on(Poseidon::Brew dev, const kernels::Im2colShape& shape, bool nd,
+               const Dtype* data_col, Dtype* data_im) {
+  if (shape.num_axes == 2 && !nd) {
+    for_each(dev, shape.im_count(),
+             kernels::Col2im2D<Dtype>{data_col, data_im, shape});
+  } else {
+    for_each(dev, shape.im_count(),
+             kernels::Col2imND<Dtype>{data_col, data_im, shape});
+  }
+}
+
 #define POSEIDON_INSTANTIATE_IM2COL(Dtype)                                     \
   template void im2col_cpu<Dtype>(const Dtype*, int, int, int, int, int, int,  \
                                   int, int, int, int, int, Dtype*);            \
@@ -282,7 +344,11 @@ void col2im_nd_cpu(const Dtype* data_col, int num_spatial_axes,
                                      const int*, const int*, Dtype*);          \
   template void col2im_nd_cpu<Dtype>(const Dtype*, int, const int*,            \
                                      const int*, const int*, const int*,       \
-                                     const int*, const int*, Dtype*);
+                                     const int*, const int*, Dtype*);          \
+  template void im2col_on<Dtype>(Poseidon::Brew, const kernels::Im2colShape&, \
+                                 bool, const Dtype*, Dtype*);                 \
+  template void col2im_on<Dtype>(Poseidon::Brew, const kernels::Im2colShape&, \
+                                 bool, const Dtype*, Dtype*);
 POSEIDON_INSTANTIATE_IM2COL(float)
 POSEIDON_INSTANTIATE_IM2COL(double)
 #undef POSEIDON_INSTANTIATE_IM2COL
