@@ -55,6 +55,9 @@ class BaseDataLayer : public Layer<Dtype> {
   void Backward_cpu(const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom) override {}
+  void Backward_gpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override {}
 
   TransformationParameter transform_param_;
   std::unique_ptr<DataTransformer<Dtype>> data_transformer_;
@@ -66,6 +69,10 @@ template <typename Dtype>
 struct Batch {
   Blob<Dtype> data_;
   Blob<Dtype> label_;
+  // GPU mode: a CUDA event (cudaEvent_t), recorded on the consumer's stream
+  // once Forward has queued its copies out of this batch; null until then.
+  // Owned by the layer. See Note [Prefetch streams].
+  void* consumed_ = nullptr;
 };
 
 template <typename Dtype>
@@ -80,9 +87,11 @@ class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
                   const vector<Blob<Dtype>*>& top) override;
 
  protected:
-  // Waits for the next batch and copies it to the tops; rethrows an error
-  // raised on the prefetch thread.
+  // Waits for the next batch and copies it to the tops (in GPU mode from the
+  // batch's device copy); rethrows an error raised on the prefetch thread.
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
 
   // Fills one batch. Runs on the prefetch thread: it may touch only the batch
@@ -103,16 +112,29 @@ class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
     Batch<Dtype>* batch = nullptr;
     std::exception_ptr error;
   };
-  void PrefetchLoop(uint64_t seed, int solver_rank);
+  // `mode` and `device`: those of the thread that set the layer up.
+  void PrefetchLoop(uint64_t seed, int solver_rank, Poseidon::Brew mode,
+                    int device);
+  // The next full batch (waits for it); rethrows the thread's error.
+  Batch<Dtype>* NextBatch();
+  // Copies the batch to the tops on `dev`.
+  void CopyToTops(Poseidon::Brew dev, Batch<Dtype>* batch,
+                  const vector<Blob<Dtype>*>& top);
+#ifndef CPU_ONLY
+  // Prefetch thread, GPU mode: see Note [Prefetch streams].
+  void WaitUntilConsumed(Batch<Dtype>* batch);
+  void UploadBatch(Batch<Dtype>* batch);
+#endif
 
   BlockingQueue<Batch<Dtype>*> free_;
   BlockingQueue<Loaded> full_;
   // The prefetch thread. Why: reading, decoding and transforming the next
-  // batches overlaps the net's forward/backward. What it touches: batches it
-  // popped from free_ (until pushed to full_), LoadBatch's state (database
-  // cursor, list position, transformer, transformed_data_) and its own
-  // thread-local RNG, seeded from the setup thread's RNG so runs are
-  // reproducible. Exceptions are caught in the thread and handed to Forward
+  // batches (and in GPU mode uploading them) overlaps the net's
+  // forward/backward. What it touches: batches it popped from free_ (until
+  // pushed to full_), LoadBatch's state (database cursor, list position,
+  // transformer, transformed_data_), its own thread-local RNG, seeded from
+  // the setup thread's RNG so runs are reproducible, and in GPU mode its own
+  // CUDA stream. Exceptions are caught in the thread and handed to Forward
   // through full_; none escapes the thread.
   std::thread thread_;
   std::exception_ptr error_;  // the thread's failure, once Forward saw it

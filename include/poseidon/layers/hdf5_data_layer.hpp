@@ -38,6 +38,10 @@
 // Missing source or batch_size, transform_param, or a shard that gets no
 // samples: ConfigError. All files are checked at setup.
 //
+// GPU mode: the batch is gathered on the host as on the CPU (the loaded file
+// lives in host memory) into the tops' pinned host memory, and the next
+// layer's read uploads it; no warning about a missing GPU pass.
+//
 // Differs from Caffe's: paths may hold spaces (Caffe splits the list at
 // any white space); files are checked at setup; sharding applies in every
 // phase and by position in the data set (Caffe's multi-GPU skip counts the
@@ -85,7 +89,15 @@ class HDF5DataLayer final : public Layer<Dtype> {
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
+  // The host pass; see the file comment.
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override {
+    Forward_cpu(bottom, top);
+  }
   void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override {}
+  void Backward_gpu(const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom) override {}
 

@@ -16,6 +16,9 @@
 // as batch x C x H x W; a bottom of more axes is saved with its own shape
 // (Caffe refuses those). The datasets are stored as Dtype (float or double).
 //
+// GPU mode: the same pass, reading the bottoms back to the host (the file
+// is written from there); Backward zeroes the diffs on the device.
+//
 // Differs from Caffe: Caffe adds the datasets to the file it keeps open, so
 // its second Forward fails on the existing "data" dataset (BVLC/caffe
 // #1726); here every Forward replaces the file by one holding just the
@@ -51,9 +54,14 @@ class HDF5OutputLayer final : public Layer<Dtype> {
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  // The host pass; see the file comment.
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override {
+    Forward_cpu(bottom, top);
+  }
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   string file_name_;

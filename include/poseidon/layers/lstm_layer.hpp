@@ -13,6 +13,8 @@
 // c_T (1 x N x H each).
 // Blobs, in Caffe's order: W_xc (4H x D), b_c (4H), W_xc_static (4H x Ds,
 // only with x_static), W_hc (4H x H).
+// Devices: each step is kernels::LstmForward / LstmBackward
+// (kernels/lstm_kernels.hpp, LSTMUnit's bodies) on either device.
 #ifndef POSEIDON_LAYERS_LSTM_LAYER_HPP_
 #define POSEIDON_LAYERS_LSTM_LAYER_HPP_
 
@@ -37,7 +39,7 @@ class LSTMLayer final : public RecurrentLayer<Dtype> {
   void ReshapeCell() override;
   void CellForward(int t) override;
   void OutputForward(Blob<Dtype>* top) override;
-  void OutputBackward(const Blob<Dtype>& top) override;
+  const Dtype* OutputBackward(const Blob<Dtype>& top) override;
   void CellBackward(int t) override;
 
  private:

@@ -14,8 +14,8 @@
 // ConfigError, and force_backward does not reach it). No parameters, no
 // prototxt parameters.
 //
-// LstmUnitForward/LstmUnitBackward below are the step itself on raw arrays;
-// LSTMLayer calls them for every time step.
+// Devices: one body for both, kernels::LstmForward / LstmBackward
+// (kernels/lstm_kernels.hpp), the bodies LSTMLayer runs at every step.
 #ifndef POSEIDON_LAYERS_LSTM_UNIT_LAYER_HPP_
 #define POSEIDON_LAYERS_LSTM_UNIT_LAYER_HPP_
 
@@ -24,23 +24,6 @@
 #include "poseidon/layer.hpp"
 
 namespace poseidon {
-
-// One LSTM step for N streams of D cells. gates (N x 4D) are the gate inputs
-// [i', f', o', g'] per stream; cont has N entries. Writes the activated gates
-// [i, f, o, g] to acts (N x 4D), and c_t, h_t (N x D each).
-template <typename Dtype>
-void LstmUnitForward(int N, int D, const Dtype* c_prev, const Dtype* gates,
-                     const Dtype* cont, Dtype* acts, Dtype* c, Dtype* h);
-
-// The gradient of one step. dc and dh (N x D) are the gradients arriving at
-// c_t and h_t from outside the step; acts and c are what LstmUnitForward
-// wrote. Writes the gradient w.r.t. c_{t-1} to dc_prev and w.r.t. the gate
-// inputs to dgates (N x 4D); either may be null to skip it. dc_prev may be
-// the same array as dc (it is read before written, element by element).
-template <typename Dtype>
-void LstmUnitBackward(int N, int D, const Dtype* c_prev, const Dtype* acts,
-                      const Dtype* c, const Dtype* cont, const Dtype* dc,
-                      const Dtype* dh, Dtype* dc_prev, Dtype* dgates);
 
 template <typename Dtype>
 class LSTMUnitLayer final : public Layer<Dtype> {
@@ -58,11 +41,11 @@ class LSTMUnitLayer final : public Layer<Dtype> {
   }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   int N_ = 0;         // streams

@@ -12,6 +12,10 @@
 //
 // Ownership: Reset() observes the arrays; the caller keeps them alive (and
 // unchanged in size) while the layer reads them. The tops alias them.
+//
+// GPU mode: the same host pass (the arrays are host memory); the next
+// layer's read uploads the batch into the tops' device memory. No warning
+// about a missing GPU pass.
 #ifndef POSEIDON_LAYERS_MEMORY_DATA_LAYER_HPP_
 #define POSEIDON_LAYERS_MEMORY_DATA_LAYER_HPP_
 
@@ -48,6 +52,11 @@ class MemoryDataLayer final : public BaseDataLayer<Dtype> {
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
+  // The host pass; see the file comment.
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override {
+    Forward_cpu(bottom, top);
+  }
 
  private:
   void Serve(Dtype* data, Dtype* labels, int n);

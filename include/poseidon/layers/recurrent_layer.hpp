@@ -33,15 +33,32 @@
 // the exposed final states flow back through time (Caffe's unrolled net
 // does neither); never to cont (its diff is zeroed if asked for). Param
 // diffs accumulate. Unlike Caffe, T may change between batches.
+//
+// Devices: one body for both (ForwardOn/BackwardOn). The products are GEMMs
+// (math::gemm_serial: one OpenBLAS call on the CPU, cuBLAS on the GPU) and
+// the rest are the element-wise bodies of kernels/lstm_kernels.hpp. On the
+// GPU everything, the state carried between batches and the exposed states
+// included, stays on the device: one step is one W_h GEMM and one cell
+// kernel (Note [Recurrent step fusion] in kernels/lstm_kernels.hpp), and
+// nothing is read back to the host.
 #ifndef POSEIDON_LAYERS_RECURRENT_LAYER_HPP_
 #define POSEIDON_LAYERS_RECURRENT_LAYER_HPP_
 
 #include <string>
 #include <vector>
 
+#include "poseidon/kernels/lstm_kernels.hpp"
 #include "poseidon/layer.hpp"
 
 namespace poseidon {
+
+// y[k] += sum over r of x[r][k] for a rows x cols matrix x on `dev` (bias
+// gradients). CPU: one axpy per row, in row order; GPU: kernels::SumRows,
+// one index per column adding the rows in the same order, so both round
+// alike.
+template <typename Dtype>
+void AddRowSums(Poseidon::Brew dev, int rows, int cols, const Dtype* x,
+                Dtype* y);
 
 // Note [Recurrent state]
 // Without expose_hidden, the initial state of a forward pass is the final
@@ -60,7 +77,8 @@ class RecurrentLayer : public Layer<Dtype> {
   void Reshape(const vector<Blob<Dtype>*>& bottom,
                const vector<Blob<Dtype>*>& top) override;
 
-  // Zeroes the state carried to the next forward pass.
+  // Zeroes the state carried to the next forward pass (on the device of
+  // the calling thread's mode).
   void Reset();
 
   int MinBottomBlobs() const override { return 2 + NumExposed(); }
@@ -87,42 +105,57 @@ class RecurrentLayer : public Layer<Dtype> {
   virtual vector<ParamSpec> OutputParamSpecs() const { return {}; }
   // Sizes the cell's own buffers once T_ and N_ are known.
   virtual void ReshapeCell() {}
-  // Computes the states at step t from gate(t) and the states at t - 1.
+  // Computes the states at step t from gate(t) and the states at t - 1, and
+  // writes next_gemm_input(t) = next_cont(t) * h_t unless it is null (see
+  // Note [Recurrent step fusion] in kernels/lstm_kernels.hpp).
   virtual void CellForward(int t) = 0;
   // Writes the output sequence (from the h sequence) into top.
   virtual void OutputForward(Blob<Dtype>* top) = 0;
-  // Writes dLoss/dh_t through the output into states_[0]'s diff, and
-  // accumulates the output parameters' diffs.
-  virtual void OutputBackward(const Blob<Dtype>& top) = 0;
-  // On entry dstate(s) holds the full gradient w.r.t. state s at step t; on
-  // return it must hold the gradient w.r.t. state s at t - 1 through the cell
-  // alone (the base adds the path through W_h), and dgate(t) the gradient
-  // w.r.t. the gate input at t.
+  // Accumulates the output parameters' diffs and returns dLoss/dh_t through
+  // the output for every t (T x N x H, on dev()).
+  virtual const Dtype* OutputBackward(const Blob<Dtype>& top) = 0;
+  // Writes dgate(t), the gradient w.r.t. the gate input at t, from
+  // hidden_grad(t), the gradient arriving at h_t. A cell with more states
+  // finds the full gradient w.r.t. state s >= 1 at t in dstate(s) and
+  // replaces it by the gradient w.r.t. state s at t - 1.
   virtual void CellBackward(int t) = 0;
 
-  // --- What the base gives a cell. ---
+  // --- What the base gives a cell. Pointers are on dev(), the device of
+  // the running Forward/Backward. ---
+  Poseidon::Brew dev() const { return dev_; }
   int T() const { return T_; }
   int N() const { return N_; }
   int H() const { return H_; }
   const Dtype* cont(int t) const { return cont_ + t * N_; }
   const Dtype* gate(int t) const {
-    return gates_.cpu_data() + t * N_ * GateDim();
+    return gates_.data_on(dev_) + t * N_ * GateDim();
   }
-  Dtype* dgate(int t) { return gates_.mutable_cpu_diff() + t * N_ * GateDim(); }
+  Dtype* dgate(int t) {
+    return gates_.mutable_diff_on(dev_) + t * N_ * GateDim();
+  }
   // State s at step t (N x H); t = -1 is the initial state.
   const Dtype* state(int s, int t) const;
   Dtype* mutable_state(int s, int t);
-  Dtype* dstate(int s) { return dstates_[s]->mutable_cpu_data(); }
-  // The h sequence (T x N x H); its diff receives OutputBackward's result.
+  // The input of step t + 1's W_h GEMM, cont_{t+1} * h_t, and cont_{t+1};
+  // null at the last step.
+  Dtype* next_gemm_input(int t);
+  const Dtype* next_cont(int t) const {
+    return t + 1 < T_ ? cont(t + 1) : nullptr;
+  }
+  // The gradient arriving at h_t; see kernels::HiddenGrad.
+  kernels::HiddenGrad<Dtype> hidden_grad(int t) const;
+  // Backward only, s >= 1 (see CellBackward).
+  Dtype* dstate(int s);
+  // The h sequence (T x N x H).
   Blob<Dtype>& h_sequence() { return *states_[0]; }
   // Index in blobs() of the first of OutputParamSpecs().
   int output_param_index() const { return 3 + (static_input_ ? 1 : 0); }
 
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) final;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) final;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) final;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) final;
 
  private:
   int NumExposed() const {
@@ -135,6 +168,8 @@ class RecurrentLayer : public Layer<Dtype> {
   // The gradient of the gate inputs w.r.t. x, x_static, b and the weights.
   void ProjectionBackward(const vector<bool>& propagate_down,
                           const vector<Blob<Dtype>*>& bottom);
+  // Zeroes the carried state on the calling thread's device.
+  void ZeroCarried();
 
   int T_ = 0;
   int N_ = 0;
@@ -143,16 +178,24 @@ class RecurrentLayer : public Layer<Dtype> {
   int Ds_ = 0;  // static input dims per stream
   bool static_input_ = false;
   bool expose_hidden_ = false;
-  const Dtype* cont_ = nullptr;  // valid during Forward/Backward
+  // Valid during Forward/Backward: the device, cont's data on it, and in
+  // Backward OutputBackward's dLoss/dh sequence and the diff of the exposed
+  // final h (or null).
+  Poseidon::Brew dev_ = Poseidon::CPU;
+  const Dtype* cont_ = nullptr;
+  const Dtype* dh_out_ = nullptr;
+  const Dtype* final_h_diff_ = nullptr;
 
   Blob<Dtype> gates_;         // T x N x G: gate inputs (data) and their diff
   Blob<Dtype> h_conted_;      // T x N x H: cont_t * h_{t-1}
   Blob<Dtype> static_gates_;  // N x G: W_s x_static (data); sum_t dgate
-  Blob<Dtype> scratch_;       // N x H
+  Blob<Dtype> scratch_;       // N x H: dgate_{t+1} W_h in Backward
   vector<shared_ptr<Blob<Dtype>>> states_;   // T x N x H each
   vector<shared_ptr<Blob<Dtype>>> initial_;  // 1 x N x H: states at t = -1
   vector<shared_ptr<Blob<Dtype>>> carried_;  // 1 x N x H, see Note
-  vector<shared_ptr<Blob<Dtype>>> dstates_;  // N x H, backward only
+  // N x H, backward only, for states s >= 1 (at s - 1): the gradient at
+  // h_t is gathered by the cell instead (hidden_grad).
+  vector<shared_ptr<Blob<Dtype>>> dstates_;
 };
 
 }  // namespace poseidon

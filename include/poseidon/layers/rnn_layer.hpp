@@ -8,6 +8,9 @@
 // h_T and the bottoms take h_0.
 // Blobs, in Caffe's order: W_xh (H x D), b_h (H), W_xh_static (H x Ds, only
 // with x_static), W_hh (H x H), W_ho (H x H), b_o (H).
+// Devices: the cell and output bodies are kernels::RnnForward, RnnBackward,
+// RnnOutputForward and TanhBackward (kernels/lstm_kernels.hpp), run on
+// either device with the base's GEMMs.
 #ifndef POSEIDON_LAYERS_RNN_LAYER_HPP_
 #define POSEIDON_LAYERS_RNN_LAYER_HPP_
 
@@ -35,7 +38,7 @@ class RNNLayer final : public RecurrentLayer<Dtype> {
   void ReshapeCell() override;
   void CellForward(int t) override;
   void OutputForward(Blob<Dtype>* top) override;
-  void OutputBackward(const Blob<Dtype>& top) override;
+  const Dtype* OutputBackward(const Blob<Dtype>& top) override;
   void CellBackward(int t) override;
 
  private:

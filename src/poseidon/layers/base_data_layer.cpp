@@ -1,7 +1,47 @@
 // The data layer bases and the prefetch thread.
 #include "poseidon/layers/base_data_layer.hpp"
 
+#ifndef CPU_ONLY
+#include <cuda_runtime.h>
+
+#include "poseidon/util/device_check.hpp"
+#include "poseidon/util/gpu_context.hpp"
+#endif
+
 namespace poseidon {
+
+// Note [Prefetch streams]
+// In GPU mode the prefetch thread computes on the consumer's device (the
+// mode and device of the thread that set the layer up) with its own stream
+// P (gpu::Stream() is per thread); Forward runs on the consumer's compute
+// stream C. One round of a batch:
+//  1. The thread pops the batch from free_ and makes P wait for the batch's
+//     `consumed_` event (cudaStreamWaitEvent: the GPU waits, not the host).
+//     So all that the thread later queues on P, the upload in 3 and any
+//     reuse of device memory it frees while loading (the caching allocator
+//     hands a block freed by this thread to P's later work at once), runs
+//     after C has finished reading the batch's previous contents in 5.
+//  2. LoadBatch fills the host copy: pinned memory, as the thread is in GPU
+//     mode when it allocates it. No stream reads the host copy meanwhile:
+//     the previous upload ended in 3, and Forward reads the device copy.
+//  3. SyncedMemory::async_gpu_push queues the upload on P; the thread then
+//     synchronises P (only the prefetch thread waits) and
+//  4. pushes the batch to full_; the queue's lock orders the finished upload
+//     before everything Forward does with the batch.
+//  5. Forward pops it, queues the device-to-device copies to the tops on C,
+//     records `consumed_` on C after them and returns the batch to free_ at
+//     once, without waiting for C: the copies may still be queued when the
+//     thread takes the batch again, which is what the wait in 1 is for.
+// The tops get a copy rather than the batch's memory: the net reads its data
+// top until the next Forward (backward included), so a shared batch could go
+// back to free_ only then, leaving one batch fewer in flight, and blobs that
+// share the top's memory (Reshape, Flatten) or layers writing it in place
+// would see it change under them. The copy is one device-to-device pass over
+// the batch, small next to the forward pass.
+// If the thread runs in CPU mode while Forward runs in GPU mode (the mode
+// changed after setup), the batch stays on the host and gpu_data() uploads
+// it synchronously on C: correct, only slower. In CPU mode none of this
+// happens.
 
 template <typename Dtype>
 BaseDataLayer<Dtype>::BaseDataLayer(const LayerParameter& param)
@@ -31,6 +71,14 @@ BasePrefetchingDataLayer<Dtype>::BasePrefetchingDataLayer(
 template <typename Dtype>
 BasePrefetchingDataLayer<Dtype>::~BasePrefetchingDataLayer() {
   StopPrefetch();
+#ifndef CPU_ONLY
+  // An event still pending is released once the device has passed it.
+  for (auto& batch : prefetch_) {
+    if (batch->consumed_ != nullptr) {
+      cudaEventDestroy(static_cast<cudaEvent_t>(batch->consumed_));
+    }
+  }
+#endif
 }
 
 template <typename Dtype>
@@ -44,23 +92,66 @@ void BasePrefetchingDataLayer<Dtype>::LayerSetUp(
   // the thread that set the layer up.
   const uint64_t seed = Poseidon::rng_seed();
   thread_ = std::thread(&BasePrefetchingDataLayer::PrefetchLoop, this, seed,
-                        Poseidon::solver_rank());
+                        Poseidon::solver_rank(), Poseidon::mode(),
+                        Poseidon::device());
 }
 
 template <typename Dtype>
 void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(uint64_t seed,
-                                                   int solver_rank) {
+                                                   int solver_rank,
+                                                   Poseidon::Brew mode,
+                                                   int device) {
   Poseidon::rng().seed(static_cast<std::mt19937::result_type>(seed));
   Poseidon::set_solver_rank(solver_rank);
   try {
+    // This thread's mode and device start as the process defaults, which are
+    // normally the setup thread's; set_device/set_mode would also change the
+    // defaults, so they are called only where the two differ.
+    if (mode == Poseidon::GPU && Poseidon::device() != device) {
+      Poseidon::set_device(device);
+    }
+    if (Poseidon::mode() != mode) Poseidon::set_mode(mode);
+#ifndef CPU_ONLY
+    const bool gpu = mode == Poseidon::GPU;
+#endif
     while (std::optional<Batch<Dtype>*> batch = free_.Pop()) {
+#ifndef CPU_ONLY
+      if (gpu) WaitUntilConsumed(*batch);
+#endif
       LoadBatch(*batch);
+#ifndef CPU_ONLY
+      if (gpu) UploadBatch(*batch);
+#endif
       full_.Push(Loaded{*batch, nullptr});
     }
   } catch (...) {
     full_.Push(Loaded{nullptr, std::current_exception()});
   }
 }
+
+#ifndef CPU_ONLY
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::WaitUntilConsumed(Batch<Dtype>* batch) {
+  // Step 1 of Note [Prefetch streams]. A batch never consumed on the GPU
+  // has no event; one whose event was never recorded makes this a no-op.
+  if (batch->consumed_ == nullptr) return;
+  POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(
+      gpu::Stream(), static_cast<cudaEvent_t>(batch->consumed_), 0));
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::UploadBatch(Batch<Dtype>* batch) {
+  // Steps 3 and 4 of Note [Prefetch streams]: only what LoadBatch wrote (the
+  // label blob of a layer without a label top stays untouched).
+  for (Blob<Dtype>* blob : {&batch->data_, &batch->label_}) {
+    SyncedMemory* memory = blob->data().get();
+    if (blob->count() > 0 && memory->head() == SyncedMemory::HEAD_AT_CPU) {
+      memory->async_gpu_push(gpu::Stream());
+    }
+  }
+  gpu::Synchronize();
+}
+#endif
 
 template <typename Dtype>
 void BasePrefetchingDataLayer<Dtype>::StopPrefetch() {
@@ -70,8 +161,7 @@ void BasePrefetchingDataLayer<Dtype>::StopPrefetch() {
 }
 
 template <typename Dtype>
-void BasePrefetchingDataLayer<Dtype>::Forward_cpu(
-    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+Batch<Dtype>* BasePrefetchingDataLayer<Dtype>::NextBatch() {
   if (error_) std::rethrow_exception(error_);
   POSEIDON_REQUIRE(prefetching(), Error, this->type(),
                    " layer: Forward before SetUp");
@@ -81,16 +171,52 @@ void BasePrefetchingDataLayer<Dtype>::Forward_cpu(
     error_ = loaded->error;
     std::rethrow_exception(error_);
   }
-  Batch<Dtype>* batch = loaded->batch;
+  return loaded->batch;
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::CopyToTops(
+    Poseidon::Brew dev, Batch<Dtype>* batch, const vector<Blob<Dtype>*>& top) {
   top[0]->ReshapeLike(batch->data_);
-  cpu_copy(batch->data_.count(), batch->data_.cpu_data(),
-           top[0]->mutable_cpu_data());
+  math::copy<Dtype>(dev, batch->data_.count(), batch->data_.data_on(dev),
+                    top[0]->mutable_data_on(dev));
   if (this->output_labels_) {
     top[1]->ReshapeLike(batch->label_);
-    cpu_copy(batch->label_.count(), batch->label_.cpu_data(),
-             top[1]->mutable_cpu_data());
+    math::copy<Dtype>(dev, batch->label_.count(), batch->label_.data_on(dev),
+                      top[1]->mutable_data_on(dev));
   }
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::Forward_cpu(
+    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+  Batch<Dtype>* batch = NextBatch();
+  CopyToTops(Poseidon::CPU, batch, top);
   free_.Push(batch);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::Forward_gpu(
+    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+#ifdef CPU_ONLY
+  NO_GPU;
+#else
+  Batch<Dtype>* batch = NextBatch();
+  CopyToTops(Poseidon::GPU, batch, top);
+  // Step 5 of Note [Prefetch streams]. The event is made here, on the
+  // compute thread, so that it belongs to the device C runs on (Stream()
+  // makes that device current).
+  cudaStream_t stream = gpu::Stream();
+  if (batch->consumed_ == nullptr) {
+    cudaEvent_t event;
+    POSEIDON_CUDA_CHECK(
+        cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    batch->consumed_ = event;
+  }
+  POSEIDON_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(batch->consumed_), stream));
+  free_.Push(batch);
+#endif
 }
 
 INSTANTIATE_CLASS(BaseDataLayer);

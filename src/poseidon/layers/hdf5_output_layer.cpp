@@ -79,12 +79,14 @@ void HDF5OutputLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void HDF5OutputLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                          const vector<bool>& propagate_down,
-                                          const vector<Blob<Dtype>*>& bottom) {
+void HDF5OutputLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                        const vector<Blob<Dtype>*>& top,
+                                        const vector<bool>& propagate_down,
+                                        const vector<Blob<Dtype>*>& bottom) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (propagate_down[i]) {
-      cpu_set(bottom[i]->count(), Dtype(0), bottom[i]->mutable_cpu_diff());
+      math::set<Dtype>(dev, bottom[i]->count(), Dtype(0),
+                       bottom[i]->mutable_diff_on(dev));
     }
   }
 }

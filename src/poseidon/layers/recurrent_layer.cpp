@@ -1,13 +1,28 @@
 // RecurrentLayer: input projections for all steps at once (one GEMM), then a
 // loop over time (one GEMM per step for W_h, the cell in between), and the
-// same loop backwards (backpropagation through time).
+// same loop backwards (backpropagation through time), on either device.
 #include "poseidon/layers/recurrent_layer.hpp"
 
 #include <climits>
 
 #include "poseidon/filler.hpp"
+#include "poseidon/util/for_each_rows.hpp"
 
 namespace poseidon {
+
+template <typename Dtype>
+void AddRowSums(Poseidon::Brew dev, int rows, int cols, const Dtype* x,
+                Dtype* y) {
+  if (dev == Poseidon::GPU) {
+    for_each(dev, cols, kernels::SumRows<Dtype>{rows, cols, x, y});
+    return;
+  }
+  for (int r = 0; r < rows; ++r) cpu_axpy(cols, Dtype(1), x + r * cols, y);
+}
+
+template void AddRowSums<float>(Poseidon::Brew, int, int, const float*, float*);
+template void AddRowSums<double>(Poseidon::Brew, int, int, const double*,
+                                 double*);
 
 template <typename Dtype>
 typename std::vector<typename RecurrentLayer<Dtype>::ParamSpec>
@@ -78,7 +93,7 @@ void RecurrentLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
     states_.push_back(std::make_shared<Blob<Dtype>>());
     initial_.push_back(std::make_shared<Blob<Dtype>>());
     carried_.push_back(std::make_shared<Blob<Dtype>>());
-    dstates_.push_back(std::make_shared<Blob<Dtype>>());
+    if (s > 0) dstates_.push_back(std::make_shared<Blob<Dtype>>());
   }
 }
 
@@ -135,162 +150,212 @@ void RecurrentLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   h_conted_.Reshape({T_, N_, H_});
   static_gates_.Reshape({N_, G});
   scratch_.Reshape({N_, H_});
+  bool carried_reshaped = false;
   for (int s = 0; s < NumStates(); ++s) {
     states_[s]->Reshape({T_, N_, H_});
     initial_[s]->Reshape(state_shape);
-    dstates_[s]->Reshape({N_, H_});
+    if (s > 0) dstates_[s - 1]->Reshape({N_, H_});
     if (carried_[s]->shape() != state_shape) {
       carried_[s]->Reshape(state_shape);
-      cpu_set(carried_[s]->count(), Dtype(0), carried_[s]->mutable_cpu_data());
+      carried_reshaped = true;
     }
   }
+  if (carried_reshaped) ZeroCarried();
   ReshapeCell();
 }
 
 template <typename Dtype>
-void RecurrentLayer<Dtype>::Reset() {
+void RecurrentLayer<Dtype>::ZeroCarried() {
+  // On the device that computes next, so that a GPU net never copies it.
+  const Poseidon::Brew dev = Poseidon::mode();
   for (auto& blob : carried_) {
-    cpu_set(blob->count(), Dtype(0), blob->mutable_cpu_data());
+    math::set<Dtype>(dev, blob->count(), Dtype(0), blob->mutable_data_on(dev));
   }
 }
 
 template <typename Dtype>
+void RecurrentLayer<Dtype>::Reset() {
+  ZeroCarried();
+}
+
+template <typename Dtype>
 const Dtype* RecurrentLayer<Dtype>::state(int s, int t) const {
-  if (t < 0) return initial_[s]->cpu_data();
-  return states_[s]->cpu_data() + t * N_ * H_;
+  if (t < 0) return initial_[s]->data_on(dev_);
+  return states_[s]->data_on(dev_) + t * N_ * H_;
 }
 
 template <typename Dtype>
 Dtype* RecurrentLayer<Dtype>::mutable_state(int s, int t) {
   CHECK_GE(t, 0) << "the initial state is not written by the cell";
-  return states_[s]->mutable_cpu_data() + t * N_ * H_;
+  return states_[s]->mutable_data_on(dev_) + t * N_ * H_;
 }
 
 template <typename Dtype>
-void RecurrentLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
-  cont_ = bottom[1]->cpu_data();
+Dtype* RecurrentLayer<Dtype>::next_gemm_input(int t) {
+  if (t + 1 >= T_) return nullptr;
+  return h_conted_.mutable_data_on(dev_) + (t + 1) * N_ * H_;
+}
+
+template <typename Dtype>
+kernels::HiddenGrad<Dtype> RecurrentLayer<Dtype>::hidden_grad(int t) const {
+  // The output's part is h_sequence's diff or the top's (OutputBackward);
+  // what comes through W_h from step t + 1 sits in scratch_.
+  const bool last = t + 1 == T_;
+  return kernels::HiddenGrad<Dtype>{
+      dh_out_ + t * N_ * H_, last ? nullptr : scratch_.data_on(dev_),
+      last ? nullptr : cont(t + 1), last ? final_h_diff_ : nullptr};
+}
+
+template <typename Dtype>
+Dtype* RecurrentLayer<Dtype>::dstate(int s) {
+  CHECK_GE(s, 1) << "the gradient at h_t comes from hidden_grad()";
+  return dstates_[s - 1]->mutable_data_on(dev_);
+}
+
+template <typename Dtype>
+void RecurrentLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
+  dev_ = dev;
+  cont_ = bottom[1]->data_on(dev);
   const int G = GateDim();
   const int NH = N_ * H_;
   const int NG = N_ * G;
   for (int s = 0; s < NumStates(); ++s) {
     const Blob<Dtype>& source =
         expose_hidden_ ? *bottom[first_state_bottom() + s] : *carried_[s];
-    cpu_copy(NH, source.cpu_data(), initial_[s]->mutable_cpu_data());
+    math::copy<Dtype>(dev, NH, source.data_on(dev),
+                      initial_[s]->mutable_data_on(dev));
   }
 
   // Input projections of every step: a = x W_x^T + b [+ x_static W_s^T].
-  Dtype* a = gates_.mutable_cpu_data();
-  cpu_gemm(CblasNoTrans, CblasTrans, T_ * N_, G, D_, Dtype(1),
-           bottom[0]->cpu_data(), this->blobs_[0]->cpu_data(), Dtype(0), a);
-  const Dtype* b = this->blobs_[1]->cpu_data();
-  for (int r = 0; r < T_ * N_; ++r) cpu_axpy(G, Dtype(1), b, a + r * G);
+  Dtype* a = gates_.mutable_data_on(dev);
+  math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasTrans, T_ * N_, G, D_,
+                           Dtype(1), bottom[0]->data_on(dev),
+                           this->blobs_[0]->data_on(dev), Dtype(0), a);
+  for_each_rows(
+      dev, T_ * N_, G,
+      kernels::AddRowVector<Dtype>{G, this->blobs_[1]->data_on(dev), a});
   if (static_input_) {
-    Dtype* sg = static_gates_.mutable_cpu_data();
-    cpu_gemm(CblasNoTrans, CblasTrans, N_, G, Ds_, Dtype(1),
-             bottom[2]->cpu_data(), this->blobs_[2]->cpu_data(), Dtype(0), sg);
-    for (int t = 0; t < T_; ++t) cpu_axpy(NG, Dtype(1), sg, a + t * NG);
+    Dtype* sg = static_gates_.mutable_data_on(dev);
+    math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasTrans, N_, G, Ds_,
+                             Dtype(1), bottom[2]->data_on(dev),
+                             this->blobs_[2]->data_on(dev), Dtype(0), sg);
+    for_each_rows(dev, T_, NG, kernels::AddRowVector<Dtype>{NG, sg, a});
   }
 
-  // The recurrence: a_t += W_h (cont_t * h_{t-1}), then the cell.
-  const Dtype* w_h = this->blobs_[w_h_index()]->cpu_data();
+  // The recurrence: a_t += W_h (cont_t * h_{t-1}), then the cell, which also
+  // writes cont_{t+1} * h_t for the next step.
+  Dtype* hc = h_conted_.mutable_data_on(dev);
+  for_each_rows(dev, N_, H_,
+                kernels::ContScale<Dtype>{H_, cont(0), state(0, -1), hc});
+  const Dtype* w_h = this->blobs_[w_h_index()]->data_on(dev);
   for (int t = 0; t < T_; ++t) {
-    const Dtype* h_prev = state(0, t - 1);
-    Dtype* hc = h_conted_.mutable_cpu_data() + t * NH;
-    for (int n = 0; n < N_; ++n) {
-      cpu_scale(H_, cont(t)[n], h_prev + n * H_, hc + n * H_);
-    }
-    cpu_gemm(CblasNoTrans, CblasTrans, N_, G, H_, Dtype(1), hc, w_h, Dtype(1),
-             gates_.mutable_cpu_data() + t * NG);
+    math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasTrans, N_, G, H_, Dtype(1),
+                             hc + t * NH, w_h, Dtype(1), a + t * NG);
     CellForward(t);
   }
   OutputForward(top[0]);
 
   for (int s = 0; s < NumStates(); ++s) {
     Blob<Dtype>* dest = expose_hidden_ ? top[1 + s] : carried_[s].get();
-    cpu_copy(NH, state(s, T_ - 1), dest->mutable_cpu_data());
+    math::copy<Dtype>(dev, NH, state(s, T_ - 1), dest->mutable_data_on(dev));
   }
 }
 
 template <typename Dtype>
-void RecurrentLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                         const vector<bool>& propagate_down,
-                                         const vector<Blob<Dtype>*>& bottom) {
-  cont_ = bottom[1]->cpu_data();
+void RecurrentLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                       const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
+  dev_ = dev;
+  cont_ = bottom[1]->data_on(dev);
   const int G = GateDim();
   const int NH = N_ * H_;
-  OutputBackward(*top[0]);
-  const Dtype* dh_out = states_[0]->cpu_diff();
-  for (int s = 0; s < NumStates(); ++s) {
+  dh_out_ = OutputBackward(*top[0]);
+  final_h_diff_ = expose_hidden_ ? top[1]->diff_on(dev) : nullptr;
+  for (int s = 1; s < NumStates(); ++s) {
     if (expose_hidden_) {
-      cpu_copy(NH, top[1 + s]->cpu_diff(), dstate(s));
+      math::copy<Dtype>(dev, NH, top[1 + s]->diff_on(dev), dstate(s));
     } else {
-      cpu_set(NH, Dtype(0), dstate(s));
+      math::set<Dtype>(dev, NH, Dtype(0), dstate(s));
     }
   }
 
-  // Backpropagation through time; dstate(s) carries dLoss/dstate from t + 1.
-  const Dtype* w_h = this->blobs_[w_h_index()]->cpu_data();
-  Dtype* scratch = scratch_.mutable_cpu_data();
+  // Backpropagation through time: the cell at t reads dgate_{t+1} W_h from
+  // scratch_ (hidden_grad) before this step's GEMM replaces it.
+  const int h0 = first_state_bottom();
+  const bool want_dh0 = expose_hidden_ && propagate_down[h0];
+  const Dtype* w_h = this->blobs_[w_h_index()]->data_on(dev);
+  Dtype* scratch = scratch_.mutable_data_on(dev);
   for (int t = T_ - 1; t >= 0; --t) {
-    cpu_axpy(NH, Dtype(1), dh_out + t * NH, dstate(0));
     CellBackward(t);
-    cpu_gemm(CblasNoTrans, CblasNoTrans, N_, H_, G, Dtype(1), dgate(t), w_h,
-             Dtype(0), scratch);
-    for (int n = 0; n < N_; ++n) {
-      cpu_axpy(H_, cont(t)[n], scratch + n * H_, dstate(0) + n * H_);
+    if (t > 0 || want_dh0) {
+      math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasNoTrans, N_, H_, G,
+                               Dtype(1), dgate(t), w_h, Dtype(0), scratch);
     }
   }
-  for (int s = 0; s < NumExposed(); ++s) {
-    const int i = first_state_bottom() + s;
-    if (propagate_down[i]) {
-      cpu_copy(NH, dstates_[s]->cpu_data(), bottom[i]->mutable_cpu_diff());
+  if (want_dh0) {
+    for_each_rows(dev, N_, H_,
+                  kernels::ContScale<Dtype>{H_, cont(0), scratch,
+                                            bottom[h0]->mutable_diff_on(dev)});
+  }
+  for (int s = 1; s < NumExposed(); ++s) {
+    if (propagate_down[h0 + s]) {
+      math::copy<Dtype>(dev, NH, dstate(s),
+                        bottom[h0 + s]->mutable_diff_on(dev));
     }
   }
 
   if (this->param_propagate_down(w_h_index())) {
-    cpu_gemm(CblasTrans, CblasNoTrans, G, H_, T_ * N_, Dtype(1),
-             gates_.cpu_diff(), h_conted_.cpu_data(), Dtype(1),
-             this->blobs_[w_h_index()]->mutable_cpu_diff());
+    math::gemm_serial<Dtype>(dev, CblasTrans, CblasNoTrans, G, H_, T_ * N_,
+                             Dtype(1), gates_.diff_on(dev),
+                             h_conted_.data_on(dev), Dtype(1),
+                             this->blobs_[w_h_index()]->mutable_diff_on(dev));
   }
   ProjectionBackward(propagate_down, bottom);
   if (propagate_down[1]) {
-    cpu_set(bottom[1]->count(), Dtype(0), bottom[1]->mutable_cpu_diff());
+    math::set<Dtype>(dev, bottom[1]->count(), Dtype(0),
+                     bottom[1]->mutable_diff_on(dev));
   }
 }
 
 template <typename Dtype>
 void RecurrentLayer<Dtype>::ProjectionBackward(
     const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
+  const Poseidon::Brew dev = dev_;
   const int G = GateDim();
   const int NG = N_ * G;
-  const Dtype* da = gates_.cpu_diff();
+  const Dtype* da = gates_.diff_on(dev);
   auto& blobs = this->blobs_;
   if (this->param_propagate_down(0)) {
-    cpu_gemm(CblasTrans, CblasNoTrans, G, D_, T_ * N_, Dtype(1), da,
-             bottom[0]->cpu_data(), Dtype(1), blobs[0]->mutable_cpu_diff());
+    math::gemm_serial<Dtype>(dev, CblasTrans, CblasNoTrans, G, D_, T_ * N_,
+                             Dtype(1), da, bottom[0]->data_on(dev), Dtype(1),
+                             blobs[0]->mutable_diff_on(dev));
   }
   if (this->param_propagate_down(1)) {
-    Dtype* db = blobs[1]->mutable_cpu_diff();
-    for (int r = 0; r < T_ * N_; ++r) cpu_axpy(G, Dtype(1), da + r * G, db);
+    AddRowSums(dev, T_ * N_, G, da, blobs[1]->mutable_diff_on(dev));
   }
   if (static_input_ && (this->param_propagate_down(2) || propagate_down[2])) {
     // x_static feeds every step: its gradient sees the sum over time.
-    Dtype* sum = static_gates_.mutable_cpu_diff();
-    cpu_set(NG, Dtype(0), sum);
-    for (int t = 0; t < T_; ++t) cpu_axpy(NG, Dtype(1), da + t * NG, sum);
+    Dtype* sum = static_gates_.mutable_diff_on(dev);
+    math::set<Dtype>(dev, NG, Dtype(0), sum);
+    AddRowSums(dev, T_, NG, da, sum);
     if (this->param_propagate_down(2)) {
-      cpu_gemm(CblasTrans, CblasNoTrans, G, Ds_, N_, Dtype(1), sum,
-               bottom[2]->cpu_data(), Dtype(1), blobs[2]->mutable_cpu_diff());
+      math::gemm_serial<Dtype>(dev, CblasTrans, CblasNoTrans, G, Ds_, N_,
+                               Dtype(1), sum, bottom[2]->data_on(dev), Dtype(1),
+                               blobs[2]->mutable_diff_on(dev));
     }
     if (propagate_down[2]) {
-      cpu_gemm(CblasNoTrans, CblasNoTrans, N_, Ds_, G, Dtype(1), sum,
-               blobs[2]->cpu_data(), Dtype(0), bottom[2]->mutable_cpu_diff());
+      math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasNoTrans, N_, Ds_, G,
+                               Dtype(1), sum, blobs[2]->data_on(dev), Dtype(0),
+                               bottom[2]->mutable_diff_on(dev));
     }
   }
   if (propagate_down[0]) {
-    cpu_gemm(CblasNoTrans, CblasNoTrans, T_ * N_, D_, G, Dtype(1), da,
-             blobs[0]->cpu_data(), Dtype(0), bottom[0]->mutable_cpu_diff());
+    math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasNoTrans, T_ * N_, D_, G,
+                             Dtype(1), da, blobs[0]->data_on(dev), Dtype(0),
+                             bottom[0]->mutable_diff_on(dev));
   }
 }
 

@@ -1,8 +1,10 @@
 // RNNLayer: tanh cell per step; the output layer o = tanh(W_ho h + b_o) runs
-// over all steps at once.
+// over all steps at once. Either device: GEMMs plus the bodies of
+// kernels/lstm_kernels.hpp.
 #include "poseidon/layers/rnn_layer.hpp"
 
-#include <cmath>
+#include "poseidon/kernels/lstm_kernels.hpp"
+#include "poseidon/util/for_each_rows.hpp"
 
 namespace poseidon {
 
@@ -20,60 +22,60 @@ void RNNLayer<Dtype>::ReshapeCell() {
 
 template <typename Dtype>
 void RNNLayer<Dtype>::CellForward(int t) {
-  const int NH = this->N() * this->H();
-  const Dtype* a = this->gate(t);
-  Dtype* h = this->mutable_state(0, t);
-  for (int i = 0; i < NH; ++i) h[i] = std::tanh(a[i]);
+  for_each_rows(this->dev(), this->N(), this->H(),
+                kernels::RnnForward<Dtype>{
+                    this->H(), this->gate(t), this->mutable_state(0, t),
+                    this->next_cont(t), this->next_gemm_input(t)});
 }
 
 template <typename Dtype>
 void RNNLayer<Dtype>::OutputForward(Blob<Dtype>* top) {
+  const Poseidon::Brew dev = this->dev();
   const int rows = this->T() * this->N();
   const int H = this->H();
   const int k = this->output_param_index();
-  Dtype* o = output_.mutable_cpu_data();
-  cpu_gemm(CblasNoTrans, CblasTrans, rows, H, H, Dtype(1),
-           this->h_sequence().cpu_data(), this->blobs_[k]->cpu_data(), Dtype(0),
-           o);
-  const Dtype* b = this->blobs_[k + 1]->cpu_data();
-  for (int r = 0; r < rows; ++r) cpu_axpy(H, Dtype(1), b, o + r * H);
-  for (int i = 0; i < rows * H; ++i) o[i] = std::tanh(o[i]);
-  cpu_copy(rows * H, o, top->mutable_cpu_data());
+  Dtype* o = output_.mutable_data_on(dev);
+  math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasTrans, rows, H, H, Dtype(1),
+                           this->h_sequence().data_on(dev),
+                           this->blobs_[k]->data_on(dev), Dtype(0), o);
+  for_each_rows(
+      dev, rows, H,
+      kernels::RnnOutputForward<Dtype>{H, this->blobs_[k + 1]->data_on(dev), o,
+                                       top->mutable_data_on(dev)});
 }
 
 template <typename Dtype>
-void RNNLayer<Dtype>::OutputBackward(const Blob<Dtype>& top) {
+const Dtype* RNNLayer<Dtype>::OutputBackward(const Blob<Dtype>& top) {
+  const Poseidon::Brew dev = this->dev();
   const int rows = this->T() * this->N();
   const int H = this->H();
   const int k = this->output_param_index();
-  const Dtype* o = output_.cpu_data();
-  const Dtype* dtop = top.cpu_diff();
-  Dtype* dz = output_.mutable_cpu_diff();
-  for (int i = 0; i < rows * H; ++i) dz[i] = dtop[i] * (Dtype(1) - o[i] * o[i]);
+  Dtype* dz = output_.mutable_diff_on(dev);
+  for_each(
+      dev, rows * H,
+      kernels::TanhBackward<Dtype>{output_.data_on(dev), top.diff_on(dev), dz});
   if (this->param_propagate_down(k)) {
-    cpu_gemm(CblasTrans, CblasNoTrans, H, H, rows, Dtype(1), dz,
-             this->h_sequence().cpu_data(), Dtype(1),
-             this->blobs_[k]->mutable_cpu_diff());
+    math::gemm_serial<Dtype>(dev, CblasTrans, CblasNoTrans, H, H, rows,
+                             Dtype(1), dz, this->h_sequence().data_on(dev),
+                             Dtype(1), this->blobs_[k]->mutable_diff_on(dev));
   }
   if (this->param_propagate_down(k + 1)) {
-    Dtype* db = this->blobs_[k + 1]->mutable_cpu_diff();
-    for (int r = 0; r < rows; ++r) cpu_axpy(H, Dtype(1), dz + r * H, db);
+    AddRowSums(dev, rows, H, dz, this->blobs_[k + 1]->mutable_diff_on(dev));
   }
-  cpu_gemm(CblasNoTrans, CblasNoTrans, rows, H, H, Dtype(1), dz,
-           this->blobs_[k]->cpu_data(), Dtype(0),
-           this->h_sequence().mutable_cpu_diff());
+  Dtype* dh = this->h_sequence().mutable_diff_on(dev);
+  math::gemm_serial<Dtype>(dev, CblasNoTrans, CblasNoTrans, rows, H, H,
+                           Dtype(1), dz, this->blobs_[k]->data_on(dev),
+                           Dtype(0), dh);
+  return dh;
 }
 
 template <typename Dtype>
 void RNNLayer<Dtype>::CellBackward(int t) {
-  const int NH = this->N() * this->H();
-  const Dtype* h = this->state(0, t);
-  Dtype* dh = this->dstate(0);
-  Dtype* da = this->dgate(t);
-  for (int i = 0; i < NH; ++i) {
-    da[i] = dh[i] * (Dtype(1) - h[i] * h[i]);
-    dh[i] = 0;  // h_{t-1} reaches h_t only through W_hh (the base's part)
-  }
+  // h_{t-1} reaches h_t only through W_hh, which the base handles.
+  for_each_rows(
+      this->dev(), this->N(), this->H(),
+      kernels::RnnBackward<Dtype>{this->H(), this->state(0, t),
+                                  this->hidden_grad(t), this->dgate(t)});
 }
 
 INSTANTIATE_CLASS(RNNLayer);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "data_layer_device_check.hpp"
 #include "poseidon/layers/data_layer.hpp"
 #include "poseidon/util/db.hpp"
 #include "test_util.hpp"
@@ -94,6 +95,46 @@ TYPED_TEST(DataLayerTest, ReadsBatchesThatWrapAround) {
       }
     }
   }
+}
+
+// In GPU mode the batches reach the tops on the device (uploaded by the
+// prefetch thread) and equal the CPU's, over more batches than are in
+// flight; with and without the label top.
+TYPED_TEST(DataLayerTest, BatchesOnTheDeviceMatchCpuMode) {
+  using Dtype = typename TypeParam::Dtype;
+  LayerParameter p = this->Param(WriteUniformDB(7), 3);
+  p.mutable_data_param()->set_prefetch(2);
+  p.mutable_transform_param()->set_scale(0.25);
+  for (const int tops : {2, 1}) {
+    test::ExpectBatchesMatchCpuMode<Dtype>(
+        TypeParam::device,
+        [&p] { return LayerRegistry<Dtype>::CreateLayer(p); }, tops, 9, true);
+  }
+}
+
+// The mode may change between SetUp (which fixes the prefetch thread's
+// mode) and Forward: a batch loaded on the host is uploaded by Forward, one
+// uploaded by the thread is read back on the host.
+TYPED_TEST(DataLayerTest, ModeMaySwitchAfterSetUp) {
+  using Dtype = typename TypeParam::Dtype;
+  const string source = WriteUniformDB(4);
+  const Poseidon::Brew dev = TypeParam::device;
+  for (const Poseidon::Brew setup_mode : {Poseidon::CPU, dev}) {
+    for (const Poseidon::Brew forward_mode : {Poseidon::CPU, dev}) {
+      Poseidon::set_mode(setup_mode);
+      DataLayer<Dtype> layer(this->Param(source, 3));
+      layer.SetUp({}, this->top_);
+      Poseidon::set_mode(forward_mode);
+      const vector<vector<int>> expected{{0, 1, 2}, {3, 0, 1}, {2, 3, 0}};
+      for (const auto& want : expected) {
+        EXPECT_EQ(this->NextLabels(&layer), want);
+        for (int n = 0; n < 3; ++n) {
+          EXPECT_EQ(this->data_->cpu_data()[n * 12 + 5], want[n]);
+        }
+      }
+    }
+  }
+  Poseidon::set_mode(dev);
 }
 
 TYPED_TEST(DataLayerTest, LabelTopIsOptionalAndTypeIsRegistered) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "data_layer_device_check.hpp"
 #include "poseidon/layers/hdf5_data_layer.hpp"
 #include "poseidon/layers/hdf5_output_layer.hpp"
 #include "poseidon/net.hpp"
@@ -253,6 +254,16 @@ TYPED_TEST(HDF5LayersTest, ShuffleIsAPermutationPerPassAndReproducible) {
   EXPECT_NE(read(42), first);
 }
 
+// In GPU mode (a host pass into the tops) the next reader finds the
+// batches on the device; shuffled from the same seed.
+TYPED_TEST(HDF5LayersTest, BatchesOnTheDeviceMatchCpuMode) {
+  using Dtype = typename TypeParam::Dtype;
+  const LayerParameter p = this->DataParam(2, "list.txt", true);
+  test::ExpectBatchesMatchCpuMode<Dtype>(
+      TypeParam::device, [&p] { return LayerRegistry<Dtype>::CreateLayer(p); },
+      2, 7, false);
+}
+
 TYPED_TEST(HDF5LayersTest, ShardsAreDisjointAndCoverTheData) {
   using Dtype = typename TypeParam::Dtype;
   for (bool shuffle : {false, true}) {
@@ -464,6 +475,38 @@ TYPED_TEST(HDF5LayersTest, OutputReadsBackThroughHDF5Data) {
   for (int i = 0; i < label.count(); ++i) {
     EXPECT_EQ(this->label_->cpu_data()[i], label.cpu_data()[i]);
   }
+}
+
+// Bottoms on the device (in GPU mode) are written as they are; Backward
+// zeroes the diffs it is asked for on the mode's device.
+TYPED_TEST(HDF5LayersTest, OutputWritesBottomsFromTheDevice) {
+  using Dtype = typename TypeParam::Dtype;
+  const Poseidon::Brew dev = TypeParam::device;
+  const string file = this->dir_ + "device.h5";
+  LayerParameter p;
+  p.set_type("HDF5Output");
+  p.mutable_hdf5_output_param()->set_file_name(file);
+  HDF5OutputLayer<Dtype> output(p);
+  Blob<Dtype> data(vector<int>{3, 4});
+  Blob<Dtype> label(vector<int>{3});
+  test::FillGaussian(&data);
+  test::FillGaussian(&label);
+  const vector<Dtype> want(data.cpu_data(), data.cpu_data() + data.count());
+  const vector<Blob<Dtype>*> bottom{&data, &label};
+  output.SetUp(bottom, {});
+  // The newest copy on `dev` (the host copy becomes stale on the GPU).
+  data.mutable_data_on(dev);
+  label.mutable_data_on(dev);
+  output.Forward(bottom, {});
+  const ReadBack d = ReadH5(file, "data");
+  ASSERT_EQ(d.values.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(d.values[i], want[i]);
+
+  cpu_set(data.count(), Dtype(3), data.mutable_cpu_diff());
+  cpu_set(label.count(), Dtype(3), label.mutable_cpu_diff());
+  output.Backward({}, {true, false}, bottom);
+  EXPECT_EQ(data.asum_diff(), Dtype(0));
+  EXPECT_EQ(label.asum_diff(), Dtype(3 * label.count()));
 }
 
 TYPED_TEST(HDF5LayersTest, OutputErrors) {

@@ -6,6 +6,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <set>
 
+#include "data_layer_device_check.hpp"
 #include "poseidon/layers/image_data_layer.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
@@ -79,6 +80,20 @@ TYPED_TEST(ImageDataLayerTest, ReadsImagesInListOrderAndWraps) {
       for (int c = 0; c < 3; ++c)
         EXPECT_EQ(this->data_->data_at(n, c, 3, 4), 10 * images[n] + c);
   }
+}
+
+// In GPU mode the batches reach the tops on the device and equal the CPU's
+// (shuffled and mirrored at random from the same seed).
+TYPED_TEST(ImageDataLayerTest, BatchesOnTheDeviceMatchCpuMode) {
+  using Dtype = typename TypeParam::Dtype;
+  LayerParameter p = this->Param(2);
+  p.mutable_image_data_param()->set_shuffle(true);
+  p.mutable_transform_param()->set_mirror(true);
+  p.mutable_data_param()->set_prefetch(2);
+  p.set_phase(TRAIN);
+  test::ExpectBatchesMatchCpuMode<Dtype>(
+      TypeParam::device, [&p] { return LayerRegistry<Dtype>::CreateLayer(p); },
+      2, 7, true);
 }
 
 TYPED_TEST(ImageDataLayerTest, ResizesAndReadsGray) {

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "data_layer_device_check.hpp"
 #include "poseidon/layers/memory_data_layer.hpp"
 #include "test_util.hpp"
 
@@ -56,6 +57,24 @@ TYPED_TEST(MemoryDataLayerTest, ServesResetArraysInBatches) {
     EXPECT_EQ(this->label_->cpu_data()[0], 10 + first);
     EXPECT_EQ(this->label_->cpu_data()[1], 11 + first);
   }
+}
+
+// In GPU mode (a host pass: the arrays are host memory) the next reader
+// finds the batches on the device.
+TYPED_TEST(MemoryDataLayerTest, BatchesOnTheDeviceMatchCpuMode) {
+  using Dtype = typename TypeParam::Dtype;
+  const int n = 6, size = 6;
+  vector<Dtype> data(n * size), labels(n);
+  for (int i = 0; i < n * size; ++i) data[i] = static_cast<Dtype>(0.5 * i);
+  for (int i = 0; i < n; ++i) labels[i] = static_cast<Dtype>(10 + i);
+  const LayerParameter p = this->param_;
+  test::ExpectBatchesMatchCpuMode<Dtype>(
+      TypeParam::device, [&p] { return LayerRegistry<Dtype>::CreateLayer(p); },
+      2, 5, false,
+      [&](Layer<Dtype>* layer) {
+        dynamic_cast<MemoryDataLayer<Dtype>*>(layer)->Reset(data.data(),
+                                                            labels.data(), n);
+      });
 }
 
 TYPED_TEST(MemoryDataLayerTest, ResetErrors) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data_layer_device_check.hpp"
 #include "poseidon/layers/window_data_layer.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
@@ -244,6 +245,24 @@ TYPED_TEST(WindowDataLayerTest, CachedImagesGiveTheSameBatches) {
                   this->label_->cpu_data() + this->label_->count());
   }
   EXPECT_EQ(values, direct);
+}
+
+// In GPU mode the batches (windows drawn and mirrored at random from the
+// same seed) reach the tops on the device and equal the CPU's.
+TYPED_TEST(WindowDataLayerTest, BatchesOnTheDeviceMatchCpuMode) {
+  using Dtype = typename TypeParam::Dtype;
+  this->Image("a.png", 7, 5, {10, 20, 30});
+  this->Image("b.png", 6, 9, {40, 50, 60});
+  this->Windows(
+      "# 0\na.png\n3 5 7\n2\n1 0.9 0 0 3 4\n0 0.2 2 1 6 3\n"
+      "# 1\nb.png\n3 9 6\n2\n3 0.8 1 2 5 8\n0 0.1 0 0 2 2\n");
+  LayerParameter p = this->Param(4, 5, 0.5);
+  p.mutable_window_data_param()->set_context_pad(1);
+  p.mutable_transform_param()->set_mirror(true);
+  p.mutable_data_param()->set_prefetch(3);
+  test::ExpectBatchesMatchCpuMode<Dtype>(
+      TypeParam::device, [&p] { return LayerRegistry<Dtype>::CreateLayer(p); },
+      2, 8, true);
 }
 
 TYPED_TEST(WindowDataLayerTest, WindowFileErrorsNameTheEntry) {
