@@ -49,9 +49,15 @@ class Poseidon {
   enum Brew { CPU, GPU };
 
   static Brew mode();
+  // set_mode/set_device set the calling thread's mode (device) and the
+  // default of threads started later, as Caffe's do.
   static void set_mode(Brew mode);
   static void set_device(int device_id);
   static int device();
+  // Sets only the calling thread's mode and device, leaving the process
+  // defaults alone: for helper threads (data prefetch) that must compute
+  // where the thread they serve does.
+  static void set_thread_context(Brew mode, int device_id);
   // Seeds the calling thread's generator and the default for new threads.
   // A negative seed draws one from the system's entropy source.
   static void set_random_seed(int64_t seed);

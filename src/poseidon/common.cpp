@@ -99,6 +99,18 @@ void Poseidon::set_device(int device_id) {
 
 int Poseidon::device() { return ThisThread().device; }
 
+void Poseidon::set_thread_context(Brew mode, int device_id) {
+  POSEIDON_REQUIRE(device_id >= 0, ConfigError, "device ids start at 0, got ",
+                   device_id);
+#ifdef CPU_ONLY
+  if (mode == GPU) NO_GPU;
+#else
+  if (mode == GPU) gpu::RequireDevice("GPU mode", device_id);
+#endif
+  ThisThread().mode = mode;
+  ThisThread().device = device_id;
+}
+
 void Poseidon::set_random_seed(int64_t seed) {
   g_default_seed = seed;
   const uint64_t value = seed < 0 ? EntropySeed() : static_cast<uint64_t>(seed);

@@ -104,13 +104,8 @@ void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(uint64_t seed,
   Poseidon::rng().seed(static_cast<std::mt19937::result_type>(seed));
   Poseidon::set_solver_rank(solver_rank);
   try {
-    // This thread's mode and device start as the process defaults, which are
-    // normally the setup thread's; set_device/set_mode would also change the
-    // defaults, so they are called only where the two differ.
-    if (mode == Poseidon::GPU && Poseidon::device() != device) {
-      Poseidon::set_device(device);
-    }
-    if (Poseidon::mode() != mode) Poseidon::set_mode(mode);
+    // The setup thread's mode and device, for this thread only.
+    Poseidon::set_thread_context(mode, device);
 #ifndef CPU_ONLY
     const bool gpu = mode == Poseidon::GPU;
 #endif

@@ -413,6 +413,7 @@ void* Workspace(size_t bytes) {
   if (bytes > c.workspace_bytes) {
     if (c.workspace != nullptr) DeviceCache(c.device).Free(c.workspace, c.stream);
     c.workspace = nullptr;
+    c.workspace_bytes = 0;  // stays so if the allocation below throws
     c.workspace = DeviceCache(c.device).Allocate(bytes, c.stream);
     c.workspace_bytes = bytes;
   }
