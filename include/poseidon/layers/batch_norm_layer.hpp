@@ -26,12 +26,19 @@
 //   eps: 1e-5 }
 // The three blobs are statistics, not learned parameters: the layer turns
 // param_propagate_down off for all of them so no solver updates them.
+//
+// Devices: one body for the CPU and the GPU. Channel means are two gemv
+// calls against a ones vector (over spatial, then over num); the rest are
+// the per-element and per-channel bodies of kernels/norm_kernels.hpp. The
+// running statistics and the factor blobs[2] are read and updated where the
+// pass runs, so a GPU pass never waits for the host.
 #ifndef POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 #define POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/device_reduce.hpp"
 
 namespace poseidon {
 
@@ -50,17 +57,23 @@ class BatchNormLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  // Fills mean_ and variance_ from the batch and updates the running sums.
-  void ComputeBatchStatistics(const Blob<Dtype>& bottom);
-  // Fills mean_ and variance_ from the running sums.
-  void LoadGlobalStatistics();
+  // The bottom as num x channels_ x spatial.
+  int Num(const Blob<Dtype>& blob) const;
+  int Spatial(const Blob<Dtype>& blob) const;
+  // out[c] = alpha * (sum over num and spatial of channel c of `a`), `a`
+  // shaped like the bottom: two gemv calls.
+  void ChannelSums(Poseidon::Brew dev, int num, int spatial, Dtype alpha,
+                   const Dtype* a, Dtype* out);
+  // Fills mean_, variance_ and inv_std_ from the batch and updates the
+  // running sums.
+  void BatchStatistics(Poseidon::Brew dev, const Blob<Dtype>& bottom);
 
   bool use_global_stats_ = false;
   Dtype moving_average_fraction_ = Dtype(0.999);
@@ -71,8 +84,14 @@ class BatchNormLayer final : public Layer<Dtype> {
   Blob<Dtype> variance_;
   Blob<Dtype> inv_std_;  // 1 / sqrt(variance_ + eps)
   // The normalised output of the last Forward, kept for Backward because a
-  // later in-place layer may overwrite the top.
+  // later in-place layer may overwrite the top. Forward also uses it for the
+  // squared deviations before it holds the output.
   Blob<Dtype> x_norm_;
+  Blob<Dtype> temp_;      // dy * y in Backward (the bottom's shape)
+  Blob<Dtype> row_sums_;  // num x channels partial sums
+  Blob<Dtype> mean_dy_;   // per channel, Backward
+  Blob<Dtype> mean_dy_y_;
+  OnesVector<Dtype> ones_;
 };
 
 }  // namespace poseidon

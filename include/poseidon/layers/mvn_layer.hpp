@@ -19,12 +19,17 @@
 //   across_channels     (default false) one group per item instead of per
 //                       item and channel.
 //   eps                 (default 1e-9) added to the standard deviation.
+//
+// Devices: one body for the CPU and the GPU: the group means are gemv
+// calls against a ones vector, the rest the bodies of
+// kernels/norm_kernels.hpp.
 #ifndef POSEIDON_LAYERS_MVN_LAYER_HPP_
 #define POSEIDON_LAYERS_MVN_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/device_reduce.hpp"
 
 namespace poseidon {
 
@@ -41,16 +46,25 @@ class MVNLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  int groups_ = 0;     // number of normalised groups
-  int dim_ = 0;        // values per group
-  vector<Dtype> std_;  // s per group, from the last Forward
+  // out[g] = mean of the g-th group of `a` (one gemv).
+  void GroupMeans(Poseidon::Brew dev, const Dtype* a, Dtype* out);
+
+  int groups_ = 0;  // number of normalised groups
+  int dim_ = 0;     // values per group
+  // Per group: the mean (then mean(dy)), the variance (then mean(y * dy)),
+  // and s from the last Forward.
+  Blob<Dtype> mean_;
+  Blob<Dtype> second_;
+  Blob<Dtype> std_;
+  Blob<Dtype> temp_;  // squares, then y * dy (the bottom's shape)
+  OnesVector<Dtype> ones_;
 };
 
 }  // namespace poseidon

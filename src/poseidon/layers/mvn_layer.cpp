@@ -1,7 +1,9 @@
-// MVNLayer: per-group statistics with double accumulators.
+// MVNLayer on either device: group means by gemv against a ones vector,
+// element-wise bodies from kernels/norm_kernels.hpp.
 #include "poseidon/layers/mvn_layer.hpp"
 
-#include <cmath>
+#include "poseidon/kernels/norm_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -17,59 +19,68 @@ void MVNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   const int channels = in.num_axes() >= 2 ? in.shape(1) : 1;
   groups_ = p.across_channels() ? num : num * channels;
   dim_ = groups_ > 0 ? in.count() / groups_ : 0;
-  std_.assign(groups_, Dtype(1));
+  mean_.Reshape({groups_});
+  second_.Reshape({groups_});
+  std_.Reshape({groups_});
+  temp_.ReshapeLike(in);
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
-  const MVNParameter& p = this->layer_param_.mvn_param();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
+void MVNLayer<Dtype>::GroupMeans(Poseidon::Brew dev, const Dtype* a,
+                                 Dtype* out) {
+  math::gemv<Dtype>(dev, CblasNoTrans, groups_, dim_, Dtype(1) / dim_, a,
+                    ones_.Get(dev, dim_), Dtype(0), out);
+}
+
+template <typename Dtype>
+void MVNLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
   if (dim_ == 0) return;
-  for (int g = 0; g < groups_; ++g, x += dim_, y += dim_) {
-    double sum = 0;
-    for (int i = 0; i < dim_; ++i) sum += x[i];
-    const Dtype mean = static_cast<Dtype>(sum / dim_);
-    double sq = 0;
-    for (int i = 0; i < dim_; ++i) {
-      y[i] = x[i] - mean;
-      sq += static_cast<double>(y[i]) * y[i];
-    }
-    if (!p.normalize_variance()) continue;
-    const Dtype s = static_cast<Dtype>(std::sqrt(sq / dim_) + p.eps());
-    std_[g] = s;
-    for (int i = 0; i < dim_; ++i) y[i] /= s;
-  }
+  const MVNParameter& p = this->layer_param_.mvn_param();
+  const int count = bottom[0]->count();
+  const Dtype* x = bottom[0]->data_on(dev);
+  Dtype* mean = mean_.mutable_data_on(dev);
+  GroupMeans(dev, x, mean);
+  // In place, y is x: each element is read once, by the index writing it.
+  Dtype* y = top[0]->mutable_data_on(dev);
+  Dtype* sq = p.normalize_variance() ? temp_.mutable_data_on(dev) : nullptr;
+  for_each(dev, count, kernels::MVNCenter<Dtype>{x, mean, y, sq, dim_});
+  if (!p.normalize_variance()) return;
+  Dtype* var = second_.mutable_data_on(dev);
+  GroupMeans(dev, sq, var);
+  Dtype* std = std_.mutable_data_on(dev);
+  for_each(dev, groups_,
+           kernels::MVNStd<Dtype>{var, static_cast<Dtype>(p.eps()), std});
+  for_each(dev, count, kernels::MVNDivide<Dtype>{std, y, dim_});
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
+void MVNLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0] || dim_ == 0) return;
   const bool normalize = this->layer_param_.mvn_param().normalize_variance();
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  for (int g = 0; g < groups_; ++g, y += dim_, dy += dim_, dx += dim_) {
-    double sum_dy = 0;
-    double sum_y_dy = 0;
-    for (int i = 0; i < dim_; ++i) {
-      sum_dy += dy[i];
-      sum_y_dy += static_cast<double>(y[i]) * dy[i];
-    }
-    const Dtype mean_dy = static_cast<Dtype>(sum_dy / dim_);
-    if (!normalize) {
-      for (int i = 0; i < dim_; ++i) dx[i] = dy[i] - mean_dy;
-      continue;
-    }
-    const Dtype mean_y_dy = static_cast<Dtype>(sum_y_dy / dim_);
-    const Dtype s = std_[g];
-    for (int i = 0; i < dim_; ++i) {
-      dx[i] = (dy[i] - mean_dy - y[i] * mean_y_dy) / s;
-    }
+  const int count = bottom[0]->count();
+  const Dtype* y = top[0]->data_on(dev);
+  const Dtype* dy = top[0]->diff_on(dev);
+  Dtype* mean_dy = mean_.mutable_data_on(dev);
+  GroupMeans(dev, dy, mean_dy);
+  Dtype* mean_y_dy = nullptr;
+  const Dtype* std = nullptr;
+  if (normalize) {
+    Dtype* product = temp_.mutable_data_on(dev);
+    math::mul<Dtype>(dev, count, y, dy, product);
+    mean_y_dy = second_.mutable_data_on(dev);
+    GroupMeans(dev, product, mean_y_dy);
+    std = std_.data_on(dev);
   }
+  // The means are complete before dx (which may alias dy) is written.
+  for_each(dev, count,
+           kernels::MVNBackward<Dtype>{dy, y, mean_dy, mean_y_dy, std,
+                                       bottom[0]->mutable_diff_on(dev), dim_,
+                                       normalize});
 }
 
 INSTANTIATE_CLASS(MVNLayer);
