@@ -27,11 +27,14 @@
 // The three blobs are statistics, not learned parameters: the layer turns
 // param_propagate_down off for all of them so no solver updates them.
 //
-// Devices: one body for the CPU and the GPU. Channel means are two gemv
-// calls against a ones vector (over spatial, then over num); the rest are
-// the per-element and per-channel bodies of kernels/norm_kernels.hpp. The
-// running statistics and the factor blobs[2] are read and updated where the
-// pass runs, so a GPU pass never waits for the host.
+// Devices: one body for the CPU and the GPU (kernels/norm_kernels.hpp).
+// Channel statistics are partial sums per (item, channel) plane (one
+// contiguous loop per plane on the CPU, many coalesced parts per plane on
+// the GPU) added up by two gemv calls against a ones vector; then one
+// element-wise pass. Forward reads the bottom three times (mean, squared
+// deviations, output), Backward the top diff and output twice. The running
+// statistics and the factor blobs[2] are read and updated where the pass
+// runs, so a GPU pass never waits for the host.
 #ifndef POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 #define POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 
@@ -67,10 +70,10 @@ class BatchNormLayer final : public Layer<Dtype> {
   // The bottom as num x channels_ x spatial.
   int Num(const Blob<Dtype>& blob) const;
   int Spatial(const Blob<Dtype>& blob) const;
-  // out[c] = alpha * (sum over num and spatial of channel c of `a`), `a`
-  // shaped like the bottom: two gemv calls.
-  void ChannelSums(Poseidon::Brew dev, int num, int spatial, Dtype alpha,
-                   const Dtype* a, Dtype* out);
+  // out[c] = alpha * (sum over num and the `parts` partial sums of the
+  // planes of channel c): two gemv calls.
+  void ChannelSums(Poseidon::Brew dev, int num, int parts, Dtype alpha,
+                   const Dtype* partial, Dtype* out);
   // Fills mean_, variance_ and inv_std_ from the batch and updates the
   // running sums.
   void BatchStatistics(Poseidon::Brew dev, const Blob<Dtype>& bottom);
@@ -84,11 +87,10 @@ class BatchNormLayer final : public Layer<Dtype> {
   Blob<Dtype> variance_;
   Blob<Dtype> inv_std_;  // 1 / sqrt(variance_ + eps)
   // The normalised output of the last Forward, kept for Backward because a
-  // later in-place layer may overwrite the top. Forward also uses it for the
-  // squared deviations before it holds the output.
+  // later in-place layer may overwrite the top.
   Blob<Dtype> x_norm_;
-  Blob<Dtype> temp_;      // dy * y in Backward (the bottom's shape)
-  Blob<Dtype> row_sums_;  // num x channels partial sums
+  Blob<Dtype> partials_;  // 2 x (num * channels * parts) partial sums
+  Blob<Dtype> row_sums_;  // num x channels
   Blob<Dtype> mean_dy_;   // per channel, Backward
   Blob<Dtype> mean_dy_y_;
   OnesVector<Dtype> ones_;

@@ -3,12 +3,12 @@
 #include "poseidon/kernels/norm_kernels.hpp"
 #include "poseidon/util/gpu_for_each.cuh"
 
-POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNCenter);
-POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNStd);
-POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNDivide);
-POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNBackward);
+POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::RowPartialSums);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
-    poseidon::kernels::BatchNormSquaredDeviation);
+    poseidon::kernels::RowPartialSquaredDeviations);
+POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNStd);
+POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNNormalize);
+POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNBackward);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
     poseidon::kernels::BatchNormUpdateStatistics);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(

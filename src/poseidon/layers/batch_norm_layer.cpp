@@ -1,4 +1,4 @@
-// BatchNorm on either device: channel sums by gemv against a ones vector,
+// BatchNorm on either device: partial sums per plane added up by gemv,
 // element-wise and per-channel bodies from kernels/norm_kernels.hpp.
 #include "poseidon/layers/batch_norm_layer.hpp"
 
@@ -70,8 +70,11 @@ void BatchNormLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   variance_.Reshape({channels_});
   inv_std_.Reshape({channels_});
   x_norm_.ReshapeLike(*bottom[0]);
-  temp_.ReshapeLike(*bottom[0]);
-  row_sums_.Reshape({Num(*bottom[0]) * channels_});
+  const int rows = Num(*bottom[0]) * channels_;
+  row_sums_.Reshape({rows});
+  // Room for the GPU's parts, the most either device uses.
+  partials_.Reshape(
+      {2, rows * kernels::RowParts(true, rows, Spatial(*bottom[0]))});
   mean_dy_.Reshape({channels_});
   mean_dy_y_.Reshape({channels_});
 }
@@ -88,13 +91,13 @@ int BatchNormLayer<Dtype>::Spatial(const Blob<Dtype>& blob) const {
 }
 
 template <typename Dtype>
-void BatchNormLayer<Dtype>::ChannelSums(Poseidon::Brew dev, int num,
-                                        int spatial, Dtype alpha,
-                                        const Dtype* a, Dtype* out) {
-  const Dtype* ones = ones_.Get(dev, std::max(num, spatial));
+void BatchNormLayer<Dtype>::ChannelSums(Poseidon::Brew dev, int num, int parts,
+                                        Dtype alpha, const Dtype* partial,
+                                        Dtype* out) {
+  const Dtype* ones = ones_.Get(dev, std::max(num, parts));
   Dtype* rows = row_sums_.mutable_data_on(dev);
-  math::gemv<Dtype>(dev, CblasNoTrans, num * channels_, spatial, alpha, a, ones,
-                    Dtype(0), rows);
+  math::gemv<Dtype>(dev, CblasNoTrans, num * channels_, parts, alpha, partial,
+                    ones, Dtype(0), rows);
   math::gemv<Dtype>(dev, CblasTrans, num, channels_, Dtype(1), rows, ones,
                     Dtype(0), out);
 }
@@ -108,14 +111,19 @@ void BatchNormLayer<Dtype>::BatchStatistics(Poseidon::Brew dev,
   Dtype* mean = mean_.mutable_data_on(dev);
   Dtype* var = variance_.mutable_data_on(dev);
   if (m > 0) {
+    const int rows = num * channels_;
+    const int parts = kernels::RowParts(dev == Poseidon::GPU, rows, spatial);
     const Dtype* x = bottom.data_on(dev);
-    ChannelSums(dev, num, spatial, Dtype(1) / m, x, mean);
+    Dtype* partial = partials_.mutable_data_on(dev);
+    for_each(dev, rows * parts,
+             kernels::RowPartialSums<Dtype>{x, nullptr, partial, nullptr,
+                                            spatial, parts});
+    ChannelSums(dev, num, parts, Dtype(1) / m, partial, mean);
     // Two passes (mean, then squared deviations): no cancellation.
-    Dtype* sq = x_norm_.mutable_data_on(dev);
-    for_each(dev, bottom.count(),
-             kernels::BatchNormSquaredDeviation<Dtype>{x, mean, sq, channels_,
-                                                       spatial});
-    ChannelSums(dev, num, spatial, Dtype(1) / m, sq, var);
+    for_each(dev, rows * parts,
+             kernels::RowPartialSquaredDeviations<Dtype>{
+                 x, mean, partial, spatial, parts, channels_});
+    ChannelSums(dev, num, parts, Dtype(1) / m, partial, var);
   } else {
     math::set<Dtype>(dev, channels_, Dtype(0), mean);
     math::set<Dtype>(dev, channels_, Dtype(0), var);
@@ -144,13 +152,16 @@ void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   } else {
     BatchStatistics(dev, *bottom[0]);
   }
-  // In place, y is x: each element is read once, by the index writing it.
+  // In place, y is x: the statistics have read it, and each element is
+  // read once, by the index writing it.
+  const kernels::RowSpans spans = kernels::MakeRowSpans(
+      dev == Poseidon::GPU, Num(*bottom[0]) * channels_, Spatial(*bottom[0]));
   const Dtype* x = bottom[0]->data_on(dev);
-  for_each(dev, bottom[0]->count(),
+  for_each(dev, spans.count,
            kernels::BatchNormNormalize<Dtype>{
                x, mean_.data_on(dev), inv_std_.data_on(dev),
                top[0]->mutable_data_on(dev), x_norm_.mutable_data_on(dev),
-               channels_, Spatial(*bottom[0])});
+               channels_, spans});
 }
 
 template <typename Dtype>
@@ -158,10 +169,11 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                                        const vector<Blob<Dtype>*>& top,
                                        const vector<bool>& propagate_down,
                                        const vector<Blob<Dtype>*>& bottom) {
-  const int count = bottom[0]->count();
-  if (!propagate_down[0] || count == 0) return;
+  if (!propagate_down[0] || bottom[0]->count() == 0) return;
+  const bool gpu = dev == Poseidon::GPU;
   const int num = Num(*bottom[0]);
   const int spatial = Spatial(*bottom[0]);
+  const int rows = num * channels_;
   const Dtype* dy = top[0]->diff_on(dev);
   const Dtype* y = x_norm_.data_on(dev);
   const Dtype* mean_dy = nullptr;
@@ -169,19 +181,24 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   if (!use_global_stats_) {
     // Per-channel means of dE/dy and dE/dy * y, complete before dx (which
     // may alias dy in place) is written.
+    const int parts = kernels::RowParts(gpu, rows, spatial);
     const Dtype inv_m = Dtype(1) / (num * spatial);
-    Dtype* product = temp_.mutable_data_on(dev);
-    math::mul<Dtype>(dev, count, dy, y, product);
-    ChannelSums(dev, num, spatial, inv_m, dy, mean_dy_.mutable_data_on(dev));
-    ChannelSums(dev, num, spatial, inv_m, product,
+    Dtype* partial = partials_.mutable_data_on(dev);
+    Dtype* partial_y = partial + rows * parts;
+    for_each(dev, rows * parts,
+             kernels::RowPartialSums<Dtype>{dy, y, partial, partial_y, spatial,
+                                            parts});
+    ChannelSums(dev, num, parts, inv_m, partial, mean_dy_.mutable_data_on(dev));
+    ChannelSums(dev, num, parts, inv_m, partial_y,
                 mean_dy_y_.mutable_data_on(dev));
     mean_dy = mean_dy_.data_on(dev);
     mean_dy_y = mean_dy_y_.data_on(dev);
   }
-  for_each(dev, count,
+  const kernels::RowSpans spans = kernels::MakeRowSpans(gpu, rows, spatial);
+  for_each(dev, spans.count,
            kernels::BatchNormBackward<Dtype>{
                dy, y, mean_dy, mean_dy_y, inv_std_.data_on(dev),
-               bottom[0]->mutable_diff_on(dev), channels_, spatial});
+               bottom[0]->mutable_diff_on(dev), channels_, spans});
 }
 
 INSTANTIATE_CLASS(BatchNormLayer);

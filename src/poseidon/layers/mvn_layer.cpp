@@ -1,6 +1,9 @@
-// MVNLayer on either device: group means by gemv against a ones vector,
-// element-wise bodies from kernels/norm_kernels.hpp.
+// MVNLayer: per-group loops with double accumulators on the CPU; on the GPU
+// partial sums per group added up by a gemv, then one element-wise pass
+// (kernels/norm_kernels.hpp).
 #include "poseidon/layers/mvn_layer.hpp"
+
+#include <cmath>
 
 #include "poseidon/kernels/norm_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
@@ -22,65 +25,135 @@ void MVNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   mean_.Reshape({groups_});
   second_.Reshape({groups_});
   std_.Reshape({groups_});
-  temp_.ReshapeLike(in);
+  // Room for the GPU's parts, the most either device uses.
+  partials_.Reshape({2, groups_ * kernels::RowParts(true, groups_, dim_)});
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::GroupMeans(Poseidon::Brew dev, const Dtype* a,
-                                 Dtype* out) {
-  math::gemv<Dtype>(dev, CblasNoTrans, groups_, dim_, Dtype(1) / dim_, a,
-                    ones_.Get(dev, dim_), Dtype(0), out);
-}
-
-template <typename Dtype>
-void MVNLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
-                                const vector<Blob<Dtype>*>& bottom,
-                                const vector<Blob<Dtype>*>& top) {
-  if (dim_ == 0) return;
+void MVNLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
   const MVNParameter& p = this->layer_param_.mvn_param();
-  const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->data_on(dev);
-  Dtype* mean = mean_.mutable_data_on(dev);
-  GroupMeans(dev, x, mean);
-  // In place, y is x: each element is read once, by the index writing it.
-  Dtype* y = top[0]->mutable_data_on(dev);
-  Dtype* sq = p.normalize_variance() ? temp_.mutable_data_on(dev) : nullptr;
-  for_each(dev, count, kernels::MVNCenter<Dtype>{x, mean, y, sq, dim_});
-  if (!p.normalize_variance()) return;
-  Dtype* var = second_.mutable_data_on(dev);
-  GroupMeans(dev, sq, var);
-  Dtype* std = std_.mutable_data_on(dev);
-  for_each(dev, groups_,
-           kernels::MVNStd<Dtype>{var, static_cast<Dtype>(p.eps()), std});
-  for_each(dev, count, kernels::MVNDivide<Dtype>{std, y, dim_});
+  const Dtype* x = bottom[0]->cpu_data();
+  Dtype* y = top[0]->mutable_cpu_data();
+  if (dim_ == 0) return;
+  Dtype* std = std_.mutable_cpu_data();
+  for (int g = 0; g < groups_; ++g, x += dim_, y += dim_) {
+    double sum = 0;
+    for (int i = 0; i < dim_; ++i) sum += x[i];
+    const Dtype mean = static_cast<Dtype>(sum / dim_);
+    double sq = 0;
+    for (int i = 0; i < dim_; ++i) {
+      y[i] = x[i] - mean;
+      sq += static_cast<double>(y[i]) * y[i];
+    }
+    if (!p.normalize_variance()) continue;
+    const Dtype s = static_cast<Dtype>(std::sqrt(sq / dim_) + p.eps());
+    std[g] = s;
+    for (int i = 0; i < dim_; ++i) y[i] /= s;
+  }
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
-                                 const vector<Blob<Dtype>*>& top,
-                                 const vector<bool>& propagate_down,
-                                 const vector<Blob<Dtype>*>& bottom) {
+void MVNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0] || dim_ == 0) return;
   const bool normalize = this->layer_param_.mvn_param().normalize_variance();
-  const int count = bottom[0]->count();
-  const Dtype* y = top[0]->data_on(dev);
-  const Dtype* dy = top[0]->diff_on(dev);
-  Dtype* mean_dy = mean_.mutable_data_on(dev);
-  GroupMeans(dev, dy, mean_dy);
-  Dtype* mean_y_dy = nullptr;
-  const Dtype* std = nullptr;
-  if (normalize) {
-    Dtype* product = temp_.mutable_data_on(dev);
-    math::mul<Dtype>(dev, count, y, dy, product);
-    mean_y_dy = second_.mutable_data_on(dev);
-    GroupMeans(dev, product, mean_y_dy);
-    std = std_.data_on(dev);
+  const Dtype* y = top[0]->cpu_data();
+  const Dtype* dy = top[0]->cpu_diff();
+  Dtype* dx = bottom[0]->mutable_cpu_diff();
+  const Dtype* std = std_.cpu_data();
+  for (int g = 0; g < groups_; ++g, y += dim_, dy += dim_, dx += dim_) {
+    double sum_dy = 0;
+    double sum_y_dy = 0;
+    for (int i = 0; i < dim_; ++i) {
+      sum_dy += dy[i];
+      sum_y_dy += static_cast<double>(y[i]) * dy[i];
+    }
+    const Dtype mean_dy = static_cast<Dtype>(sum_dy / dim_);
+    if (!normalize) {
+      for (int i = 0; i < dim_; ++i) dx[i] = dy[i] - mean_dy;
+      continue;
+    }
+    const Dtype mean_y_dy = static_cast<Dtype>(sum_y_dy / dim_);
+    const Dtype s = std[g];
+    for (int i = 0; i < dim_; ++i) {
+      dx[i] = (dy[i] - mean_dy - y[i] * mean_y_dy) / s;
+    }
   }
-  // The means are complete before dx (which may alias dy) is written.
-  for_each(dev, count,
-           kernels::MVNBackward<Dtype>{dy, y, mean_dy, mean_y_dy, std,
-                                       bottom[0]->mutable_diff_on(dev), dim_,
-                                       normalize});
+}
+
+template <typename Dtype>
+void MVNLayer<Dtype>::GroupMeans(Poseidon::Brew dev, const Dtype* partial,
+                                 int parts, Dtype* out) {
+  math::gemv<Dtype>(dev, CblasNoTrans, groups_, parts, Dtype(1) / dim_, partial,
+                    ones_.Get(dev, parts), Dtype(0), out);
+}
+
+template <typename Dtype>
+void MVNLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& bottom,
+                                         const vector<Blob<Dtype>*>& top) {
+  if (dim_ == 0) return;
+  const MVNParameter& p = this->layer_param_.mvn_param();
+  const bool gpu = dev == Poseidon::GPU;
+  const int parts = kernels::RowParts(gpu, groups_, dim_);
+  const Dtype* x = bottom[0]->data_on(dev);
+  Dtype* partial = partials_.mutable_data_on(dev);
+  Dtype* mean = mean_.mutable_data_on(dev);
+  for_each(dev, groups_ * parts,
+           kernels::RowPartialSums<Dtype>{x, nullptr, partial, nullptr, dim_,
+                                          parts});
+  GroupMeans(dev, partial, parts, mean);
+  Dtype* std = nullptr;
+  if (p.normalize_variance()) {
+    for_each(dev, groups_ * parts,
+             kernels::RowPartialSquaredDeviations<Dtype>{x, mean, partial, dim_,
+                                                         parts, groups_});
+    Dtype* var = second_.mutable_data_on(dev);
+    GroupMeans(dev, partial, parts, var);
+    std = std_.mutable_data_on(dev);
+    for_each(dev, groups_,
+             kernels::MVNStd<Dtype>{var, static_cast<Dtype>(p.eps()), std});
+  }
+  // In place, y is x: the sums above have read it, and each element is
+  // read once, by the index writing it.
+  const kernels::RowSpans spans = kernels::MakeRowSpans(gpu, groups_, dim_);
+  for_each(dev, spans.count,
+           kernels::MVNNormalize<Dtype>{x, mean, std,
+                                        top[0]->mutable_data_on(dev), spans});
+}
+
+template <typename Dtype>
+void MVNLayer<Dtype>::BackwardWithKernels(Poseidon::Brew dev,
+                                          const vector<Blob<Dtype>*>& top,
+                                          const vector<bool>& propagate_down,
+                                          const vector<Blob<Dtype>*>& bottom) {
+  if (!propagate_down[0] || dim_ == 0) return;
+  const bool normalize = this->layer_param_.mvn_param().normalize_variance();
+  const bool gpu = dev == Poseidon::GPU;
+  const int parts = kernels::RowParts(gpu, groups_, dim_);
+  const Dtype* y = normalize ? top[0]->data_on(dev) : nullptr;
+  const Dtype* dy = top[0]->diff_on(dev);
+  Dtype* partial = partials_.mutable_data_on(dev);
+  Dtype* partial_y = partial + groups_ * parts;
+  // Sums of dy (and of dy * y), complete before dx (which may alias dy) is
+  // written.
+  for_each(
+      dev, groups_ * parts,
+      kernels::RowPartialSums<Dtype>{dy, y, partial, partial_y, dim_, parts});
+  Dtype* mean_dy = mean_.mutable_data_on(dev);
+  GroupMeans(dev, partial, parts, mean_dy);
+  Dtype* mean_y_dy = nullptr;
+  if (normalize) {
+    mean_y_dy = second_.mutable_data_on(dev);
+    GroupMeans(dev, partial_y, parts, mean_y_dy);
+  }
+  const kernels::RowSpans spans = kernels::MakeRowSpans(gpu, groups_, dim_);
+  for_each(dev, spans.count,
+           kernels::MVNBackward<Dtype>{dy, y, mean_dy, mean_y_dy,
+                                       normalize ? std_.data_on(dev) : nullptr,
+                                       bottom[0]->mutable_diff_on(dev), spans});
 }
 
 INSTANTIATE_CLASS(MVNLayer);
