@@ -2,8 +2,6 @@
 // scaled, as both gradients; on either device.
 #include "poseidon/layers/euclidean_loss_layer.hpp"
 
-#include <algorithm>
-
 #include "poseidon/kernels/loss_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
 
