@@ -18,12 +18,19 @@
 //                 1 <= top_k <= C.
 //   axis          (default 1) the class axis; negative counts from the end.
 //   ignore_label  (unset) positions with this label are skipped.
+//
+// Devices: one body for the CPU and the GPU (kernels/accuracy_kernels.hpp):
+// a hit and a valid flag per position, summed on the device; per-class
+// counts by atomic adds. Labels are checked on the host where its copy is
+// current (see CheckLabelsOnHost in loss_layer.hpp); an unchecked invalid
+// label makes the accuracy NaN.
 #ifndef POSEIDON_LAYERS_ACCURACY_LAYER_HPP_
 #define POSEIDON_LAYERS_ACCURACY_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/device_reduce.hpp"
 
 namespace poseidon {
 
@@ -42,17 +49,27 @@ class AccuracyLayer final : public Layer<Dtype> {
   bool AllowForceBackward(int bottom_index) const override { return false; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  // Throws ConfigError if any propagate_down is set; otherwise does nothing.
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  // Throws ConfigError if any propagate_down is set; otherwise does nothing
+  // (on either device).
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
+  // Throws ConfigError for a label that is neither ignored nor in [0, C).
+  void CheckLabels(const Dtype* labels, int classes) const;
+
   int label_axis_ = 1;
   int outer_num_ = 0;
   int inner_num_ = 0;
+  // Per position: hit, then valid. Per class: total, then correct. And the
+  // two sums (correct, total).
+  Blob<Dtype> flags_;
+  Blob<Dtype> class_counts_;
+  Blob<Dtype> sums_;
+  OnesVector<Dtype> ones_;
 };
 
 }  // namespace poseidon

@@ -26,12 +26,22 @@
 //   eps: 1e-5 }
 // The three blobs are statistics, not learned parameters: the layer turns
 // param_propagate_down off for all of them so no solver updates them.
+//
+// Devices: one body for the CPU and the GPU (kernels/norm_kernels.hpp).
+// Channel statistics are partial sums per (item, channel) plane (one
+// contiguous loop per plane on the CPU, many coalesced parts per plane on
+// the GPU) added up by two gemv calls against a ones vector; then one
+// element-wise pass. Forward reads the bottom three times (mean, squared
+// deviations, output), Backward the top diff and output twice. The running
+// statistics and the factor blobs[2] are read and updated where the pass
+// runs, so a GPU pass never waits for the host.
 #ifndef POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 #define POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/device_reduce.hpp"
 
 namespace poseidon {
 
@@ -50,17 +60,23 @@ class BatchNormLayer final : public Layer<Dtype> {
   int ExactNumTopBlobs() const override { return 1; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  // Fills mean_ and variance_ from the batch and updates the running sums.
-  void ComputeBatchStatistics(const Blob<Dtype>& bottom);
-  // Fills mean_ and variance_ from the running sums.
-  void LoadGlobalStatistics();
+  // The bottom as num x channels_ x spatial.
+  int Num(const Blob<Dtype>& blob) const;
+  int Spatial(const Blob<Dtype>& blob) const;
+  // out[c] = alpha * (sum over num and the `parts` partial sums of the
+  // planes of channel c): two gemv calls.
+  void ChannelSums(Poseidon::Brew dev, int num, int parts, Dtype alpha,
+                   const Dtype* partial, Dtype* out);
+  // Fills mean_, variance_ and inv_std_ from the batch and updates the
+  // running sums.
+  void BatchStatistics(Poseidon::Brew dev, const Blob<Dtype>& bottom);
 
   bool use_global_stats_ = false;
   Dtype moving_average_fraction_ = Dtype(0.999);
@@ -73,6 +89,11 @@ class BatchNormLayer final : public Layer<Dtype> {
   // The normalised output of the last Forward, kept for Backward because a
   // later in-place layer may overwrite the top.
   Blob<Dtype> x_norm_;
+  Blob<Dtype> partials_;  // 2 x (num * channels * parts) partial sums
+  Blob<Dtype> row_sums_;  // num x channels
+  Blob<Dtype> mean_dy_;   // per channel, Backward
+  Blob<Dtype> mean_dy_y_;
+  OnesVector<Dtype> ones_;
 };
 
 }  // namespace poseidon

@@ -23,6 +23,10 @@
 // Parameters (contrastive_loss_param):
 //   margin         (default 1.0)
 //   legacy_version (default false) see above.
+//
+// Devices: one body for the CPU and the GPU: the squared distances are a
+// gemv against a ones vector, the rest kernels/loss_kernels.hpp, reduced
+// on the device by LossReducer.
 #ifndef POSEIDON_LAYERS_CONTRASTIVE_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_CONTRASTIVE_LOSS_LAYER_HPP_
 
@@ -49,15 +53,19 @@ class ContrastiveLossLayer final : public LossLayer<Dtype> {
   }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   Blob<Dtype> diff_;     // a - b
+  Blob<Dtype> diff_sq_;  // (a - b)^2
   Blob<Dtype> dist_sq_;  // ||a_n - b_n||^2, one per sample
+  Blob<Dtype> losses_;   // one per sample
+  OnesVector<Dtype> ones_;
+  LossReducer<Dtype> reducer_;
   int num_ = 0;
   int dim_ = 0;
 };

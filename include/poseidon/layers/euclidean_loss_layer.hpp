@@ -7,6 +7,9 @@
 // Bottoms: a and b, any shapes with equal first dimension N and equal
 //   count. Top: the loss (scalar). Both bottoms are differentiable (also
 //   under force_backward). No parameters beyond loss_weight.
+//
+// Devices: one body for the CPU and the GPU; the dot product stays on the
+// device (DeviceDot, util/device_reduce.hpp).
 #ifndef POSEIDON_LAYERS_EUCLIDEAN_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_EUCLIDEAN_LOSS_LAYER_HPP_
 
@@ -29,16 +32,15 @@ class EuclideanLossLayer final : public LossLayer<Dtype> {
   bool AllowForceBackward(int bottom_index) const override { return true; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  Dtype BatchSize(const Blob<Dtype>& a) const;
-
   Blob<Dtype> diff_;  // a - b, kept from Forward for Backward
+  LossReducer<Dtype> reducer_;
 };
 
 }  // namespace poseidon

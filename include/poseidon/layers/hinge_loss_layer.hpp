@@ -12,6 +12,9 @@
 // Tops: top[0] the loss (scalar).
 // Gradient flows to bottom[0] only.
 // Parameters: hinge_loss_param.norm (default L1) L1 | L2.
+//
+// Devices: one body for the CPU and the GPU (kernels/loss_kernels.hpp; the
+// sum stays on the device).
 #ifndef POSEIDON_LAYERS_HINGE_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_HINGE_LOSS_LAYER_HPP_
 
@@ -33,17 +36,18 @@ class HingeLossLayer final : public LossLayer<Dtype> {
   const char* type() const override { return "HingeLoss"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  // Fills margins_ with m (see above), validating the labels.
-  void ComputeMargins(const Dtype* scores, const Dtype* labels);
+  // Throws ConfigError for a label outside [0, D).
+  void CheckLabels(const Dtype* labels) const;
 
   Blob<Dtype> margins_;
+  LossReducer<Dtype> reducer_;
   int num_ = 0;
   int dim_ = 0;
 };

@@ -27,6 +27,10 @@
 //                              FULL, VALID, BATCH_SIZE (= outer), NONE;
 //                              Z is at least 1. The deprecated normalize is
 //                              used only without normalization.
+//
+// Devices: one body for the CPU and the GPU: the inner Softmax, the row sums
+// of H by gemv, per-position losses and per-element gradients
+// (kernels/loss_kernels.hpp) reduced on the device by LossReducer.
 #ifndef POSEIDON_LAYERS_INFOGAIN_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_INFOGAIN_LOSS_LAYER_HPP_
 
@@ -59,23 +63,20 @@ class InfogainLossLayer final : public LossLayer<Dtype> {
   }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  const Dtype* Matrix(const vector<Blob<Dtype>*>& bottom) const {
-    return bottom.size() > 2 ? bottom[2]->cpu_data() : infogain_.cpu_data();
+  // H on `dev`.
+  const Dtype* Matrix(Poseidon::Brew dev,
+                      const vector<Blob<Dtype>*>& bottom) const {
+    return bottom.size() > 2 ? bottom[2]->data_on(dev) : infogain_.data_on(dev);
   }
-  // The label at flat position `index` of bottom[1]; throws ConfigError
-  // unless it is ignored or in [0, C).
-  int ReadLabel(const Dtype* labels, int index) const;
-  bool Ignored(int label) const {
-    return has_ignore_label_ && label == ignore_label_;
-  }
-  Dtype Normalizer(int valid_count) const;
+  // Throws ConfigError for a label that is neither ignored nor in [0, C).
+  void CheckLabels(const Dtype* labels) const;
 
   shared_ptr<Layer<Dtype>> softmax_layer_;
   Blob<Dtype> prob_;
@@ -89,6 +90,10 @@ class InfogainLossLayer final : public LossLayer<Dtype> {
   int outer_num_ = 0;
   int inner_num_ = 0;
   int classes_ = 0;
+  Blob<Dtype> losses_;   // per position: the loss, then the valid flag
+  Blob<Dtype> row_sum_;  // the row sums of H
+  OnesVector<Dtype> ones_;
+  LossReducer<Dtype> reducer_;
 };
 
 }  // namespace poseidon

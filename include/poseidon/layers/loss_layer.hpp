@@ -10,6 +10,12 @@
 //   to the objective by default. The Net creates missing tops automatically.
 // Targets are not differentiable by default: force_backward does not reach
 //   bottom[1] (subclasses with two differentiable inputs override this).
+//
+// Devices: the loss layers are written once for the CPU and the GPU
+// (ForwardOn/BackwardOn): per-item bodies from kernels/loss_kernels.hpp,
+// then LossReducer below, which sums and normalises on the device. The
+// only value a GPU pass hands to the host is the loss itself, which
+// Layer::Forward reads back.
 #ifndef POSEIDON_LAYERS_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_LOSS_LAYER_HPP_
 
@@ -17,6 +23,8 @@
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/syncedmem.hpp"
+#include "poseidon/util/device_reduce.hpp"
 
 namespace poseidon {
 
@@ -63,6 +71,56 @@ LossParameter::NormalizationMode ResolveNormalization(
 // never below 1, so an empty or all-ignored batch gives loss 0, not 0 / 0.
 double LossNormalizer(LossParameter::NormalizationMode mode, int outer_num,
                       int inner_num, int valid_count);
+
+// The end of a loss layer's pass, on the device that runs it: the sum of
+// the per-item losses (and, under VALID, of the 1/0 valid flags), the
+// normalised loss written into top[0], and the gradient scales +-w / Z
+// (w = top[0]'s diff, the loss weight) read by the backward bodies. Nothing
+// is read back on the host.
+template <typename Dtype>
+class LossReducer {
+ public:
+  LossReducer() : scalars_(vector<int>{4}) {}
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(LossReducer);
+
+  // Z as LossNormalizer says for `mode`; under VALID it is counted on the
+  // device from the valid flags given to Sum.
+  void SetNormalizer(LossParameter::NormalizationMode mode, int outer_num,
+                     int inner_num);
+  // Z = max(1, z).
+  void SetNormalizer(double z);
+
+  // Sums losses[0, n) (in index order on the CPU, in double) and, under
+  // VALID, valid[0, n) (which may be null otherwise).
+  void Sum(Poseidon::Brew dev, int n, const Dtype* losses, const Dtype* valid);
+  // Where a layer that reduces its loss itself (a dot product) puts it,
+  // instead of calling Sum.
+  Dtype* mutable_sum(Poseidon::Brew dev) {
+    return scalars_.mutable_data_on(dev);
+  }
+  // loss[0] = sum / Z / divisor.
+  void WriteLoss(Poseidon::Brew dev, Dtype* loss, Dtype divisor = 1);
+  // Device pointer to {w / Z, -w / Z}, w = loss_weight[0], Z from the last
+  // Sum (so Backward uses the count of the Forward it follows).
+  const Dtype* GradientScales(Poseidon::Brew dev, const Dtype* loss_weight);
+
+ private:
+  bool by_count_ = false;
+  Dtype fixed_z_ = 1;
+  Blob<Dtype> scalars_;  // {sum, valid count, w / Z, -w / Z}
+  OnesVector<Dtype> ones_;
+};
+
+// Whether a pass on `dev` checks `labels` on the host: always on the CPU;
+// on the GPU only when the host copy is current, so that the check neither
+// copies from the device nor waits for it (labels from a data layer usually
+// are). Where labels are not checked, an invalid one makes the loss NaN
+// (kernels/loss_kernels.hpp).
+template <typename Dtype>
+bool CheckLabelsOnHost(Poseidon::Brew dev, const Blob<Dtype>& labels) {
+  return dev == Poseidon::CPU || !labels.data() ||
+         labels.data()->head() != SyncedMemory::HEAD_AT_GPU;
+}
 
 }  // namespace poseidon
 

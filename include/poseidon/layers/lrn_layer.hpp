@@ -17,13 +17,31 @@
 //
 // Bottom: (N, C, H, W). Top: the same shape.
 // Parameters (lrn_param): local_size (default 5, odd, > 0), alpha (1),
-//   beta (0.75), k (1), norm_region (ACROSS_CHANNELS | WITHIN_CHANNEL).
+//   beta (0.75), k (1), norm_region (ACROSS_CHANNELS | WITHIN_CHANNEL),
+//   engine (DEFAULT) the GPU implementation (util/gpu_engine.hpp).
+//
+// Devices: the CPU pass is tuned for the host (running sums over whole
+// planes, a separable box sum, images split over the thread pool). On the
+// GPU, ACROSS_CHANNELS runs cuDNN's cross-channel LRN where cuDNN computes
+// the same thing (it takes Caffe's local_size, alpha, beta and k and divides
+// alpha by local_size itself; it needs 1 <= local_size <= 16, k >= 1e-5 and
+// beta >= 0.01, see CudnnSupports), else Poseidon's kernels
+// (kernels/lrn_kernels.hpp: per-position running window sums across
+// channels, per-element windows within a channel). WITHIN_CHANNEL always
+// runs Poseidon's kernels: Caffe builds it from Split, Square, Pooling,
+// Power and Eltwise layers; here it is computed directly, on either device,
+// with the same result. The kernels run on either device through
+// ForwardWithKernels/BackwardWithKernels, which the CPU tests check against
+// the CPU pass.
 #ifndef POSEIDON_LAYERS_LRN_LAYER_HPP_
 #define POSEIDON_LAYERS_LRN_LAYER_HPP_
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/cudnn.hpp"
 
 namespace poseidon {
 
@@ -41,10 +59,29 @@ class LRNLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // Whether cuDNN's cross-channel LRN computes what `p` asks for; if not,
+  // `why_not` (when given) says why.
+  static bool CudnnSupports(const LRNParameter& p, std::string* why_not);
+
+  // Poseidon's kernels (the CAFFE engine) on `dev`: what Forward_gpu and
+  // Backward_gpu run without cuDNN. Public so that CPU tests can check them
+  // against the CPU pass.
+  void ForwardWithKernels(Poseidon::Brew dev,
+                          const vector<Blob<Dtype>*>& bottom,
+                          const vector<Blob<Dtype>*>& top);
+  void BackwardWithKernels(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                           const vector<bool>& propagate_down,
+                           const vector<Blob<Dtype>*>& bottom);
+
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_cpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override;
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Backward_gpu(const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom) override;
 
@@ -65,6 +102,19 @@ class LRNLayer final : public Layer<Dtype> {
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   Blob<Dtype> scale_;      // saved for backward
   vector<Dtype> scratch_;  // 3 images per worker
+  Blob<Dtype> ratio_;      // the kernels' WITHIN_CHANNEL backward scratch
+  // Whether the GPU pass uses cuDNN (see the header comment), decided on
+  // the first GPU pass.
+  bool UseCudnn();
+  bool engine_chosen_ = false;
+  bool use_cudnn_ = false;
+#ifdef USE_CUDNN
+  // Made on the first cuDNN pass.
+  std::unique_ptr<cudnn::LRNDescriptor> cudnn_lrn_;
+  std::unique_ptr<cudnn::TensorDescriptor> cudnn_tensor_;
+  // The tensor descriptor set to the current shape.
+  cudnnTensorDescriptor_t CudnnTensor(const Blob<Dtype>& blob);
+#endif
 };
 
 }  // namespace poseidon

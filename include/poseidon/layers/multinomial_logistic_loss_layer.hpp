@@ -11,6 +11,9 @@
 //   (e.g. shape N or N x 1 x 1 x 1).
 // Tops: top[0] the loss (scalar).
 // Gradient flows to bottom[0] only. No parameters beyond loss_weight.
+//
+// Devices: one body for the CPU and the GPU (kernels/loss_kernels.hpp; the
+// sum stays on the device).
 #ifndef POSEIDON_LAYERS_MULTINOMIAL_LOGISTIC_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_MULTINOMIAL_LOGISTIC_LOSS_LAYER_HPP_
 
@@ -32,15 +35,18 @@ class MultinomialLogisticLossLayer final : public LossLayer<Dtype> {
   const char* type() const override { return "MultinomialLogisticLoss"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  // The label of sample n; throws ConfigError unless it is in [0, dim_).
-  int ReadLabel(const Dtype* labels, int n) const;
+  // Throws ConfigError for a label outside [0, dim_).
+  void CheckLabels(const Dtype* labels) const;
+
+  Blob<Dtype> losses_;  // one per sample
+  LossReducer<Dtype> reducer_;
 
   int num_ = 0;
   int dim_ = 0;

@@ -19,12 +19,20 @@
 //   across_channels     (default false) one group per item instead of per
 //                       item and channel.
 //   eps                 (default 1e-9) added to the standard deviation.
+//
+// Devices: the CPU pass keeps its loop (each group summed, centred and
+// scaled while it is in cache). The GPU runs the bodies of
+// kernels/norm_kernels.hpp: partial sums per group (many coalesced parts
+// per group) added up by a gemv against a ones vector, then one
+// element-wise pass; ForwardWithKernels/BackwardWithKernels run them on
+// either device, and the CPU tests check them against the CPU pass.
 #ifndef POSEIDON_LAYERS_MVN_LAYER_HPP_
 #define POSEIDON_LAYERS_MVN_LAYER_HPP_
 
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/device_reduce.hpp"
 
 namespace poseidon {
 
@@ -40,17 +48,45 @@ class MVNLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // The GPU's passes on `dev` (see the header comment). Public so that CPU
+  // tests can check them against the CPU pass.
+  void ForwardWithKernels(Poseidon::Brew dev,
+                          const vector<Blob<Dtype>*>& bottom,
+                          const vector<Blob<Dtype>*>& top);
+  void BackwardWithKernels(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                           const vector<bool>& propagate_down,
+                           const vector<Blob<Dtype>*>& bottom);
+
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_cpu(const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom) override;
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override {
+    ForwardWithKernels(Poseidon::GPU, bottom, top);
+  }
+  void Backward_gpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override {
+    BackwardWithKernels(Poseidon::GPU, top, propagate_down, bottom);
+  }
 
  private:
-  int groups_ = 0;     // number of normalised groups
-  int dim_ = 0;        // values per group
-  vector<Dtype> std_;  // s per group, from the last Forward
+  // out[g] = (sum of the `parts` partial sums of group g) / dim_.
+  void GroupMeans(Poseidon::Brew dev, const Dtype* partial, int parts,
+                  Dtype* out);
+
+  int groups_ = 0;  // number of normalised groups
+  int dim_ = 0;     // values per group
+  // Per group: the mean (then mean(dy)), the variance (then mean(y * dy)),
+  // and s from the last Forward.
+  Blob<Dtype> mean_;
+  Blob<Dtype> second_;
+  Blob<Dtype> std_;
+  Blob<Dtype> partials_;  // 2 x groups x parts partial sums
+  OnesVector<Dtype> ones_;
 };
 
 }  // namespace poseidon

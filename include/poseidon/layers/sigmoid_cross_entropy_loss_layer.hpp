@@ -18,6 +18,9 @@
 //                 normalization nor the deprecated normalize is given the
 //                 mode is BATCH_SIZE (as in Caffe, unlike SoftmaxWithLoss);
 //                 normalize: true means VALID, false BATCH_SIZE.
+//
+// Devices: one body for the CPU and the GPU (kernels/loss_kernels.hpp,
+// reduced on the device by LossReducer).
 #ifndef POSEIDON_LAYERS_SIGMOID_CROSS_ENTROPY_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_SIGMOID_CROSS_ENTROPY_LOSS_LAYER_HPP_
 
@@ -41,24 +44,20 @@ class SigmoidCrossEntropyLossLayer final : public LossLayer<Dtype> {
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  bool Ignored(Dtype target) const {
-    return has_ignore_label_ && static_cast<int>(target) == ignore_label_;
-  }
-  // Z for the configured mode, given the number of non-ignored elements.
-  Dtype Normalizer(int valid_count) const;
-
   bool has_ignore_label_ = false;
   int ignore_label_ = 0;
   LossParameter::NormalizationMode normalization_ = LossParameter::BATCH_SIZE;
   int outer_num_ = 0;
   int inner_num_ = 0;
+  Blob<Dtype> losses_;  // per element: the loss, then the valid flag
+  LossReducer<Dtype> reducer_;
 };
 
 }  // namespace poseidon

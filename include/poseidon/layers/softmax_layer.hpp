@@ -10,14 +10,26 @@
 // Parameters (softmax_param):
 //   axis    (default 1) the axis normalised over; negative counts from the
 //           end.
-//   engine  (default DEFAULT) accepted for compatibility; this is the CAFFE
-//           engine.
+//   engine  (default DEFAULT) the GPU implementation, chosen as
+//           util/gpu_engine.hpp says: cuDNN (cudnnSoftmaxForward/Backward,
+//           CUDNN_SOFTMAX_ACCURATE, mode CHANNEL on the blob viewed as an
+//           outer x channels x inner x 1 tensor) or Poseidon's kernels
+//           (CAFFE). The CPU pass is the same for every engine.
+//
+// Devices: the CPU pass is a loop tuned for the host (rows of the column-wise
+// normalisation, contiguous memory). Poseidon's GPU kernels are the
+// per-position bodies of kernels/softmax_kernels.hpp (column max, exp, column
+// sum, divide; backward: column dot, then the gradient); they run on either
+// device through ForwardWithKernels/BackwardWithKernels, which the CPU tests
+// check against the CPU pass.
 #ifndef POSEIDON_LAYERS_SOFTMAX_LAYER_HPP_
 #define POSEIDON_LAYERS_SOFTMAX_LAYER_HPP_
 
+#include <memory>
 #include <vector>
 
 #include "poseidon/layer.hpp"
+#include "poseidon/util/cudnn.hpp"
 
 namespace poseidon {
 
@@ -33,20 +45,48 @@ class SoftmaxLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // Poseidon's kernels (the CAFFE engine) on `dev`: what Forward_gpu and
+  // Backward_gpu run without cuDNN. Public so that CPU tests can check them
+  // against the CPU pass.
+  void ForwardWithKernels(Poseidon::Brew dev,
+                          const vector<Blob<Dtype>*>& bottom,
+                          const vector<Blob<Dtype>*>& top);
+  void BackwardWithKernels(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                           const vector<bool>& propagate_down,
+                           const vector<Blob<Dtype>*>& bottom);
+
  protected:
   void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_cpu(const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom) override;
+  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                   const vector<Blob<Dtype>*>& top) override;
+  void Backward_gpu(const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom) override;
 
  private:
+  // Whether the GPU pass uses cuDNN (see the header comment), decided on
+  // the first GPU pass.
+  bool UseCudnn();
   int softmax_axis_ = 1;
   int outer_num_ = 0;  // product of the dims before the axis
   int channels_ = 0;   // the axis' dimension
   int inner_num_ = 0;  // product of the dims after the axis
   // One value per inner position: the running max / sum / dot product.
   vector<Dtype> scratch_;
+  // The kernels' per-position values (outer x inner).
+  Blob<Dtype> position_scratch_;
+  bool engine_chosen_ = false;
+  bool use_cudnn_ = false;
+#ifdef USE_CUDNN
+  // outer x channels x inner x 1 for the current shape (the descriptor is
+  // made on the first cuDNN pass).
+  cudnnTensorDescriptor_t CudnnDescriptor();
+  std::unique_ptr<cudnn::TensorDescriptor> cudnn_desc_;
+#endif
 };
 
 }  // namespace poseidon

@@ -23,6 +23,11 @@
 //                            BATCH_SIZE = outer, NONE = 1; Z is at least 1.
 //   loss_param.normalize     (deprecated) used only without normalization:
 //                            true = VALID, false = BATCH_SIZE.
+//
+// Devices: one body for the CPU and the GPU: the inner Softmax layer (cuDNN
+// or kernels on the GPU, see softmax_layer.hpp), then per-position losses
+// and per-element gradients (kernels/loss_kernels.hpp) reduced on the
+// device by LossReducer (loss_layer.hpp).
 #ifndef POSEIDON_LAYERS_SOFTMAX_WITH_LOSS_LAYER_HPP_
 #define POSEIDON_LAYERS_SOFTMAX_WITH_LOSS_LAYER_HPP_
 
@@ -49,18 +54,15 @@ class SoftmaxWithLossLayer final : public LossLayer<Dtype> {
   int MaxTopBlobs() const override { return 2; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
-  // The label at flat position `index` of bottom[1] as an int; throws
-  // ConfigError unless it is ignored or in [0, C).
-  int ReadLabel(const Dtype* labels, int index) const;
-  // Z for the configured mode, given the number of non-ignored labels.
-  Dtype Normalizer(int valid_count) const;
+  // Throws ConfigError for a label that is neither ignored nor in [0, C).
+  void CheckLabels(const Dtype* labels) const;
 
   shared_ptr<Layer<Dtype>> softmax_layer_;
   Blob<Dtype> prob_;
@@ -72,6 +74,8 @@ class SoftmaxWithLossLayer final : public LossLayer<Dtype> {
   int softmax_axis_ = 1;
   int outer_num_ = 0;
   int inner_num_ = 0;
+  Blob<Dtype> losses_;  // per position: the loss, then the valid flag
+  LossReducer<Dtype> reducer_;
 };
 
 }  // namespace poseidon

@@ -1,6 +1,10 @@
 // AccuracyLayer: counts, for each labelled position, the classes that beat
-// the true class.
+// the true class; on either device.
 #include "poseidon/layers/accuracy_layer.hpp"
+
+#include "poseidon/kernels/accuracy_kernels.hpp"
+#include "poseidon/layers/loss_layer.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -29,66 +33,69 @@ void AccuracyLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
       static_cast<int64_t>(outer_num_) * inner_num_,
       " labels, but the labels have shape ", bottom[1]->shape_string());
   top[0]->Reshape(vector<int>{});
-  if (top.size() > 1) top[1]->Reshape(vector<int>{classes});
+  if (top.size() > 1) {
+    top[1]->Reshape(vector<int>{classes});
+    class_counts_.Reshape({2, classes});
+  }
+  flags_.Reshape({2, outer_num_ * inner_num_});
+  sums_.Reshape({2});
 }
 
 template <typename Dtype>
-void AccuracyLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                       const vector<Blob<Dtype>*>& top) {
+void AccuracyLayer<Dtype>::CheckLabels(const Dtype* labels, int classes) const {
   const AccuracyParameter& p = this->layer_param_.accuracy_param();
-  const bool has_ignore = p.has_ignore_label();
-  const int ignore = p.ignore_label();
-  const int top_k = static_cast<int>(p.top_k());
-  const Dtype* scores = bottom[0]->cpu_data();
-  const Dtype* labels = bottom[1]->cpu_data();
-  const int classes = bottom[0]->shape(label_axis_);
-  const int dim = classes * inner_num_;
-  const bool per_class = top.size() > 1;
-  vector<int> class_total(per_class ? classes : 0, 0);
-  vector<int> class_correct(per_class ? classes : 0, 0);
-  int total = 0;
-  int correct = 0;
-  for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const int index = i * inner_num_ + j;
-      const int label = static_cast<int>(labels[index]);
-      if (has_ignore && label == ignore) continue;
-      POSEIDON_REQUIRE(
-          label >= 0 && label < classes, ConfigError, "Accuracy: label value ",
-          labels[index], " at position ", index, " is outside [0, ", classes,
-          "); the scores have ", classes, " classes along axis ", label_axis_);
-      const Dtype* s = scores + i * dim + j;
-      const Dtype truth = s[label * inner_num_];
-      int better = 0;
-      for (int c = 0; c < classes && better < top_k; ++c) {
-        if (s[c * inner_num_] > truth) ++better;
-      }
-      const bool hit = better < top_k;
-      ++total;
-      correct += hit;
-      if (per_class) {
-        ++class_total[label];
-        class_correct[label] += hit;
-      }
-    }
-  }
-  top[0]->mutable_cpu_data()[0] =
-      total == 0 ? Dtype(0) : static_cast<Dtype>(correct) / total;
-  if (per_class) {
-    Dtype* per_class_data = top[1]->mutable_cpu_data();
-    for (int c = 0; c < classes; ++c) {
-      per_class_data[c] =
-          class_total[c] == 0
-              ? Dtype(0)
-              : static_cast<Dtype>(class_correct[c]) / class_total[c];
-    }
+  for (int i = 0; i < outer_num_ * inner_num_; ++i) {
+    const int label = static_cast<int>(labels[i]);
+    if (p.has_ignore_label() && label == p.ignore_label()) continue;
+    POSEIDON_REQUIRE(label >= 0 && label < classes, ConfigError,
+                     "Accuracy: label value ", labels[i], " at position ", i,
+                     " is outside [0, ", classes, "); the scores have ",
+                     classes, " classes along axis ", label_axis_);
   }
 }
 
 template <typename Dtype>
-void AccuracyLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                        const vector<bool>& propagate_down,
-                                        const vector<Blob<Dtype>*>& bottom) {
+void AccuracyLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                     const vector<Blob<Dtype>*>& bottom,
+                                     const vector<Blob<Dtype>*>& top) {
+  const AccuracyParameter& p = this->layer_param_.accuracy_param();
+  const int classes = bottom[0]->shape(label_axis_);
+  if (CheckLabelsOnHost(dev, *bottom[1])) {
+    CheckLabels(bottom[1]->cpu_data(), classes);
+  }
+  const int positions = outer_num_ * inner_num_;
+  const Dtype* labels = bottom[1]->data_on(dev);
+  Dtype* hit = flags_.mutable_data_on(dev);
+  Dtype* valid = hit + positions;
+  for_each(
+      dev, positions,
+      kernels::AccuracyPerPosition<Dtype>{
+          bottom[0]->data_on(dev), labels, hit, valid, classes, inner_num_,
+          static_cast<int>(p.top_k()), p.has_ignore_label(), p.ignore_label()});
+  // accuracy = correct / total, 0 when nothing counts.
+  Dtype* sums = sums_.mutable_data_on(dev);
+  DeviceSum(dev, positions, hit, sums, &ones_);
+  DeviceSum(dev, positions, valid, sums + 1, &ones_);
+  for_each(dev, 1,
+           kernels::AccuracyRatio<Dtype>{sums, sums + 1,
+                                         top[0]->mutable_data_on(dev)});
+  if (top.size() < 2) return;
+  Dtype* total = class_counts_.mutable_data_on(dev);
+  Dtype* correct = total + classes;
+  math::set<Dtype>(dev, 2 * classes, Dtype(0), total);
+  for_each(dev, positions,
+           kernels::AccuracyPerClassCounts<Dtype>{labels, hit, valid, total,
+                                                  correct, classes});
+  for_each(dev, classes,
+           kernels::AccuracyRatio<Dtype>{correct, total,
+                                         top[1]->mutable_data_on(dev)});
+}
+
+template <typename Dtype>
+void AccuracyLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& top,
+                                      const vector<bool>& propagate_down,
+                                      const vector<Blob<Dtype>*>& bottom) {
   for (size_t i = 0; i < propagate_down.size(); ++i) {
     POSEIDON_REQUIRE(!propagate_down[i], ConfigError,
                      "Accuracy has no gradient, but backpropagation to "

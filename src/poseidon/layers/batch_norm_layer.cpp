@@ -1,28 +1,13 @@
-// BatchNorm on the CPU: plain per-channel loops over (N, spatial).
+// BatchNorm on either device: partial sums per plane added up by gemv,
+// element-wise and per-channel bodies from kernels/norm_kernels.hpp.
 #include "poseidon/layers/batch_norm_layer.hpp"
 
-#include <cmath>
+#include <algorithm>
+
+#include "poseidon/kernels/norm_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
-
-namespace {
-
-// Bottom layout as (num, channels, spatial): element (n, c, s) sits at
-// (n * channels + c) * spatial + s.
-struct ChannelLayout {
-  int num;
-  int channels;
-  int spatial;
-};
-
-template <typename Dtype>
-ChannelLayout LayoutOf(const Blob<Dtype>& blob, int channels) {
-  const int num = blob.num_axes() > 0 ? blob.shape(0) : 1;
-  const int per_num = blob.num_axes() > 0 ? blob.count(1) : 1;
-  return {num, channels, channels > 0 ? per_num / channels : 0};
-}
-
-}  // namespace
 
 template <typename Dtype>
 void BatchNormLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
@@ -85,130 +70,135 @@ void BatchNormLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   variance_.Reshape({channels_});
   inv_std_.Reshape({channels_});
   x_norm_.ReshapeLike(*bottom[0]);
+  const int rows = Num(*bottom[0]) * channels_;
+  row_sums_.Reshape({rows});
+  // Room for the GPU's parts, the most either device uses.
+  partials_.Reshape(
+      {2, rows * kernels::RowParts(true, rows, Spatial(*bottom[0]))});
+  mean_dy_.Reshape({channels_});
+  mean_dy_y_.Reshape({channels_});
 }
 
 template <typename Dtype>
-void BatchNormLayer<Dtype>::ComputeBatchStatistics(const Blob<Dtype>& bottom) {
-  const ChannelLayout l = LayoutOf(bottom, channels_);
-  const int m = l.num * l.spatial;
-  const Dtype* x = bottom.cpu_data();
-  Dtype* mean = mean_.mutable_cpu_data();
-  Dtype* var = variance_.mutable_cpu_data();
-  for (int c = 0; c < channels_; ++c) {
-    double sum = 0;
-    for (int n = 0; n < l.num; ++n) {
-      const Dtype* row = x + (n * channels_ + c) * l.spatial;
-      for (int s = 0; s < l.spatial; ++s) sum += row[s];
-    }
-    mean[c] = m > 0 ? static_cast<Dtype>(sum / m) : Dtype(0);
-    double sumsq = 0;
-    for (int n = 0; n < l.num; ++n) {
-      const Dtype* row = x + (n * channels_ + c) * l.spatial;
-      for (int s = 0; s < l.spatial; ++s) {
-        const double d = row[s] - mean[c];
-        sumsq += d * d;
-      }
-    }
-    var[c] = m > 0 ? static_cast<Dtype>(sumsq / m) : Dtype(0);
-  }
-
-  const Dtype maf = moving_average_fraction_;
-  const Dtype correction = m > 1 ? Dtype(m) / Dtype(m - 1) : Dtype(1);
-  Dtype* factor = this->blobs_[2]->mutable_cpu_data();
-  factor[0] = factor[0] * maf + 1;
-  cpu_axpby(channels_, Dtype(1), mean, maf,
-            this->blobs_[0]->mutable_cpu_data());
-  cpu_axpby(channels_, correction, var, maf,
-            this->blobs_[1]->mutable_cpu_data());
+int BatchNormLayer<Dtype>::Num(const Blob<Dtype>& blob) const {
+  return blob.num_axes() > 0 ? blob.shape(0) : 1;
 }
 
 template <typename Dtype>
-void BatchNormLayer<Dtype>::LoadGlobalStatistics() {
-  const Dtype factor = this->blobs_[2]->cpu_data()[0];
-  const Dtype scale = factor == 0 ? Dtype(0) : Dtype(1) / factor;
-  cpu_scale(channels_, scale, this->blobs_[0]->cpu_data(),
-            mean_.mutable_cpu_data());
-  cpu_scale(channels_, scale, this->blobs_[1]->cpu_data(),
-            variance_.mutable_cpu_data());
+int BatchNormLayer<Dtype>::Spatial(const Blob<Dtype>& blob) const {
+  const int per_num = blob.num_axes() > 0 ? blob.count(1) : 1;
+  return channels_ > 0 ? per_num / channels_ : 0;
 }
 
 template <typename Dtype>
-void BatchNormLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
-  if (use_global_stats_) {
-    LoadGlobalStatistics();
+void BatchNormLayer<Dtype>::ChannelSums(Poseidon::Brew dev, int num, int parts,
+                                        Dtype alpha, const Dtype* partial,
+                                        Dtype* out) {
+  const Dtype* ones = ones_.Get(dev, std::max(num, parts));
+  Dtype* rows = row_sums_.mutable_data_on(dev);
+  math::gemv<Dtype>(dev, CblasNoTrans, num * channels_, parts, alpha, partial,
+                    ones, Dtype(0), rows);
+  math::gemv<Dtype>(dev, CblasTrans, num, channels_, Dtype(1), rows, ones,
+                    Dtype(0), out);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::BatchStatistics(Poseidon::Brew dev,
+                                            const Blob<Dtype>& bottom) {
+  const int num = Num(bottom);
+  const int spatial = Spatial(bottom);
+  const int m = num * spatial;
+  Dtype* mean = mean_.mutable_data_on(dev);
+  Dtype* var = variance_.mutable_data_on(dev);
+  if (m > 0) {
+    const int rows = num * channels_;
+    const int parts = kernels::RowParts(dev == Poseidon::GPU, rows, spatial);
+    const Dtype* x = bottom.data_on(dev);
+    Dtype* partial = partials_.mutable_data_on(dev);
+    for_each(dev, rows * parts,
+             kernels::RowPartialSums<Dtype>{x, nullptr, partial, nullptr,
+                                            spatial, parts});
+    ChannelSums(dev, num, parts, Dtype(1) / m, partial, mean);
+    // Two passes (mean, then squared deviations): no cancellation.
+    for_each(dev, rows * parts,
+             kernels::RowPartialSquaredDeviations<Dtype>{
+                 x, mean, partial, spatial, parts, channels_});
+    ChannelSums(dev, num, parts, Dtype(1) / m, partial, var);
   } else {
-    ComputeBatchStatistics(*bottom[0]);
+    math::set<Dtype>(dev, channels_, Dtype(0), mean);
+    math::set<Dtype>(dev, channels_, Dtype(0), var);
   }
-  const Dtype* mean = mean_.cpu_data();
-  const Dtype* var = variance_.cpu_data();
-  Dtype* inv_std = inv_std_.mutable_cpu_data();
-  for (int c = 0; c < channels_; ++c) {
-    inv_std[c] = Dtype(1) / std::sqrt(var[c] + eps_);
-  }
-
-  const ChannelLayout l = LayoutOf(*bottom[0], channels_);
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  for (int n = 0; n < l.num; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      const int offset = (n * channels_ + c) * l.spatial;
-      for (int s = 0; s < l.spatial; ++s) {
-        y[offset + s] = (x[offset + s] - mean[c]) * inv_std[c];
-      }
-    }
-  }
-  cpu_copy(top[0]->count(), top[0]->cpu_data(), x_norm_.mutable_cpu_data());
+  const Dtype correction = m > 1 ? Dtype(m) / Dtype(m - 1) : Dtype(1);
+  for_each(dev, std::max(channels_, 1),
+           kernels::BatchNormUpdateStatistics<Dtype>{
+               mean, var, inv_std_.mutable_data_on(dev),
+               this->blobs_[0]->mutable_data_on(dev),
+               this->blobs_[1]->mutable_data_on(dev),
+               this->blobs_[2]->mutable_data_on(dev), channels_, eps_,
+               moving_average_fraction_, correction});
 }
 
 template <typename Dtype>
-void BatchNormLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                         const vector<bool>& propagate_down,
-                                         const vector<Blob<Dtype>*>& bottom) {
-  if (!propagate_down[0]) return;
-  const ChannelLayout l = LayoutOf(*bottom[0], channels_);
-  const Dtype* inv_std = inv_std_.cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
+void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
   if (use_global_stats_) {
-    for (int n = 0; n < l.num; ++n) {
-      for (int c = 0; c < channels_; ++c) {
-        const int offset = (n * channels_ + c) * l.spatial;
-        for (int s = 0; s < l.spatial; ++s) {
-          dx[offset + s] = dy[offset + s] * inv_std[c];
-        }
-      }
-    }
-    return;
+    for_each(dev, channels_,
+             kernels::BatchNormGlobalStatistics<Dtype>{
+                 this->blobs_[0]->data_on(dev), this->blobs_[1]->data_on(dev),
+                 this->blobs_[2]->data_on(dev), mean_.mutable_data_on(dev),
+                 variance_.mutable_data_on(dev), inv_std_.mutable_data_on(dev),
+                 eps_});
+  } else {
+    BatchStatistics(dev, *bottom[0]);
   }
+  // In place, y is x: the statistics have read it, and each element is
+  // read once, by the index writing it.
+  const kernels::RowSpans spans = kernels::MakeRowSpans(
+      dev == Poseidon::GPU, Num(*bottom[0]) * channels_, Spatial(*bottom[0]));
+  const Dtype* x = bottom[0]->data_on(dev);
+  for_each(dev, spans.count,
+           kernels::BatchNormNormalize<Dtype>{
+               x, mean_.data_on(dev), inv_std_.data_on(dev),
+               top[0]->mutable_data_on(dev), x_norm_.mutable_data_on(dev),
+               channels_, spans});
+}
 
-  // Per-channel means of dE/dy and dE/dy * y, then the element-wise formula;
-  // dx may alias dy (in place), which is safe as each element is read once
-  // before it is written.
-  const int m = l.num * l.spatial;
-  const Dtype* y = x_norm_.cpu_data();
-  vector<Dtype> mean_dy(channels_), mean_dy_y(channels_);
-  for (int c = 0; c < channels_; ++c) {
-    double sum_dy = 0, sum_dy_y = 0;
-    for (int n = 0; n < l.num; ++n) {
-      const int offset = (n * channels_ + c) * l.spatial;
-      for (int s = 0; s < l.spatial; ++s) {
-        sum_dy += dy[offset + s];
-        sum_dy_y += dy[offset + s] * y[offset + s];
-      }
-    }
-    mean_dy[c] = static_cast<Dtype>(sum_dy / m);
-    mean_dy_y[c] = static_cast<Dtype>(sum_dy_y / m);
+template <typename Dtype>
+void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                       const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
+  if (!propagate_down[0] || bottom[0]->count() == 0) return;
+  const bool gpu = dev == Poseidon::GPU;
+  const int num = Num(*bottom[0]);
+  const int spatial = Spatial(*bottom[0]);
+  const int rows = num * channels_;
+  const Dtype* dy = top[0]->diff_on(dev);
+  const Dtype* y = x_norm_.data_on(dev);
+  const Dtype* mean_dy = nullptr;
+  const Dtype* mean_dy_y = nullptr;
+  if (!use_global_stats_) {
+    // Per-channel means of dE/dy and dE/dy * y, complete before dx (which
+    // may alias dy in place) is written.
+    const int parts = kernels::RowParts(gpu, rows, spatial);
+    const Dtype inv_m = Dtype(1) / (num * spatial);
+    Dtype* partial = partials_.mutable_data_on(dev);
+    Dtype* partial_y = partial + rows * parts;
+    for_each(dev, rows * parts,
+             kernels::RowPartialSums<Dtype>{dy, y, partial, partial_y, spatial,
+                                            parts});
+    ChannelSums(dev, num, parts, inv_m, partial, mean_dy_.mutable_data_on(dev));
+    ChannelSums(dev, num, parts, inv_m, partial_y,
+                mean_dy_y_.mutable_data_on(dev));
+    mean_dy = mean_dy_.data_on(dev);
+    mean_dy_y = mean_dy_y_.data_on(dev);
   }
-  for (int n = 0; n < l.num; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      const int offset = (n * channels_ + c) * l.spatial;
-      for (int s = 0; s < l.spatial; ++s) {
-        const int i = offset + s;
-        dx[i] = (dy[i] - mean_dy[c] - y[i] * mean_dy_y[c]) * inv_std[c];
-      }
-    }
-  }
+  const kernels::RowSpans spans = kernels::MakeRowSpans(gpu, rows, spatial);
+  for_each(dev, spans.count,
+           kernels::BatchNormBackward<Dtype>{
+               dy, y, mean_dy, mean_dy_y, inv_std_.data_on(dev),
+               bottom[0]->mutable_diff_on(dev), channels_, spans});
 }
 
 INSTANTIATE_CLASS(BatchNormLayer);

@@ -1,8 +1,9 @@
-// ContrastiveLossLayer: pairwise squared distances, then the margin loss.
+// ContrastiveLossLayer: pairwise squared distances, then the margin loss, on
+// either device.
 #include "poseidon/layers/contrastive_loss_layer.hpp"
 
-#include <algorithm>
-#include <cmath>
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -24,66 +25,59 @@ void ContrastiveLossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                    "shape ",
                    bottom[2]->shape_string());
   diff_.ReshapeLike(*bottom[0]);
+  diff_sq_.ReshapeLike(*bottom[0]);
   dist_sq_.Reshape({num_});
+  losses_.Reshape({num_});
+  // loss = sum / N / 2 (see WriteLoss in ForwardOn).
+  reducer_.SetNormalizer(num_);
 }
 
 template <typename Dtype>
-void ContrastiveLossLayer<Dtype>::Forward_cpu(
-    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+void ContrastiveLossLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                            const vector<Blob<Dtype>*>& bottom,
+                                            const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
-  cpu_sub(count, bottom[0]->cpu_data(), bottom[1]->cpu_data(),
-          diff_.mutable_cpu_data());
-  const auto& p = this->layer_param_.contrastive_loss_param();
-  const Dtype margin = p.margin();
-  const Dtype* diff = diff_.cpu_data();
-  const Dtype* similar = bottom[2]->cpu_data();
-  Dtype* dist_sq = dist_sq_.mutable_cpu_data();
-  double loss = 0;
-  for (int n = 0; n < num_; ++n) {
-    dist_sq[n] = cpu_dot(dim_, diff + n * dim_, diff + n * dim_);
-    if (static_cast<int>(similar[n]) != 0) {
-      loss += dist_sq[n];
-    } else if (p.legacy_version()) {
-      loss += std::max(margin - dist_sq[n], Dtype(0));
-    } else {
-      const Dtype gap = std::max(margin - std::sqrt(dist_sq[n]), Dtype(0));
-      loss += gap * gap;
-    }
+  Dtype* diff = diff_.mutable_data_on(dev);
+  Dtype* dist_sq = dist_sq_.mutable_data_on(dev);
+  math::sub<Dtype>(dev, count, bottom[0]->data_on(dev), bottom[1]->data_on(dev),
+                   diff);
+  if (dim_ > 0) {
+    Dtype* sq = diff_sq_.mutable_data_on(dev);
+    math::sqr<Dtype>(dev, count, diff, sq);
+    math::gemv<Dtype>(dev, CblasNoTrans, num_, dim_, Dtype(1), sq,
+                      ones_.Get(dev, dim_), Dtype(0), dist_sq);
+  } else {
+    math::set<Dtype>(dev, num_, Dtype(0), dist_sq);
   }
-  top[0]->mutable_cpu_data()[0] =
-      static_cast<Dtype>(loss / (2.0 * std::max(1, num_)));
+  const auto& p = this->layer_param_.contrastive_loss_param();
+  Dtype* loss = losses_.mutable_data_on(dev);
+  for_each(dev, num_,
+           kernels::ContrastiveLossForward<Dtype>{
+               dist_sq, bottom[2]->data_on(dev), loss,
+               static_cast<Dtype>(p.margin()), p.legacy_version()});
+  reducer_.Sum(dev, num_, loss, nullptr);
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev), Dtype(2));
 }
 
 template <typename Dtype>
-void ContrastiveLossLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
+void ContrastiveLossLayer<Dtype>::BackwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[2], ConfigError,
                    "ContrastiveLoss cannot backpropagate to its similarity "
                    "labels (bottom[2]); set propagate_down: false for it");
+  if (!propagate_down[0] && !propagate_down[1]) return;
   const auto& p = this->layer_param_.contrastive_loss_param();
-  const Dtype margin = p.margin();
-  const Dtype* diff = diff_.cpu_data();
-  const Dtype* similar = bottom[2]->cpu_data();
-  const Dtype* dist_sq = dist_sq_.cpu_data();
+  // {w / N, -w / N}: a gets the first, b the second.
+  const Dtype* scales = reducer_.GradientScales(dev, top[0]->diff_on(dev));
   for (int i = 0; i < 2; ++i) {
     if (!propagate_down[i]) continue;
-    const Dtype sign = i == 0 ? Dtype(1) : Dtype(-1);
-    const Dtype alpha = sign * top[0]->cpu_diff()[0] / std::max(1, num_);
-    Dtype* out = bottom[i]->mutable_cpu_diff();
-    for (int n = 0; n < num_; ++n) {
-      Dtype coeff = 0;
-      if (static_cast<int>(similar[n]) != 0) {
-        coeff = alpha;
-      } else if (p.legacy_version()) {
-        if (margin - dist_sq[n] > 0) coeff = -alpha;
-      } else {
-        const Dtype dist = std::sqrt(dist_sq[n]);
-        const Dtype gap = margin - dist;
-        if (gap > 0) coeff = -alpha * gap / (dist + Dtype(1e-4));
-      }
-      cpu_scale(dim_, coeff, diff + n * dim_, out + n * dim_);
-    }
+    for_each(
+        dev, bottom[i]->count(),
+        kernels::ContrastiveLossBackward<Dtype>{
+            diff_.data_on(dev), dist_sq_.data_on(dev), bottom[2]->data_on(dev),
+            scales + i, bottom[i]->mutable_diff_on(dev), dim_,
+            static_cast<Dtype>(p.margin()), p.legacy_version()});
   }
 }
 

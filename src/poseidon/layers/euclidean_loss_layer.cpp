@@ -1,8 +1,9 @@
 // EuclideanLossLayer: the difference is computed once in Forward and reused,
-// scaled, as both gradients.
+// scaled, as both gradients; on either device.
 #include "poseidon/layers/euclidean_loss_layer.hpp"
 
-#include <algorithm>
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -16,33 +17,36 @@ void EuclideanLossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                    bottom[0]->shape_string(), " and ",
                    bottom[1]->shape_string());
   diff_.ReshapeLike(*bottom[0]);
-}
-
-template <typename Dtype>
-Dtype EuclideanLossLayer<Dtype>::BatchSize(const Blob<Dtype>& a) const {
   // An empty batch gives loss 0 rather than 0 / 0.
-  return static_cast<Dtype>(std::max(a.shape(0), 1));
+  reducer_.SetNormalizer(bottom[0]->shape(0));
 }
 
 template <typename Dtype>
-void EuclideanLossLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                            const vector<Blob<Dtype>*>& top) {
+void EuclideanLossLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                          const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
-  cpu_sub(count, bottom[0]->cpu_data(), bottom[1]->cpu_data(),
-          diff_.mutable_cpu_data());
-  const Dtype dot = cpu_dot(count, diff_.cpu_data(), diff_.cpu_data());
-  top[0]->mutable_cpu_data()[0] = dot / BatchSize(*bottom[0]) / Dtype(2);
+  Dtype* diff = diff_.mutable_data_on(dev);
+  math::sub<Dtype>(dev, count, bottom[0]->data_on(dev), bottom[1]->data_on(dev),
+                   diff);
+  DeviceDot(dev, count, diff, diff, reducer_.mutable_sum(dev));
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev), Dtype(2));
 }
 
 template <typename Dtype>
-void EuclideanLossLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
-  const Dtype scale = top[0]->cpu_diff()[0] / BatchSize(*bottom[0]);
+void EuclideanLossLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                           const vector<Blob<Dtype>*>& top,
+                                           const vector<bool>& propagate_down,
+                                           const vector<Blob<Dtype>*>& bottom) {
+  if (!propagate_down[0] && !propagate_down[1]) return;
+  // {w / N, -w / N}: a gets the first, b the second.
+  const Dtype* scales = reducer_.GradientScales(dev, top[0]->diff_on(dev));
   for (int i = 0; i < 2; ++i) {
     if (!propagate_down[i]) continue;
-    cpu_scale(bottom[i]->count(), i == 0 ? scale : -scale, diff_.cpu_data(),
-              bottom[i]->mutable_cpu_diff());
+    for_each(
+        dev, bottom[i]->count(),
+        kernels::ScaleByDeviceScalar<Dtype>{scales + i, diff_.data_on(dev),
+                                            bottom[i]->mutable_diff_on(dev)});
   }
 }
 

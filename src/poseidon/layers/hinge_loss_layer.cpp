@@ -1,7 +1,9 @@
-// HingeLossLayer: per-class margins, then their L1 or squared L2 sum.
+// HingeLossLayer: per-class margins, then their L1 or squared L2 sum, on
+// either device.
 #include "poseidon/layers/hinge_loss_layer.hpp"
 
-#include <algorithm>
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -22,63 +24,55 @@ void HingeLossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                    " labels (one per sample), but the labels have shape ",
                    bottom[1]->shape_string());
   margins_.ReshapeLike(*bottom[0]);
+  reducer_.SetNormalizer(num_);
 }
 
 template <typename Dtype>
-void HingeLossLayer<Dtype>::ComputeMargins(const Dtype* scores,
-                                           const Dtype* labels) {
-  Dtype* m = margins_.mutable_cpu_data();
+void HingeLossLayer<Dtype>::CheckLabels(const Dtype* labels) const {
   for (int n = 0; n < num_; ++n) {
     const int label = static_cast<int>(labels[n]);
     POSEIDON_REQUIRE(label >= 0 && label < dim_, ConfigError,
                      "HingeLoss: label value ", labels[n], " of sample ", n,
                      " is outside [0, ", dim_, "); the scores have ", dim_,
                      " classes");
-    for (int c = 0; c < dim_; ++c) {
-      const Dtype x = scores[n * dim_ + c];
-      const Dtype signed_x = c == label ? -x : x;
-      m[n * dim_ + c] = std::max(Dtype(0), Dtype(1) + signed_x);
-    }
   }
 }
 
 template <typename Dtype>
-void HingeLossLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
-  ComputeMargins(bottom[0]->cpu_data(), bottom[1]->cpu_data());
+void HingeLossLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
+  if (CheckLabelsOnHost(dev, *bottom[1])) CheckLabels(bottom[1]->cpu_data());
   const int count = margins_.count();
-  const Dtype* m = margins_.cpu_data();
-  const Dtype sum =
-      this->layer_param_.hinge_loss_param().norm() == HingeLossParameter::L1
-          ? cpu_asum(count, m)
-          : cpu_dot(count, m, m);
-  top[0]->mutable_cpu_data()[0] = sum / std::max(1, num_);
+  Dtype* m = margins_.mutable_data_on(dev);
+  for_each(dev, count,
+           kernels::HingeMargin<Dtype>{bottom[0]->data_on(dev),
+                                       bottom[1]->data_on(dev), m, dim_});
+  // The margins are >= 0, so their sum is their L1 norm.
+  if (this->layer_param_.hinge_loss_param().norm() == HingeLossParameter::L1) {
+    reducer_.Sum(dev, count, m, nullptr);
+  } else {
+    DeviceDot(dev, count, m, m, reducer_.mutable_sum(dev));
+  }
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev));
 }
 
 template <typename Dtype>
-void HingeLossLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                         const vector<bool>& propagate_down,
-                                         const vector<Blob<Dtype>*>& bottom) {
+void HingeLossLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                       const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[1], ConfigError,
                    "HingeLoss cannot backpropagate to its label input "
                    "(bottom[1]); set propagate_down: false for it");
   if (!propagate_down[0]) return;
-  const Dtype* labels = bottom[1]->cpu_data();
-  ComputeMargins(bottom[0]->cpu_data(), labels);
   const bool l1 =
       this->layer_param_.hinge_loss_param().norm() == HingeLossParameter::L1;
-  const Dtype scale = top[0]->cpu_diff()[0] / std::max(1, num_);
-  const Dtype* m = margins_.cpu_data();
-  Dtype* diff = bottom[0]->mutable_cpu_diff();
-  for (int n = 0; n < num_; ++n) {
-    const int label = static_cast<int>(labels[n]);
-    for (int c = 0; c < dim_; ++c) {
-      const int at = n * dim_ + c;
-      const Dtype sign = c == label ? Dtype(-1) : Dtype(1);
-      const Dtype g = l1 ? (m[at] > 0 ? Dtype(1) : Dtype(0)) : 2 * m[at];
-      diff[at] = scale * sign * g;
-    }
-  }
+  const Dtype* scale = reducer_.GradientScales(dev, top[0]->diff_on(dev));
+  for_each(dev, bottom[0]->count(),
+           kernels::HingeBackward<Dtype>{
+               bottom[0]->data_on(dev), bottom[1]->data_on(dev), scale,
+               bottom[0]->mutable_diff_on(dev), dim_, l1});
 }
 
 INSTANTIATE_CLASS(HingeLossLayer);

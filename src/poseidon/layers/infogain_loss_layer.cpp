@@ -1,10 +1,9 @@
 // InfogainLossLayer: an internal Softmax, then the H-weighted negative
-// log-likelihood and its gradient.
+// log-likelihood and its gradient, on either device.
 #include "poseidon/layers/infogain_loss_layer.hpp"
 
-#include <algorithm>
-#include <cmath>
-
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 #include "poseidon/util/io.hpp"
 
 namespace poseidon {
@@ -73,88 +72,63 @@ void InfogainLossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
     top[1]->ReshapeLike(*bottom[0]);
     top[1]->ShareData(prob_);
   }
+  losses_.Reshape({2, outer_num_ * inner_num_});
+  row_sum_.Reshape({classes_});
+  reducer_.SetNormalizer(normalization_, outer_num_, inner_num_);
 }
 
 template <typename Dtype>
-int InfogainLossLayer<Dtype>::ReadLabel(const Dtype* labels, int index) const {
-  const int label = static_cast<int>(labels[index]);
-  if (Ignored(label)) return label;
-  POSEIDON_REQUIRE(label >= 0 && label < classes_, ConfigError,
-                   "InfogainLoss: label value ", labels[index], " at position ",
-                   index, " is outside [0, ", classes_, "); the scores have ",
-                   classes_, " classes along axis ", axis_);
-  return label;
-}
-
-template <typename Dtype>
-Dtype InfogainLossLayer<Dtype>::Normalizer(int valid_count) const {
-  return static_cast<Dtype>(
-      LossNormalizer(normalization_, outer_num_, inner_num_, valid_count));
-}
-
-template <typename Dtype>
-void InfogainLossLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                           const vector<Blob<Dtype>*>& top) {
-  softmax_layer_->Forward(softmax_bottom_, softmax_top_);
-  const Dtype* prob = prob_.cpu_data();
-  const Dtype* labels = bottom[1]->cpu_data();
-  const Dtype* h = Matrix(bottom);
-  const int dim = classes_ * inner_num_;
-  double loss = 0;
-  int valid_count = 0;
-  for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const int label = ReadLabel(labels, i * inner_num_ + j);
-      if (Ignored(label)) continue;
-      const Dtype* row = h + label * classes_;
-      for (int c = 0; c < classes_; ++c) {
-        const Dtype p = prob[i * dim + c * inner_num_ + j];
-        loss -= row[c] * std::log(std::max(p, Dtype(kLogThreshold)));
-      }
-      ++valid_count;
-    }
+void InfogainLossLayer<Dtype>::CheckLabels(const Dtype* labels) const {
+  for (int i = 0; i < outer_num_ * inner_num_; ++i) {
+    const int label = static_cast<int>(labels[i]);
+    if (has_ignore_label_ && label == ignore_label_) continue;
+    POSEIDON_REQUIRE(label >= 0 && label < classes_, ConfigError,
+                     "InfogainLoss: label value ", labels[i], " at position ",
+                     i, " is outside [0, ", classes_, "); the scores have ",
+                     classes_, " classes along axis ", axis_);
   }
-  top[0]->mutable_cpu_data()[0] =
-      static_cast<Dtype>(loss) / Normalizer(valid_count);
 }
 
 template <typename Dtype>
-void InfogainLossLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
+void InfogainLossLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& bottom,
+                                         const vector<Blob<Dtype>*>& top) {
+  if (CheckLabelsOnHost(dev, *bottom[1])) CheckLabels(bottom[1]->cpu_data());
+  softmax_layer_->Forward(softmax_bottom_, softmax_top_);
+  const int positions = outer_num_ * inner_num_;
+  Dtype* loss = losses_.mutable_data_on(dev);
+  Dtype* valid = loss + positions;
+  for_each(dev, positions,
+           kernels::InfogainLossForward<Dtype>{
+               prob_.data_on(dev), bottom[1]->data_on(dev), Matrix(dev, bottom),
+               loss, valid, classes_, inner_num_, has_ignore_label_,
+               ignore_label_, Dtype(kLogThreshold)});
+  reducer_.Sum(dev, positions, loss, valid);
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev));
+}
+
+template <typename Dtype>
+void InfogainLossLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                          const vector<Blob<Dtype>*>& top,
+                                          const vector<bool>& propagate_down,
+                                          const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[1], ConfigError,
                    "InfogainLoss cannot backpropagate to its label input "
                    "(bottom[1]); set propagate_down: false for it");
   POSEIDON_REQUIRE(propagate_down.size() < 3 || !propagate_down[2], ConfigError,
                    "InfogainLoss cannot backpropagate to its infogain matrix "
                    "input (bottom[2]); set propagate_down: false for it");
-  if (!propagate_down[0]) return;
-  const Dtype* prob = prob_.cpu_data();
-  const Dtype* labels = bottom[1]->cpu_data();
-  const Dtype* h = Matrix(bottom);
-  Dtype* diff = bottom[0]->mutable_cpu_diff();
-  const int dim = classes_ * inner_num_;
-  int valid_count = 0;
-  for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const int label = ReadLabel(labels, i * inner_num_ + j);
-      Dtype* dx = diff + i * dim + j;
-      const Dtype* p = prob + i * dim + j;
-      if (Ignored(label)) {
-        for (int c = 0; c < classes_; ++c) dx[c * inner_num_] = 0;
-        continue;
-      }
-      const Dtype* row = h + label * classes_;
-      Dtype row_sum = 0;
-      for (int c = 0; c < classes_; ++c) row_sum += row[c];
-      for (int c = 0; c < classes_; ++c) {
-        dx[c * inner_num_] = p[c * inner_num_] * row_sum - row[c];
-      }
-      ++valid_count;
-    }
-  }
-  cpu_scal(bottom[0]->count(), top[0]->cpu_diff()[0] / Normalizer(valid_count),
-           diff);
+  if (!propagate_down[0] || prob_.count() == 0) return;
+  const Dtype* h = Matrix(dev, bottom);
+  Dtype* row_sum = row_sum_.mutable_data_on(dev);
+  math::gemv<Dtype>(dev, CblasNoTrans, classes_, classes_, Dtype(1), h,
+                    ones_.Get(dev, classes_), Dtype(0), row_sum);
+  const Dtype* scale = reducer_.GradientScales(dev, top[0]->diff_on(dev));
+  for_each(dev, prob_.count(),
+           kernels::InfogainLossBackward<Dtype>{
+               prob_.data_on(dev), bottom[1]->data_on(dev), h, row_sum, scale,
+               bottom[0]->mutable_diff_on(dev), classes_, inner_num_,
+               has_ignore_label_, ignore_label_});
 }
 
 INSTANTIATE_CLASS(InfogainLossLayer);

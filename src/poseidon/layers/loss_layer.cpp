@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "poseidon/kernels/loss_kernels.hpp"
 #include "poseidon/layer_factory.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -52,8 +54,8 @@ shared_ptr<Layer<Dtype>> SetUpInnerSoftmax(
 }
 
 template shared_ptr<Layer<float>> SetUpInnerSoftmax(
-    const LayerParameter&, const SoftmaxParameter&,
-    const vector<Blob<float>*>&, const vector<Blob<float>*>&);
+    const LayerParameter&, const SoftmaxParameter&, const vector<Blob<float>*>&,
+    const vector<Blob<float>*>&);
 template shared_ptr<Layer<double>> SetUpInnerSoftmax(
     const LayerParameter&, const SoftmaxParameter&,
     const vector<Blob<double>*>&, const vector<Blob<double>*>&);
@@ -86,5 +88,53 @@ double LossNormalizer(LossParameter::NormalizationMode mode, int outer_num,
   }
   return std::max(1.0, z);
 }
+
+template <typename Dtype>
+void LossReducer<Dtype>::SetNormalizer(LossParameter::NormalizationMode mode,
+                                       int outer_num, int inner_num) {
+  by_count_ = mode == LossParameter::VALID;
+  fixed_z_ = static_cast<Dtype>(LossNormalizer(mode, outer_num, inner_num, 0));
+}
+
+template <typename Dtype>
+void LossReducer<Dtype>::SetNormalizer(double z) {
+  by_count_ = false;
+  fixed_z_ = static_cast<Dtype>(std::max(1.0, z));
+}
+
+template <typename Dtype>
+void LossReducer<Dtype>::Sum(Poseidon::Brew dev, int n, const Dtype* losses,
+                             const Dtype* valid) {
+  Dtype* scalars = scalars_.mutable_data_on(dev);
+  DeviceSum(dev, n, losses, scalars, &ones_);
+  if (by_count_) {
+    CHECK(valid != nullptr) << "VALID normalization needs the valid flags";
+    DeviceSum(dev, n, valid, scalars + 1, &ones_);
+  }
+}
+
+template <typename Dtype>
+void LossReducer<Dtype>::WriteLoss(Poseidon::Brew dev, Dtype* loss,
+                                   Dtype divisor) {
+  const Dtype* scalars = scalars_.data_on(dev);
+  for_each(
+      dev, 1,
+      kernels::NormalizedLoss<Dtype>{scalars, by_count_ ? scalars + 1 : nullptr,
+                                     fixed_z_, divisor, loss});
+}
+
+template <typename Dtype>
+const Dtype* LossReducer<Dtype>::GradientScales(Poseidon::Brew dev,
+                                                const Dtype* loss_weight) {
+  Dtype* scalars = scalars_.mutable_data_on(dev);
+  for_each(dev, 1,
+           kernels::GradientScales<Dtype>{loss_weight,
+                                          by_count_ ? scalars + 1 : nullptr,
+                                          fixed_z_, scalars + 2});
+  return scalars + 2;
+}
+
+template class LossReducer<float>;
+template class LossReducer<double>;
 
 }  // namespace poseidon

@@ -1,13 +1,22 @@
 // LRNLayer: window sums of squares across channels (a running sum over whole
 // planes, so the inner loops run over contiguous memory) or within each
 // plane (a separable box sum), then the power; images split over
-// ParallelFor for large blobs.
+// ParallelFor for large blobs. The GPU runs cuDNN or the kernels of
+// kernels/lrn_kernels.hpp.
 #include "poseidon/layers/lrn_layer.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "poseidon/kernels/lrn_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
+#include "poseidon/util/gpu_engine.hpp"
 #include "poseidon/util/parallel.hpp"
+
+#ifdef USE_CUDNN
+#include "poseidon/util/device_check.hpp"
+#include "poseidon/util/gpu_context.hpp"
+#endif
 
 namespace poseidon {
 namespace {
@@ -28,6 +37,18 @@ void NegativePower(size_t n, const Dtype* s, Dtype beta, Dtype* out) {
 // Blobs with fewer elements stay on the calling thread.
 constexpr size_t kMinParallelCount = 1 << 15;
 
+// cuDNN's limits on the LRN descriptor (CUDNN_LRN_MIN_N, CUDNN_LRN_MAX_N,
+// CUDNN_LRN_MIN_K, CUDNN_LRN_MIN_BETA in cudnn_ops.h), here so that the
+// choice is made, and tested, in every build.
+constexpr unsigned kCudnnMinN = 1;
+constexpr unsigned kCudnnMaxN = 16;
+constexpr double kCudnnMinK = 1e-5;
+constexpr double kCudnnMinBeta = 0.01;
+#ifdef USE_CUDNN
+static_assert(kCudnnMinN == CUDNN_LRN_MIN_N && kCudnnMaxN == CUDNN_LRN_MAX_N,
+              "cuDNN's LRN window limits changed");
+#endif
+
 }  // namespace
 
 template <typename Dtype>
@@ -45,6 +66,24 @@ void LRNLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
+bool LRNLayer<Dtype>::CudnnSupports(const LRNParameter& p,
+                                    std::string* why_not) {
+  std::string reason;
+  if (p.norm_region() != LRNParameter::ACROSS_CHANNELS) {
+    reason = "cuDNN has no WITHIN_CHANNEL LRN";
+  } else if (p.local_size() < kCudnnMinN || p.local_size() > kCudnnMaxN) {
+    reason = StrCat("cuDNN takes local_size ", kCudnnMinN, " to ", kCudnnMaxN,
+                    ", not ", p.local_size());
+  } else if (!(p.k() >= kCudnnMinK)) {
+    reason = StrCat("cuDNN needs k >= ", kCudnnMinK, ", not ", p.k());
+  } else if (!(p.beta() >= kCudnnMinBeta)) {
+    reason = StrCat("cuDNN needs beta >= ", kCudnnMinBeta, ", not ", p.beta());
+  }
+  if (why_not != nullptr) *why_not = reason;
+  return reason.empty();
+}
+
+template <typename Dtype>
 void LRNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                               const vector<Blob<Dtype>*>& top) {
   POSEIDON_REQUIRE(bottom[0]->num_axes() == 4, ShapeError,
@@ -58,6 +97,7 @@ void LRNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   width_ = bottom[0]->shape(3);
   top[0]->ReshapeLike(*bottom[0]);
   scale_.ReshapeLike(*bottom[0]);
+  if (!across_channels_) ratio_.ReshapeLike(*bottom[0]);
 }
 
 template <typename Dtype>
@@ -186,6 +226,120 @@ void LRNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
       }
     }
   });
+}
+
+template <typename Dtype>
+void LRNLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& bottom,
+                                         const vector<Blob<Dtype>*>& top) {
+  const int count = bottom[0]->count();
+  if (count == 0) return;
+  const Dtype* x = bottom[0]->data_on(dev);
+  Dtype* scale = scale_.mutable_data_on(dev);
+  const int spatial = height_ * width_;
+  if (across_channels_) {
+    for_each(dev, num_ * spatial,
+             kernels::LRNScaleAcross<Dtype>{x, scale, channels_, spatial, size_,
+                                            alpha_ / size_, k_});
+  } else {
+    for_each(dev, count,
+             kernels::LRNScaleWithin<Dtype>{x, scale, height_, width_, size_,
+                                            alpha_ / (size_ * size_)});
+  }
+  for_each(
+      dev, count,
+      kernels::LRNOutput<Dtype>{x, scale, top[0]->mutable_data_on(dev), beta_});
+}
+
+template <typename Dtype>
+void LRNLayer<Dtype>::BackwardWithKernels(Poseidon::Brew dev,
+                                          const vector<Blob<Dtype>*>& top,
+                                          const vector<bool>& propagate_down,
+                                          const vector<Blob<Dtype>*>& bottom) {
+  const int count = bottom[0]->count();
+  if (!propagate_down[0] || count == 0) return;
+  const Dtype* x = bottom[0]->data_on(dev);
+  const Dtype* y = top[0]->data_on(dev);
+  const Dtype* dy = top[0]->diff_on(dev);
+  const Dtype* scale = scale_.data_on(dev);
+  Dtype* dx = bottom[0]->mutable_diff_on(dev);
+  if (across_channels_) {
+    const Dtype coeff = -2 * alpha_ * beta_ / Dtype(size_);
+    for_each(dev, num_ * height_ * width_,
+             kernels::LRNBackwardAcross<Dtype>{x, y, scale, dy, dx, channels_,
+                                               height_ * width_, size_, beta_,
+                                               coeff});
+    return;
+  }
+  const Dtype coeff = -2 * alpha_ * beta_ / Dtype(size_ * size_);
+  Dtype* ratio = ratio_.mutable_data_on(dev);
+  for_each(dev, count, kernels::LRNRatio<Dtype>{y, dy, scale, ratio});
+  for_each(dev, count,
+           kernels::LRNBackwardWithin<Dtype>{x, scale, dy, ratio, dx, height_,
+                                             width_, size_, beta_, coeff});
+}
+
+template <typename Dtype>
+bool LRNLayer<Dtype>::UseCudnn() {
+  if (!engine_chosen_) {
+    const LRNParameter& p = this->layer_param_.lrn_param();
+    std::string why_not;
+    const bool supported = CudnnSupports(p, &why_not);
+    use_cudnn_ = ChooseGpuEngine(type(), p.engine(), supported, why_not) ==
+                 GpuEngine::kCudnn;
+    engine_chosen_ = true;
+  }
+  return use_cudnn_;
+}
+
+#ifdef USE_CUDNN
+template <typename Dtype>
+cudnnTensorDescriptor_t LRNLayer<Dtype>::CudnnTensor(const Blob<Dtype>& blob) {
+  if (!cudnn_lrn_) {
+    cudnn_lrn_.reset(new cudnn::LRNDescriptor());
+    cudnn_lrn_->Set(static_cast<unsigned>(size_), alpha_, beta_, k_);
+    cudnn_tensor_.reset(new cudnn::TensorDescriptor());
+  }
+  cudnn_tensor_->Set(cudnn::PackedLayout(blob.shape()),
+                     cudnn::DataType<Dtype>());
+  return cudnn_tensor_->get();
+}
+#endif
+
+template <typename Dtype>
+void LRNLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                                  const vector<Blob<Dtype>*>& top) {
+  if (UseCudnn()) {
+#ifdef USE_CUDNN
+    if (bottom[0]->count() == 0) return;
+    const cudnnTensorDescriptor_t desc = CudnnTensor(*bottom[0]);
+    POSEIDON_CUDNN_CHECK(cudnnLRNCrossChannelForward(
+        gpu::Cudnn(), cudnn_lrn_->get(), CUDNN_LRN_CROSS_CHANNEL_DIM1,
+        cudnn::Scalars<Dtype>::one(), desc, bottom[0]->gpu_data(),
+        cudnn::Scalars<Dtype>::zero(), desc, top[0]->mutable_gpu_data()));
+#endif
+    return;
+  }
+  ForwardWithKernels(Poseidon::GPU, bottom, top);
+}
+
+template <typename Dtype>
+void LRNLayer<Dtype>::Backward_gpu(const vector<Blob<Dtype>*>& top,
+                                   const vector<bool>& propagate_down,
+                                   const vector<Blob<Dtype>*>& bottom) {
+  if (UseCudnn()) {
+#ifdef USE_CUDNN
+    if (!propagate_down[0] || bottom[0]->count() == 0) return;
+    const cudnnTensorDescriptor_t desc = CudnnTensor(*bottom[0]);
+    POSEIDON_CUDNN_CHECK(cudnnLRNCrossChannelBackward(
+        gpu::Cudnn(), cudnn_lrn_->get(), CUDNN_LRN_CROSS_CHANNEL_DIM1,
+        cudnn::Scalars<Dtype>::one(), desc, top[0]->gpu_data(), desc,
+        top[0]->gpu_diff(), desc, bottom[0]->gpu_data(),
+        cudnn::Scalars<Dtype>::zero(), desc, bottom[0]->mutable_gpu_diff()));
+#endif
+    return;
+  }
+  BackwardWithKernels(Poseidon::GPU, top, propagate_down, bottom);
 }
 
 INSTANTIATE_CLASS(LRNLayer);

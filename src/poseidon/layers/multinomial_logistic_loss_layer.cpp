@@ -1,8 +1,9 @@
-// MultinomialLogisticLossLayer: clamped log-likelihood of the labelled class.
+// MultinomialLogisticLossLayer: clamped log-likelihood of the labelled
+// class, on either device.
 #include "poseidon/layers/multinomial_logistic_loss_layer.hpp"
 
-#include <algorithm>
-#include <cmath>
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 namespace {
@@ -23,49 +24,49 @@ void MultinomialLogisticLossLayer<Dtype>::Reshape(
                    bottom[0]->shape_string(), " need ", num_,
                    " labels (one per sample), but the labels have shape ",
                    bottom[1]->shape_string());
+  losses_.Reshape({num_});
+  reducer_.SetNormalizer(num_);
 }
 
 template <typename Dtype>
-int MultinomialLogisticLossLayer<Dtype>::ReadLabel(const Dtype* labels,
-                                                   int n) const {
-  const int label = static_cast<int>(labels[n]);
-  POSEIDON_REQUIRE(label >= 0 && label < dim_, ConfigError,
-                   "MultinomialLogisticLoss: label value ", labels[n],
-                   " of sample ", n, " is outside [0, ", dim_,
-                   "); the probabilities have ", dim_, " classes");
-  return label;
-}
-
-template <typename Dtype>
-void MultinomialLogisticLossLayer<Dtype>::Forward_cpu(
-    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
-  const Dtype* prob = bottom[0]->cpu_data();
-  const Dtype* labels = bottom[1]->cpu_data();
-  double loss = 0;
+void MultinomialLogisticLossLayer<Dtype>::CheckLabels(
+    const Dtype* labels) const {
   for (int n = 0; n < num_; ++n) {
-    const Dtype p = prob[n * dim_ + ReadLabel(labels, n)];
-    loss -= std::log(std::max(p, Dtype(kLogThreshold)));
+    const int label = static_cast<int>(labels[n]);
+    POSEIDON_REQUIRE(label >= 0 && label < dim_, ConfigError,
+                     "MultinomialLogisticLoss: label value ", labels[n],
+                     " of sample ", n, " is outside [0, ", dim_,
+                     "); the probabilities have ", dim_, " classes");
   }
-  top[0]->mutable_cpu_data()[0] = static_cast<Dtype>(loss / std::max(1, num_));
 }
 
 template <typename Dtype>
-void MultinomialLogisticLossLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
+void MultinomialLogisticLossLayer<Dtype>::ForwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+    const vector<Blob<Dtype>*>& top) {
+  if (CheckLabelsOnHost(dev, *bottom[1])) CheckLabels(bottom[1]->cpu_data());
+  Dtype* loss = losses_.mutable_data_on(dev);
+  for_each(dev, num_,
+           kernels::MultinomialLossForward<Dtype>{bottom[0]->data_on(dev),
+                                                  bottom[1]->data_on(dev), loss,
+                                                  dim_, Dtype(kLogThreshold)});
+  reducer_.Sum(dev, num_, loss, nullptr);
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev));
+}
+
+template <typename Dtype>
+void MultinomialLogisticLossLayer<Dtype>::BackwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[1], ConfigError,
                    "MultinomialLogisticLoss cannot backpropagate to its "
                    "label input (bottom[1]); set propagate_down: false for it");
   if (!propagate_down[0]) return;
-  const Dtype* prob = bottom[0]->cpu_data();
-  const Dtype* labels = bottom[1]->cpu_data();
-  Dtype* diff = bottom[0]->mutable_cpu_diff();
-  cpu_set(bottom[0]->count(), Dtype(0), diff);
-  const Dtype scale = top[0]->cpu_diff()[0] / std::max(1, num_);
-  for (int n = 0; n < num_; ++n) {
-    const int at = n * dim_ + ReadLabel(labels, n);
-    diff[at] = -scale / std::max(prob[at], Dtype(kLogThreshold));
-  }
+  const Dtype* scale = reducer_.GradientScales(dev, top[0]->diff_on(dev));
+  for_each(dev, bottom[0]->count(),
+           kernels::MultinomialLossBackward<Dtype>{
+               bottom[0]->data_on(dev), bottom[1]->data_on(dev), scale,
+               bottom[0]->mutable_diff_on(dev), dim_, Dtype(kLogThreshold)});
 }
 
 INSTANTIATE_CLASS(MultinomialLogisticLossLayer);

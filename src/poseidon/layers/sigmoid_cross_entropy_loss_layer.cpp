@@ -1,9 +1,9 @@
 // SigmoidCrossEntropyLossLayer: stable logistic loss with ignore_label and
-// Caffe's normalisation modes.
+// Caffe's normalisation modes, on either device.
 #include "poseidon/layers/sigmoid_cross_entropy_loss_layer.hpp"
 
-#include <algorithm>
-#include <cmath>
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -28,59 +28,40 @@ void SigmoidCrossEntropyLossLayer<Dtype>::Reshape(
                    bottom[1]->shape_string());
   outer_num_ = bottom[0]->shape(0);
   inner_num_ = bottom[0]->count(1);
+  losses_.Reshape({2, bottom[0]->count()});
+  reducer_.SetNormalizer(normalization_, outer_num_, inner_num_);
 }
 
 template <typename Dtype>
-Dtype SigmoidCrossEntropyLossLayer<Dtype>::Normalizer(int valid_count) const {
-  return static_cast<Dtype>(
-      LossNormalizer(normalization_, outer_num_, inner_num_, valid_count));
-}
-
-template <typename Dtype>
-void SigmoidCrossEntropyLossLayer<Dtype>::Forward_cpu(
-    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
+void SigmoidCrossEntropyLossLayer<Dtype>::ForwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+    const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->cpu_data();
-  const Dtype* t = bottom[1]->cpu_data();
-  double loss = 0;
-  int valid_count = 0;
-  for (int i = 0; i < count; ++i) {
-    if (Ignored(t[i])) continue;
-    const double xi = x[i];
-    loss +=
-        std::max(xi, 0.0) - xi * t[i] + std::log1p(std::exp(-std::fabs(xi)));
-    ++valid_count;
-  }
-  top[0]->mutable_cpu_data()[0] =
-      static_cast<Dtype>(loss) / Normalizer(valid_count);
+  Dtype* loss = losses_.mutable_data_on(dev);
+  Dtype* valid = loss + count;
+  for_each(dev, count,
+           kernels::SigmoidCrossEntropyForward<Dtype>{
+               bottom[0]->data_on(dev), bottom[1]->data_on(dev), loss, valid,
+               has_ignore_label_, ignore_label_});
+  reducer_.Sum(dev, count, loss, valid);
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev));
 }
 
 template <typename Dtype>
-void SigmoidCrossEntropyLossLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
+void SigmoidCrossEntropyLossLayer<Dtype>::BackwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[1], ConfigError,
                    "SigmoidCrossEntropyLoss cannot backpropagate to its "
                    "target input (bottom[1]); set propagate_down: false for "
                    "it");
   if (!propagate_down[0]) return;
-  const int count = bottom[0]->count();
-  const Dtype* x = bottom[0]->cpu_data();
-  const Dtype* t = bottom[1]->cpu_data();
-  Dtype* diff = bottom[0]->mutable_cpu_diff();
-  int valid_count = 0;
-  for (int i = 0; i < count; ++i) {
-    if (Ignored(t[i])) {
-      diff[i] = 0;
-      continue;
-    }
-    // sigmoid(x) without overflow for large |x|.
-    const Dtype e = std::exp(-std::fabs(x[i]));
-    const Dtype s = x[i] >= 0 ? 1 / (1 + e) : e / (1 + e);
-    diff[i] = s - t[i];
-    ++valid_count;
-  }
-  cpu_scal(count, top[0]->cpu_diff()[0] / Normalizer(valid_count), diff);
+  const Dtype* scale = reducer_.GradientScales(dev, top[0]->diff_on(dev));
+  for_each(
+      dev, bottom[0]->count(),
+      kernels::SigmoidCrossEntropyBackward<Dtype>{
+          bottom[0]->data_on(dev), bottom[1]->data_on(dev), scale,
+          bottom[0]->mutable_diff_on(dev), has_ignore_label_, ignore_label_});
 }
 
 INSTANTIATE_CLASS(SigmoidCrossEntropyLossLayer);

@@ -1,10 +1,20 @@
 // SoftmaxLayer: a numerically stable softmax over any axis. Each outer slice
 // is a channels_ x inner_num_ row-major matrix normalised column by column;
-// the loops run along rows so memory is read contiguously.
+// the CPU loops run along rows so memory is read contiguously. The GPU runs
+// cuDNN or the per-position kernels of kernels/softmax_kernels.hpp.
 #include "poseidon/layers/softmax_layer.hpp"
 
 #include <algorithm>
 #include <cmath>
+
+#include "poseidon/kernels/softmax_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
+#include "poseidon/util/gpu_engine.hpp"
+
+#ifdef USE_CUDNN
+#include "poseidon/util/device_check.hpp"
+#include "poseidon/util/gpu_context.hpp"
+#endif
 
 namespace poseidon {
 
@@ -23,6 +33,7 @@ void SoftmaxLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   inner_num_ = bottom[0]->count(softmax_axis_ + 1);
   top[0]->ReshapeLike(*bottom[0]);
   scratch_.resize(inner_num_);
+  position_scratch_.Reshape({outer_num_ * inner_num_});
 }
 
 template <typename Dtype>
@@ -89,6 +100,104 @@ void SoftmaxLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
       }
     }
   }
+}
+
+template <typename Dtype>
+void SoftmaxLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
+                                             const vector<Blob<Dtype>*>& bottom,
+                                             const vector<Blob<Dtype>*>& top) {
+  const int count = bottom[0]->count();
+  const int positions = outer_num_ * inner_num_;
+  if (count == 0) return;
+  const Dtype* x = bottom[0]->data_on(dev);
+  Dtype* y = top[0]->mutable_data_on(dev);
+  Dtype* pos = position_scratch_.mutable_data_on(dev);
+  const int c = channels_, inner = inner_num_;
+  // In place, x and y alias: the max is taken before any element is
+  // overwritten, and each element is read by the one index that writes it.
+  for_each(dev, positions, kernels::ChannelMax<Dtype>{x, pos, c, inner});
+  for_each(dev, count, kernels::SubtractExp<Dtype>{x, pos, y, c, inner});
+  for_each(dev, positions, kernels::ChannelSum<Dtype>{y, pos, c, inner});
+  for_each(dev, count, kernels::ChannelDivide<Dtype>{pos, y, c, inner});
+}
+
+template <typename Dtype>
+void SoftmaxLayer<Dtype>::BackwardWithKernels(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
+  const int count = top[0]->count();
+  if (!propagate_down[0] || count == 0) return;
+  const Dtype* y = top[0]->data_on(dev);
+  const Dtype* dy = top[0]->diff_on(dev);
+  Dtype* dx = bottom[0]->mutable_diff_on(dev);
+  Dtype* pos = position_scratch_.mutable_data_on(dev);
+  const int c = channels_, inner = inner_num_;
+  // The dot products are complete before dx (which may alias dy) is written.
+  for_each(dev, outer_num_ * inner,
+           kernels::ChannelDot<Dtype>{dy, y, pos, c, inner});
+  for_each(dev, count,
+           kernels::SoftmaxGradient<Dtype>{y, dy, pos, dx, c, inner});
+}
+
+template <typename Dtype>
+bool SoftmaxLayer<Dtype>::UseCudnn() {
+  if (!engine_chosen_) {
+    // cuDNN's CHANNEL mode covers every axis once the blob is viewed as
+    // outer x channels x inner x 1.
+    use_cudnn_ =
+        ChooseGpuEngine(type(), this->layer_param_.softmax_param().engine(),
+                        true) == GpuEngine::kCudnn;
+    engine_chosen_ = true;
+  }
+  return use_cudnn_;
+}
+
+#ifdef USE_CUDNN
+template <typename Dtype>
+cudnnTensorDescriptor_t SoftmaxLayer<Dtype>::CudnnDescriptor() {
+  if (!cudnn_desc_) cudnn_desc_.reset(new cudnn::TensorDescriptor());
+  cudnn_desc_->Set(cudnn::PackedLayout({outer_num_, channels_, inner_num_, 1}),
+                   cudnn::DataType<Dtype>());
+  return cudnn_desc_->get();
+}
+#endif
+
+template <typename Dtype>
+void SoftmaxLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top) {
+  if (UseCudnn()) {
+#ifdef USE_CUDNN
+    if (bottom[0]->count() == 0) return;
+    const cudnnTensorDescriptor_t desc = CudnnDescriptor();
+    // In place is allowed: y may be x.
+    POSEIDON_CUDNN_CHECK(cudnnSoftmaxForward(
+        gpu::Cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
+        cudnn::Scalars<Dtype>::one(), desc, bottom[0]->gpu_data(),
+        cudnn::Scalars<Dtype>::zero(), desc, top[0]->mutable_gpu_data()));
+#endif
+    return;
+  }
+  ForwardWithKernels(Poseidon::GPU, bottom, top);
+}
+
+template <typename Dtype>
+void SoftmaxLayer<Dtype>::Backward_gpu(const vector<Blob<Dtype>*>& top,
+                                       const vector<bool>& propagate_down,
+                                       const vector<Blob<Dtype>*>& bottom) {
+  if (UseCudnn()) {
+#ifdef USE_CUDNN
+    if (!propagate_down[0] || top[0]->count() == 0) return;
+    const cudnnTensorDescriptor_t desc = CudnnDescriptor();
+    // In place is allowed: dx may be dy.
+    POSEIDON_CUDNN_CHECK(cudnnSoftmaxBackward(
+        gpu::Cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
+        cudnn::Scalars<Dtype>::one(), desc, top[0]->gpu_data(), desc,
+        top[0]->gpu_diff(), cudnn::Scalars<Dtype>::zero(), desc,
+        bottom[0]->mutable_gpu_diff()));
+#endif
+    return;
+  }
+  BackwardWithKernels(Poseidon::GPU, top, propagate_down, bottom);
 }
 
 INSTANTIATE_CLASS(SoftmaxLayer);

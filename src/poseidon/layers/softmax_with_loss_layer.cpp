@@ -1,10 +1,11 @@
 // SoftmaxWithLossLayer: runs an internal Softmax layer, then the normalised
-// negative log-likelihood of the labels and its gradient.
+// negative log-likelihood of the labels and its gradient, on either device.
 #include "poseidon/layers/softmax_with_loss_layer.hpp"
 
-#include <algorithm>
 #include <cfloat>
-#include <cmath>
+
+#include "poseidon/kernels/loss_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
 
 namespace poseidon {
 
@@ -48,79 +49,56 @@ void SoftmaxWithLossLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
     top[1]->ReshapeLike(*bottom[0]);
     top[1]->ShareData(prob_);
   }
+  losses_.Reshape({2, outer_num_ * inner_num_});
+  reducer_.SetNormalizer(normalization_, outer_num_, inner_num_);
 }
 
 template <typename Dtype>
-int SoftmaxWithLossLayer<Dtype>::ReadLabel(const Dtype* labels,
-                                           int index) const {
-  const int label = static_cast<int>(labels[index]);
-  if (has_ignore_label_ && label == ignore_label_) return label;
+void SoftmaxWithLossLayer<Dtype>::CheckLabels(const Dtype* labels) const {
   const int classes = prob_.shape(softmax_axis_);
-  POSEIDON_REQUIRE(label >= 0 && label < classes, ConfigError,
-                   "SoftmaxWithLoss: label value ", labels[index],
-                   " at position ", index, " is outside [0, ", classes,
-                   "); the scores have ", classes, " classes along axis ",
-                   softmax_axis_);
-  return label;
-}
-
-template <typename Dtype>
-Dtype SoftmaxWithLossLayer<Dtype>::Normalizer(int valid_count) const {
-  return static_cast<Dtype>(
-      LossNormalizer(normalization_, outer_num_, inner_num_, valid_count));
-}
-
-template <typename Dtype>
-void SoftmaxWithLossLayer<Dtype>::Forward_cpu(
-    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) {
-  softmax_layer_->Forward(softmax_bottom_, softmax_top_);
-  const Dtype* prob = prob_.cpu_data();
-  const Dtype* labels = bottom[1]->cpu_data();
-  const int channels = prob_.shape(softmax_axis_);
-  const int dim = channels * inner_num_;
-  double loss = 0;
-  int valid_count = 0;
-  for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const int label = ReadLabel(labels, i * inner_num_ + j);
-      if (has_ignore_label_ && label == ignore_label_) continue;
-      const Dtype p = prob[i * dim + label * inner_num_ + j];
-      loss -= std::log(std::max(p, Dtype(FLT_MIN)));
-      ++valid_count;
-    }
+  for (int i = 0; i < outer_num_ * inner_num_; ++i) {
+    const int label = static_cast<int>(labels[i]);
+    if (has_ignore_label_ && label == ignore_label_) continue;
+    POSEIDON_REQUIRE(label >= 0 && label < classes, ConfigError,
+                     "SoftmaxWithLoss: label value ", labels[i],
+                     " at position ", i, " is outside [0, ", classes,
+                     "); the scores have ", classes, " classes along axis ",
+                     softmax_axis_);
   }
-  top[0]->mutable_cpu_data()[0] =
-      static_cast<Dtype>(loss) / Normalizer(valid_count);
 }
 
 template <typename Dtype>
-void SoftmaxWithLossLayer<Dtype>::Backward_cpu(
-    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
-    const vector<Blob<Dtype>*>& bottom) {
+void SoftmaxWithLossLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                            const vector<Blob<Dtype>*>& bottom,
+                                            const vector<Blob<Dtype>*>& top) {
+  if (CheckLabelsOnHost(dev, *bottom[1])) CheckLabels(bottom[1]->cpu_data());
+  softmax_layer_->Forward(softmax_bottom_, softmax_top_);
+  const int positions = outer_num_ * inner_num_;
+  Dtype* loss = losses_.mutable_data_on(dev);
+  Dtype* valid = loss + positions;
+  for_each(dev, positions,
+           kernels::SoftmaxLossForward<Dtype>{
+               prob_.data_on(dev), bottom[1]->data_on(dev), loss, valid,
+               prob_.shape(softmax_axis_), inner_num_, has_ignore_label_,
+               ignore_label_, Dtype(FLT_MIN)});
+  reducer_.Sum(dev, positions, loss, valid);
+  reducer_.WriteLoss(dev, top[0]->mutable_data_on(dev));
+}
+
+template <typename Dtype>
+void SoftmaxWithLossLayer<Dtype>::BackwardOn(
+    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
   POSEIDON_REQUIRE(!propagate_down[1], ConfigError,
                    "SoftmaxWithLoss cannot backpropagate to its label input "
                    "(bottom[1]); set propagate_down: false for it");
   if (!propagate_down[0]) return;
-  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
-  cpu_copy(prob_.count(), prob_.cpu_data(), bottom_diff);
-  const Dtype* labels = bottom[1]->cpu_data();
-  const int channels = prob_.shape(softmax_axis_);
-  const int dim = channels * inner_num_;
-  int valid_count = 0;
-  for (int i = 0; i < outer_num_; ++i) {
-    for (int j = 0; j < inner_num_; ++j) {
-      const int label = ReadLabel(labels, i * inner_num_ + j);
-      Dtype* dx = bottom_diff + i * dim + j;
-      if (has_ignore_label_ && label == ignore_label_) {
-        for (int c = 0; c < channels; ++c) dx[c * inner_num_] = 0;
-      } else {
-        dx[label * inner_num_] -= 1;
-        ++valid_count;
-      }
-    }
-  }
-  const Dtype scale = top[0]->cpu_diff()[0] / Normalizer(valid_count);
-  cpu_scal(prob_.count(), scale, bottom_diff);
+  const Dtype* scale = reducer_.GradientScales(dev, top[0]->diff_on(dev));
+  for_each(dev, prob_.count(),
+           kernels::SoftmaxLossBackward<Dtype>{
+               prob_.data_on(dev), bottom[1]->data_on(dev), scale,
+               bottom[0]->mutable_diff_on(dev), prob_.shape(softmax_axis_),
+               inner_num_, has_ignore_label_, ignore_label_});
 }
 
 INSTANTIATE_CLASS(SoftmaxWithLossLayer);

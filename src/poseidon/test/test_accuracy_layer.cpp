@@ -1,10 +1,12 @@
 // AccuracyLayer: hand-computed top-1 / top-k values, the tie rule,
-// ignore_label, per-class accuracy, other axes, and the error paths.
+// ignore_label, per-class accuracy, other axes, and the error paths;
+// CPU/GPU agreement.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "poseidon/layers/accuracy_layer.hpp"
 #include "test_util.hpp"
 
@@ -184,6 +186,38 @@ TYPED_TEST(AccuracyLayerTest, Errors) {
       const std::string what = e.what();
       EXPECT_NE(what.find("label value 4"), std::string::npos) << what;
       EXPECT_NE(what.find("4 classes"), std::string::npos) << what;
+    }
+  }
+}
+
+template <typename Dtype>
+class AccuracyLayerGPUTest : public ::testing::Test {};
+TYPED_TEST_SUITE(AccuracyLayerGPUTest, test::TestDtypes);
+
+// top_k 1 and 3, with an ignored label, the class axis in the middle, and
+// the per-class top. Forward only: Accuracy has no gradient.
+TYPED_TEST(AccuracyLayerGPUTest, AgreesWithCpu) {
+  using Dtype = TypeParam;
+  if (!test::GpuSkipReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << test::GpuSkipReason();
+  }
+  Blob<Dtype> scores({4, 6, 3, 2});
+  test::FillGaussian(&scores);
+  Blob<Dtype> labels({4, 3, 2});
+  for (int i = 0; i < labels.count(); ++i) {
+    labels.mutable_cpu_data()[i] = (i * 5 + 2) % 6;
+  }
+  for (int top_k : {1, 3}) {
+    for (bool ignore : {false, true}) {
+      SCOPED_TRACE(testing::Message()
+                   << "top_k " << top_k << (ignore ? " ignore 2" : ""));
+      LayerParameter param;
+      param.set_type("Accuracy");
+      param.add_top("accuracy");
+      param.add_top("per_class");
+      param.mutable_accuracy_param()->set_top_k(top_k);
+      if (ignore) param.mutable_accuracy_param()->set_ignore_label(2);
+      test::ExpectCpuGpuAgree<Dtype>(param, {&scores, &labels}, {false, false});
     }
   }
 }

@@ -1,12 +1,13 @@
 // BatchNorm: forward against per-channel statistics computed here, the
 // running-average update, global-statistics mode, and finite-difference
-// gradients in both modes.
+// gradients in both modes; CPU/GPU agreement.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/layers/batch_norm_layer.hpp"
@@ -337,6 +338,45 @@ TYPED_TEST(BatchNormLayerTest, Registered) {
   using Dtype = typename TestFixture::Dtype;
   auto layer = LayerRegistry<Dtype>::CreateLayer(this->Param(TRAIN));
   EXPECT_STREQ(layer->type(), "BatchNorm");
+}
+
+template <typename Dtype>
+class BatchNormLayerGPUTest : public ::testing::Test {};
+TYPED_TEST_SUITE(BatchNormLayerGPUTest, test::TestDtypes);
+
+// Batch statistics (4-D and 2-D bottoms) and global statistics from stored
+// running sums.
+TYPED_TEST(BatchNormLayerGPUTest, AgreesWithCpu) {
+  using Dtype = TypeParam;
+  if (!test::GpuSkipReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << test::GpuSkipReason();
+  }
+  Blob<Dtype> x({3, 4, 5, 6});
+  test::FillGaussian(&x);
+  for (int i = 0; i < x.count(); ++i) {
+    x.mutable_cpu_data()[i] += (i / 30) % 4;  // a different mean per channel
+  }
+  Blob<Dtype> flat({7, 5});
+  test::FillGaussian(&flat, 2.0);
+  LayerParameter train;
+  train.set_type("BatchNorm");
+  train.set_phase(TRAIN);
+  train.mutable_batch_norm_param()->set_moving_average_fraction(0.9f);
+  test::ExpectCpuGpuAgree<Dtype>(train, {&x});
+  test::ExpectCpuGpuAgree<Dtype>(train, {&flat});
+
+  // Global statistics: the running sums travel in the parameter.
+  LayerParameter global;
+  global.set_type("BatchNorm");
+  global.set_phase(TEST);
+  Blob<Dtype> sums({4}), sq_sums({4}), factor({1});
+  test::FillGaussian(&sums);
+  test::FillUniform(&sq_sums, 1.0, 3.0);
+  factor.mutable_cpu_data()[0] = 2;
+  sums.ToProto(global.add_blobs());
+  sq_sums.ToProto(global.add_blobs());
+  factor.ToProto(global.add_blobs());
+  test::ExpectCpuGpuAgree<Dtype>(global, {&x});
 }
 
 }  // namespace

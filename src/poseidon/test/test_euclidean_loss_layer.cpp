@@ -1,9 +1,10 @@
 // EuclideanLossLayer: loss against hand-computed and naive values, gradients
-// for both inputs, loss weights, shape errors.
+// for both inputs, loss weights, shape errors; CPU/GPU agreement.
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layers/euclidean_loss_layer.hpp"
 #include "test_util.hpp"
@@ -129,6 +130,25 @@ TYPED_TEST(EuclideanLossLayerTest, ShapeErrors) {
   vector<Blob<Dtype>*> one = {&this->a_};
   EuclideanLossLayer<Dtype> layer3(this->Param());
   EXPECT_THROW(layer3.SetUp(one, this->top_vec_), ConfigError);
+}
+
+template <typename Dtype>
+class EuclideanLossLayerGPUTest : public ::testing::Test {};
+TYPED_TEST_SUITE(EuclideanLossLayerGPUTest, test::TestDtypes);
+
+TYPED_TEST(EuclideanLossLayerGPUTest, AgreesWithCpu) {
+  using Dtype = TypeParam;
+  if (!test::GpuSkipReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << test::GpuSkipReason();
+  }
+  Blob<Dtype> a({6, 5, 3}), b({6, 15});
+  test::FillGaussian(&a);
+  test::FillGaussian(&b);
+  LayerParameter param;
+  param.set_type("EuclideanLoss");
+  param.add_loss_weight(0.5);
+  test::ExpectCpuGpuAgree<Dtype>(param, {&a, &b});
+  test::ExpectCpuGpuAgree<Dtype>(param, {&a, &b}, {false, true});
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // SoftmaxLayer: values against a naive double-precision reference over
-// several axes, numerical stability, in-place use, gradients, errors.
+// several axes, numerical stability, in-place use, gradients, errors; the
+// GPU kernels run on the CPU against the CPU pass; CPU/GPU agreement for
+// both GPU engines.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layers/softmax_layer.hpp"
 #include "test_util.hpp"
@@ -175,6 +178,77 @@ TYPED_TEST(SoftmaxLayerTest, AxisOutOfRange) {
     SoftmaxLayer<Dtype> layer(this->Param(axis));
     EXPECT_THROW(layer.SetUp(this->bottom_vec_, this->top_vec_), ConfigError)
         << axis;
+  }
+}
+
+// The kernels Forward_gpu/Backward_gpu run without cuDNN, run here on the
+// CPU against the tuned CPU pass, in place and out of place.
+template <typename Dtype>
+class SoftmaxKernelsTest : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftmaxKernelsTest, test::TestDtypes);
+
+TYPED_TEST(SoftmaxKernelsTest, MatchCpuPassOnEveryAxis) {
+  using Dtype = TypeParam;
+  const double tol = sizeof(Dtype) == 4 ? 1e-6 : 1e-14;
+  Blob<Dtype> x({3, 5, 4, 6});
+  test::FillGaussian(&x, 3.0);
+  Blob<Dtype> dy(x.shape());
+  test::FillGaussian(&dy);
+  for (int axis : {0, 1, 2, 3}) {
+    for (bool in_place : {false, true}) {
+      LayerParameter param;
+      param.set_type("Softmax");
+      param.mutable_softmax_param()->set_axis(axis);
+      // Reference: the CPU pass.
+      Blob<Dtype> ref_bottom, ref_top;
+      ref_bottom.CopyFrom(x, false, true);
+      SoftmaxLayer<Dtype> ref(param);
+      ref.SetUp({&ref_bottom}, {&ref_top});
+      ref.Forward({&ref_bottom}, {&ref_top});
+      cpu_copy(dy.count(), dy.cpu_data(), ref_top.mutable_cpu_diff());
+      ref.Backward({&ref_top}, {true}, {&ref_bottom});
+      // The kernels on the CPU.
+      Blob<Dtype> bottom, separate_top;
+      bottom.CopyFrom(x, false, true);
+      Blob<Dtype>* top = in_place ? &bottom : &separate_top;
+      SoftmaxLayer<Dtype> layer(param);
+      layer.SetUp({&bottom}, {top});
+      layer.ForwardWithKernels(Poseidon::CPU, {&bottom}, {top});
+      for (int i = 0; i < x.count(); ++i) {
+        ASSERT_NEAR(top->cpu_data()[i], ref_top.cpu_data()[i], tol)
+            << "axis " << axis << (in_place ? " in place" : "") << " y" << i;
+      }
+      cpu_copy(dy.count(), dy.cpu_data(), top->mutable_cpu_diff());
+      layer.BackwardWithKernels(Poseidon::CPU, {top}, {true}, {&bottom});
+      for (int i = 0; i < x.count(); ++i) {
+        ASSERT_NEAR(bottom.cpu_diff()[i], ref_bottom.cpu_diff()[i], tol)
+            << "axis " << axis << (in_place ? " in place" : "") << " dx" << i;
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+class SoftmaxLayerGPUTest : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftmaxLayerGPUTest, test::TestDtypes);
+
+TYPED_TEST(SoftmaxLayerGPUTest, AgreesWithCpuForEachEngineAndAxis) {
+  using Dtype = TypeParam;
+  if (!test::GpuSkipReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << test::GpuSkipReason();
+  }
+  Blob<Dtype> x({3, 7, 2, 5});
+  test::FillGaussian(&x, 3.0);
+  for (auto engine : {SoftmaxParameter::CAFFE, SoftmaxParameter::CUDNN}) {
+    for (int axis : {1, 0, 3}) {
+      SCOPED_TRACE(testing::Message()
+                   << "engine " << engine << " axis " << axis);
+      LayerParameter param;
+      param.set_type("Softmax");
+      param.mutable_softmax_param()->set_engine(engine);
+      param.mutable_softmax_param()->set_axis(axis);
+      test::ExpectCpuGpuAgree<Dtype>(param, {&x});
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 // SoftmaxWithLossLayer: loss and gradient against a naive reference for every
 // normalisation mode, ignore_label, other axes, the probability top, loss
-// weights, and the error paths.
+// weights, and the error paths; CPU/GPU agreement.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_agreement.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layers/softmax_with_loss_layer.hpp"
 #include "test_util.hpp"
@@ -355,6 +356,55 @@ TYPED_TEST(SoftmaxWithLossLayerTest, ShapeErrors) {
   p.mutable_softmax_param()->set_axis(4);
   SoftmaxWithLossLayer<Dtype> layer3(p);
   EXPECT_THROW(layer3.SetUp(this->bottom_vec_, this->top_vec_), ConfigError);
+}
+
+template <typename Dtype>
+class SoftmaxWithLossLayerGPUTest : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftmaxWithLossLayerGPUTest, test::TestDtypes);
+
+// Every normalization (and the legacy flag), with and without an ignored
+// label, both softmax engines, the class axis in the middle and last, and
+// the probability top.
+TYPED_TEST(SoftmaxWithLossLayerGPUTest, AgreesWithCpu) {
+  using Dtype = TypeParam;
+  if (!test::GpuSkipReason().empty()) {
+    GTEST_SKIP() << "GPU test skipped: " << test::GpuSkipReason();
+  }
+  Blob<Dtype> scores({3, 5, 2, 4});
+  test::FillGaussian(&scores, 2.0);
+  Blob<Dtype> labels({3, 1, 2, 4});  // axis 1: labels in [0, 5)
+  for (int i = 0; i < labels.count(); ++i) {
+    labels.mutable_cpu_data()[i] = (i * 3 + 1) % 5;
+  }
+  Blob<Dtype> last_labels({3, 5, 2});  // axis 3: labels in [0, 4)
+  for (int i = 0; i < last_labels.count(); ++i) {
+    last_labels.mutable_cpu_data()[i] = (i * 7 + 2) % 4;
+  }
+  using Mode = LossParameter::NormalizationMode;
+  const Mode modes[] = {LossParameter::FULL, LossParameter::VALID,
+                        LossParameter::BATCH_SIZE, LossParameter::NONE};
+  for (auto engine : {SoftmaxParameter::CAFFE, SoftmaxParameter::CUDNN}) {
+    for (int variant = 0; variant < 7; ++variant) {
+      SCOPED_TRACE(testing::Message()
+                   << "engine " << engine << " variant " << variant);
+      LayerParameter param;
+      param.set_type("SoftmaxWithLoss");
+      param.add_top("loss");
+      param.add_top("prob");
+      param.mutable_softmax_param()->set_engine(engine);
+      LossParameter* loss = param.mutable_loss_param();
+      if (variant < 4) loss->set_normalization(modes[variant]);
+      if (variant == 4) loss->set_normalize(false);
+      if (variant % 2 == 1) loss->set_ignore_label(3);
+      Blob<Dtype>* label_blob = &labels;
+      if (variant == 6) {
+        param.mutable_softmax_param()->set_axis(-1);
+        label_blob = &last_labels;
+      }
+      test::ExpectCpuGpuAgree<Dtype>(param, {&scores, label_blob},
+                                     {true, false});
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,118 @@
+// Softmax's bodies for Poseidon's own kernels (the CAFFE engine), shared by
+// the CPU and the GPU (util/for_each.hpp); see layers/softmax_layer.hpp for
+// the formulas. The data is viewed as outer x channels x inner (row-major),
+// softmax taken along channels: a "position" p in [0, outer * inner) is one
+// column (n = p / inner, j = p % inner), element i = (n * channels + c) *
+// inner + j. Per-position bodies loop over the channels; per-element bodies
+// read their position's value from `pos`.
+#ifndef POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
+#define POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
+
+#include "poseidon/util/hd.hpp"
+
+namespace poseidon {
+namespace kernels {
+
+// The flat index of channel 0 of position p.
+POSEIDON_HD_INLINE int ColumnStart(int p, int channels, int inner) {
+  return (p / inner) * channels * inner + p % inner;
+}
+// The position of element i.
+POSEIDON_HD_INLINE int PositionOf(int i, int channels, int inner) {
+  return (i / (channels * inner)) * inner + i % inner;
+}
+
+// pos[p] = max_c x[p, c]
+template <typename Dtype>
+struct ChannelMax {
+  static constexpr int kCostPerIndex = 32;
+  const Dtype* x;
+  Dtype* pos;
+  int channels;
+  int inner;
+  POSEIDON_HD void operator()(int p) const {
+    const Dtype* col = x + ColumnStart(p, channels, inner);
+    Dtype m = col[0];
+    for (int c = 1; c < channels; ++c) m = hd::max(m, col[c * inner]);
+    pos[p] = m;
+  }
+};
+
+// y = exp(x - pos[position]); y may be x.
+template <typename Dtype>
+struct SubtractExp {
+  const Dtype* x;
+  const Dtype* pos;
+  Dtype* y;
+  int channels;
+  int inner;
+  POSEIDON_HD void operator()(int i) const {
+    y[i] = hd::exp(x[i] - pos[PositionOf(i, channels, inner)]);
+  }
+};
+
+// pos[p] = sum_c y[p, c], in channel order.
+template <typename Dtype>
+struct ChannelSum {
+  static constexpr int kCostPerIndex = 32;
+  const Dtype* y;
+  Dtype* pos;
+  int channels;
+  int inner;
+  POSEIDON_HD void operator()(int p) const {
+    const Dtype* col = y + ColumnStart(p, channels, inner);
+    Dtype s = 0;
+    for (int c = 0; c < channels; ++c) s += col[c * inner];
+    pos[p] = s;
+  }
+};
+
+// y /= pos[position]
+template <typename Dtype>
+struct ChannelDivide {
+  const Dtype* pos;
+  Dtype* y;
+  int channels;
+  int inner;
+  POSEIDON_HD void operator()(int i) const {
+    y[i] /= pos[PositionOf(i, channels, inner)];
+  }
+};
+
+// pos[p] = sum_c dy[p, c] * y[p, c], in channel order.
+template <typename Dtype>
+struct ChannelDot {
+  static constexpr int kCostPerIndex = 64;
+  const Dtype* dy;
+  const Dtype* y;
+  Dtype* pos;
+  int channels;
+  int inner;
+  POSEIDON_HD void operator()(int p) const {
+    const int start = ColumnStart(p, channels, inner);
+    Dtype s = 0;
+    for (int c = 0; c < channels; ++c) {
+      s += dy[start + c * inner] * y[start + c * inner];
+    }
+    pos[p] = s;
+  }
+};
+
+// dx = y * (dy - pos[position]); dx may be dy.
+template <typename Dtype>
+struct SoftmaxGradient {
+  const Dtype* y;
+  const Dtype* dy;
+  const Dtype* pos;
+  Dtype* dx;
+  int channels;
+  int inner;
+  POSEIDON_HD void operator()(int i) const {
+    dx[i] = y[i] * (dy[i] - pos[PositionOf(i, channels, inner)]);
+  }
+};
+
+}  // namespace kernels
+}  // namespace poseidon
+
+#endif  // POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
