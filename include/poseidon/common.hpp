@@ -42,6 +42,11 @@ using std::string;
 // Initializes glog/gflags for a command-line tool. Safe to call once.
 void GlobalInit(int* argc, char*** argv);
 
+// Logs `message` at WARNING the first time it is passed in this process
+// (thread-safe): for conditions met on every pass, such as a layer that falls
+// back from the engine it was asked for.
+void LogWarningOnce(const std::string& message);
+
 // Process and per-thread settings. The interface mirrors Caffe's Caffe class so
 // that pycaffe's set_mode_cpu()/set_random_seed() map directly.
 class Poseidon {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace poseidon {
@@ -62,6 +63,13 @@ Context& ThisThread() {
 }
 
 }  // namespace
+
+void LogWarningOnce(const std::string& message) {
+  static std::mutex mutex;
+  static auto* seen = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (seen->insert(message).second) LOG(WARNING) << message;
+}
 
 void GlobalInit(int* argc, char*** argv) {
   static std::once_flag once;

@@ -1,21 +1,13 @@
 // The non-virtual parts of Layer: setup checks, loss weighting, dispatch.
 #include "poseidon/layer.hpp"
 
-#include <mutex>
-#include <set>
-
 namespace poseidon {
 namespace {
 
 // Warns once per layer type that runs its CPU pass in GPU mode.
 void WarnCpuFallback(const char* type) {
-  static std::mutex mutex;
-  static auto* warned = new std::set<std::string>();
-  std::lock_guard<std::mutex> lock(mutex);
-  if (warned->insert(type).second) {
-    LOG(WARNING) << type << " layers have no GPU implementation; in GPU mode "
-                 << "they run on the CPU (see docs/layers.md)";
-  }
+  LogWarningOnce(StrCat(type, " layers have no GPU implementation; in GPU "
+                        "mode they run on the CPU (see docs/layers.md)"));
 }
 
 }  // namespace

@@ -3,36 +3,18 @@
 // `engine` field chooses, in GPU mode, between cuDNN and Poseidon's own
 // kernels (the element-wise functors the CPU also runs).
 //
-//   DEFAULT  cuDNN in builds with cuDNN (USE_CUDNN) when it computes what the
-//            layer's parameters ask (not for a leaky ReLU), else ours
-//   CAFFE    ours
-//   CUDNN    cuDNN when possible; otherwise ours, with a warning logged once
-//            per layer type and reason
-//
-// The choice is made on the first GPU pass (CPU passes never look at it);
-// ResolveEngine is the rule itself, a pure function tested on every build.
-// type() stays Caffe's either way: there are no separate cuDNN layer classes.
+// The rule is util/gpu_engine.hpp's (cuDNN has no leaky ReLU). The choice is
+// made on the first GPU pass (CPU passes never look at it); type() stays
+// Caffe's either way: there are no separate cuDNN layer classes.
 #ifndef POSEIDON_LAYERS_ACTIVATION_ENGINE_HPP_
 #define POSEIDON_LAYERS_ACTIVATION_ENGINE_HPP_
 
 #include <memory>
 #include <string>
 
+#include "poseidon/proto/caffe.pb.h"
+
 namespace poseidon {
-
-// What an `engine` value resolves to. Every Caffe *Parameter.Engine enum
-// numbers its values alike: DEFAULT = 0, CAFFE = 1, CUDNN = 2.
-struct EngineChoice {
-  bool cudnn = false;
-  // Non-empty when CUDNN was asked for and cannot be given: why.
-  std::string warning;
-};
-
-// `unsupported_reason` is empty when cuDNN can compute the layer as
-// parameterised, else says why not ("cuDNN has no leaky ReLU ...").
-EngineChoice ResolveEngine(int engine, bool built_with_cudnn,
-                           const std::string& type,
-                           const std::string& unsupported_reason);
 
 enum class ActivationKind { kReLU, kSigmoid, kTanH };
 
@@ -47,10 +29,11 @@ class ActivationEngine {
   ActivationEngine(const ActivationEngine&) = delete;
   ActivationEngine& operator=(const ActivationEngine&) = delete;
 
-  // Whether the GPU pass runs on cuDNN. Resolved on the first call (logging
-  // ResolveEngine's warning, once per message in the process); later calls
-  // return the same answer.
-  bool UseCudnn(int engine, const char* type,
+  // Whether the GPU pass runs on cuDNN, by ChooseGpuEngine for the layer
+  // `param` describes (`engine`: its parameter; `unsupported_reason`: why
+  // cuDNN cannot compute it, "" when it can). Resolved on the first call;
+  // later calls return the same answer.
+  bool UseCudnn(int engine, const LayerParameter& param,
                 const std::string& unsupported_reason);
 
   // cuDNN's y = f(x) and dx = f'(x) * dy over `count` elements on the

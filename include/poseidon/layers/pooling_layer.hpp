@@ -179,7 +179,6 @@ class PoolingLayer final : public Layer<Dtype> {
   Blob<Dtype> draws_;
   bool portable_ = false;
   bool use_cudnn_ = false;
-  bool warned_engine_ = false;
   // cuDNN descriptors (pooling_layer_gpu.cpp); null until used.
   shared_ptr<CudnnPoolState> cudnn_;
 };

@@ -45,8 +45,8 @@ class SigmoidLayer final : public NeuronLayer<Dtype> {
 
  private:
   bool UseCudnn() {
-    return engine_.UseCudnn(this->layer_param_.sigmoid_param().engine(), type(),
-                            "");
+    return engine_.UseCudnn(this->layer_param_.sigmoid_param().engine(),
+                            this->layer_param_, "");
   }
 
   ActivationEngine<Dtype> engine_{ActivationKind::kSigmoid};

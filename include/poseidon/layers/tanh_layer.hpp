@@ -44,8 +44,8 @@ class TanHLayer final : public NeuronLayer<Dtype> {
 
  private:
   bool UseCudnn() {
-    return engine_.UseCudnn(this->layer_param_.tanh_param().engine(), type(),
-                            "");
+    return engine_.UseCudnn(this->layer_param_.tanh_param().engine(),
+                            this->layer_param_, "");
   }
 
   ActivationEngine<Dtype> engine_{ActivationKind::kTanH};

@@ -18,9 +18,23 @@ namespace poseidon {
 
 enum class GpuEngine { kKernels, kCudnn };
 
+// The rule itself, for a build with or without cuDNN: the engine, and the
+// warning to give ("" when none is due: only CUDNN asked for and refused
+// warns).
+struct GpuEngineDecision {
+  GpuEngine engine = GpuEngine::kKernels;
+  std::string warning;
+};
+GpuEngineDecision DecideGpuEngine(const std::string& who, int engine,
+                                  bool built_with_cudnn, bool cudnn_can,
+                                  const std::string& why_not);
+
+// `who` names the layer in the warning ("Pooling layer 'pool1'");
 // `engine`: the parameter's value; `cudnn_can`: whether cuDNN computes the
 // layer's parameters; `why_not`: the reason when it cannot, for the warning.
-GpuEngine ChooseGpuEngine(const char* layer_type, int engine, bool cudnn_can,
+// The warning is logged once per message, and only in GPU mode (a CPU run
+// never uses the engine).
+GpuEngine ChooseGpuEngine(const std::string& who, int engine, bool cudnn_can,
                           const std::string& why_not = "");
 
 // Whether this build has cuDNN (USE_CUDNN).

@@ -1,10 +1,8 @@
 // The activation layers' engine rule and their cuDNN calls.
 #include "poseidon/layers/activation_engine.hpp"
 
-#include <mutex>
-#include <set>
-
 #include "poseidon/common.hpp"
+#include "poseidon/util/gpu_engine.hpp"
 
 #ifdef USE_CUDNN
 #include "poseidon/util/cudnn.hpp"
@@ -13,45 +11,6 @@
 #endif
 
 namespace poseidon {
-namespace {
-
-constexpr int kEngineCaffe = 1;
-constexpr int kEngineCudnn = 2;
-
-#ifdef USE_CUDNN
-constexpr bool kBuiltWithCudnn = true;
-#else
-constexpr bool kBuiltWithCudnn = false;
-#endif
-
-// Logs `message` the first time it comes up in this process.
-void WarnOnce(const std::string& message) {
-  static std::mutex mutex;
-  static auto* warned = new std::set<std::string>();
-  std::lock_guard<std::mutex> lock(mutex);
-  if (warned->insert(message).second) LOG(WARNING) << message;
-}
-
-}  // namespace
-
-EngineChoice ResolveEngine(int engine, bool built_with_cudnn,
-                           const std::string& type,
-                           const std::string& unsupported_reason) {
-  EngineChoice choice;
-  if (engine == kEngineCaffe) return choice;
-  const bool supported = unsupported_reason.empty();
-  choice.cudnn = built_with_cudnn && supported;
-  if (engine == kEngineCudnn && !choice.cudnn) {
-    choice.warning =
-        type + " layer asks for engine CUDNN, but " +
-        (built_with_cudnn ? unsupported_reason
-                          : std::string("Poseidon was built without cuDNN "
-                                        "(USE_CUDNN=OFF)")) +
-        "; it runs on Poseidon's own GPU kernels instead";
-  }
-  return choice;
-}
-
 #ifdef USE_CUDNN
 
 template <typename Dtype>
@@ -82,13 +41,14 @@ template <typename Dtype>
 ActivationEngine<Dtype>::~ActivationEngine() = default;
 
 template <typename Dtype>
-bool ActivationEngine<Dtype>::UseCudnn(int engine, const char* type,
+bool ActivationEngine<Dtype>::UseCudnn(int engine, const LayerParameter& param,
                                        const std::string& unsupported_reason) {
   if (decision_ == Decision::kUndecided) {
-    const EngineChoice choice =
-        ResolveEngine(engine, kBuiltWithCudnn, type, unsupported_reason);
-    if (!choice.warning.empty()) WarnOnce(choice.warning);
-    decision_ = choice.cudnn ? Decision::kCudnn : Decision::kCaffe;
+    const GpuEngine choice = ChooseGpuEngine(
+        StrCat(param.type(), " layer '", param.name(), "'"), engine,
+        unsupported_reason.empty(), unsupported_reason);
+    decision_ = choice == GpuEngine::kCudnn ? Decision::kCudnn
+                                            : Decision::kCaffe;
   }
   return decision_ == Decision::kCudnn;
 }

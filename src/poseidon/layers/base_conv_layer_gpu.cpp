@@ -3,13 +3,12 @@
 // written once against math::gemm(dev, ...) and for_each(dev, ...).
 #include <algorithm>
 #include <cstddef>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "poseidon/kernels/im2col_kernels.hpp"
 #include "poseidon/layers/base_conv_layer.hpp"
 #include "poseidon/util/for_each.hpp"
+#include "poseidon/util/gpu_engine.hpp"
 #include "poseidon/util/im2col.hpp"
 #include "poseidon/util/math_functions.hpp"
 
@@ -34,40 +33,23 @@ namespace poseidon {
 // B is as many images as fit in max_buffer_bytes (col and buffer), at
 // least one; the scratch is gpu::Workspace on the GPU. Everything is
 // deterministic. On the CPU the same code runs with Algorithm::kPortable.
-namespace {
-
-void WarnOnce(const void* layer, const std::string& message) {
-  static std::mutex mutex;
-  static auto* warned = new std::set<std::pair<const void*, std::string>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  if (warned->insert({layer, message}).second) LOG(WARNING) << message;
-}
-
-}  // namespace
-
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ChoosePortable() {
   const ConvolutionParameter& p = this->layer_param_.convolution_param();
-  const bool gpu_mode = Poseidon::mode() == Poseidon::GPU;
-  gpu_engine_ = GpuEngine::kGemm;
-#ifdef USE_CUDNN
+  // util/gpu_engine.hpp's rule; the test-only portable algorithm always
+  // takes the GEMM path.
   const bool supported =
       (num_spatial_axes_ == 2 || num_spatial_axes_ == 3) && !force_nd_im2col_;
-  if (p.engine() != ConvolutionParameter::CAFFE && supported &&
-      algorithm_ != Algorithm::kPortable) {
-    gpu_engine_ = GpuEngine::kCudnn;
-  }
-  if (gpu_mode && p.engine() == ConvolutionParameter::CUDNN && !supported) {
-    WarnOnce(this, StrCat(this->type(), " layer '", this->layer_param_.name(),
-                          "': engine CUDNN takes 2-D and 3-D convolutions "
-                          "without force_nd_im2col; using im2col + GEMM"));
-  }
-#else
-  if (gpu_mode && p.engine() == ConvolutionParameter::CUDNN) {
-    WarnOnce(nullptr, "convolution engine CUDNN: Poseidon was built without "
-                      "cuDNN; using im2col + GEMM");
-  }
-#endif
+  gpu_engine_ =
+      algorithm_ != Algorithm::kPortable &&
+              ChooseGpuEngine(
+                  StrCat(this->type(), " layer '", this->layer_param_.name(),
+                         "'"),
+                  p.engine(), supported,
+                  "cuDNN takes 2-D and 3-D convolutions without "
+                  "force_nd_im2col") == poseidon::GpuEngine::kCudnn
+          ? GpuEngine::kCudnn
+          : GpuEngine::kGemm;
   // Per image: its columns and its channel-major output.
   const size_t rows = static_cast<size_t>(col_shape_[0]) + conv_out_channels_;
   const size_t per_image =
@@ -92,7 +74,7 @@ bool BaseConvolutionLayer<Dtype>::RunsOnGpu() const {
 
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::WarnCpuFallback() const {
-  WarnOnce(this, StrCat(this->type(), " layer '", this->layer_param_.name(),
+  LogWarningOnce(StrCat(this->type(), " layer '", this->layer_param_.name(),
                         "' has ", num_spatial_axes_,
                         " spatial axes; the GPU pass takes at most ",
                         kernels::kMaxIm2colAxes, ", so it runs on the CPU"));

@@ -285,8 +285,9 @@ bool LRNLayer<Dtype>::UseCudnn() {
     const LRNParameter& p = this->layer_param_.lrn_param();
     std::string why_not;
     const bool supported = CudnnSupports(p, &why_not);
-    use_cudnn_ = ChooseGpuEngine(type(), p.engine(), supported, why_not) ==
-                 GpuEngine::kCudnn;
+    use_cudnn_ =
+        ChooseGpuEngine(StrCat("LRN layer '", this->layer_param_.name(), "'"),
+                        p.engine(), supported, why_not) == GpuEngine::kCudnn;
     engine_chosen_ = true;
   }
   return use_cudnn_;

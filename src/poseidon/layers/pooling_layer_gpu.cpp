@@ -3,11 +3,13 @@
 // pooling_layer.hpp for which runs when.
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 #include "poseidon/kernels/pool_kernels.hpp"
 #include "poseidon/layers/pooling_layer.hpp"
 #include "poseidon/util/for_each.hpp"
+#include "poseidon/util/gpu_engine.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 #ifdef USE_CUDNN
@@ -134,41 +136,32 @@ void PoolingLayer<Dtype>::ChooseGpuPath(const vector<Blob<Dtype>*>& top) {
       pooled_height_ == floor_size(height_, kernel_h_, pad_h_, stride_h_) &&
       pooled_width_ == floor_size(width_, kernel_w_, pad_w_, stride_w_);
   bool exact = false;
+  std::string why_not;
   switch (method_) {
     case PoolingParameter::AVE:
-      exact = floor_shape && engine != PoolingParameter::CAFFE;
+      exact = floor_shape;
+      why_not = "the top shape is ceil-rounded";
       break;
     case PoolingParameter::MAX:
-      exact = floor_shape && engine == PoolingParameter::CUDNN &&
-              top.size() == 1;
+      exact = floor_shape && top.size() == 1;
+      why_not = floor_shape ? "MAX with a mask top"
+                            : "the top shape is ceil-rounded";
       break;
     case PoolingParameter::STOCHASTIC:
-      exact = false;
+      why_not = "cuDNN has no STOCHASTIC pooling";
       break;
   }
-#ifdef USE_CUDNN
-  constexpr bool kHaveCudnn = true;
-#else
-  constexpr bool kHaveCudnn = false;
-#endif
-  use_cudnn_ = kHaveCudnn && exact && !portable_ && num_ > 0 && channels_ > 0;
-  if (gpu_mode && engine == PoolingParameter::CUDNN && !use_cudnn_ &&
-      !warned_engine_) {
-    warned_engine_ = true;
-#ifdef USE_CUDNN
-    LOG(WARNING) << "Pooling layer '" << this->layer_param_.name()
-                 << "': engine CUDNN cannot give Caffe's result here ("
-                 << (method_ == PoolingParameter::STOCHASTIC
-                         ? "STOCHASTIC pooling"
-                         : !floor_shape ? "ceil-rounded top shape"
-                                        : "MAX with a mask top")
-                 << "); using Poseidon's kernels";
-#else
-    LOG(WARNING) << "Pooling layer '" << this->layer_param_.name()
-                 << "': engine CUDNN, but Poseidon was built without cuDNN; "
-                    "using Poseidon's kernels";
-#endif
-  }
+  // util/gpu_engine.hpp's rule, except that DEFAULT MAX pooling takes our
+  // kernels (see the header: cuDNN does not say which of equal maxima gets
+  // the gradient).
+  const int chosen = method_ == PoolingParameter::MAX &&
+                             engine == PoolingParameter::DEFAULT
+                         ? static_cast<int>(PoolingParameter::CAFFE)
+                         : static_cast<int>(engine);
+  use_cudnn_ = !portable_ && num_ > 0 && channels_ > 0 &&
+               ChooseGpuEngine(StrCat("Pooling layer '",
+                                      this->layer_param_.name(), "'"),
+                               chosen, exact, why_not) == GpuEngine::kCudnn;
   if (use_cudnn_ && gpu_mode) CudnnBuild();
 }
 

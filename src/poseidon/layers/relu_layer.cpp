@@ -45,7 +45,7 @@ template <typename Dtype>
 bool ReLULayer<Dtype>::UseCudnn() {
   const ReLUParameter& param = this->layer_param_.relu_param();
   return engine_.UseCudnn(
-      param.engine(), type(),
+      param.engine(), this->layer_param_,
       param.negative_slope() == 0
           ? ""
           : "cuDNN has no leaky ReLU (relu_param.negative_slope != 0)");

@@ -145,8 +145,10 @@ bool SoftmaxLayer<Dtype>::UseCudnn() {
     // cuDNN's CHANNEL mode covers every axis once the blob is viewed as
     // outer x channels x inner x 1.
     use_cudnn_ =
-        ChooseGpuEngine(type(), this->layer_param_.softmax_param().engine(),
-                        true) == GpuEngine::kCudnn;
+        ChooseGpuEngine(
+            StrCat("Softmax layer '", this->layer_param_.name(), "'"),
+            this->layer_param_.softmax_param().engine(), true) ==
+        GpuEngine::kCudnn;
     engine_chosen_ = true;
   }
   return use_cudnn_;

@@ -9,6 +9,7 @@
 #include "poseidon/util/cudnn.hpp"
 #include "poseidon/util/for_each.hpp"
 #include "poseidon/util/gpu_context.hpp"
+#include "poseidon/util/gpu_engine.hpp"
 #include "poseidon/util/status.hpp"
 
 namespace poseidon {
@@ -60,6 +61,44 @@ TEST(ForEachTest, SerialFunctorsMayAccumulateOnTheHost) {
   int total = 0;
   cpu_for_each(n, CountingAdd{&total});
   EXPECT_EQ(total, n / 2 * (n - 1));
+}
+
+// Caffe's engine field, for both kinds of build (util/gpu_engine.hpp).
+TEST(GpuEngineTest, DecidesAsTheEngineFieldSays) {
+  const int kDefault = 0, kCaffe = 1, kCudnn = 2;
+  for (bool built : {false, true}) {
+    SCOPED_TRACE(built);
+    const GpuEngine cudnn_if_built =
+        built ? GpuEngine::kCudnn : GpuEngine::kKernels;
+    GpuEngineDecision d = DecideGpuEngine("ReLU layer 'r'", kDefault, built,
+                                          true, "");
+    EXPECT_EQ(d.engine, cudnn_if_built);
+    EXPECT_EQ(d.warning, "");
+    d = DecideGpuEngine("ReLU layer 'r'", kCaffe, built, true, "");
+    EXPECT_EQ(d.engine, GpuEngine::kKernels);
+    EXPECT_EQ(d.warning, "");
+    d = DecideGpuEngine("ReLU layer 'r'", kCudnn, built, true, "");
+    EXPECT_EQ(d.engine, cudnn_if_built);
+    EXPECT_EQ(d.warning.empty(), built);
+    if (!built) EXPECT_NE(d.warning.find("without cuDNN"), std::string::npos);
+    // Parameters cuDNN cannot compute: our kernels, silently unless CUDNN
+    // was asked for.
+    d = DecideGpuEngine("ReLU layer 'r'", kDefault, built, false,
+                        "no leaky ReLU");
+    EXPECT_EQ(d.engine, GpuEngine::kKernels);
+    EXPECT_EQ(d.warning, "");
+    d = DecideGpuEngine("ReLU layer 'r'", kCudnn, built, false,
+                        "no leaky ReLU");
+    EXPECT_EQ(d.engine, GpuEngine::kKernels);
+    EXPECT_NE(d.warning.find("ReLU layer 'r'"), std::string::npos)
+        << d.warning;
+    EXPECT_NE(d.warning.find(built ? "no leaky ReLU" : "without cuDNN"),
+              std::string::npos)
+        << d.warning;
+  }
+  // This build's wrapper agrees with the rule.
+  EXPECT_EQ(ChooseGpuEngine("x", kDefault, true),
+            BuiltWithCudnn() ? GpuEngine::kCudnn : GpuEngine::kKernels);
 }
 
 TEST(GpuContextTest, SettingsRoundTrip) {

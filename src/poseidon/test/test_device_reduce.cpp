@@ -1,11 +1,10 @@
 // DeviceSum, DeviceDot and OnesVector (util/device_reduce.hpp) on each
-// device, and the GPU engine rule (util/gpu_engine.hpp).
+// device.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "poseidon/util/device_reduce.hpp"
-#include "poseidon/util/gpu_engine.hpp"
 #include "test_util.hpp"
 
 namespace poseidon {
@@ -47,19 +46,6 @@ TYPED_TEST(DeviceReduceTest, OnesVectorGrowsAndKeepsItsOnes) {
   Blob<Dtype> out({1});
   DeviceSum(dev, 100, ones.Get(dev, 100), out.mutable_data_on(dev), &ones);
   EXPECT_EQ(out.cpu_data()[0], Dtype(100));
-}
-
-TEST(GpuEngineTest, ChoosesAsCaffeEngineFieldSays) {
-  constexpr int kDefault = 0, kCaffe = 1, kCudnn = 2;
-  const GpuEngine cudnn_if_built =
-      BuiltWithCudnn() ? GpuEngine::kCudnn : GpuEngine::kKernels;
-  EXPECT_EQ(ChooseGpuEngine("Test", kDefault, true), cudnn_if_built);
-  EXPECT_EQ(ChooseGpuEngine("Test", kCudnn, true), cudnn_if_built);
-  EXPECT_EQ(ChooseGpuEngine("Test", kCaffe, true), GpuEngine::kKernels);
-  // Parameters cuDNN cannot compute: always the kernels (CUDNN warns).
-  EXPECT_EQ(ChooseGpuEngine("Test", kDefault, false, "no"),
-            GpuEngine::kKernels);
-  EXPECT_EQ(ChooseGpuEngine("Test", kCudnn, false, "no"), GpuEngine::kKernels);
 }
 
 }  // namespace

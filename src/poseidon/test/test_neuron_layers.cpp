@@ -369,34 +369,5 @@ TYPED_TEST(NeuronLayerTest, Registered) {
   }
 }
 
-// The engine rule (layers/activation_engine.hpp), for both kinds of build.
-TEST(ActivationEngineTest, ResolveEngine) {
-  const int kDefault = 0, kCaffe = 1, kCudnn = 2;
-  for (bool built : {false, true}) {
-    SCOPED_TRACE(built);
-    EngineChoice c = ResolveEngine(kDefault, built, "ReLU", "");
-    EXPECT_EQ(c.cudnn, built);
-    EXPECT_EQ(c.warning, "");
-    c = ResolveEngine(kCaffe, built, "ReLU", "");
-    EXPECT_FALSE(c.cudnn);
-    EXPECT_EQ(c.warning, "");
-    c = ResolveEngine(kCudnn, built, "ReLU", "");
-    EXPECT_EQ(c.cudnn, built);
-    EXPECT_EQ(c.warning.empty(), built);
-    if (!built) EXPECT_NE(c.warning.find("without cuDNN"), string::npos);
-    // Parameters cuDNN cannot compute: our kernels, silently unless CUDNN
-    // was asked for.
-    c = ResolveEngine(kDefault, built, "ReLU", "no leaky ReLU");
-    EXPECT_FALSE(c.cudnn);
-    EXPECT_EQ(c.warning, "");
-    c = ResolveEngine(kCudnn, built, "ReLU", "no leaky ReLU");
-    EXPECT_FALSE(c.cudnn);
-    EXPECT_NE(c.warning.find("ReLU"), string::npos) << c.warning;
-    EXPECT_NE(c.warning.find(built ? "no leaky ReLU" : "without cuDNN"),
-              string::npos)
-        << c.warning;
-  }
-}
-
 }  // namespace
 }  // namespace poseidon
