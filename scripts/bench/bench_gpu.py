@@ -8,7 +8,9 @@ and the SGD update with momentum and weight decay) on the same GPU:
   Poseidon  `poseidon_train train --gpu=0` on scripts/bench/nets/<net>_time
             .prototxt (data from an Input layer, so no data loading is timed)
             with a generated solver; the time per iteration is taken from
-            the log's timestamps of iterations W and W + N (display: 1).
+            the log's timestamps of the display lines of iterations W and
+            W + N (display: 1; max_iter W + N + 1, as the last iteration's
+            line is printed differently).
   PyTorch   the same layers (scripts/bench/caffe_net.py builds them from the
             same prototxt), torch.optim.SGD with the same settings, input
             tensors already on the GPU, torch.backends.cudnn.benchmark on (its
@@ -45,7 +47,9 @@ import caffe_net  # noqa: E402
 
 NETS = {"alexnet": 256, "resnet50": 64, "vgg16": 64, "googlenet": 64}
 SHAPE_RE = re.compile(r"(shape\s*\{\s*dim\s*:\s*)(\d+)")
-ITER_RE = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+).*\] Iteration (\d+) \(.*\), loss")
+# glog's prefix: I[yyyy]mmdd hh:mm:ss.uuuuuu (the year since glog 0.6).
+ITER_RE = re.compile(
+    r"^I(\d{8}|\d{4}) (\d\d:\d\d:\d\d\.\d+).*\] Iteration (\d+) \(.*\), loss")
 PEAK_RE = re.compile(r"GPU memory: peak ([0-9.]+) MiB in use, ([0-9.]+) MiB reserved")
 
 
@@ -63,8 +67,9 @@ def net_with_batch(name, batch, out_dir):
 
 
 def log_time(stamp_day, stamp_time):
+    day_format = "%Y%m%d" if len(stamp_day) == 8 else "%m%d"
     return datetime.datetime.strptime(stamp_day + " " + stamp_time,
-                                      "%m%d %H:%M:%S.%f").timestamp()
+                                      day_format + " %H:%M:%S.%f").timestamp()
 
 
 def run_poseidon(args, net_path, batch):
@@ -74,7 +79,7 @@ def run_poseidon(args, net_path, batch):
             f.write('net: "%s"\nbase_lr: 0.0001\nlr_policy: "fixed"\n'
                     'momentum: 0.9\nweight_decay: 0.0005\ndisplay: 1\n'
                     'max_iter: %d\nsnapshot_after_train: false\n'
-                    'random_seed: 1\n' % (net_path, args.warmup + args.iters))
+                    'random_seed: 1\n' % (net_path, args.warmup + args.iters + 1))
         cmd = [args.poseidon_train, "train", "--solver=" + solver, "--gpu=0"]
         if args.tf32:
             cmd.append("--allow_tf32")
