@@ -283,21 +283,24 @@ int LaunchedWorldSize() {
 }
 
 // Records each layer's forward and backward on the "compute" lane (the
-// single-process --timeline; the distributed trainer records its own).
-void AttachTimeline(Net<float>* net, Timeline* timeline) {
+// single-process --timeline; the distributed trainer records its own), for
+// as long as the returned subscriptions live.
+vector<Subscription> AttachTimeline(Net<float>* net, Timeline* timeline) {
   auto begin = std::make_shared<int64_t>(0);
   const int lane = timeline->Lane("compute");
   auto start = [timeline, begin](int) { *begin = timeline->NowMicros(); };
-  net->add_before_forward(start);
-  net->add_before_backward(start);
-  net->add_after_forward([net, timeline, begin, lane](int l) {
+  vector<Subscription> subs;
+  subs.push_back(net->add_before_forward(start));
+  subs.push_back(net->add_before_backward(start));
+  subs.push_back(net->add_after_forward([net, timeline, begin, lane](int l) {
     timeline->Complete(lane, net->layer_names()[l], "forward", *begin,
                        timeline->NowMicros());
-  });
-  net->add_after_backward([net, timeline, begin, lane](int l) {
+  }));
+  subs.push_back(net->add_after_backward([net, timeline, begin, lane](int l) {
     timeline->Complete(lane, net->layer_names()[l], "backward", *begin,
                        timeline->NowMicros());
-  });
+  }));
+  return subs;
 }
 
 // Makes the train net sleep each layer's profiled time instead of computing
@@ -503,9 +506,10 @@ int Train() {
   }
   dist::DeviceWorkers<float> workers(solver.get(), FLAGS_threads);
   std::unique_ptr<Timeline> timeline;
+  vector<Subscription> timeline_hooks;
   if (!FLAGS_timeline.empty()) {
     timeline = std::make_unique<Timeline>(0, "rank 0");
-    AttachTimeline(solver->net().get(), timeline.get());
+    timeline_hooks = AttachTimeline(solver->net().get(), timeline.get());
   }
   RunSolver(solver.get());
   LogGpuMemory();

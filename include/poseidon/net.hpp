@@ -7,7 +7,9 @@
 // Hooks: callbacks run before each layer's forward and after each layer's
 // backward (and the converse pair). The distributed synchroniser subscribes to
 // them; layers themselves never communicate. Callbacks run on the thread that
-// calls Forward/Backward and must not throw across it.
+// calls Forward/Backward and must not throw across it. Each add_* returns a
+// Subscription (util/callback_list.hpp): the callback is removed when the
+// handle goes, or kept for the net's lifetime after Detach().
 //
 // Errors: a layer that fails to set up throws an Error whose message names the
 // layer, its type and its bottom shapes.
@@ -25,6 +27,7 @@
 #include "poseidon/common.hpp"
 #include "poseidon/layer.hpp"
 #include "poseidon/proto/caffe.pb.h"
+#include "poseidon/util/callback_list.hpp"
 
 namespace poseidon {
 
@@ -151,12 +154,18 @@ class Net {
   // to compute again. Throws ConfigError on a size mismatch.
   void SetEmulatedTimes(vector<double> forward_ms, vector<double> backward_ms);
 
-  void add_before_forward(LayerCallback cb) { before_forward_.push_back(cb); }
-  void add_after_forward(LayerCallback cb) { after_forward_.push_back(cb); }
-  void add_before_backward(LayerCallback cb) {
-    before_backward_.push_back(cb);
+  Subscription add_before_forward(LayerCallback cb) {
+    return before_forward_.Add(std::move(cb));
   }
-  void add_after_backward(LayerCallback cb) { after_backward_.push_back(cb); }
+  Subscription add_after_forward(LayerCallback cb) {
+    return after_forward_.Add(std::move(cb));
+  }
+  Subscription add_before_backward(LayerCallback cb) {
+    return before_backward_.Add(std::move(cb));
+  }
+  Subscription add_after_backward(LayerCallback cb) {
+    return after_backward_.Add(std::move(cb));
+  }
 
   // Keeps the layers whose include/exclude rules match param.state().
   static void FilterNet(const NetParameter& param, NetParameter* filtered);
@@ -212,10 +221,10 @@ class Net {
   bool debug_info_ = false;
   vector<double> emulated_forward_ms_;
   vector<double> emulated_backward_ms_;
-  vector<LayerCallback> before_forward_;
-  vector<LayerCallback> after_forward_;
-  vector<LayerCallback> before_backward_;
-  vector<LayerCallback> after_backward_;
+  CallbackList<int> before_forward_;
+  CallbackList<int> after_forward_;
+  CallbackList<int> before_backward_;
+  CallbackList<int> after_backward_;
 };
 
 // Reads a net prototxt and upgrades it to the current format (throws on

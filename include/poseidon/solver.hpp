@@ -102,12 +102,13 @@ class Solver {
   // Observes (does not own) the callback; it must outlive the solver's use.
   void add_callback(Callback* callback) { callbacks_.push_back(callback); }
   const vector<Callback*>& callbacks() const { return callbacks_; }
-  // Function forms of the two callback points.
-  void add_on_start(std::function<void()> fn) {
-    on_start_fns_.push_back(std::move(fn));
+  // Function forms of the two callback points; each stays registered while
+  // its Subscription lives (util/callback_list.hpp).
+  Subscription add_on_start(std::function<void()> fn) {
+    return on_start_fns_.Add(std::move(fn));
   }
-  void add_on_gradients_ready(std::function<void()> fn) {
-    on_gradients_ready_fns_.push_back(std::move(fn));
+  Subscription add_on_gradients_ready(std::function<void()> fn) {
+    return on_gradients_ready_fns_.Add(std::move(fn));
   }
 
   // How a distributed trainer (dist/synchronizer.hpp) takes part in the
@@ -169,8 +170,8 @@ class Solver {
   vector<shared_ptr<Net<Dtype>>> test_nets_;
   vector<vector<Dtype>> test_scores_;
   vector<Callback*> callbacks_;
-  vector<std::function<void()>> on_start_fns_;
-  vector<std::function<void()>> on_gradients_ready_fns_;
+  CallbackList<> on_start_fns_;
+  CallbackList<> on_gradients_ready_fns_;
   vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;
   ActionCallback action_request_function_;

@@ -407,11 +407,11 @@ void AddCallback(PySolver& s, const py::object& a, const py::object& b) {
   s.add_on_start([on_start]() {
     py::gil_scoped_acquire gil;
     on_start();
-  });
+  }).Detach();
   s.add_on_gradients_ready([on_ready]() {
     py::gil_scoped_acquire gil;
     on_ready();
-  });
+  }).Detach();
 }
 
 std::shared_ptr<PySolver> SolverFromParam(const SolverParameter& param) {

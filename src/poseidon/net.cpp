@@ -457,15 +457,15 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   CHECK_LT(end, static_cast<int>(layers_.size()));
   Dtype loss = 0;
   for (int i = start; i <= end; ++i) {
-    for (auto& cb : before_forward_) cb(i);
+    before_forward_.Run(i);
     if (!emulated_forward_ms_.empty()) {
       SleepMilliseconds(emulated_forward_ms_[i]);
-      for (auto& cb : after_forward_) cb(i);
+      after_forward_.Run(i);
       continue;
     }
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
     if (debug_info_) ForwardDebugInfo(i);
-    for (auto& cb : after_forward_) cb(i);
+    after_forward_.Run(i);
   }
   return loss;
 }
@@ -492,7 +492,7 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
   CHECK_GE(end, 0);
   CHECK_LT(start, static_cast<int>(layers_.size()));
   for (int i = start; i >= end; --i) {
-    for (auto& cb : before_backward_) cb(i);
+    before_backward_.Run(i);
     if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
       SleepMilliseconds(emulated_backward_ms_[i]);
     } else if (layer_need_backward_[i]) {
@@ -500,7 +500,7 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
                            bottom_vecs_[i]);
       if (debug_info_) BackwardDebugInfo(i);
     }
-    for (auto& cb : after_backward_) cb(i);
+    after_backward_.Run(i);
   }
 }
 

@@ -310,7 +310,7 @@ void Solver<Dtype>::Step(int iters) {
       if (requested_early_exit_) break;
     }
     for (Callback* cb : callbacks_) cb->on_start();
-    for (auto& fn : on_start_fns_) fn();
+    on_start_fns_.Run();
     const bool display = param_.display() > 0 && iter_ % param_.display() == 0;
     net_->set_debug_info(display && param_.debug_info());
     // Gradients of iter_size passes accumulate; the update rule divides
@@ -329,7 +329,7 @@ void Solver<Dtype>::Step(int iters) {
     UpdateSmoothedLoss(loss, start_iter, average_loss);
     if (display) DisplayProgress(stop_iter);
     for (Callback* cb : callbacks_) cb->on_gradients_ready();
-    for (auto& fn : on_gradients_ready_fns_) fn();
+    on_gradients_ready_fns_.Run();
     if (dist_.apply_update) {
       dist_.apply_update();
     } else {

@@ -41,9 +41,8 @@ struct DeviceWorkers<Dtype>::Impl {
 
   vector<std::thread> threads;
   vector<Net<Dtype>*> nets;
-  // The hooks outlive this object on the solver and its net; they hold
-  // this and find it null then.
-  std::shared_ptr<Impl*> self;  // [t], t >= 1, set by each worker once built
+  // The hooks on the solver and its net, removed when this object goes.
+  vector<Subscription> hooks;
 
   void Fail(int t) {
     std::lock_guard<std::mutex> lock(mu);
@@ -113,14 +112,15 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
   }
   int pass = 0;
   int64_t iter = -1;
-  net->add_before_forward([&](int l) {
+  // The replica dies with this thread, and the hooks with it.
+  Subscription wait_for_root = net->add_before_forward([&](int l) {
     if (l == 0) ++pass;
     if (pass != 1) return;
     std::unique_lock<std::mutex> lock(mu);
     const int64_t need = iter * num_layers + l;
     cv.wait(lock, [&] { return stopping || root_progress >= need; });
   });
-  net->add_after_backward([&, t](int l) {
+  Subscription report_backward = net->add_after_backward([&, t](int l) {
     if (pass != iter_size || reduce_at[l].empty()) return;
     WaitForStream();  // the training thread reads these diffs next
     {
@@ -225,11 +225,8 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
       d.RethrowLocked();
     }
   }
-  d.self = std::make_shared<Impl*>(&d);
-  std::shared_ptr<Impl*> me = d.self;
-  solver->add_on_start([me] {
-    Impl* self = *me;
-    if (self == nullptr) return;
+  Impl* self = &d;
+  d.hooks.push_back(solver->add_on_start([self] {
     {
       std::lock_guard<std::mutex> lock(self->mu);
       self->generation = self->solver->iter();
@@ -237,13 +234,12 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
     }
     self->root_pass = 0;
     self->cv.notify_all();
-  });
-  d.root->add_before_forward([me](int l) {
-    if (*me != nullptr && l == 0) ++(*me)->root_pass;
-  });
-  d.root->add_after_forward([me](int l) {
-    Impl* self = *me;
-    if (self == nullptr || self->root_pass != 1) return;
+  }));
+  d.hooks.push_back(d.root->add_before_forward([self](int l) {
+    if (l == 0) ++self->root_pass;
+  }));
+  d.hooks.push_back(d.root->add_after_forward([self](int l) {
+    if (self->root_pass != 1) return;
     // The workers' forward reads the weights this layer's update wrote.
     WaitForStream();
     {
@@ -252,15 +248,13 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
           self->root_progress, self->solver->iter() * self->num_layers + l);
     }
     self->cv.notify_all();
-  });
-  d.root->add_after_backward([me](int l) {
-    Impl* self = *me;
-    if (self == nullptr || self->root_pass != self->iter_size ||
-        self->reduce_at[l].empty()) {
+  }));
+  d.hooks.push_back(d.root->add_after_backward([self](int l) {
+    if (self->root_pass != self->iter_size || self->reduce_at[l].empty()) {
       return;
     }
     self->ReduceLayer(l, self->solver->iter());
-  });
+  }));
   LOG_IF(INFO, Poseidon::root_solver())
       << "Device workers: " << threads
       << (Poseidon::mode() == Poseidon::GPU
@@ -281,7 +275,7 @@ DeviceWorkers<Dtype>::~DeviceWorkers() {
   }
   d.cv.notify_all();
   for (auto& th : d.threads) th.join();
-  if (d.self) *d.self = nullptr;
+  d.hooks.clear();
 }
 
 template <typename Dtype>

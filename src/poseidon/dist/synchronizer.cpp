@@ -181,9 +181,8 @@ struct Synchronizer<Dtype>::Impl {
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
   int pass = 0;                    // forward pass within the iteration
   int64_t layer_begin = 0;         // timeline: when the current layer began
-  // The hooks stay registered on the net and solver after this object is
-  // gone; they hold this and find it null then.
-  std::shared_ptr<Impl*> self;
+  // The net's and solver's hooks, removed when this object goes.
+  vector<Subscription> hooks;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -710,63 +709,52 @@ void Synchronizer<Dtype>::Impl::SyncAll() {
 
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Attach() {
-  self = std::make_shared<Impl*>(this);
-  std::shared_ptr<Impl*> me = self;
-  net->add_before_forward([me](int l) {
-    Impl* d = *me;
-    if (d == nullptr) return;
-    if (l == 0) ++d->pass;
-    if (d->pass == 1 && d->wait_free && !d->clip) {
-      const int64_t iter = d->solver->iter();
-      const int64_t begin = d->timeline ? d->timeline->NowMicros() : 0;
-      for (int gid : d->wait_groups[l]) {
-        d->ApplyUpTo(gid, iter - 1 - d->param.staleness(), true);
+  hooks.push_back(net->add_before_forward([this](int l) {
+    if (l == 0) ++pass;
+    if (pass == 1 && wait_free && !clip) {
+      const int64_t iter = solver->iter();
+      const int64_t begin = timeline ? timeline->NowMicros() : 0;
+      for (int gid : wait_groups[l]) {
+        ApplyUpTo(gid, iter - 1 - param.staleness(), true);
       }
-      if (d->timeline && !d->wait_groups[l].empty()) {
-        d->timeline->Complete(d->timeline->Lane("compute"), d->LayerName(l),
-                              "wait+update", begin, d->timeline->NowMicros(),
-                              {{"iter", iter}});
+      if (timeline && !wait_groups[l].empty()) {
+        timeline->Complete(timeline->Lane("compute"), LayerName(l),
+                           "wait+update", begin, timeline->NowMicros(),
+                           {{"iter", iter}});
       }
     }
-    if (d->timeline) d->layer_begin = d->timeline->NowMicros();
-  });
-  net->add_after_forward([me](int l) {
-    Impl* d = *me;
-    if (d == nullptr || d->timeline == nullptr) return;
-    d->timeline->Complete(d->timeline->Lane("compute"), d->LayerName(l),
-                          "forward", d->layer_begin, d->timeline->NowMicros());
-  });
-  net->add_before_backward([me](int) {
-    Impl* d = *me;
-    if (d != nullptr && d->timeline) d->layer_begin = d->timeline->NowMicros();
-  });
+    if (timeline) layer_begin = timeline->NowMicros();
+  }));
+  if (timeline) {
+    hooks.push_back(net->add_after_forward([this](int l) {
+      timeline->Complete(timeline->Lane("compute"), LayerName(l), "forward",
+                         layer_begin, timeline->NowMicros());
+    }));
+    hooks.push_back(net->add_before_backward(
+        [this](int) { layer_begin = timeline->NowMicros(); }));
+  }
   const int iter_size = solver->param().iter_size();
-  net->add_after_backward([me, iter_size](int l) {
-    Impl* d = *me;
-    if (d == nullptr) return;
-    if (d->timeline) {
-      d->timeline->Complete(d->timeline->Lane("compute"), d->LayerName(l),
-                            "backward", d->layer_begin,
-                            d->timeline->NowMicros());
+  hooks.push_back(net->add_after_backward([this, iter_size](int l) {
+    if (timeline) {
+      timeline->Complete(timeline->Lane("compute"), LayerName(l), "backward",
+                         layer_begin, timeline->NowMicros());
     }
-    if (d->pass != iter_size || !d->wait_free) return;
-    for (int gid : d->push_groups[l]) d->Post(gid, d->solver->iter());
-  });
-  solver->add_on_start([me] {
-    if (*me != nullptr) (*me)->pass = 0;
-  });
-  typename Solver<Dtype>::DistributedHooks hooks;
-  hooks.apply_update = [this] { UpdatePoint(); };
-  hooks.sync_weights = [this] { SyncAll(); };
-  hooks.test_index = comm->rank();
-  hooks.test_count = comm->size();
-  hooks.sum_test_scores = [this](vector<double>* sums) {
+    if (pass != iter_size || !wait_free) return;
+    for (int gid : push_groups[l]) Post(gid, solver->iter());
+  }));
+  hooks.push_back(solver->add_on_start([this] { pass = 0; }));
+  typename Solver<Dtype>::DistributedHooks dist;
+  dist.apply_update = [this] { UpdatePoint(); };
+  dist.sync_weights = [this] { SyncAll(); };
+  dist.test_index = comm->rank();
+  dist.test_count = comm->size();
+  dist.sum_test_scores = [this](vector<double>* sums) {
     Status s = comm->AllreduceSum(sums->data(), sums->size());
     POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
                      ": summing the test scores: ", s.message());
   };
-  hooks.writes_snapshots = comm->rank() == 0;
-  solver->SetDistributedHooks(std::move(hooks));
+  dist.writes_snapshots = comm->rank() == 0;
+  solver->SetDistributedHooks(std::move(dist));
 }
 
 template <typename Dtype>
@@ -826,7 +814,7 @@ Synchronizer<Dtype>::~Synchronizer() {
   d.ps.reset();
   d.collective.reset();
   d.solver->SetDistributedHooks({});
-  *d.self = nullptr;
+  d.hooks.clear();
 }
 
 template <typename Dtype>

@@ -71,8 +71,8 @@ TYPED_TEST(NetTest, EmulatedTimesSkipTheComputeButRunTheHooks) {
   EXPECT_THROW(net.SetEmulatedTimes({1.0}, {1.0}), ConfigError);
   net.SetEmulatedTimes(vector<double>(5, 0.0), vector<double>(5, 0.0));
   int forwards = 0, backwards = 0;
-  net.add_after_forward([&](int) { ++forwards; });
-  net.add_after_backward([&](int) { ++backwards; });
+  net.add_after_forward([&](int) { ++forwards; }).Detach();
+  net.add_after_backward([&](int) { ++backwards; }).Detach();
   Dtype loss = -1;
   net.Forward(&loss);
   net.Backward();

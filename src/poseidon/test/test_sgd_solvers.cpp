@@ -290,7 +290,7 @@ vector<vector<Dtype>> TrainWithIterSize(const string& type, int batch,
     if (layer != ip1) return;
     test::FillSolverTestInputs(net, (pass % iter_size) * batch);
     ++pass;
-  });
+  }).Detach();
   solver->Step(iters);
   EXPECT_EQ(pass, iters * iter_size);
   return test::LearnableValues(*net);

@@ -91,7 +91,7 @@ TEST(SignalHandlerTest, SigintStopsTraining) {
   solver->SetActionFunction(handler.GetActionFunction());
   solver->add_on_gradients_ready([&] {
     if (solver->iter() == 2) raise(SIGINT);
-  });
+  }).Detach();
   solver->Step(100);
   EXPECT_EQ(solver->iter(), 3);
   EXPECT_TRUE(solver->requested_early_exit());

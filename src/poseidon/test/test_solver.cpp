@@ -278,7 +278,7 @@ TYPED_TEST(SolverTest, CallbacksAndActions) {
   RecordingCallback callback;
   solver->add_callback(&callback);
   int function_calls = 0;
-  solver->add_on_gradients_ready([&] { ++function_calls; });
+  solver->add_on_gradients_ready([&] { ++function_calls; }).Detach();
   solver->Step(3);
   EXPECT_EQ(callback.events, "sgsgsg");
   EXPECT_EQ(function_calls, 3);
@@ -305,7 +305,7 @@ TYPED_TEST(SolverTest, SmoothedLossAveragesLastIterations) {
   vector<double> losses;
   Net<Dtype>* net = solver->net().get();
   solver->add_on_gradients_ready(
-      [&] { losses.push_back(net->blob_by_name("loss")->cpu_data()[0]); });
+      [&] { losses.push_back(net->blob_by_name("loss")->cpu_data()[0]); }).Detach();
   solver->Step(5);
   ASSERT_EQ(losses.size(), 5u);
   const double expected = (losses[2] + losses[3] + losses[4]) / 3;
@@ -320,7 +320,7 @@ TYPED_TEST(SolverTest, TestsOnScheduleWithSharedWeights) {
   ASSERT_EQ(solver->test_nets().size(), 1u);
   Net<Dtype>* test_net = solver->test_nets()[0].get();
   int forwards = 0;
-  test_net->add_before_forward([&](int layer) { forwards += layer == 0; });
+  test_net->add_before_forward([&](int layer) { forwards += layer == 0; }).Detach();
   solver->Step(4);
   // At iterations 0 (test_initialization) and 2, test_iter passes each.
   EXPECT_EQ(forwards, 4);
@@ -338,7 +338,7 @@ TYPED_TEST(SolverTest, TestsOnScheduleWithSharedWeights) {
              "test_net_param { ", test::SolverTestNet(4), " }"));
   int quiet_forwards = 0;
   quiet->test_nets()[0]->add_before_forward(
-      [&](int layer) { quiet_forwards += layer == 0; });
+      [&](int layer) { quiet_forwards += layer == 0; }).Detach();
   quiet->Step(3);
   EXPECT_EQ(quiet_forwards, 1);  // only at iteration 2
 }

@@ -367,7 +367,7 @@ int MaxLead(int staleness) {
         const int lead = iter_of[0] - iter_of[1];
         if (lead > max_lead) max_lead = lead;
       }
-    });
+    }).Detach();
     solver->Step(12);
   });
   return max_lead;
