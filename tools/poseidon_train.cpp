@@ -435,10 +435,9 @@ int TrainDistributed() {
       EmulateCompute(FLAGS_emulate_compute, solver->net().get());
     }
     dist::DeviceWorkers<float> workers(solver.get(), T, rank, size);
-    ActionCallback local_action = signals.GetActionFunction();
-    solver->SetActionFunction([&comm, local_action] {
-      return dist::AgreeOnAction(&comm, local_action());
-    });
+    // The synchroniser makes every rank act on the same request
+    // (dist/action_agreement.hpp).
+    solver->SetActionFunction(signals.GetActionFunction());
     std::unique_ptr<Timeline> timeline;
     if (!FLAGS_timeline.empty()) {
       Status s = comm.Barrier();  // aligns the ranks' clocks on one host

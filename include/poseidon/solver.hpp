@@ -127,6 +127,11 @@ class Solver {
     std::function<void(vector<double>*)> sum_test_scores;
     // Only one worker of a job writes snapshots.
     bool writes_snapshots = true;
+    // Turns this worker's own request (from the action function) into the
+    // one every worker acts on at the same point; `test_round` tells a poll
+    // between test iterations from the poll after a training iteration.
+    std::function<SolverAction(SolverAction local, bool test_round)>
+        agree_on_action;
   };
   void SetDistributedHooks(DistributedHooks hooks) {
     dist_ = std::move(hooks);
@@ -134,11 +139,12 @@ class Solver {
   const DistributedHooks& distributed_hooks() const { return dist_; }
 
   // Polled once per iteration (and per test iteration); the tools connect it
-  // to the SIGINT/SIGHUP handler.
+  // to the SIGINT/SIGHUP handler. A distributed trainer turns each answer
+  // into the action all workers agree on (DistributedHooks::agree_on_action).
   void SetActionFunction(ActionCallback func) {
     action_request_function_ = std::move(func);
   }
-  SolverAction GetRequestedAction() const;
+  SolverAction GetRequestedAction(bool test_round = false) const;
 
  protected:
   void Init(const SolverParameter& param);

@@ -285,9 +285,12 @@ void Solver<Dtype>::CheckSnapshotWritePermissions() const {
 }
 
 template <typename Dtype>
-SolverAction Solver<Dtype>::GetRequestedAction() const {
-  return action_request_function_ ? action_request_function_()
-                                  : SolverAction::NONE;
+SolverAction Solver<Dtype>::GetRequestedAction(bool test_round) const {
+  const SolverAction local = action_request_function_
+                                 ? action_request_function_()
+                                 : SolverAction::NONE;
+  return dist_.agree_on_action ? dist_.agree_on_action(local, test_round)
+                               : local;
 }
 
 template <typename Dtype>
@@ -480,8 +483,8 @@ void Solver<Dtype>::Test(int test_net_id) {
   const int rounds = (test_iter + dist_.test_count - 1) / dist_.test_count;
   for (int round = 0; round < rounds; ++round) {
     const int i = round * dist_.test_count + dist_.test_index;
-    for (SolverAction request = GetRequestedAction();
-         request != SolverAction::NONE; request = GetRequestedAction()) {
+    for (SolverAction request = GetRequestedAction(true);
+         request != SolverAction::NONE; request = GetRequestedAction(true)) {
       if (request == SolverAction::SNAPSHOT) {
         Snapshot();
       } else if (request == SolverAction::STOP) {

@@ -5,9 +5,11 @@
 // issue match across ranks.
 //
 // Thread: the thread exists to take blocking MPI/loopback waits off the
-// training thread. A task may touch only the buffers handed to it and must
-// report through its own callback; it must not throw (an escaping exception
-// is logged as an internal error and the task counts as finished).
+// training thread. A task may touch only the buffers handed to it and
+// reports through its own callback. A task that throws is finished: its
+// `on_failure` (given with the task) receives a failed Status naming this
+// thread and the exception, so whoever waits for the task hears of it
+// instead of waiting forever; without one, the failure is logged.
 //
 // Thread safety: Post may be called from any thread.
 #ifndef POSEIDON_DIST_COMM_THREAD_HPP_
@@ -33,16 +35,21 @@ class CommThread {
   ~CommThread();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(CommThread);
 
-  void Post(std::function<void()> task);
+  void Post(std::function<void()> task,
+            std::function<void(const Status&)> on_failure = {});
   const std::string& name() const { return name_; }
 
  private:
+  struct Task {
+    std::function<void()> run;
+    std::function<void(const Status&)> on_failure;
+  };
   void Run();
 
   const std::string name_;
   std::mutex mu_;
   std::condition_variable ready_;
-  std::deque<std::function<void()>> tasks_;  // GUARDED_BY(mu_)
+  std::deque<Task> tasks_;  // GUARDED_BY(mu_)
   bool stopping_ = false;                    // GUARDED_BY(mu_)
   std::thread thread_;
 };

@@ -97,6 +97,9 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // How long a blocking wait lasts before it gives up naming the peer
+  // (--comm_timeout); waits built on top of the communicator use it too.
+  virtual std::chrono::milliseconds timeout() const { return kDefaultTimeout; }
 
   // Sends `bytes` bytes to rank `dest` with tag `tag` (0..kMaxTag). May
   // return before the receiver has posted its Recv (buffered) or wait for it.

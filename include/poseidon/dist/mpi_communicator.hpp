@@ -91,6 +91,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override;
   int size() const override;
+  std::chrono::milliseconds timeout() const override;
 
   // Messages are limited to 2^31 - 1 bytes (MPI's int counts), except
   // Broadcast, which splits larger buffers.

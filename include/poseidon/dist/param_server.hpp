@@ -36,6 +36,7 @@
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/communicator.hpp"
+#include "poseidon/dist/tags.hpp"
 
 namespace poseidon {
 class Timeline;
@@ -43,12 +44,6 @@ class Timeline;
 
 namespace poseidon {
 namespace dist {
-
-// Message tags of the transports (each < kMaxTag).
-constexpr int kTagSpan = 8192;
-constexpr int kPushTagBase = 1;
-constexpr int kPullTagBase = kPushTagBase + kTagSpan;
-constexpr int kRingTag = kPullTagBase + kTagSpan;
 
 template <typename Dtype>
 class ParamServer {

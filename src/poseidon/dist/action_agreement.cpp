@@ -1,8 +1,10 @@
-// One round of action agreement through rank 0.
+// Agreement on SIGINT/SIGHUP actions: synchronous through rank 0, and
+// asynchronous through an allreduce on the collective thread.
 #include "poseidon/dist/action_agreement.hpp"
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 namespace poseidon {
 namespace dist {
@@ -34,6 +36,77 @@ SolverAction AgreeOnAction(Communicator* comm, SolverAction local) {
     require(comm->Recv(&action, sizeof(action), 0, kActionTag));
   }
   return static_cast<SolverAction>(action);
+}
+
+// Note [Coding actions in a sum]
+// Each rank adds W + 1 for STOP, 1 for SNAPSHOT and 0 for NONE (W ranks),
+// in doubles: exact for any job size. A sum above W means some rank asked to
+// stop; a positive sum at most W, that some asked for a snapshot and none
+// to stop. Every rank sees the same sum (AllreduceSum is deterministic), so
+// every rank decides the same.
+namespace {
+
+double Code(SolverAction a, int ranks) {
+  return a == SolverAction::STOP       ? ranks + 1.0
+         : a == SolverAction::SNAPSHOT ? 1.0
+                                       : 0.0;
+}
+
+SolverAction Decode(double sum, int ranks) {
+  if (sum > ranks) return SolverAction::STOP;
+  if (sum > 0) return SolverAction::SNAPSHOT;
+  return SolverAction::NONE;
+}
+
+}  // namespace
+
+ActionAgreement::ActionAgreement(Communicator* comm, CommThread* collective,
+                                 int lag)
+    : comm_(comm), collective_(collective), lag_(lag) {
+  CHECK_GE(lag, 0);
+}
+
+SolverAction ActionAgreement::AfterIteration(int64_t poll,
+                                             SolverAction local) {
+  const int W = comm_->size();
+  if (W == 1) return local;
+  if (first_poll_ < 0) first_poll_ = poll;
+  auto value = std::make_shared<double>(Code(local, W));
+  collective_->Post(
+      [this, poll, value] {
+        const Status s = comm_->AllreduceSum(value.get(), 1);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (!s.ok() && error_.ok()) error_ = s;
+          sums_[poll] = *value;
+        }
+        cv_.notify_all();
+      },
+      [this, poll](const Status& s) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (error_.ok()) error_ = s;
+          sums_[poll] = 0;
+        }
+        cv_.notify_all();
+      });
+  const int64_t due = poll - lag_;
+  if (due < first_poll_) return SolverAction::NONE;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] { return sums_.count(due) > 0 || !error_.ok(); };
+  if (!ready()) {
+    UrgentScope urgent(comm_);
+    POSEIDON_REQUIRE(cv_.wait_for(lock, comm_->timeout(), ready),
+                     DistributedError, "rank ", comm_->rank(),
+                     ": agreeing on the signal action of iteration ", due,
+                     ": nothing arrived for ", FormatSeconds(comm_->timeout()),
+                     "; a peer may have died (--comm_timeout)");
+  }
+  POSEIDON_REQUIRE(error_.ok(), DistributedError, "rank ", comm_->rank(),
+                   ": agreeing on the signal action: ", error_.message());
+  const double sum = sums_[due];
+  sums_.erase(sums_.begin(), sums_.upper_bound(due));
+  return Decode(sum, W);
 }
 
 }  // namespace dist

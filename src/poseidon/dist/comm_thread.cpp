@@ -21,10 +21,11 @@ CommThread::~CommThread() {
   thread_.join();
 }
 
-void CommThread::Post(std::function<void()> task) {
+void CommThread::Post(std::function<void()> task,
+                      std::function<void(const Status&)> on_failure) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    tasks_.push_back(std::move(task));
+    tasks_.push_back({std::move(task), std::move(on_failure)});
   }
   ready_.notify_one();
 }
@@ -34,7 +35,7 @@ void CommThread::Run() {
   // `top -H` and /proc/<pid>/task/*/comm.
   pthread_setname_np(pthread_self(), ("psd " + name_).substr(0, 15).c_str());
   for (;;) {
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
       ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
@@ -42,11 +43,21 @@ void CommThread::Run() {
       task = std::move(tasks_.front());
       tasks_.pop_front();
     }
+    std::string failure;
     try {
-      task();
+      task.run();
     } catch (const std::exception& e) {
-      LOG(ERROR) << "internal error: communication thread '" << name_
-                 << "': a task threw: " << e.what();
+      failure = e.what();
+    } catch (...) {
+      failure = "an exception of unknown type";
+    }
+    if (failure.empty()) continue;
+    const Status s = Status::Failure(StrCat(
+        "communication thread '", name_, "' failed: ", failure));
+    if (task.on_failure) {
+      task.on_failure(s);
+    } else {
+      LOG(ERROR) << s.message();
     }
   }
 }

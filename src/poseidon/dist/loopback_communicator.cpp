@@ -62,6 +62,9 @@ class LoopbackCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return world_->size; }
+  std::chrono::milliseconds timeout() const override {
+    return world_->options.timeout;
+  }
 
   Status Send(const void* buf, size_t bytes, int dest, int tag) override {
     const std::string what =

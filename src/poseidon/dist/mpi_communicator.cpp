@@ -370,6 +370,9 @@ MpiCommunicator::~MpiCommunicator() {
 
 int MpiCommunicator::rank() const { return impl_->rank; }
 int MpiCommunicator::size() const { return impl_->size; }
+std::chrono::milliseconds MpiCommunicator::timeout() const {
+  return impl_->options.timeout;
+}
 
 Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
   const std::string what =

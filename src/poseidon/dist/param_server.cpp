@@ -133,6 +133,9 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
         return;
       }
     }
+  }, [this](const Status& s) {
+    comm_->Abort(StrCat("parameter server shard ", comm_->rank(), ": ",
+                        s.message()));
   });
   for (int t = 0; t < num_push; ++t) {
     push_[t]->Post([this, iter, shared, pending, t, num_push] {
@@ -152,7 +155,7 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
         }
       }
       pending->Report(status);
-    });
+    }, [pending](const Status& s) { pending->Report(s); });
   }
   for (int t = 0; t < num_pull; ++t) {
     pull_[t]->Post([this, iter, shared, pending, t, num_pull] {
@@ -167,7 +170,7 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
         }
       }
       pending->Report(status);
-    });
+    }, [pending](const Status& s) { pending->Report(s); });
   }
 }
 

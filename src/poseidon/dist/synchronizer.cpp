@@ -13,13 +13,11 @@
 #include <mutex>
 #include <sstream>
 
-#include "poseidon/dist/block_partition.hpp"
+#include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/comm_thread.hpp"
-#include "poseidon/dist/param_server.hpp"
 #include "poseidon/dist/param_uses.hpp"
-#include "poseidon/dist/ring_allreduce.hpp"
-#include "poseidon/dist/shared_allreduce.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
+#include "poseidon/dist/transport.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
@@ -90,9 +88,11 @@ void WaitForHostCopies() {
 // ALLREDUCE through shared memory needs no thread: the training thread
 // stages, publishes and sums (Note [Shared memory allreduce] in
 // shared_allreduce.cpp).
-// Groups are posted in backward order, the same on every rank. The test
-// reduction (AllreduceSum) runs on the training thread, after Sync(), when
-// the collective thread is idle.
+// The collective thread also runs the asynchronous action agreement
+// (action_agreement.hpp) and, posted by the training thread which then
+// waits, the sum of the test scores, so that every collective keeps one
+// order on every rank. Groups are posted in backward order, the same on
+// every rank. Each transport is one file (transport.hpp lists them).
 
 namespace {
 
@@ -128,11 +128,13 @@ struct Fingerprint {
 
 template <typename Dtype>
 struct Synchronizer<Dtype>::Impl {
+  using Kind = typename Transport<Dtype>::Kind;
+
   struct Group {
     int push_layer = -1;
     int wait_layer = -1;
     vector<int> params;     // learnable param ids, increasing
-    vector<size_t> offset;  // of each param in the staging slot
+    vector<size_t> offset;  // of each param in the group's gradient
     size_t count = 0;
     CommType transport = CommType::PS;
     // SFB: rows K, outputs M, inputs N, the weight layout, and whether
@@ -140,20 +142,12 @@ struct Synchronizer<Dtype>::Impl {
     int rows = 0, M = 0, N = 0;
     WeightLayout layout = WeightLayout::kOutputsByInputs;
     bool bias = false;
-    // PS: the partition's blocks of the group, with offsets in the slot.
-    vector<std::pair<int, size_t>> blocks;
-    vector<vector<Dtype>> slot;     // [slot] count elements
-    vector<vector<Dtype>> factors;  // SFB: [slot] rows x (M + N)
-    vector<vector<Dtype>> gathered; // SFB: [slot] W x rows x (M + N)
-    // Completion, GUARDED_BY(mu): the last iteration whose exchange ended
-    // and the first error.
-    int64_t done_iter = -1;
-    Status error;
+    // The transport that carries the group, and the group's index there.
+    Transport<Dtype>* via = nullptr;
+    Kind kind = Kind::kPs;
+    int index = -1;
     int64_t next_apply = 0;  // the first iteration not yet applied
     int64_t last_posted = -1;
-    // ALLREDUCE through shared memory: the group's index in `shared`, or -1
-    // (Note [Shared memory allreduce] in shared_allreduce.cpp).
-    int shared_id = -1;
   };
 
   Solver<Dtype>* solver;
@@ -172,43 +166,37 @@ struct Synchronizer<Dtype>::Impl {
   vector<int> local_params;         // updated without exchange
   vector<PlannedLayer> plan;
   double predicted = 0;
-  std::unique_ptr<BlockPartition> partition;
-  std::unique_ptr<ParamServer<Dtype>> ps;
+  // The collective thread outlives the transports' and the agreement's use
+  // of it: it is joined first (see ~Synchronizer).
   std::unique_ptr<CommThread> collective;
-  std::unique_ptr<SharedAllreduce<Dtype>> shared;
-  std::atomic<uint64_t> ring_bytes{0};
-  std::atomic<uint64_t> sfb_bytes{0};
+  std::map<Kind, std::unique_ptr<Transport<Dtype>>> transports;
+  std::unique_ptr<ActionAgreement> agreement;
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
   int pass = 0;                    // forward pass within the iteration
   int64_t layer_begin = 0;         // timeline: when the current layer began
   // The net's and solver's hooks, removed when this object goes.
   vector<Subscription> hooks;
 
-  std::mutex mu;
-  std::condition_variable cv;
-
   Impl(Solver<Dtype>* s, Communicator* c, const DistributedParameter& p,
        Timeline* t)
       : solver(s), net(s->net().get()), comm(c), param(p), timeline(t) {}
-
-  int Slot(int64_t iter) const { return static_cast<int>(iter % slots); }
 
   void CheckAgreement();
   void BroadcastWeights();
   void MakeGroups();
   void MakePlan();
+  void MakeTransports(const ClusterShape& cluster);
   void Attach();
-  void MapShared();
   void Stage(Group* g, int64_t iter, Dtype* dest);
   void Collect(int gid, int64_t iter);
   void Post(int gid, int64_t iter);
-  void Finish(int gid, int64_t iter, const Status& s);
-  void WaitFor(int gid, int64_t iter);
-  bool Done(int gid, int64_t iter);
   void ApplyGroup(int gid, int64_t iter);
   void ApplyUpTo(int gid, int64_t must, bool take_done);
   void UpdatePoint();
   void SyncAll();
+  // Runs `op` on the collective thread and waits for it: collectives must
+  // keep one order on every rank, behind the exchanges already posted.
+  Status OnCollectiveThread(std::function<Status()> op);
   string LayerName(int l) const { return net->layer_names()[l]; }
 };
 
@@ -381,79 +369,104 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
     predicted += choice.bytes;
     any_ps = any_ps || choice.type == CommType::PS;
   }
-  if (cluster.shared_memory) MapShared();
-  // Buffers.
-  for (Group& g : groups) {
-    if (g.shared_id < 0) g.slot.assign(slots, vector<Dtype>(g.count));
-    if (g.transport == CommType::SFB) {
-      const size_t per = static_cast<size_t>(g.rows) * (g.M + g.N);
-      g.factors.assign(slots, vector<Dtype>(per));
-      g.gathered.assign(slots, vector<Dtype>(per * comm->size()));
-      // The rebuilt sum over every rank's factors replaces the layer's own
-      // weight and bias gradients (ApplyGroup overwrites the diffs), so the
-      // layer need not compute them: for LeNet's ip1 that is a 500 x 800 x
-      // 64 product per iteration off the training thread. Its backward still
-      // runs for the bottom diff, and the hooks fire either way.
-      auto skip_param_grads = [&g](Net<Dtype>* n) {
-        Layer<Dtype>* layer = n->layers()[g.push_layer].get();
-        for (size_t i = 0; i < layer->blobs().size(); ++i) {
-          layer->set_param_propagate_down(static_cast<int>(i), false);
-        }
-      };
-      skip_param_grads(net);
-      for (Net<Dtype>* replica : replicas) skip_param_grads(replica);
-    }
-  }
-  if (any_ps) {
-    vector<size_t> counts;
-    for (Blob<Dtype>* b : learnable) counts.push_back(b->count());
-    partition = std::make_unique<BlockPartition>(
-        counts, sizeof(Dtype), static_cast<size_t>(param.block_size()),
-        comm->size());
-    for (Group& g : groups) {
-      if (g.transport != CommType::PS) continue;
-      for (size_t i = 0; i < g.params.size(); ++i) {
-        for (int b : partition->blob_blocks(g.params[i])) {
-          g.blocks.emplace_back(b, g.offset[i] + partition->blocks()[b].offset);
-        }
-      }
-    }
-    ps = std::make_unique<ParamServer<Dtype>>(
-        comm, partition.get(), param.num_push_threads(),
-        param.num_pull_threads(), timeline);
-  }
-  collective = std::make_unique<CommThread>("collective");
+  MakeTransports(cluster);
 }
 
 template <typename Dtype>
-void Synchronizer<Dtype>::Impl::MapShared() {
-  // Every rank has the same plan, so every rank makes this collective call,
-  // or none does. Slots: see Note [Shared memory allreduce] in
-  // shared_allreduce.cpp.
-  vector<typename SharedAllreduce<Dtype>::Group> specs;
+void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
+  collective = std::make_unique<CommThread>("collective");
+  TransportContext context;
+  context.comm = comm;
+  context.collective = collective.get();
+  context.timeline = timeline;
+  context.param = &param;
+  context.slots = slots;
+  for (Blob<Dtype>* b : net->learnable_params()) {
+    context.param_counts.push_back(b->count());
+  }
+  // The groups of each transport, in posting order (every rank alike).
+  std::map<Kind, vector<ExchangeSpec>> specs;
   for (Group& g : groups) {
-    if (g.transport != CommType::ALLREDUCE) continue;
-    g.shared_id = static_cast<int>(specs.size());
-    specs.push_back({LayerName(g.push_layer), g.count});
+    switch (g.transport) {
+      case CommType::PS:
+        g.kind = Kind::kPs;
+        break;
+      case CommType::SFB:
+        g.kind = Kind::kSfb;
+        break;
+      default:
+        g.kind = cluster.shared_memory ? Kind::kSharedMemory : Kind::kRing;
+        break;
+    }
+    ExchangeSpec spec;
+    spec.name = LayerName(g.push_layer);
+    spec.count = g.count;
+    spec.params = g.params;
+    spec.offsets = g.offset;
+    spec.payload = g.count;
+    if (g.kind == Kind::kSfb) {
+      spec.rows = g.rows;
+      spec.M = g.M;
+      spec.N = g.N;
+      spec.layout = g.layout;
+      spec.bias = g.bias;
+      spec.payload = static_cast<size_t>(g.rows) * (g.M + g.N);
+    }
+    g.index = static_cast<int>(specs[g.kind].size());
+    specs[g.kind].push_back(std::move(spec));
   }
-  if (specs.empty()) return;
-  shared = SharedAllreduce<Dtype>::Create(comm, std::move(specs),
-                                          param.staleness() + 2);
-  if (!shared) {
-    for (Group& g : groups) g.shared_id = -1;
+  // Every rank has the same plan, so every rank makes the same (collective)
+  // calls here, in the same order.
+  for (auto& [kind, list] : specs) {
+    transports[kind] = Transport<Dtype>::Make(kind, context, list);
   }
-  for (PlannedLayer& p : plan) {
-    if (p.transport != CommType::ALLREDUCE) continue;
-    p.reason += shared
-                    ? " (through shared memory: every rank is on this host)"
-                    : " (ring over MPI: no shared memory could be mapped)";
+  if (specs.count(Kind::kSharedMemory) > 0) {
+    const bool mapped = transports[Kind::kSharedMemory] != nullptr;
+    if (!mapped) {
+      transports.erase(Kind::kSharedMemory);
+      vector<ExchangeSpec>& ring = specs[Kind::kRing];
+      for (Group& g : groups) {
+        if (g.kind != Kind::kSharedMemory) continue;
+        ring.push_back(specs[Kind::kSharedMemory][g.index]);
+        g.kind = Kind::kRing;
+        g.index = static_cast<int>(ring.size()) - 1;
+      }
+    }
+    for (PlannedLayer& p : plan) {
+      if (p.transport != CommType::ALLREDUCE) continue;
+      p.reason += mapped
+                      ? " (through shared memory: every rank is on this host)"
+                      : " (ring over MPI: no shared memory could be mapped)";
+    }
+    if (!mapped) {
+      transports[Kind::kRing] =
+          Transport<Dtype>::Make(Kind::kRing, context, specs[Kind::kRing]);
+    }
   }
+  for (Group& g : groups) g.via = transports.at(g.kind).get();
+  // The rebuilt sum over every rank's factors replaces an SFB layer's own
+  // weight and bias gradients (Collect overwrites the diffs), so the layer
+  // need not compute them: for LeNet's ip1 that is a 500 x 800 x 64 product
+  // per iteration off the training thread. Its backward still runs for the
+  // bottom diff, and the hooks fire either way.
+  for (Group& g : groups) {
+    if (g.kind != Kind::kSfb) continue;
+    auto skip_param_grads = [&g](Net<Dtype>* n) {
+      Layer<Dtype>* layer = n->layers()[g.push_layer].get();
+      for (size_t i = 0; i < layer->blobs().size(); ++i) {
+        layer->set_param_propagate_down(static_cast<int>(i), false);
+      }
+    };
+    skip_param_grads(net);
+    for (Net<Dtype>* replica : replicas) skip_param_grads(replica);
+  }
+  agreement = std::make_unique<ActionAgreement>(
+      comm, collective.get(), wait_free ? param.staleness() + 1 : 1);
 }
 
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
-  if (g->transport == CommType::SFB) {
-    const int s = Slot(iter);
+  if (g->kind == Kind::kSfb) {
     // [U_0; U_1; ... | V_0; V_1; ...] over this rank's device workers, U
     // scaled by 1 / T: their summed outer products are the locally averaged
     // gradient, as DeviceWorkers' reduce would give.
@@ -461,7 +474,7 @@ void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
     const size_t rows = static_cast<size_t>(g->rows) / T;
     const size_t u = rows * g->M;
     const size_t v = rows * g->N;
-    Dtype* U = g->factors[s].data();
+    Dtype* U = dest;
     Dtype* V = U + u * T;
     for (int t = 0; t < T; ++t) {
       const Net<Dtype>* worker = t == 0 ? net : replicas[t - 1];
@@ -487,125 +500,22 @@ void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
 }
 
 template <typename Dtype>
-void Synchronizer<Dtype>::Impl::Finish(int gid, int64_t iter,
-                                       const Status& s) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    Group& g = groups[gid];
-    if (!s.ok() && g.error.ok()) {
-      g.error = Status::Failure(StrCat("layer '", LayerName(g.push_layer),
-                                       "', iteration ", iter, ": ",
-                                       s.message()));
-    }
-    g.done_iter = std::max(g.done_iter, iter);
-  }
-  cv.notify_all();
-}
-
-template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   Group& g = groups[gid];
   CHECK_GT(iter, g.last_posted) << "layer " << LayerName(g.push_layer);
   // The first exchange (after a restore it is not iteration 0).
   if (g.last_posted < 0) g.next_apply = iter;
   g.last_posted = iter;
-  if (g.shared_id >= 0) {
+  const int64_t begin = timeline ? timeline->NowMicros() : 0;
+  Stage(&g, iter, g.via->Stage(g.index, iter));
+  g.via->Post(g.index, iter);
+  if (timeline && g.kind == Kind::kSharedMemory) {
     // The training thread's share of the exchange; the sum shows in the
     // timeline's wait+update before the next forward.
-    const int64_t begin = timeline ? timeline->NowMicros() : 0;
-    Stage(&g, iter, shared->Slot(g.shared_id, iter));
-    shared->Publish(g.shared_id, iter);
-    if (timeline) {
-      timeline->Complete(timeline->Lane("compute"), LayerName(g.push_layer),
-                         "ALLREDUCE", begin, timeline->NowMicros(),
-                         {{"iter", iter}});
-    }
-    return;
+    timeline->Complete(timeline->Lane("compute"), LayerName(g.push_layer),
+                       "ALLREDUCE", begin, timeline->NowMicros(),
+                       {{"iter", iter}});
   }
-  const int s = Slot(iter);
-  Stage(&g, iter, g.slot[s].data());
-  const string name = LayerName(g.push_layer);
-  if (g.transport == CommType::PS) {
-    vector<typename ParamServer<Dtype>::BlockRef> refs;
-    for (const auto& [block, offset] : g.blocks) {
-      refs.push_back({block, g.slot[s].data() + offset});
-    }
-    const int64_t begin = timeline ? timeline->NowMicros() : 0;
-    ps->Exchange(iter, std::move(refs),
-                 [this, gid, iter, begin, name](Status st) {
-                   if (timeline) {
-                     timeline->Complete(timeline->Lane("ps"), name, "push+pull",
-                                        begin, timeline->NowMicros(),
-                                        {{"iter", iter}});
-                   }
-                   Finish(gid, iter, st);
-                 });
-    return;
-  }
-  collective->Post([this, gid, iter, s, name] {
-    Group& g = groups[gid];
-    const int64_t begin = timeline ? timeline->NowMicros() : 0;
-    Status st;
-    const int W = comm->size();
-    if (g.transport == CommType::ALLREDUCE) {
-      st = RingAllreduceSum(comm, g.slot[s].data(), g.count, kRingTag);
-      ring_bytes += static_cast<uint64_t>(4.0 * (W - 1) / W * g.count *
-                                          sizeof(Dtype));
-    } else {
-      const size_t per = g.factors[s].size();
-      st = comm->Allgather(g.factors[s].data(), per * sizeof(Dtype),
-                           g.gathered[s].data());
-      sfb_bytes += static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype);
-      if (st.ok()) {
-        vector<SufficientFactors<Dtype>> peers(W);
-        const size_t u = static_cast<size_t>(g.rows) * g.M;
-        for (int r = 0; r < W; ++r) {
-          peers[r].rows = g.rows;
-          peers[r].u = g.gathered[s].data() + r * per;
-          peers[r].v = g.gathered[s].data() + r * per + u;
-        }
-        SumSufficientFactors(peers, g.M, g.N, g.layout, false,
-                             g.slot[s].data(),
-                             g.bias ? g.slot[s].data() + g.offset[1]
-                                    : nullptr);
-      }
-    }
-    if (timeline) {
-      timeline->Complete(timeline->Lane("collective"), name,
-                         CommTypeName(g.transport), begin,
-                         timeline->NowMicros(), {{"iter", iter}});
-    }
-    Finish(gid, iter, st);
-  });
-}
-
-template <typename Dtype>
-void Synchronizer<Dtype>::Impl::WaitFor(int gid, int64_t iter) {
-  Group& g = groups[gid];
-  if (g.shared_id >= 0) {
-    shared->Wait(g.shared_id, iter);
-    return;
-  }
-  std::unique_lock<std::mutex> lock(mu);
-  auto ready = [&] { return g.done_iter >= iter || !g.error.ok(); };
-  if (!ready()) {
-    // See Note [Polling on a shared core] in mpi_communicator.hpp.
-    UrgentScope urgent(comm);
-    cv.wait(lock, ready);
-  }
-  if (!g.error.ok()) {
-    POSEIDON_THROW(DistributedError, "rank ", comm->rank(),
-                   ": gradient exchange failed: ", g.error.message());
-  }
-}
-
-// Whether group gid's exchange of `iter` has ended (never waits).
-template <typename Dtype>
-bool Synchronizer<Dtype>::Impl::Done(int gid, int64_t iter) {
-  const Group& g = groups[gid];
-  if (g.shared_id >= 0) return shared->Ready(g.shared_id, iter);
-  std::lock_guard<std::mutex> lock(mu);
-  return g.done_iter >= iter;
 }
 
 // Waits for group gid's exchange of `iter` and leaves the mean over ranks
@@ -613,21 +523,36 @@ bool Synchronizer<Dtype>::Impl::Done(int gid, int64_t iter) {
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
   Group& g = groups[gid];
-  WaitFor(gid, iter);
+  g.via->Wait(g.index, iter);
   const Dtype scale = Dtype(1) / comm->size();
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (size_t i = 0; i < g.params.size(); ++i) {
     Blob<Dtype>* b = learnable[g.params[i]];
-    if (g.shared_id >= 0) {
-      shared->Sum(g.shared_id, iter, g.offset[i], b->count(), scale,
-                  b->mutable_cpu_diff());
-    } else {
-      cpu_scale(b->count(), scale, g.slot[Slot(iter)].data() + g.offset[i],
+    g.via->Read(g.index, iter, g.offset[i], b->count(), scale,
                 b->mutable_cpu_diff());
-    }
   }
-  if (g.shared_id >= 0) shared->Release(g.shared_id, iter);
+  g.via->Release(g.index, iter);
   g.next_apply = iter + 1;
+}
+
+template <typename Dtype>
+Status Synchronizer<Dtype>::Impl::OnCollectiveThread(
+    std::function<Status()> op) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status result;
+  auto finish = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = s;
+    done = true;
+    cv.notify_all();
+  };
+  collective->Post([&] { finish(op()); }, finish);
+  std::unique_lock<std::mutex> lock(mu);
+  UrgentScope urgent(comm);
+  cv.wait(lock, [&] { return done; });
+  return result;
 }
 
 template <typename Dtype>
@@ -658,7 +583,7 @@ void Synchronizer<Dtype>::Impl::ApplyUpTo(int gid, int64_t must,
                         << ": no learning rate recorded for iteration " << j;
       break;
     }
-    if (j > must && (!take_done || !Done(gid, j))) break;
+    if (j > must && (!take_done || !g.via->Done(g.index, j))) break;
     ApplyGroup(gid, j);
   }
 }
@@ -749,11 +674,17 @@ void Synchronizer<Dtype>::Impl::Attach() {
   dist.test_index = comm->rank();
   dist.test_count = comm->size();
   dist.sum_test_scores = [this](vector<double>* sums) {
-    Status s = comm->AllreduceSum(sums->data(), sums->size());
+    Status s = OnCollectiveThread(
+        [this, sums] { return comm->AllreduceSum(sums->data(), sums->size()); });
     POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
                      ": summing the test scores: ", s.message());
   };
   dist.writes_snapshots = comm->rank() == 0;
+  dist.agree_on_action = [this](SolverAction local, bool test_round) {
+    // See action_agreement.hpp: test rounds run in step on every rank.
+    return test_round ? AgreeOnAction(comm, local)
+                      : agreement->AfterIteration(solver->iter(), local);
+  };
   solver->SetDistributedHooks(std::move(dist));
 }
 
@@ -810,9 +741,12 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
 template <typename Dtype>
 Synchronizer<Dtype>::~Synchronizer() {
   Impl& d = *impl_;
-  // Join the threads (they finish what was posted) before the buffers go.
-  d.ps.reset();
+  // Join the collective thread (it finishes what was posted, which uses
+  // the transports' buffers and the agreement) before they go; the
+  // parameter server joins its own threads.
   d.collective.reset();
+  d.transports.clear();
+  d.agreement.reset();
   d.solver->SetDistributedHooks({});
   d.hooks.clear();
 }
@@ -838,22 +772,22 @@ double Synchronizer<Dtype>::predicted_bytes_per_iter(CommType transport) const {
 
 template <typename Dtype>
 uint64_t Synchronizer<Dtype>::bytes_moved(CommType transport) const {
-  switch (transport) {
-    case CommType::PS:
-      return impl_->ps ? impl_->ps->bytes_moved() : 0;
-    case CommType::SFB:
-      return impl_->sfb_bytes.load();
-    case CommType::ALLREDUCE:
-      return impl_->ring_bytes.load();
-    default:
-      return bytes_moved();
+  using Kind = typename Transport<Dtype>::Kind;
+  uint64_t sum = 0;
+  for (const auto& [kind, t] : impl_->transports) {
+    const CommType type = kind == Kind::kPs    ? CommType::PS
+                          : kind == Kind::kSfb ? CommType::SFB
+                                               : CommType::ALLREDUCE;
+    if (type == transport || transport == CommType::AUTO) {
+      sum += t->bytes_moved();
+    }
   }
+  return sum;
 }
 
 template <typename Dtype>
 uint64_t Synchronizer<Dtype>::bytes_moved() const {
-  return bytes_moved(CommType::PS) + bytes_moved(CommType::SFB) +
-         bytes_moved(CommType::ALLREDUCE);
+  return bytes_moved(CommType::AUTO);
 }
 
 template <typename Dtype>

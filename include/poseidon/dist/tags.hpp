@@ -1,0 +1,39 @@
+// Every message tag the distributed layer uses, in one table, so no two
+// protocols can ever match each other's messages. Tags are 0..kMaxTag
+// (communicator.hpp); MPI guarantees at least 32767.
+//
+//   [kPushTagBase, +kTagSpan)   parameter server: a worker's push of block b
+//                               uses kPushTagBase + b % kTagSpan
+//   [kPullTagBase, +kTagSpan)   parameter server: the shard's sum of block b
+//   kRingTag                    ring allreduce steps (one collective thread)
+//   kSfbTag                     sufficient-factor allgather steps
+//   kHostTag                    the host level's exchanges between hosts
+//   kActionTag                  SIGINT/SIGHUP agreement (action_agreement)
+//
+// Collectives that the communicator implements itself (AllreduceSum,
+// Broadcast, Allgather, Barrier) never match point-to-point messages and
+// need no tag here.
+#ifndef POSEIDON_DIST_TAGS_HPP_
+#define POSEIDON_DIST_TAGS_HPP_
+
+#include "poseidon/dist/communicator.hpp"
+
+namespace poseidon {
+namespace dist {
+
+constexpr int kTagSpan = 8192;
+constexpr int kPushTagBase = 1;
+constexpr int kPullTagBase = kPushTagBase + kTagSpan;
+constexpr int kRingTag = kPullTagBase + kTagSpan;
+constexpr int kSfbTag = kRingTag + 1;
+constexpr int kHostTag = kRingTag + 2;
+constexpr int kActionTag = 30000;
+
+static_assert(kPullTagBase + kTagSpan <= kRingTag && kHostTag < kActionTag &&
+                  kActionTag <= kMaxTag,
+              "message tags overlap or exceed kMaxTag");
+
+}  // namespace dist
+}  // namespace poseidon
+
+#endif  // POSEIDON_DIST_TAGS_HPP_

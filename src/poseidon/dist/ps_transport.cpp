@@ -1,0 +1,110 @@
+// The parameter server as a transport: the groups' gradients are cut into
+// the blocks of one BlockPartition over every learnable param and exchanged
+// through ParamServer, each group's blocks in one Exchange.
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "poseidon/dist/block_partition.hpp"
+#include "poseidon/dist/param_server.hpp"
+#include "poseidon/dist/transport.hpp"
+#include "poseidon/util/timeline.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+template <typename Dtype>
+class PsTransport final : public Transport<Dtype> {
+ public:
+  PsTransport(const TransportContext& context,
+              std::vector<ExchangeSpec> groups)
+      : context_(context),
+        groups_(std::move(groups)),
+        slots_(groups_, context.slots),
+        completions_(context.comm, GroupNames(groups_)) {
+    partition_ = std::make_unique<BlockPartition>(
+        context.param_counts, sizeof(Dtype),
+        static_cast<size_t>(context.param->block_size()),
+        context.comm->size());
+    blocks_.resize(groups_.size());
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const ExchangeSpec& spec = groups_[g];
+      for (size_t i = 0; i < spec.params.size(); ++i) {
+        for (int b : partition_->blob_blocks(spec.params[i])) {
+          blocks_[g].emplace_back(
+              b, spec.offsets[i] + partition_->blocks()[b].offset);
+        }
+      }
+    }
+    server_ = std::make_unique<ParamServer<Dtype>>(
+        context.comm, partition_.get(), context.param->num_push_threads(),
+        context.param->num_pull_threads(), context.timeline);
+  }
+
+  ~PsTransport() override {
+    server_.reset();  // finishes the exchanges posted, before the buffers go
+  }
+
+  const char* name() const override { return "PS"; }
+  Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }
+
+  void Post(int g, int64_t iter) override {
+    Dtype* buf = slots_.slot(g, iter);
+    std::vector<typename ParamServer<Dtype>::BlockRef> refs;
+    for (const auto& [block, offset] : blocks_[g]) {
+      refs.push_back({block, buf + offset});
+    }
+    Timeline* timeline = context_.timeline;
+    const int64_t begin = timeline ? timeline->NowMicros() : 0;
+    server_->Exchange(iter, std::move(refs),
+                      [this, g, iter, begin, timeline](Status st) {
+                        if (timeline) {
+                          timeline->Complete(timeline->Lane("ps"),
+                                             groups_[g].name, "push+pull",
+                                             begin, timeline->NowMicros(),
+                                             {{"iter", iter}});
+                        }
+                        completions_.Finish(g, iter, st);
+                      });
+  }
+
+  bool Done(int g, int64_t iter) override {
+    return completions_.Done(g, iter);
+  }
+  void Wait(int g, int64_t iter) override {
+    completions_.Wait(g, iter, name());
+  }
+  void Read(int g, int64_t iter, size_t offset, size_t count, Dtype scale,
+            Dtype* out) override {
+    slots_.Read(g, iter, offset, count, scale, out);
+  }
+  void Release(int, int64_t) override {}
+  uint64_t bytes_moved() const override { return server_->bytes_moved(); }
+
+ private:
+  TransportContext context_;
+  std::vector<ExchangeSpec> groups_;
+  SlotBuffers<Dtype> slots_;
+  Completions completions_;
+  std::unique_ptr<BlockPartition> partition_;
+  // Per group: (block id, offset of the block in the group's gradient).
+  std::vector<std::vector<std::pair<int, size_t>>> blocks_;
+  std::unique_ptr<ParamServer<Dtype>> server_;
+};
+
+}  // namespace
+
+template <typename Dtype>
+std::unique_ptr<Transport<Dtype>> MakePsTransport(
+    const TransportContext& context, std::vector<ExchangeSpec> groups) {
+  return std::make_unique<PsTransport<Dtype>>(context, std::move(groups));
+}
+
+template std::unique_ptr<Transport<float>> MakePsTransport<float>(
+    const TransportContext&, std::vector<ExchangeSpec>);
+template std::unique_ptr<Transport<double>> MakePsTransport<double>(
+    const TransportContext&, std::vector<ExchangeSpec>);
+
+}  // namespace dist
+}  // namespace poseidon

@@ -1,0 +1,123 @@
+// Sufficient factor broadcasting as a transport: each rank allgathers its
+// factors [U | V] on the collective thread and rebuilds the summed gradient
+// from every rank's, in rank order (sufficient_factor.hpp).
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "poseidon/dist/sufficient_factor.hpp"
+#include "poseidon/dist/transport.hpp"
+#include "poseidon/util/math_functions.hpp"
+#include "poseidon/util/timeline.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+template <typename Dtype>
+class SfbTransport final : public Transport<Dtype> {
+ public:
+  SfbTransport(const TransportContext& context,
+               std::vector<ExchangeSpec> groups)
+      : context_(context),
+        groups_(std::move(groups)),
+        completions_(context.comm, GroupNames(groups_)) {
+    const int W = context.comm->size();
+    for (const ExchangeSpec& g : groups_) {
+      CHECK_EQ(g.payload, static_cast<size_t>(g.rows) * (g.M + g.N))
+          << "SFB group '" << g.name << "'";
+      factors_.emplace_back(context.slots, std::vector<Dtype>(g.payload));
+      gathered_.emplace_back(context.slots,
+                             std::vector<Dtype>(g.payload * W));
+      sums_.emplace_back(context.slots, std::vector<Dtype>(g.count));
+    }
+  }
+
+  const char* name() const override { return "SFB"; }
+  Dtype* Stage(int g, int64_t iter) override {
+    return factors_[g][Slot(iter)].data();
+  }
+
+  void Post(int g, int64_t iter) override {
+    context_.collective->Post(
+        [this, g, iter] {
+          Timeline* timeline = context_.timeline;
+          const int64_t begin = timeline ? timeline->NowMicros() : 0;
+          const Status s = Exchange(g, iter);
+          if (timeline) {
+            timeline->Complete(timeline->Lane("collective"), groups_[g].name,
+                               "SFB", begin, timeline->NowMicros(),
+                               {{"iter", iter}});
+          }
+          completions_.Finish(g, iter, s);
+        },
+        completions_.FailureOf(g, iter));
+  }
+
+  bool Done(int g, int64_t iter) override {
+    return completions_.Done(g, iter);
+  }
+  void Wait(int g, int64_t iter) override {
+    completions_.Wait(g, iter, name());
+  }
+  void Read(int g, int64_t iter, size_t offset, size_t count, Dtype scale,
+            Dtype* out) override {
+    cpu_scale(static_cast<int>(count), scale,
+              sums_[g][Slot(iter)].data() + offset, out);
+  }
+  void Release(int, int64_t) override {}
+  uint64_t bytes_moved() const override { return bytes_.load(); }
+
+ private:
+  size_t Slot(int64_t iter) const {
+    return static_cast<size_t>(iter % context_.slots);
+  }
+
+  // Runs on the collective thread.
+  Status Exchange(int g, int64_t iter) {
+    const ExchangeSpec& spec = groups_[g];
+    Communicator* comm = context_.comm;
+    const int W = comm->size();
+    const size_t s = Slot(iter);
+    const size_t per = spec.payload;
+    Status st = comm->Allgather(factors_[g][s].data(), per * sizeof(Dtype),
+                                gathered_[g][s].data());
+    bytes_ += static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype);
+    if (!st.ok()) return st;
+    std::vector<SufficientFactors<Dtype>> peers(W);
+    const size_t u = static_cast<size_t>(spec.rows) * spec.M;
+    for (int r = 0; r < W; ++r) {
+      peers[r].rows = spec.rows;
+      peers[r].u = gathered_[g][s].data() + r * per;
+      peers[r].v = gathered_[g][s].data() + r * per + u;
+    }
+    Dtype* sum = sums_[g][s].data();
+    SumSufficientFactors(peers, spec.M, spec.N, spec.layout, false, sum,
+                         spec.bias ? sum + static_cast<size_t>(spec.M) * spec.N
+                                   : nullptr);
+    return Status::OK();
+  }
+
+  TransportContext context_;
+  std::vector<ExchangeSpec> groups_;
+  Completions completions_;
+  // [group][slot]: this rank's factors, every rank's, and the rebuilt sum.
+  std::vector<std::vector<std::vector<Dtype>>> factors_, gathered_, sums_;
+  std::atomic<uint64_t> bytes_{0};
+};
+
+}  // namespace
+
+template <typename Dtype>
+std::unique_ptr<Transport<Dtype>> MakeSfbTransport(
+    const TransportContext& context, std::vector<ExchangeSpec> groups) {
+  return std::make_unique<SfbTransport<Dtype>>(context, std::move(groups));
+}
+
+template std::unique_ptr<Transport<float>> MakeSfbTransport<float>(
+    const TransportContext&, std::vector<ExchangeSpec>);
+template std::unique_ptr<Transport<double>> MakeSfbTransport<double>(
+    const TransportContext&, std::vector<ExchangeSpec>);
+
+}  // namespace dist
+}  // namespace poseidon
