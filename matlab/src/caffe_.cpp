@@ -218,6 +218,14 @@ void GetSolver(POSEIDON_MEX_ARGS) {
   ReadSolverParamsFromTextFile(StringArg(prhs[0], "solver_file"), &param);
   std::shared_ptr<MexSolver> solver =
       SolverRegistry<float>::CreateSolver(param);
+#ifdef POSEIDON_MEX_OCTAVE
+  // Ctrl-C in Octave stops step/solve after the current iteration (as
+  // SIGINT does for poseidon_train; solve() still writes its final
+  // snapshot); Octave raises its interrupt once the command returns.
+  solver->SetActionFunction([] {
+    return octave_signal_caught ? SolverAction::STOP : SolverAction::NONE;
+  });
+#endif
   plhs[0] = Table().Create(HandleKind::kSolver, solver.get(), solver,
                            HandleKind::kSolver);
 }
