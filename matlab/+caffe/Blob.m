@@ -9,7 +9,9 @@ classdef Blob < handle
   % array of exactly the blob's size (any numeric class; converted to
   % single). shape/reshape use the reversed order too.
 
-  properties (Access = private)
+  % Hidden rather than private: Octave denies private access to objects
+  % made before a `clear functions`, and delete() must still reach it.
+  properties (Hidden, SetAccess = private)
     hBlob_self
   end
 

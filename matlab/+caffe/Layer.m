@@ -3,7 +3,9 @@ classdef Layer < handle
   % net.layer_vec(i)). layer.params(i) is its i-th learnable blob (for
   % Convolution and InnerProduct: 1 weights, 2 bias), a caffe.Blob.
 
-  properties (Access = private)
+  % Hidden rather than private: Octave denies private access to objects
+  % made before a `clear functions`, and delete() must still reach it.
+  properties (Hidden, SetAccess = private)
     hLayer_self
   end
   properties (SetAccess = private)

@@ -15,9 +15,10 @@ classdef Net < handle
   % The C++ net lives as long as this object or any caffe.Layer/caffe.Blob
   % taken from it (or until caffe.reset_all()).
 
-  properties (Access = private)
+  % Hidden rather than private: Octave denies private access to objects
+  % made before a `clear functions`, and delete() must still reach it.
+  properties (Hidden, SetAccess = private)
     hNet_self
-    attributes
   end
   properties (SetAccess = private)
     layer_vec          % caffe.Layer array, in net order
@@ -43,8 +44,7 @@ classdef Net < handle
         error('caffe:invalidHandle', 'caffe.Net: invalid Net handle');
       end
       self.hNet_self = hNet_net;
-      self.attributes = caffe.caffe_('net_get_attr', self.hNet_self);
-      a = self.attributes;
+      a = caffe.caffe_('net_get_attr', self.hNet_self);
 
       self.layer_vec = caffe.Layer.empty_array();
       for n = 1:numel(a.hLayer_layers)
@@ -54,8 +54,6 @@ classdef Net < handle
       for n = 1:numel(a.hBlob_blobs)
         self.blob_vec(n) = caffe.Blob(a.hBlob_blobs(n));
       end
-      % Both handle vectors now belong to the objects made from them.
-      self.attributes = rmfield(a, {'hLayer_layers', 'hBlob_blobs'});
 
       self.layer_names = a.layer_names;
       self.blob_names = a.blob_names;
@@ -118,7 +116,7 @@ classdef Net < handle
       % res = net.forward({in1, in2, ...}): copies the arrays into the input
       % blobs (sizes must match; reshape the blobs first to change them),
       % runs forward, returns the output blobs' data as a cell.
-      self.check_cell(input_data, self.inputs, 'forward', 'input_data');
+      caffe.Net.check_cell(input_data, self.inputs, 'forward', 'input_data');
       for n = 1:numel(self.inputs)
         self.blobs(self.inputs{n}).set_data(input_data{n});
       end
@@ -132,7 +130,8 @@ classdef Net < handle
     function res = backward(self, output_diff)
       % res = net.backward({diff1, ...}): sets the output blobs' diffs, runs
       % backward, returns the input blobs' diffs as a cell.
-      self.check_cell(output_diff, self.outputs, 'backward', 'output_diff');
+      caffe.Net.check_cell(output_diff, self.outputs, 'backward', ...
+                           'output_diff');
       for n = 1:numel(self.outputs)
         self.blobs(self.outputs{n}).set_diff(output_diff{n});
       end
@@ -172,8 +171,8 @@ classdef Net < handle
     end
   end
 
-  methods (Access = private)
-    function check_cell(self, c, names, method, what)
+  methods (Static, Hidden)
+    function check_cell(c, names, method, what)
       if ~iscell(c)
         error('caffe:invalidArgument', ...
               'caffe.Net.%s: %s must be a cell array', method, what);
@@ -184,9 +183,7 @@ classdef Net < handle
               method, what, numel(c), numel(names), strjoin(names', ', '));
       end
     end
-  end
 
-  methods (Static, Hidden)
     function valid = is_handle(h)
       % True for a structurally valid handle; the MEX checks the rest.
       valid = isstruct(h) && isscalar(h) && isfield(h, 'id') && ...

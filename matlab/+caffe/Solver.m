@@ -9,7 +9,9 @@ classdef Solver < handle
   % The solver's `type` (SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, Adam)
   % picks the update rule, as in Caffe's tools.
 
-  properties (Access = private)
+  % Hidden rather than private: Octave denies private access to objects
+  % made before a `clear functions`, and delete() must still reach it.
+  properties (Hidden, SetAccess = private)
     hSolver_self
   end
   properties (SetAccess = private)
