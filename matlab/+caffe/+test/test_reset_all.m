@@ -38,7 +38,11 @@ clear net blob layer weights  % their delete() must not fail either
 % Deleting the Octave object frees the net: nothing left for reset_all.
 net = caffe.Net(model, 'test');
 net.forward({single([1; 2; 3])});
+assert(caffe.caffe_('handle_count') == 1 + numel(net.layer_vec) + ...
+       numel(net.blob_vec) + 2, 'one handle per object (2 params)');
 clear net
+assert(caffe.caffe_('handle_count') == 0, ...
+       'every Net, Layer and Blob object released its handle');
 c = caffe.reset_all();
 assert(c.nets == 0, 'a deleted net is freed at once (%d left)', c.nets);
 
