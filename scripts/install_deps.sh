@@ -15,6 +15,7 @@ PACKAGES=(
   libhdf5-dev
   libgtest-dev
   dataset-fashion-mnist
+  octave octave-dev     # octave-cli and mkoctfile for matlab/ (matcaffe)
 )
 
 missing=()

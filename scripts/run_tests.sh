@@ -55,7 +55,7 @@ run_suite() {
 }
 
 echo "=== CPU configuration: build ($BUILD_DIR) ==="
-if bash scripts/build.sh -DBUILD_python=ON -DUSE_CUDA=OFF -DUSE_CUDNN=OFF; then
+if bash scripts/build.sh -DBUILD_python=ON -DBUILD_matlab=ON -DUSE_CUDA=OFF -DUSE_CUDNN=OFF; then
   run_suite CPU "$BUILD_DIR"
 else
   echo "CPU configuration: build failed"

@@ -323,11 +323,15 @@ void Blob<Dtype>::FromProto(const BlobProto& proto, bool reshape) {
     for (int i = 0; i < count_; ++i) data[i] = proto.data(i);
   }
   if (proto.double_diff_size() > 0) {
-    CHECK_EQ(count_, proto.double_diff_size());
+    POSEIDON_REQUIRE(proto.double_diff_size() == count_, IOError,
+                     "stored blob holds ", proto.double_diff_size(),
+                     " diff values but its shape needs ", count_);
     Dtype* diff = mutable_cpu_diff();
     for (int i = 0; i < count_; ++i) diff[i] = proto.double_diff(i);
   } else if (proto.diff_size() > 0) {
-    CHECK_EQ(count_, proto.diff_size());
+    POSEIDON_REQUIRE(proto.diff_size() == count_, IOError, "stored blob holds ",
+                     proto.diff_size(), " diff values but its shape needs ",
+                     count_);
     Dtype* diff = mutable_cpu_diff();
     for (int i = 0; i < count_; ++i) diff[i] = proto.diff(i);
   }

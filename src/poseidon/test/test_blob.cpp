@@ -65,6 +65,15 @@ TYPED_TEST(BlobTest, ProtoRoundTripAndLegacyShape) {
   legacy.clear_data();
   legacy.add_data(1);
   EXPECT_THROW(copy.FromProto(legacy), IOError);
+
+  // A stored diff of the wrong length is a corrupt file too, not a crash.
+  BlobProto bad_diff;
+  blob.ToProto(&bad_diff);
+  bad_diff.add_diff(1);
+  EXPECT_THROW(copy.FromProto(bad_diff), IOError);
+  bad_diff.clear_diff();
+  bad_diff.add_double_diff(1);
+  EXPECT_THROW(copy.FromProto(bad_diff), IOError);
 }
 
 TYPED_TEST(BlobTest, ShareDataAliases) {
