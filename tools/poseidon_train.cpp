@@ -17,9 +17,7 @@
 #include <thread>
 
 #include "poseidon/common.hpp"
-#include "poseidon/dist/action_agreement.hpp"
-#include "poseidon/dist/device_workers.hpp"
-#include "poseidon/dist/synchronizer.hpp"
+#include "poseidon/dist/trainer.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/solver.hpp"
@@ -282,62 +280,6 @@ int LaunchedWorldSize() {
   return 1;
 }
 
-// Records each layer's forward and backward on the "compute" lane (the
-// single-process --timeline; the distributed trainer records its own), for
-// as long as the returned subscriptions live.
-vector<Subscription> AttachTimeline(Net<float>* net, Timeline* timeline) {
-  auto begin = std::make_shared<int64_t>(0);
-  const int lane = timeline->Lane("compute");
-  auto start = [timeline, begin](int) { *begin = timeline->NowMicros(); };
-  vector<Subscription> subs;
-  subs.push_back(net->add_before_forward(start));
-  subs.push_back(net->add_before_backward(start));
-  subs.push_back(net->add_after_forward([net, timeline, begin, lane](int l) {
-    timeline->Complete(lane, net->layer_names()[l], "forward", *begin,
-                       timeline->NowMicros());
-  }));
-  subs.push_back(net->add_after_backward([net, timeline, begin, lane](int l) {
-    timeline->Complete(lane, net->layer_names()[l], "backward", *begin,
-                       timeline->NowMicros());
-  }));
-  return subs;
-}
-
-// Makes the train net sleep each layer's profiled time instead of computing
-// it (--emulate_compute). Layers missing from the profile take no time.
-void EmulateCompute(const string& profile, Net<float>* net) {
-  std::ifstream in(profile);
-  POSEIDON_REQUIRE(in.good(), IOError, "cannot read --emulate_compute file '",
-                   profile, "'");
-  std::map<string, std::pair<double, double>> times;
-  string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    string name;
-    double fwd = 0, bwd = 0;
-    POSEIDON_REQUIRE(static_cast<bool>(fields >> name >> fwd >> bwd),
-                     ConfigError, profile, ":", line_no,
-                     ": expected 'layer forward_ms backward_ms'");
-    times[name] = {fwd, bwd};
-  }
-  const int n = static_cast<int>(net->layers().size());
-  vector<double> fwd(n, 0), bwd(n, 0);
-  double total = 0;
-  for (int i = 0; i < n; ++i) {
-    auto it = times.find(net->layer_names()[i]);
-    if (it == times.end()) continue;
-    fwd[i] = it->second.first;
-    bwd[i] = it->second.second;
-    total += fwd[i] + bwd[i];
-  }
-  net->SetEmulatedTimes(fwd, bwd);
-  LOG(INFO) << "Emulating compute from " << profile << ": " << total
-            << " ms per forward-backward";
-}
-
 // The solver's `distributed` block with the flags given on the command line
 // applied over it.
 DistributedParameter DistributedSettings(const SolverParameter& param) {
@@ -388,6 +330,19 @@ SolverParameter ReadTrainSolver() {
 }
 
 // Builds the solver, loads --weights, and trains (resuming from --snapshot).
+// The trainer's options from the flags (dist/trainer.hpp).
+dist::TrainerOptions TrainerOptionsFromFlags(const SolverParameter& param,
+                                             SignalHandler* signals) {
+  dist::TrainerOptions options;
+  options.settings = DistributedSettings(param);
+  options.threads = FLAGS_threads;
+  options.partitioned_data = FLAGS_partitioned_data;
+  options.timeline_path = FLAGS_timeline;
+  options.emulate_compute = FLAGS_emulate_compute;
+  options.action = signals->GetActionFunction();
+  return options;
+}
+
 void RunSolver(Solver<float>* solver) {
   if (!FLAGS_snapshot.empty()) {
     LOG(INFO) << "Resuming from " << FLAGS_snapshot;
@@ -425,52 +380,14 @@ int TrainDistributed() {
                      ConfigError, "--num_clients=", FLAGS_num_clients,
                      " but mpirun started ", size, " ranks");
     SolverParameter param = ReadTrainSolver();
-    const DistributedParameter settings = DistributedSettings(param);
-    const int T = FLAGS_threads;
-    POSEIDON_REQUIRE(T >= 1, ConfigError, "--threads must be >= 1, got ", T);
-    Poseidon::set_data_shard({rank * T, size * T, FLAGS_partitioned_data});
     SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
-    std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
-    if (!FLAGS_emulate_compute.empty()) {
-      EmulateCompute(FLAGS_emulate_compute, solver->net().get());
-    }
-    dist::DeviceWorkers<float> workers(solver.get(), T, rank, size);
-    // The synchroniser makes every rank act on the same request
-    // (dist/action_agreement.hpp).
-    solver->SetActionFunction(signals.GetActionFunction());
-    std::unique_ptr<Timeline> timeline;
-    if (!FLAGS_timeline.empty()) {
-      Status s = comm.Barrier();  // aligns the ranks' clocks on one host
-      POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
-      timeline = std::make_unique<Timeline>(rank, StrCat("rank ", rank));
-    }
-    dist::Synchronizer<float> sync(solver.get(), &comm, settings,
-                                   timeline.get(), workers.replicas());
-    const int start_iter = solver->iter();
-    RunSolver(solver.get());
-    LogGpuMemory();
-    const int iters = solver->iter() - start_iter;
-    if (iters > 0) {
-      LOG(INFO) << "Traffic of rank 0: "
-                << dist::FormatBytes(double(sync.bytes_moved()) / iters)
-                << " per iteration measured, "
-                << dist::FormatBytes(sync.predicted_bytes_per_iter())
-                << " predicted by the cost model";
-      for (auto t : {dist::CommType::PS, dist::CommType::SFB,
-                     dist::CommType::ALLREDUCE}) {
-        if (sync.predicted_bytes_per_iter(t) == 0) continue;
-        LOG(INFO) << "  " << dist::CommTypeName(t) << ": "
-                  << dist::FormatBytes(double(sync.bytes_moved(t)) / iters)
-                  << " per iteration measured, "
-                  << dist::FormatBytes(sync.predicted_bytes_per_iter(t))
-                  << " predicted";
-      }
-    }
-    if (timeline) {
-      const string path = TimelinePathForRank(FLAGS_timeline, rank, size);
-      timeline->Write(path);
-      LOG(INFO) << "Timeline written to " << path;
-    }
+    {
+      dist::Trainer<float> trainer(param, &comm, TrainerOptionsFromFlags(
+                                                     param, &signals));
+      RunSolver(trainer.solver());
+      LogGpuMemory();
+      trainer.Finish();
+    }  // joins the trainer's communication threads before the barrier
     Status s = comm.Barrier();
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
   } catch (const std::exception& e) {
@@ -494,28 +411,12 @@ int Train() {
 #endif
   }
   SolverParameter param = ReadTrainSolver();
-  POSEIDON_REQUIRE(FLAGS_threads >= 1, ConfigError,
-                   "--threads must be >= 1, got ", FLAGS_threads);
-  if (FLAGS_threads > 1) Poseidon::set_data_shard({0, FLAGS_threads, false});
   SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
-  std::unique_ptr<Solver<float>> solver = CreateSolver<float>(param);
-  solver->SetActionFunction(signals.GetActionFunction());
-  if (!FLAGS_emulate_compute.empty()) {
-    EmulateCompute(FLAGS_emulate_compute, solver->net().get());
-  }
-  dist::DeviceWorkers<float> workers(solver.get(), FLAGS_threads);
-  std::unique_ptr<Timeline> timeline;
-  vector<Subscription> timeline_hooks;
-  if (!FLAGS_timeline.empty()) {
-    timeline = std::make_unique<Timeline>(0, "rank 0");
-    timeline_hooks = AttachTimeline(solver->net().get(), timeline.get());
-  }
-  RunSolver(solver.get());
+  dist::Trainer<float> trainer(param, nullptr,
+                               TrainerOptionsFromFlags(param, &signals));
+  RunSolver(trainer.solver());
   LogGpuMemory();
-  if (timeline) {
-    timeline->Write(FLAGS_timeline);
-    LOG(INFO) << "Timeline written to " << FLAGS_timeline;
-  }
+  trainer.Finish();
   return 0;
 }
 

@@ -22,7 +22,7 @@
 #include "poseidon/util/status.hpp"
 #ifdef USE_MPI
 #include "poseidon/dist/mpi_communicator.hpp"
-#include "poseidon/dist/synchronizer.hpp"
+#include "poseidon/dist/trainer.hpp"
 #endif
 
 namespace py = pybind11;
@@ -40,12 +40,10 @@ int EnvInt(const char* const* names, int fallback) {
 }
 
 #ifdef USE_MPI
-// A solver that trains as one rank of an mpirun job. The synchroniser goes
-// first when it is destroyed (it observes the solver).
+// A solver that trains as one rank of an mpirun job, assembled as
+// poseidon_train assembles it (dist/trainer.hpp).
 struct RankSolver {
-  std::unique_ptr<Solver<Dtype>> solver;
-  std::unique_ptr<dist::Synchronizer<Dtype>> sync;
-  ~RankSolver() { sync.reset(); }
+  std::unique_ptr<dist::Trainer<Dtype>> trainer;
 };
 
 struct DistState {
@@ -61,7 +59,7 @@ DistState& State() {
 void ShutDown() {
   DistState& s = State();
   for (auto& weak : s.solvers) {
-    if (auto solver = weak.lock()) solver->sync.reset();
+    if (auto solver = weak.lock()) solver->trainer->Detach();
   }
   s.solvers.clear();
   s.comm.reset();
@@ -116,13 +114,13 @@ std::shared_ptr<Solver<Dtype>> MakeSolver(const SolverParameter& param) {
   }
 #ifdef USE_MPI
   dist::MpiCommunicator* comm = Comm();
-  Poseidon::set_data_shard({comm->rank(), comm->size(), false});
+  dist::TrainerOptions options;
+  options.settings = param.distributed();
   auto owner = std::make_shared<RankSolver>();
-  owner->solver = CreateSolver<Dtype>(param);
-  owner->sync = std::make_unique<dist::Synchronizer<Dtype>>(
-      owner->solver.get(), comm, param.distributed());
+  owner->trainer =
+      std::make_unique<dist::Trainer<Dtype>>(param, comm, std::move(options));
   State().solvers.push_back(owner);
-  return std::shared_ptr<Solver<Dtype>>(owner, owner->solver.get());
+  return std::shared_ptr<Solver<Dtype>>(owner, owner->trainer->solver());
 #else
   POSEIDON_THROW(ConfigError, "started by mpirun with ", LaunchedWorldSize(),
                  " ranks and a `distributed` solver, but Poseidon was built "
