@@ -381,6 +381,37 @@ TEST(SynchronizerTest, StalenessBoundsHowFarARankRunsAhead) {
   EXPECT_LE(lead, 4);
 }
 
+// A stop requested on one rank only (a signal that reached one process)
+// takes effect on every rank at the same iteration, staleness + 1 polls
+// later, without holding the ranks in step (action_agreement.hpp).
+TEST(SynchronizerTest, AStopOnOneRankStopsEveryRankAtOneIteration) {
+  for (int staleness : {0, 2}) {
+    std::atomic<int> stopped_at[2] = {{-1}, {-1}};
+    RunRanks(2, [&](int r, Communicator* comm) {
+      Poseidon::set_data_shard({r, 2, false});
+      auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+      Synchronizer<double> sync(
+          solver.get(), comm,
+          Dist(DistributedParameter::PS, StrCat("staleness: ", staleness)));
+      Solver<double>* s = solver.get();
+      solver->SetActionFunction([r, s] {
+        return r == 1 && s->iter() == 3 ? SolverAction::STOP
+                                        : SolverAction::NONE;
+      });
+      if (r == 1) {
+        solver->add_on_start([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }).Detach();
+      }
+      solver->Step(20);
+      EXPECT_TRUE(solver->requested_early_exit()) << "rank " << r;
+      stopped_at[r] = solver->iter();
+    });
+    EXPECT_EQ(stopped_at[0], stopped_at[1]) << "staleness " << staleness;
+    EXPECT_EQ(stopped_at[0], 3 + staleness + 1) << "staleness " << staleness;
+  }
+}
+
 // A snapshot of a distributed run resumes distributed: the restored ranks
 // update again (iteration numbers no longer start at 0) and match one
 // process restored from the same snapshot.
