@@ -136,13 +136,23 @@ vector<string> SplitList(const string& s) {
 // take the listed GPUs in turn (util/device_select.hpp).
 void SelectDevice(const SolverParameter* solver = nullptr) {
   string flag = FLAGS_gpu;
-  if (flag.empty() && solver != nullptr &&
+  // As in Caffe, only a solver_mode the file states counts: the field's
+  // default (GPU) does not move a solver that never mentions it.
+  if (flag.empty() && solver != nullptr && solver->has_solver_mode() &&
       solver->solver_mode() == SolverParameter::GPU) {
 #ifdef CPU_ONLY
     LOG(WARNING) << "the solver asks for solver_mode: GPU, but this build "
                  << "has no CUDA; training on the CPU";
     return;
 #else
+    // Model-zoo solvers state solver_mode: GPU; on a machine without one
+    // they train on the CPU, as in a CPU-only build (--gpu still insists).
+    if (gpu::DeviceCount() == 0) {
+      LOG(WARNING) << "the solver asks for solver_mode: GPU, but no GPU is "
+                   << "available (" << gpu::UnavailableReason()
+                   << "); training on the CPU";
+      return;
+    }
     // Caffe's device_id; ranks sharing a host spread over its GPUs unless
     // the solver pins one.
     flag = solver->has_device_id() || LocalRankFromEnvironment().size == 1

@@ -141,6 +141,18 @@ if "$TRAIN" device_query > out.txt 2> err.txt && grep -q "No GPU" err.txt; then
   passed=$((passed + 1))
   expect_error gpu_without_gpu "--gpu=0.*(built without CUDA|no GPU is available)" \
     "$TRAIN" train --solver="$(solver_for good.prototxt)" --gpu=0
+  # A solver stating solver_mode: GPU (as the model zoo's do) trains on the
+  # CPU here, with a warning; --gpu above insists and fails.
+  sed 's/^max_iter: 4$/max_iter: 2\nsolver_mode: GPU/' \
+    "$(solver_for good.prototxt)" > solver_gpu.prototxt
+  if "$TRAIN" train --solver=solver_gpu.prototxt > out.txt 2> err.txt &&
+     grep -q "solver_mode: GPU.*training on the CPU" err.txt; then
+    echo "ok   solver_mode_gpu_without_gpu: trained on the CPU with a warning"
+    passed=$((passed + 1))
+  else
+    echo "FAIL solver_mode_gpu_without_gpu:"; tail -5 err.txt
+    failed=$((failed + 1))
+  fi
 elif grep -q "Device id" err.txt; then
   echo "ok   device_query: $(grep -m1 'Name:' err.txt | sed 's/.*\] //')"
   passed=$((passed + 1))
