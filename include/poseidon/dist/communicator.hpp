@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "poseidon/common.hpp"
 #include "poseidon/util/status.hpp"
@@ -148,6 +149,21 @@ class Communicator {
     return nullptr;
   }
 
+  // Identifies the host this rank runs on: ranks that share one (and can
+  // map shared memory among themselves) return the same key, the lowest
+  // rank among them. The default puts every rank on a host of its own.
+  virtual int HostKey() const { return rank(); }
+
+  // Collective: the ranks passing the same `color` form a new communicator,
+  // ranked by `key` (ties by this rank), with this communicator's timeout.
+  // Used for the host level (DiscoverHosts). Throws DistributedError where
+  // the implementation cannot split.
+  virtual std::unique_ptr<Communicator> Split(int color, int key) {
+    (void)color;
+    (void)key;
+    POSEIDON_THROW(DistributedError, "this communicator cannot be split");
+  }
+
   // Hints that a training thread of this rank is blocked until some
   // communication finishes, so that waiting may cost CPU but not latency
   // (see Note [Polling on a shared core] in mpi_communicator.hpp). Calls
@@ -201,6 +217,21 @@ constexpr size_t kAllreduceChunkElements = size_t{1} << 20;
 // Note [Deterministic allreduce]. Collective.
 template <typename Dtype>
 Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count);
+
+// Where the ranks of a job run (DiscoverHosts): hosts are numbered in the
+// order of their lowest rank, a host's ranks in rank order.
+struct HostLayout {
+  int host = 0;         // this rank's host
+  int hosts = 1;
+  int local_rank = 0;   // this rank's place on its host
+  int local_size = 1;   // ranks on this rank's host
+  bool uniform = true;  // every host runs local_size ranks
+  std::vector<int> host_of;        // host of every rank
+  std::vector<int> local_rank_of;  // place of every rank on its host
+};
+
+// Collective (one Allgather of HostKey): the layout of comm's ranks.
+HostLayout DiscoverHosts(Communicator* comm);
 
 // Seconds as text for messages: "0.25 s".
 std::string FormatSeconds(std::chrono::milliseconds d);

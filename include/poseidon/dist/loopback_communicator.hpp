@@ -49,6 +49,11 @@ struct LoopbackOptions {
   // every rank the same heap block. Off by default, so that the message
   // paths stay the ones unit tests exercise.
   bool shared_memory = false;
+  // > 0: emulated hosts of this many ranks each (rank r on host
+  // r / ranks_per_host), for the host level: HostKey() tells them apart,
+  // and a Split() communicator whose ranks share a host maps shared memory.
+  // The world itself is one host only if all its ranks are on one.
+  int ranks_per_host = 0;
 };
 
 class LoopbackCommunicator;
@@ -67,6 +72,10 @@ class LoopbackWorld {
 
   // The reason given to Abort, or "" while no rank has aborted.
   std::string abort_reason() const;
+
+  // The parent of a world made by Communicator::Split: an Abort in either
+  // ends both. Set once, before any use.
+  void set_parent(LoopbackWorld* parent);
 
  private:
   friend class LoopbackCommunicator;

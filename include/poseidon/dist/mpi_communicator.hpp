@@ -109,6 +109,9 @@ class MpiCommunicator final : public Communicator {
   Status Barrier() override;
   // From MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) at construction.
   bool OnOneHost() const override;
+  int HostKey() const override;
+  // MPI_Comm_split: a communicator with its own progress thread.
+  std::unique_ptr<Communicator> Split(int color, int key) override;
   // POSIX shared memory (shm_open), sized up front with posix_fallocate and
   // refused when it would take more than half of /dev/shm's free space.
   std::unique_ptr<SharedMemory> MapSharedMemory(
@@ -120,6 +123,10 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct Impl;
+  // Takes over `comm` (from MPI_Comm_split).
+  MpiCommunicator(void* comm, MpiOptions options);
+  void Start();
+
   std::unique_ptr<Impl> impl_;
 };
 

@@ -77,6 +77,10 @@ struct ClusterShape {
   size_t dtype_bytes = 4;  // bytes per parameter element
   // Every rank on one host, ALLREDUCE through shared memory.
   bool shared_memory = false;
+  // The host level (Note [Host level] in host_level.hpp): `hosts` hosts of
+  // `ranks_per_host` ranks each; 1 and 1 without it.
+  int hosts = 1;
+  int ranks_per_host = 1;
 };
 
 // Describes a layer from its parameter and its parameter blobs' shapes

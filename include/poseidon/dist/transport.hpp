@@ -163,7 +163,10 @@ class SlotBuffers {
 // from the training thread.
 class Completions {
  public:
-  Completions(Communicator* comm, std::vector<std::string> names);
+  // `slack` lengthens Wait's deadline beyond the communicator's timeout,
+  // for tasks that end themselves with a better-named error after it.
+  Completions(Communicator* comm, std::vector<std::string> names,
+              std::chrono::milliseconds slack = std::chrono::milliseconds(0));
 
   void Finish(int g, int64_t iter, const Status& status);
   bool Done(int g, int64_t iter);
@@ -177,6 +180,7 @@ class Completions {
  private:
   Communicator* comm_;
   std::vector<std::string> names_;
+  std::chrono::milliseconds slack_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int64_t> done_;   // GUARDED_BY(mu_)

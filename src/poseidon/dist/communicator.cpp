@@ -2,6 +2,7 @@
 #include "poseidon/dist/communicator.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -49,6 +50,37 @@ Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count) {
 
 template Status AllreduceSumByAllgather<float>(Communicator*, float*, size_t);
 template Status AllreduceSumByAllgather<double>(Communicator*, double*, size_t);
+
+HostLayout DiscoverHosts(Communicator* comm) {
+  const int n = comm->size();
+  const int32_t mine = comm->HostKey();
+  std::vector<int32_t> keys(n);
+  const Status s = comm->Allgather(&mine, sizeof(mine), keys.data());
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
+                   ": finding which ranks share a host: ", s.message());
+  HostLayout layout;
+  layout.host_of.assign(n, -1);
+  layout.local_rank_of.assign(n, 0);
+  std::vector<int32_t> host_keys;  // in order of first appearance
+  std::vector<int> sizes;
+  for (int r = 0; r < n; ++r) {
+    auto it = std::find(host_keys.begin(), host_keys.end(), keys[r]);
+    int h = static_cast<int>(it - host_keys.begin());
+    if (it == host_keys.end()) {
+      host_keys.push_back(keys[r]);
+      sizes.push_back(0);
+    }
+    layout.host_of[r] = h;
+    layout.local_rank_of[r] = sizes[h]++;
+  }
+  layout.hosts = static_cast<int>(host_keys.size());
+  layout.host = layout.host_of[comm->rank()];
+  layout.local_rank = layout.local_rank_of[comm->rank()];
+  layout.local_size = sizes[layout.host];
+  layout.uniform = std::all_of(sizes.begin(), sizes.end(),
+                               [&](int k) { return k == sizes[0]; });
+  return layout;
+}
 
 std::string FormatSeconds(std::chrono::milliseconds d) {
   char text[32];

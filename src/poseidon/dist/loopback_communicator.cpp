@@ -48,6 +48,13 @@ struct LoopbackWorld::State {
   std::map<uint64_t, std::shared_ptr<char>> shared;  // GUARDED_BY(shared_mu)
   mutable std::mutex abort_mu;
   std::string abort_reason;  // guarded by abort_mu; set once
+  LoopbackWorld* parent = nullptr;  // see set_parent
+  LoopbackWorld* self = nullptr;
+  // Sub-worlds made by Split, by (split number, color): the first rank to
+  // reach a split makes the world, the others find it.
+  std::mutex split_mu;
+  std::map<std::pair<uint64_t, int>, std::shared_ptr<LoopbackWorld>>
+      splits;  // GUARDED_BY(split_mu)
 
   std::string reason() const {
     std::lock_guard<std::mutex> lock(abort_mu);
@@ -95,7 +102,19 @@ class LoopbackCommunicator final : public Communicator {
     return Status::OK();
   }
 
-  bool OnOneHost() const override { return world_->options.shared_memory; }
+  bool OnOneHost() const override {
+    const LoopbackOptions& o = world_->options;
+    return o.shared_memory ||
+           (o.ranks_per_host > 0 && o.ranks_per_host >= size());
+  }
+
+  int HostKey() const override {
+    const LoopbackOptions& o = world_->options;
+    if (o.ranks_per_host > 0) return rank_ / o.ranks_per_host * o.ranks_per_host;
+    return o.shared_memory ? 0 : rank_;
+  }
+
+  std::unique_ptr<Communicator> Split(int color, int key) override;
 
   std::unique_ptr<SharedMemory> MapSharedMemory(
       size_t bytes_per_rank) override {
@@ -172,10 +191,20 @@ class LoopbackCommunicator final : public Communicator {
       }
     }
     LOG(ERROR) << "rank " << rank_ << " aborted: " << why;
-    world_->aborted = true;
+    if (!world_->aborted.exchange(true) && world_->parent != nullptr &&
+        world_->parent->abort_reason().empty()) {
+      // A sub-communicator's failure ends the whole job.
+      world_->parent->rank(0)->Abort(why);
+    }
     for (auto& box : world_->mailboxes) {
       std::lock_guard<std::mutex> lock(box->mu);
       box->cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(world_->split_mu);
+    for (auto& entry : world_->splits) {
+      if (entry.second->abort_reason().empty()) {
+        entry.second->rank(0)->Abort(why);
+      }
     }
   }
 
@@ -314,7 +343,97 @@ class LoopbackCommunicator final : public Communicator {
   const int rank_;
   std::atomic<uint64_t> collective_seq_{0};
   uint64_t shared_seq_ = 0;  // MapSharedMemory calls (collective: one thread)
+  uint64_t split_seq_ = 0;   // Split calls (collective: one thread)
 };
+
+// A rank of a world made by Split: forwards to that world's communicator,
+// which it keeps alive.
+class SplitCommunicator final : public Communicator {
+ public:
+  SplitCommunicator(std::shared_ptr<LoopbackWorld> world, int rank)
+      : world_(std::move(world)), comm_(world_->rank(rank)) {}
+  int rank() const override { return comm_->rank(); }
+  int size() const override { return comm_->size(); }
+  std::chrono::milliseconds timeout() const override {
+    return comm_->timeout();
+  }
+  Status Send(const void* buf, size_t bytes, int dest, int tag) override {
+    return comm_->Send(buf, bytes, dest, tag);
+  }
+  Status Recv(void* buf, size_t bytes, int src, int tag) override {
+    return comm_->Recv(buf, bytes, src, tag);
+  }
+  Status SendRecv(const void* send, size_t send_bytes, int dest, void* recv,
+                  size_t recv_bytes, int src, int tag) override {
+    return comm_->SendRecv(send, send_bytes, dest, recv, recv_bytes, src,
+                           tag);
+  }
+  Status AllreduceSum(float* buf, size_t count) override {
+    return comm_->AllreduceSum(buf, count);
+  }
+  Status AllreduceSum(double* buf, size_t count) override {
+    return comm_->AllreduceSum(buf, count);
+  }
+  Status Broadcast(void* buf, size_t bytes, int root) override {
+    return comm_->Broadcast(buf, bytes, root);
+  }
+  Status Allgather(const void* send, size_t bytes, void* recv) override {
+    return comm_->Allgather(send, bytes, recv);
+  }
+  Status Barrier() override { return comm_->Barrier(); }
+  bool OnOneHost() const override { return comm_->OnOneHost(); }
+  int HostKey() const override { return comm_->HostKey(); }
+  std::unique_ptr<SharedMemory> MapSharedMemory(
+      size_t bytes_per_rank) override {
+    return comm_->MapSharedMemory(bytes_per_rank);
+  }
+  std::unique_ptr<Communicator> Split(int color, int key) override {
+    return comm_->Split(color, key);
+  }
+  void Abort(const std::string& why) override { comm_->Abort(why); }
+
+ private:
+  std::shared_ptr<LoopbackWorld> world_;
+  Communicator* comm_;
+};
+
+std::unique_ptr<Communicator> LoopbackCommunicator::Split(int color, int key) {
+  const uint64_t seq = ++split_seq_;
+  const int32_t mine[3] = {color, key, HostKey()};
+  std::vector<int32_t> all(3 * static_cast<size_t>(size()));
+  const Status s = Allgather(mine, sizeof(mine), all.data());
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", rank_,
+                   ": splitting the communicator: ", s.message());
+  // The members, ranked by (key, rank), and whether they share a host.
+  std::vector<std::pair<int, int>> members;  // (key, old rank)
+  bool one_host = true;
+  int host = -1;
+  for (int r = 0; r < size(); ++r) {
+    if (all[3 * r] != color) continue;
+    members.emplace_back(all[3 * r + 1], r);
+    if (host >= 0 && all[3 * r + 2] != host) one_host = false;
+    host = all[3 * r + 2];
+  }
+  std::sort(members.begin(), members.end());
+  const int new_rank = static_cast<int>(
+      std::find(members.begin(), members.end(), std::make_pair(key, rank_)) -
+      members.begin());
+  std::shared_ptr<LoopbackWorld> sub;
+  {
+    std::lock_guard<std::mutex> lock(world_->split_mu);
+    std::shared_ptr<LoopbackWorld>& slot = world_->splits[{seq, color}];
+    if (!slot) {
+      LoopbackOptions options = world_->options;
+      options.shared_memory = one_host;
+      options.ranks_per_host = 0;
+      slot = std::make_shared<LoopbackWorld>(
+          static_cast<int>(members.size()), options);
+      slot->set_parent(world_->self);
+    }
+    sub = slot;
+  }
+  return std::make_unique<SplitCommunicator>(sub, new_rank);
+}
 
 LoopbackWorld::LoopbackWorld(int size, LoopbackOptions options)
     : state_(std::make_unique<State>()) {
@@ -325,6 +444,7 @@ LoopbackWorld::LoopbackWorld(int size, LoopbackOptions options)
                    options.timeout.count(), " ms");
   state_->size = size;
   state_->options = options;
+  state_->self = this;
   for (int i = 0; i < size; ++i) {
     state_->mailboxes.push_back(std::make_unique<Mailbox>());
     ranks_.push_back(std::make_unique<LoopbackCommunicator>(state_.get(), i));
@@ -341,6 +461,10 @@ Communicator* LoopbackWorld::rank(int i) {
 }
 
 std::string LoopbackWorld::abort_reason() const { return state_->reason(); }
+
+void LoopbackWorld::set_parent(LoopbackWorld* parent) {
+  state_->parent = parent;
+}
 
 }  // namespace dist
 }  // namespace poseidon

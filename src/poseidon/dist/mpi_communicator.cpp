@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <condition_variable>
@@ -142,7 +143,7 @@ struct MpiCommunicator::Impl {
   std::string broken;           // guarded by broken_mu; see Note [MPI timeouts]
   uint64_t collective_seq = 0;  // touched by the collective thread only
   bool one_host = false;        // every rank on this host (MPI's view)
-  uint64_t shared_seq = 0;      // MapSharedMemory calls, for unique names
+  int host_key = 0;             // the lowest rank on this host
 
   // See Note [Progress thread] and Note [Polling on a shared core].
   static constexpr int kFirstSleepMicros = 100;
@@ -333,6 +334,29 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm);
   POSEIDON_REQUIRE(rc == MPI_SUCCESS, DistributedError,
                    "MpiCommunicator: MPI_Comm_dup failed with code ", rc);
+  Start();
+}
+
+MpiCommunicator::MpiCommunicator(void* comm, MpiOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  impl_->comm = *static_cast<MPI_Comm*>(comm);
+  Start();
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::Split(int color, int key) {
+  MPI_Comm split = MPI_COMM_NULL;
+  const int rc = MPI_Comm_split(impl_->comm, color, key, &split);
+  POSEIDON_REQUIRE(rc == MPI_SUCCESS, DistributedError, "rank ", impl_->rank,
+                   ": MPI_Comm_split failed with code ", rc);
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(&split, impl_->options));
+}
+
+int MpiCommunicator::HostKey() const { return impl_->host_key; }
+
+void MpiCommunicator::Start() {
+  int rc = MPI_SUCCESS;
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
@@ -345,6 +369,7 @@ MpiCommunicator::MpiCommunicator(MpiOptions options)
                    rc);
   int local_size = 0;
   MPI_Comm_size(local, &local_size);
+  MPI_Allreduce(&impl_->rank, &impl_->host_key, 1, MPI_INT, MPI_MIN, local);
   MPI_Comm_free(&local);
   impl_->one_host = local_size == impl_->size;
   Impl* impl = impl_.get();
@@ -500,9 +525,11 @@ std::unique_ptr<SharedMemory> MpiCommunicator::MapSharedMemory(
   char name[64] = {0};
   int fd = -1;
   if (d.rank == 0) {
+    // Unique in the process across communicators (a job's world and its
+    // hosts' sub-communicators may both map memory).
+    static std::atomic<unsigned long long> seq{0};
     std::snprintf(name, sizeof(name), "/poseidon-%d-%llu",
-                  static_cast<int>(getpid()),
-                  static_cast<unsigned long long>(++d.shared_seq));
+                  static_cast<int>(getpid()), ++seq);
     std::string error;
     struct statvfs fs;
     if (statvfs("/dev/shm", &fs) == 0 &&

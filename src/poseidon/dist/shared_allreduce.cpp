@@ -6,6 +6,9 @@
 #include <chrono>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include "poseidon/dist/shared_flags.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -37,13 +40,10 @@ namespace dist {
 
 namespace {
 
-static_assert(std::atomic<int64_t>::is_always_lock_free,
-              "flags in shared memory must be lock-free atomics");
 constexpr size_t kLine = SharedMemory::kAlignment;  // the control line
 
 std::atomic<int64_t>* Flag(char* line, bool published) {
-  return reinterpret_cast<std::atomic<int64_t>*>(
-      line + (published ? 0 : sizeof(int64_t)));
+  return SharedFlag(line, published ? 0 : 1);
 }
 
 }  // namespace
@@ -125,18 +125,11 @@ template <typename Dtype>
 void SharedAllreduce<Dtype>::Sum(int g, int64_t iter, size_t offset,
                                  size_t count, Dtype scale, Dtype* out) const {
   CHECK_LE(offset + count, groups_[g].count) << groups_[g].name;
-  const int W = comm_->size();
-  constexpr size_t kBlock = 2048;  // stays in L1 across the ranks' slots
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t end = std::min(count, begin + kBlock);
-    const Dtype* first = RankSlot(g, 0, iter) + offset;
-    for (size_t i = begin; i < end; ++i) out[i] = first[i];
-    for (int r = 1; r < W; ++r) {
-      const Dtype* x = RankSlot(g, r, iter) + offset;
-      for (size_t i = begin; i < end; ++i) out[i] += x[i];
-    }
-    for (size_t i = begin; i < end; ++i) out[i] *= scale;
+  std::vector<const Dtype*> parts;
+  for (int r = 0; r < comm_->size(); ++r) {
+    parts.push_back(RankSlot(g, r, iter) + offset);
   }
+  SumInOrder(parts, count, scale, out);
 }
 
 template <typename Dtype>
@@ -148,20 +141,30 @@ void SharedAllreduce<Dtype>::Release(int g, int64_t iter) {
 template <typename Dtype>
 void SharedAllreduce<Dtype>::WaitForFlag(int g, int64_t iter,
                                          bool published) const {
-  const int W = comm_->size();
-  auto behind = [&](int r) {
-    return Flag(Line(g, r), published)->load(std::memory_order_acquire) <
-           iter + 1;
-  };
+  WaitForRanks(
+      comm_->size(),
+      [&](int r) {
+        return Flag(Line(g, r), published)->load(std::memory_order_acquire) <
+               iter + 1;
+      },
+      memory_->timeout(), comm_->rank(),
+      StrCat("layer '", groups_[g].name, "', iteration ", iter),
+      published ? "publish the gradient in shared memory"
+                : "read the previous gradient in shared memory");
+}
+
+void WaitForRanks(int ranks, const std::function<bool(int)>& behind,
+                  std::chrono::milliseconds timeout, int self,
+                  const std::string& what, const std::string& doing,
+                  const std::vector<int>* job_ranks) {
   auto anyone_behind = [&] {
-    for (int r = 0; r < W; ++r) {
+    for (int r = 0; r < ranks; ++r) {
       if (behind(r)) return true;
     }
     return false;
   };
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const std::chrono::milliseconds timeout = memory_->timeout();
   for (int round = 1; anyone_behind(); ++round) {
     if (round < 2000) {
       std::this_thread::yield();
@@ -173,23 +176,40 @@ void SharedAllreduce<Dtype>::WaitForFlag(int g, int64_t iter,
       continue;
     }
     std::vector<int> late;
-    for (int r = 0; r < W; ++r) {
-      if (behind(r)) late.push_back(r);
+    for (int r = 0; r < ranks; ++r) {
+      if (behind(r)) late.push_back(job_ranks ? job_ranks->at(r) : r);
     }
     std::string who = late.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < late.size(); ++i) {
       who += StrCat(i == 0 ? "" : ", ", late[i]);
     }
-    POSEIDON_THROW(DistributedError, "rank ", comm_->rank(), ": layer '",
-                   groups_[g].name, "', iteration ", iter,
+    POSEIDON_THROW(DistributedError, "rank ", self, ": ", what,
                    ": timed out after ", FormatSeconds(timeout),
-                   " waiting for ", who, " to ",
-                   published ? "publish the gradient"
-                             : "read the previous gradient",
-                   " in shared memory");
+                   " waiting for ", who, " to ", doing);
   }
 }
 
+template <typename Dtype>
+void SumInOrder(const std::vector<const Dtype*>& parts, size_t count,
+                Dtype scale, Dtype* out) {
+  CHECK(!parts.empty());
+  constexpr size_t kBlock = 2048;
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t end = std::min(count, begin + kBlock);
+    const Dtype* first = parts[0];
+    for (size_t i = begin; i < end; ++i) out[i] = first[i];
+    for (size_t r = 1; r < parts.size(); ++r) {
+      const Dtype* x = parts[r];
+      for (size_t i = begin; i < end; ++i) out[i] += x[i];
+    }
+    for (size_t i = begin; i < end; ++i) out[i] *= scale;
+  }
+}
+
+template void SumInOrder<float>(const std::vector<const float*>&, size_t,
+                                float, float*);
+template void SumInOrder<double>(const std::vector<const double*>&, size_t,
+                                 double, double*);
 template class SharedAllreduce<float>;
 template class SharedAllreduce<double>;
 

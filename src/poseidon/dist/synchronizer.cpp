@@ -15,6 +15,7 @@
 
 #include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/comm_thread.hpp"
+#include "poseidon/dist/host_level.hpp"
 #include "poseidon/dist/param_uses.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/dist/transport.hpp"
@@ -169,6 +170,9 @@ struct Synchronizer<Dtype>::Impl {
   // The collective thread outlives the transports' and the agreement's use
   // of it: it is joined first (see ~Synchronizer).
   std::unique_ptr<CommThread> collective;
+  // The host level's communicators (Note [Host level]); null without it.
+  // They outlive the transports that use them.
+  std::unique_ptr<HostComms> hosts;
   std::map<Kind, std::unique_ptr<Transport<Dtype>>> transports;
   std::unique_ptr<ActionAgreement> agreement;
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
@@ -186,6 +190,8 @@ struct Synchronizer<Dtype>::Impl {
   void MakeGroups();
   void MakePlan();
   void MakeTransports(const ClusterShape& cluster);
+  bool MakeHostTransports(const TransportContext& context,
+                          const std::map<Kind, vector<ExchangeSpec>>& specs);
   void Attach();
   void Stage(Group* g, int64_t iter, Dtype* dest);
   void Collect(int gid, int64_t iter);
@@ -330,6 +336,16 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
   cluster.dtype_bytes = sizeof(Dtype);
   cluster.shared_memory =
       param.shared_memory() && comm->size() > 1 && comm->OnOneHost();
+  if (param.host_level() && comm->size() > 1 && !comm->OnOneHost()) {
+    string why_not;
+    hosts = SplitByHost(comm, &why_not);
+    if (hosts) {
+      cluster.hosts = hosts->layout.hosts;
+      cluster.ranks_per_host = hosts->layout.local_size;
+    } else if (!why_not.empty() && Poseidon::root_solver()) {
+      LOG(WARNING) << "No host level: " << why_not;
+    }
+  }
   const CommType net_default = CommTypeFromProto(param.comm());
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   bool any_ps = false;
@@ -417,8 +433,25 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   }
   // Every rank has the same plan, so every rank makes the same (collective)
   // calls here, in the same order.
+  if (hosts) {
+    const bool made = MakeHostTransports(context, specs);
+    const string note =
+        made ? StrCat(" (host level: ", hosts->layout.hosts, " hosts x ",
+                      hosts->layout.local_size,
+                      " ranks, shared memory within a host)")
+             : string(" (no host level: the hosts' shared memory could not "
+                      "be mapped)");
+    for (PlannedLayer& p : plan) {
+      if (!cluster.shared_memory || p.transport != CommType::ALLREDUCE) {
+        p.reason += note;
+      }
+    }
+    if (!made) hosts.reset();
+  }
   for (auto& [kind, list] : specs) {
-    transports[kind] = Transport<Dtype>::Make(kind, context, list);
+    if (transports.count(kind) == 0) {
+      transports[kind] = Transport<Dtype>::Make(kind, context, list);
+    }
   }
   if (specs.count(Kind::kSharedMemory) > 0) {
     const bool mapped = transports[Kind::kSharedMemory] != nullptr;
@@ -462,6 +495,28 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   }
   agreement = std::make_unique<ActionAgreement>(
       comm, collective.get(), wait_free ? param.staleness() + 1 : 1);
+}
+
+// The host level's transports for PS, ring and SFB groups, on every rank or
+// on none: whether every host could map its memory is agreed first.
+template <typename Dtype>
+bool Synchronizer<Dtype>::Impl::MakeHostTransports(
+    const TransportContext& context,
+    const std::map<Kind, vector<ExchangeSpec>>& specs) {
+  std::map<Kind, std::unique_ptr<Transport<Dtype>>> made;
+  int32_t failed = 0;
+  for (const auto& [kind, list] : specs) {
+    if (kind == Kind::kSharedMemory) continue;
+    made[kind] = MakeHostTransport<Dtype>(kind, context, hosts.get(), list);
+    if (!made[kind]) failed = 1;
+  }
+  vector<int32_t> all(comm->size());
+  const Status s = comm->Allgather(&failed, sizeof(failed), all.data());
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
+                   ": agreeing on the host level: ", s.message());
+  if (std::count(all.begin(), all.end(), 0) != comm->size()) return false;
+  for (auto& [kind, t] : made) transports[kind] = std::move(t);
+  return true;
 }
 
 template <typename Dtype>

@@ -38,9 +38,11 @@ std::vector<std::string> GroupNames(const std::vector<ExchangeSpec>& groups) {
 
 // ---- Completions ------------------------------------------------------------
 
-Completions::Completions(Communicator* comm, std::vector<std::string> names)
+Completions::Completions(Communicator* comm, std::vector<std::string> names,
+                         std::chrono::milliseconds slack)
     : comm_(comm),
       names_(std::move(names)),
+      slack_(slack),
       done_(names_.size(), -1),
       error_(names_.size()),
       progress_(std::chrono::steady_clock::now()) {}
@@ -70,7 +72,7 @@ void Completions::Wait(int g, int64_t iter, const char* transport) {
   if (!ready()) {
     // See Note [Polling on a shared core] in mpi_communicator.hpp.
     UrgentScope urgent(comm_);
-    const auto timeout = comm_->timeout();
+    const auto timeout = comm_->timeout() + slack_;
     // A wait ends in failure only when no exchange of this transport ended
     // for a whole timeout: a slow but moving exchange is not a dead peer.
     while (!ready()) {

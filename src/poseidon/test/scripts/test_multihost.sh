@@ -124,11 +124,11 @@ passed=0
 failed=0
 SUMMARY=()
 
-# check_run NAME FUNCTION: runs FUNCTION (which returns non-zero on failure)
-# and then checks that every host sent and received at least
-# MIN_LINK_BYTES through its capped link meanwhile.
+# check_run NAME FUNCTION [HOSTS]: runs FUNCTION (which returns non-zero on
+# failure) and then checks that every host (or the first HOSTS) sent and
+# received at least MIN_LINK_BYTES through its capped link meanwhile.
 check_run() {
-  local name=$1 fn=$2 before after t0 t1 status i
+  local name=$1 fn=$2 used=${3:-${#HOST_ADDRS[@]}} before after t0 t1 status i
   before=$(link_counters)
   t0=$(date +%s.%N)
   echo "==== $name"
@@ -145,7 +145,8 @@ check_run() {
   while read -r b_sent b_recv && read -r a_sent a_recv <&3; do
     local sent=$((a_sent - b_sent)) recv=$((a_recv - b_recv))
     printf '  %-12s %14d %14d\n' "${HOST_ADDRS[$i]}" "$sent" "$recv"
-    if [ "$sent" -lt $MIN_LINK_BYTES ] || [ "$recv" -lt $MIN_LINK_BYTES ]; then
+    if [ $i -lt "$used" ] &&
+       { [ "$sent" -lt $MIN_LINK_BYTES ] || [ "$recv" -lt $MIN_LINK_BYTES ]; }; then
       links_ok=0
     fi
     i=$((i + 1))
@@ -208,10 +209,89 @@ train_lenet() {
   [ -f "$WORK/lenet_iter_100.caffemodel" ] || { echo "no final snapshot"; return 1; }
 }
 
+# The host level (Note [Host level] in dist/host_level.hpp): 2 hosts x 2
+# ranks, LeNet with batch 16 per rank and the parameter server, with the
+# host level on and off. Each trains to the weights of one process with
+# batch 64 (the same 64 samples per iteration): every parameter within
+# 1e-4 (1 + |w|) after 20 iterations, the float-rounding drift of sums
+# added in another order. The bytes through the hosts' links per
+# iteration, (bytes of 25 iterations - bytes of 5) / 20 so that start-up
+# traffic cancels, must be about half with the host level on: per host S
+# instead of 2 S for S bytes of gradient (a PS over 2 hosts with each rank
+# owning half the slices, vs 2 ranks per host each pushing and pulling).
+host_level_bytes=()
+host_level_solver() {  # ITERS HOST_LEVEL PREFIX BATCH OUT
+  sed -e "s|^net: .*|net: \"$WORK/lenet$4.prototxt\"|" \
+      -e "s/^max_iter: .*/max_iter: $1/" -e "s/^test_interval: .*/test_interval: 1000/" \
+      -e "s/^test_iter: .*/test_iter: 1/" -e "s/^snapshot: .*/snapshot: 0/" \
+      -e "s/^display: .*/display: 5/" \
+      -e "s|^snapshot_prefix: .*|snapshot_prefix: \"$3\"|" \
+    "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_solver.prototxt" > "$5"
+  printf 'random_seed: 5\ndistributed { comm: PS host_level: %s }\n' "$2" >> "$5"
+}
+host_level_run() {  # ITERS HOST_LEVEL: one 2 x 2 run, bytes into host_level_bytes
+  local before after out status
+  host_level_solver "$1" "$2" "$WORK/hl_$2_$1" 16 "$WORK/hl_$2_$1.prototxt"
+  before=$(link_counters | awk '{s += $1} END {print s}')
+  out=$(run_in_cluster 4 -x POSEIDON_NUM_THREADS=1 \
+        "$BUILD_DIR/tools/poseidon_train" train --solver="$WORK/hl_$2_$1.prototxt")
+  status=$?
+  after=$(link_counters | awk '{s += $1} END {print s}')
+  echo "$out" | grep -E "host level|Error|Optimization Done" | head -4
+  [ $status -eq 0 ] || { echo "$out" | tail -20; return $status; }
+  host_level_bytes+=($((after - before)))
+}
+train_host_level() {
+  [ ${#HOST_ADDRS[@]} -ge 2 ] || { echo "needs 2 hosts"; return 1; }
+  for batch in 16 64; do
+    sed -e "0,/batch_size: 64/s//batch_size: $batch/" \
+        -e "s|data/fashion_mnist|$SOURCE_DIR/data/fashion_mnist|" \
+      "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_train_test.prototxt" \
+      > "$WORK/lenet$batch.prototxt"
+  done
+  host_level_bytes=()
+  local on off
+  for level in true false; do
+    host_level_run 5 $level || return 1
+    host_level_run 25 $level || return 1
+  done
+  on=$(( (host_level_bytes[1] - host_level_bytes[0]) / 20 ))
+  off=$(( (host_level_bytes[3] - host_level_bytes[2]) / 20 ))
+  echo "bytes sent through the hosts' links per iteration: host level on $on, off $off"
+  awk -v a="$on" -v b="$off" 'BEGIN { r = a / b; printf "ratio %.3f\n", r;
+    exit !(r > 0.42 && r < 0.58) }' ||
+    { echo "the host level should halve the bytes between hosts"; return 1; }
+  # One process with the whole batch, 25 iterations.
+  host_level_solver 25 false "$WORK/alone" 64 "$WORK/alone.prototxt"
+  "$BUILD_DIR/tools/poseidon_train" train --solver="$WORK/alone.prototxt" \
+    > "$WORK/alone.log" 2>&1 || { tail -5 "$WORK/alone.log"; return 1; }
+  protoc --proto_path="$SOURCE_DIR/src/poseidon/proto" \
+    --python_out="$WORK" caffe.proto || return 1
+  PYTHONPATH=$WORK python3 - "$WORK/alone_iter_25.caffemodel" \
+      "$WORK/hl_true_25_iter_25.caffemodel" "$WORK/hl_false_25_iter_25.caffemodel" <<'PY'
+import sys
+import caffe_pb2
+def weights(path):
+    net = caffe_pb2.NetParameter()
+    net.ParseFromString(open(path, "rb").read())
+    return {(l.name, i): list(b.data) for l in net.layer for i, b in enumerate(l.blobs)}
+alone = weights(sys.argv[1])
+assert alone, "no weights in " + sys.argv[1]
+for path in sys.argv[2:]:
+    other = weights(path)
+    assert other.keys() == alone.keys(), (path, other.keys())
+    worst = max(abs(a - b) / (1 + abs(a)) for k in alone
+                for a, b in zip(alone[k], other[k]))
+    print("%s: worst relative difference from one process %.2e" % (path, worst))
+    assert worst <= 1e-4, path
+PY
+}
+
 check_run "mpi_selftest, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
   mpi_selftest
 check_run "poseidon_train LeNet, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
   train_lenet
+check_run "host level, 2 hosts x 2 ranks, on and off" train_host_level 2
 
 # ---- summary ------------------------------------------------------------------------
 echo "==== multihost_netns summary (links capped at ${RATE:-no rate})"
