@@ -77,6 +77,8 @@ class ParamServer {
   // Bytes this rank has sent to and received from other ranks, pushes and
   // pulls together with its shard's traffic (headers included).
   uint64_t bytes_moved() const;
+  // The part of bytes_moved() that was block `block`'s.
+  uint64_t block_bytes(int block) const;
 
  private:
   struct Pending;

@@ -1,32 +1,53 @@
 // The per-layer choice of transport (parameter server, sufficient factor
-// broadcasting or allreduce) from a model of the bytes each node must send
-// and receive per iteration, evaluated once at start-up. Pure functions of
-// their arguments: every rank computes the same choice, and any thread may
-// call them.
+// broadcasting or allreduce) from a model of the time each transport takes
+// per iteration, evaluated once at start-up. Pure functions of their
+// arguments: every rank computes the same choice, and any thread may call
+// them.
 //
 // Notation (Poseidon, USENIX ATC'17): a layer's weights form an M x N matrix
 // (M outputs, N inputs; InnerProduct stores them N_out x K_in, i.e. M x N);
 // K rows of input per worker per iteration (the batch, times the dims before
 // InnerProduct's `axis`); P1 workers, P2 server shards; S = (M N + bias)
-// parameter elements x dtype bytes. Bytes per node per iteration, sent plus
-// received (see Note [Counting both directions]):
+// parameter elements x dtype bytes; d = dtype bytes. Network bytes per node
+// per iteration, sent plus received (see Note [Counting both directions]):
 //   PS, worker node             2 S
 //   PS, server node             2 P1 S / P2
 //   PS, worker + server on one node   2 S (P1 + P2 - 2) / P2
-//   SFB                         2 K (P1 - 1) (M + N) x dtype bytes
+//   SFB                         2 K (P1 - 1) (M + N) d
 //   ALLREDUCE (ring, n = P1)    4 (n - 1) / n x S
 // Without colocation a PS node is either kind; the model charges the busier.
 // When every rank runs on one host and shares memory (ClusterShape::
-// shared_memory), ALLREDUCE sends no messages at all and costs 0 (Note
-// [Shared memory allreduce], shared_allreduce.cpp), so AUTO picks it for every
-// layer.
+// shared_memory), ALLREDUCE sends no messages at all (Note [Shared memory
+// allreduce], shared_allreduce.cpp).
+// With the host level (ClusterShape::hosts H of ranks_per_host L ranks; Note
+// [Host level] in host_level.hpp), a node is a rank, and what it sends over
+// the network is its share of the host's:
+//   PS          2 (S / L) (2 H - 2) / H  (a colocated PS of H nodes on a
+//               slice of S / L)
+//   ALLREDUCE   4 (H - 1) / H x S / L
+//   SFB         2 K (H - 1) (M + N) d    (its own factors, to H - 1 hosts)
 // The ALLREDUCE figure is a ring's; the reference AllreduceSumByAllgather
 // moves n / 2 times more (Note [Deterministic allreduce], communicator.hpp).
 // The bias costs nothing extra under SFB: its gradient is the column sums of
 // U (K x M numbers already sent); PS and allreduce move its M numbers.
 //
+// Note [Cost model time]
+// Predicted seconds per iteration = network time + memory time + compute:
+//   network   the bytes of the host's ranks (L x a rank's) over the host
+//             link, network_bandwidth bytes/s each way (full duplex: both
+//             directions counted, so divided by 2 x bandwidth);
+//   memory    bytes a rank copies and sums through memory (the shared-memory
+//             allreduce reads every rank's slot: P1 S; the host level stages
+//             S, sums S and reads S back) at shared_memory_bandwidth;
+//   compute   what the transport adds at `flops`: SFB rebuilds the weight
+//             gradient from every rank's factors, 2 M N K (P1 - 1) FLOPs
+//             more than the layer's own backward (which SFB skips); the
+//             reductions of PS and ALLREDUCE cost memory time, not FLOPs.
+// The three are added, not overlapped: the exchange of one layer also
+// overlaps the others' backward, which the model does not see.
+//
 // Choice: a forced transport wins (a param's ParamSpec.comm over the net's
-// DistributedParameter.comm); AUTO takes the cheapest, preferring PS, then
+// DistributedParameter.comm); AUTO takes the fastest, preferring PS, then
 // ALLREDUCE, then SFB on ties. SFB applies only to InnerProduct layers:
 // forcing it on another layer through ParamSpec.comm is a ConfigError naming
 // the layer; a net-wide SFB default falls back to AUTO for such layers.
@@ -81,6 +102,22 @@ struct ClusterShape {
   // `ranks_per_host` ranks each; 1 and 1 without it.
   int hosts = 1;
   int ranks_per_host = 1;
+  // Rates for Note [Cost model time]: a host's network link, each way, in
+  // bytes/s (10 Gbit/s); a rank's copies and sums through memory, bytes/s;
+  // a rank's floating-point rate, FLOP/s. The synchroniser configures the
+  // first (DistributedParameter.network_gbits) and measures the others.
+  double network_bandwidth = 1.25e9;
+  double memory_bandwidth = 5e9;
+  double flops = 20e9;
+};
+
+// One transport's predicted cost for one layer per iteration (per rank;
+// Note [Cost model time]).
+struct CommCost {
+  double bytes = 0;         // over the network, sent + received
+  double memory_bytes = 0;  // copied and summed through memory
+  double flops = 0;         // added arithmetic
+  double seconds = 0;       // the sum of the three at the cluster's rates
 };
 
 // Describes a layer from its parameter and its parameter blobs' shapes
@@ -94,11 +131,14 @@ LayerCommShape DescribeLayer(const LayerParameter& param,
 // True for layers whose gradient is a sum of outer products (InnerProduct).
 bool SfbEligible(const LayerCommShape& layer);
 
-// Predicted bytes sent plus received per node per iteration under `transport`
-// (PS, SFB or ALLREDUCE; not AUTO). SFB on an ineligible layer costs
-// +infinity. Throws ConfigError on a bad cluster shape.
+// Predicted network bytes sent plus received per node per iteration under
+// `transport` (PS, SFB or ALLREDUCE; not AUTO). SFB on an ineligible layer
+// costs +infinity. Throws ConfigError on a bad cluster shape.
 double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
                     CommType transport);
+// The whole cost: bytes (as PredictBytes), memory, compute and seconds.
+CommCost PredictCost(const LayerCommShape& layer, const ClusterShape& cluster,
+                     CommType transport);
 
 // The transport a layer's params force, from their ParamSpec.comm; nullopt
 // when none sets it. Throws ConfigError naming the layer when its params ask
@@ -107,10 +147,11 @@ std::optional<CommType> LayerCommOverride(const LayerParameter& param);
 
 struct TransportChoice {
   CommType type = CommType::PS;
-  double bytes = 0;     // predicted for `type`
+  double bytes = 0;     // predicted network bytes for `type`
+  double seconds = 0;   // predicted time for `type`
   bool forced = false;  // set by comm, not by the cost model
-  // "fc6: SFB 2.1 MB vs PS 302 MB vs ALLREDUCE 302 MB per node per
-  // iteration", with the reason when forced.
+  // "fc6: SFB 2.1 MB 3.2 ms vs PS 302 MB 121 ms vs ALLREDUCE 302 MB 121 ms
+  // per node per iteration", with the reason when forced.
   std::string reason;
 };
 
@@ -124,6 +165,8 @@ TransportChoice ChooseTransport(
 
 // "2.1 MB", "302 MB", "512 B" (decimal units).
 std::string FormatBytes(double bytes);
+// "35 us", "3.2 ms", "121 ms", "1.4 s".
+std::string FormatDuration(double seconds);
 
 }  // namespace dist
 }  // namespace poseidon

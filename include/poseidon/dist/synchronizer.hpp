@@ -77,8 +77,17 @@ struct PlannedLayer {
   std::string layer;     // the layer whose backward hands the gradients over
   CommType transport = CommType::PS;
   double predicted_bytes = 0;  // per rank per iteration, sent + received
+  double predicted_seconds = 0;  // per iteration (Note [Cost model time])
   size_t elements = 0;         // parameter elements exchanged
   std::string reason;          // from the cost model, or why it was forced
+  // Measured so far: bytes this rank moved for the layer, its exchanges,
+  // and their summed time from posting to the first moment the training
+  // thread saw them done (an upper bound: it looks between layers).
+  // Of that time, blocked_seconds the training thread spent waiting.
+  uint64_t measured_bytes = 0;
+  int64_t exchanges = 0;
+  double measured_seconds = 0;
+  double blocked_seconds = 0;
 };
 
 template <typename Dtype>

@@ -44,6 +44,7 @@
 #ifndef POSEIDON_DIST_TRANSPORT_HPP_
 #define POSEIDON_DIST_TRANSPORT_HPP_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -108,8 +109,10 @@ class Transport {
   virtual void Read(int g, int64_t iter, size_t offset, size_t count,
                     Dtype scale, Dtype* out) = 0;
   virtual void Release(int g, int64_t iter) = 0;
-  // Bytes this rank sent and received for this transport so far.
+  // Bytes this rank sent and received for this transport so far, in all
+  // and for group g.
   virtual uint64_t bytes_moved() const = 0;
+  virtual uint64_t group_bytes(int g) const = 0;
 
   // Makes the transport of `kind` for `groups` (indices into `groups` are
   // the g of the calls above). Collective when the transport needs it (the
@@ -155,6 +158,22 @@ class SlotBuffers {
  private:
   int num_slots_;
   std::vector<std::vector<std::vector<Dtype>>> slots_;
+};
+
+// Bytes moved per group and in all, counted by communication threads.
+class ByteCounts {
+ public:
+  explicit ByteCounts(size_t groups) : groups_(groups) {}
+  void Add(int g, uint64_t bytes) {
+    all_ += bytes;
+    groups_[g] += bytes;
+  }
+  uint64_t all() const { return all_.load(); }
+  uint64_t group(int g) const { return groups_[g].load(); }
+
+ private:
+  std::atomic<uint64_t> all_{0};
+  std::vector<std::atomic<uint64_t>> groups_;
 };
 
 // The completion bookkeeping of transports whose exchanges run on

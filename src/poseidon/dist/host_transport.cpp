@@ -241,6 +241,9 @@ class HostDenseTransport final : public Transport<Dtype> {
   }
 
   uint64_t bytes_moved() const override { return inner_->bytes_moved(); }
+  uint64_t group_bytes(int g) const override {
+    return inner_index_[g] < 0 ? 0 : inner_->group_bytes(inner_index_[g]);
+  }
 
  private:
   // On the host thread: once every rank of the host published `iter`, sums
@@ -313,7 +316,8 @@ class HostSfbTransport final : public Transport<Dtype> {
         groups_(std::move(groups)),
         memory_(std::move(memory)),
         done_(context.comm, GroupNames(groups_), context.comm->timeout()),
-        first_iter_(groups_.size(), -1) {
+        first_iter_(groups_.size(), -1),
+        bytes_(groups_.size()) {
     for (const ExchangeSpec& g : groups_) {
       CHECK_EQ(g.payload, static_cast<size_t>(g.rows) * (g.M + g.N))
           << "SFB group '" << g.name << "'";
@@ -343,7 +347,8 @@ class HostSfbTransport final : public Transport<Dtype> {
               sums_[g][Slot(iter)].data() + offset, out);
   }
   void Release(int, int64_t) override {}
-  uint64_t bytes_moved() const override { return bytes_.load(); }
+  uint64_t bytes_moved() const override { return bytes_.all(); }
+  uint64_t group_bytes(int g) const override { return bytes_.group(g); }
 
  private:
   size_t Slot(int64_t iter) const {
@@ -368,8 +373,8 @@ class HostSfbTransport final : public Transport<Dtype> {
     const Status st = cross->Allgather(factors_[g][Slot(iter)].data(),
                                        per * sizeof(Dtype),
                                        memory_->Slot(g, l, iter));
-    bytes_ += static_cast<uint64_t>(2) * (cross->size() - 1) * per *
-              sizeof(Dtype);
+    bytes_.Add(g, static_cast<uint64_t>(2) * (cross->size() - 1) * per *
+                      sizeof(Dtype));
     if (!st.ok()) {
       done_.Finish(g, iter, st);
       return;
@@ -409,7 +414,7 @@ class HostSfbTransport final : public Transport<Dtype> {
   std::vector<int64_t> first_iter_;  // touched by the host thread only
   // [group][slot]: this rank's factors, and the rebuilt sum.
   std::vector<std::vector<std::vector<Dtype>>> factors_, sums_;
-  std::atomic<uint64_t> bytes_{0};
+  ByteCounts bytes_;
   std::unique_ptr<CommThread> host_thread_;  // destroyed first
 };
 

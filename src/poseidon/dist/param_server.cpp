@@ -37,7 +37,14 @@ int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
 
 template <typename Dtype>
 struct ParamServer<Dtype>::Counters {
+  explicit Counters(size_t blocks) : per_block(blocks) {}
   std::atomic<uint64_t> bytes{0};
+  std::vector<std::atomic<uint64_t>> per_block;
+
+  void Add(int block, size_t n) {
+    bytes += n;
+    per_block[block] += n;
+  }
 };
 
 // One exchange in flight: the push and pull threads each report once.
@@ -72,7 +79,7 @@ ParamServer<Dtype>::ParamServer(Communicator* comm,
     : comm_(comm),
       partition_(partition),
       timeline_(timeline),
-      counters_(new Counters) {
+      counters_(new Counters(partition->blocks().size())) {
   POSEIDON_REQUIRE(num_push_threads >= 1 && num_pull_threads >= 1,
                    ConfigError,
                    "distributed num_push_threads and num_pull_threads must "
@@ -99,6 +106,11 @@ ParamServer<Dtype>::~ParamServer() {
 template <typename Dtype>
 uint64_t ParamServer<Dtype>::bytes_moved() const {
   return counters_->bytes.load();
+}
+
+template <typename Dtype>
+uint64_t ParamServer<Dtype>::block_bytes(int block) const {
+  return counters_->per_block[block].load();
 }
 
 template <typename Dtype>
@@ -184,7 +196,7 @@ void ParamServer<Dtype>::Push(int64_t iter, const BlockRef& block,
   std::memcpy(msg, &header, sizeof(header));
   std::memcpy(msg + sizeof(header), block.data, b.count * sizeof(Dtype));
   Status s = comm_->Send(msg, bytes, b.shard, PushTag(block.id));
-  if (b.shard != comm_->rank()) counters_->bytes += bytes;
+  if (b.shard != comm_->rank()) counters_->Add(block.id, bytes);
   if (!s.ok()) {
     *status = Status::Failure(StrCat("push of block ", block.id,
                                      " (iteration ", iter, ") to shard ",
@@ -199,7 +211,7 @@ void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
   const size_t bytes = sizeof(BlockHeader) + b.count * sizeof(Dtype);
   char* msg = ThreadBuffer(bytes);
   Status s = comm_->Recv(msg, bytes, b.shard, PullTag(block.id));
-  if (b.shard != comm_->rank()) counters_->bytes += bytes;
+  if (b.shard != comm_->rank()) counters_->Add(block.id, bytes);
   if (!s.ok()) {
     *status = Status::Failure(StrCat("pull of block ", block.id,
                                      " (iteration ", iter, ") from shard ",
@@ -231,7 +243,7 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
   Dtype* sum = reinterpret_cast<Dtype*>(out + sizeof(BlockHeader));
   for (int r = 0; r < n; ++r) {
     Status s = comm_->Recv(msg, bytes, r, PushTag(block));
-    if (r != comm_->rank()) counters_->bytes += bytes;
+    if (r != comm_->rank()) counters_->Add(block, bytes);
     if (!s.ok()) {
       return Status::Failure(StrCat("waiting for rank ", r, "'s push of block ",
                                     block, " (iteration ", iter,
@@ -256,7 +268,7 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
   std::memcpy(out, &header, sizeof(header));
   for (int r = 0; r < n; ++r) {
     Status s = comm_->Send(out, bytes, r, PullTag(block));
-    if (r != comm_->rank()) counters_->bytes += bytes;
+    if (r != comm_->rank()) counters_->Add(block, bytes);
     if (!s.ok()) {
       return Status::Failure(StrCat("sending the sum of block ", block,
                                     " (iteration ", iter, ") to rank ", r,

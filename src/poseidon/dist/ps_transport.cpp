@@ -81,6 +81,13 @@ class PsTransport final : public Transport<Dtype> {
   }
   void Release(int, int64_t) override {}
   uint64_t bytes_moved() const override { return server_->bytes_moved(); }
+  uint64_t group_bytes(int g) const override {
+    uint64_t sum = 0;
+    for (const auto& block : blocks_[g]) {
+      sum += server_->block_bytes(block.first);
+    }
+    return sum;
+  }
 
  private:
   TransportContext context_;

@@ -21,7 +21,8 @@ class SfbTransport final : public Transport<Dtype> {
                std::vector<ExchangeSpec> groups)
       : context_(context),
         groups_(std::move(groups)),
-        completions_(context.comm, GroupNames(groups_)) {
+        completions_(context.comm, GroupNames(groups_)),
+        bytes_(groups_.size()) {
     const int W = context.comm->size();
     for (const ExchangeSpec& g : groups_) {
       CHECK_EQ(g.payload, static_cast<size_t>(g.rows) * (g.M + g.N))
@@ -66,7 +67,8 @@ class SfbTransport final : public Transport<Dtype> {
               sums_[g][Slot(iter)].data() + offset, out);
   }
   void Release(int, int64_t) override {}
-  uint64_t bytes_moved() const override { return bytes_.load(); }
+  uint64_t bytes_moved() const override { return bytes_.all(); }
+  uint64_t group_bytes(int g) const override { return bytes_.group(g); }
 
  private:
   size_t Slot(int64_t iter) const {
@@ -82,7 +84,7 @@ class SfbTransport final : public Transport<Dtype> {
     const size_t per = spec.payload;
     Status st = comm->Allgather(factors_[g][s].data(), per * sizeof(Dtype),
                                 gathered_[g][s].data());
-    bytes_ += static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype);
+    bytes_.Add(g, static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype));
     if (!st.ok()) return st;
     std::vector<SufficientFactors<Dtype>> peers(W);
     const size_t u = static_cast<size_t>(spec.rows) * spec.M;
@@ -103,7 +105,7 @@ class SfbTransport final : public Transport<Dtype> {
   Completions completions_;
   // [group][slot]: this rank's factors, every rank's, and the rebuilt sum.
   std::vector<std::vector<std::vector<Dtype>>> factors_, gathered_, sums_;
-  std::atomic<uint64_t> bytes_{0};
+  ByteCounts bytes_;
 };
 
 }  // namespace

@@ -33,6 +33,7 @@ class SharedMemoryTransport final : public Transport<Dtype> {
   }
   void Release(int g, int64_t iter) override { shared_->Release(g, iter); }
   uint64_t bytes_moved() const override { return 0; }
+  uint64_t group_bytes(int) const override { return 0; }
 
  private:
   std::unique_ptr<SharedAllreduce<Dtype>> shared_;

@@ -2,6 +2,7 @@
 #include "poseidon/dist/sync_policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -71,8 +72,9 @@ bool SfbEligible(const LayerCommShape& layer) {
   return layer.type == "InnerProduct";
 }
 
-double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
-                    CommType transport) {
+namespace {
+
+void CheckCluster(const LayerCommShape& layer, const ClusterShape& cluster) {
   POSEIDON_REQUIRE(cluster.num_workers >= 1 && cluster.num_servers >= 1,
                    ConfigError, "cost model for layer ", layer.name,
                    ": needs at least one worker and one server, got ",
@@ -81,21 +83,46 @@ double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
   POSEIDON_REQUIRE(cluster.dtype_bytes > 0, ConfigError,
                    "cost model for layer ", layer.name,
                    ": dtype_bytes must be positive");
+  POSEIDON_REQUIRE(cluster.hosts >= 1 && cluster.ranks_per_host >= 1,
+                   ConfigError, "cost model for layer ", layer.name,
+                   ": needs at least one host of one rank, got ",
+                   cluster.hosts, " of ", cluster.ranks_per_host);
+  POSEIDON_REQUIRE(cluster.network_bandwidth > 0 &&
+                       cluster.memory_bandwidth > 0 && cluster.flops > 0,
+                   ConfigError, "cost model for layer ", layer.name,
+                   ": rates must be positive");
+}
+
+bool HostLevel(const ClusterShape& cluster) {
+  return cluster.hosts > 1 && cluster.ranks_per_host > 1;
+}
+
+}  // namespace
+
+double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
+                    CommType transport) {
+  CheckCluster(layer, cluster);
   const double p1 = cluster.num_workers;
   const double p2 = cluster.num_servers;
   const double dtype = static_cast<double>(cluster.dtype_bytes);
   const double s =
       (static_cast<double>(layer.M) * layer.N + layer.bias) * dtype;
+  const double factors = static_cast<double>(layer.K) *
+                         static_cast<double>(layer.M + layer.N) * dtype;
+  const bool hosts = HostLevel(cluster);
+  const double h = cluster.hosts;
+  const double l = cluster.ranks_per_host;
   switch (transport) {
     case CommType::PS:
+      if (hosts) return 2 * (s / l) * (2 * h - 2) / h;
       if (cluster.colocated) return 2 * s * (p1 + p2 - 2) / p2;
       return std::max(2 * s, 2 * p1 * s / p2);
     case CommType::SFB:
       if (!SfbEligible(layer)) return std::numeric_limits<double>::infinity();
-      return 2 * static_cast<double>(layer.K) * (p1 - 1) *
-             static_cast<double>(layer.M + layer.N) * dtype;
+      return 2 * (hosts ? h - 1 : p1 - 1) * factors;
     case CommType::ALLREDUCE:
       if (cluster.shared_memory) return 0;
+      if (hosts) return 4 * (h - 1) / h * s / l;
       return 4 * (p1 - 1) / p1 * s;
     case CommType::AUTO:
       break;
@@ -103,6 +130,40 @@ double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
   LOG(FATAL) << "PredictBytes needs a concrete transport, got "
              << CommTypeName(transport);
   return 0;
+}
+
+CommCost PredictCost(const LayerCommShape& layer, const ClusterShape& cluster,
+                     CommType transport) {
+  CommCost cost;
+  cost.bytes = PredictBytes(layer, cluster, transport);
+  if (std::isinf(cost.bytes)) {
+    cost.seconds = cost.bytes;
+    return cost;
+  }
+  const double p1 = cluster.num_workers;
+  const double dtype = static_cast<double>(cluster.dtype_bytes);
+  const double s =
+      (static_cast<double>(layer.M) * layer.N + layer.bias) * dtype;
+  const bool hosts = HostLevel(cluster);
+  if (p1 > 1) {
+    if (transport == CommType::SFB) {
+      // Every rank's factors rebuilt, less the layer's own product.
+      cost.flops = 2.0 * layer.M * layer.N * layer.K * (p1 - 1);
+      if (hosts) {
+        cost.memory_bytes = 2.0 * p1 * layer.K * (layer.M + layer.N) * dtype;
+      }
+    } else if (transport == CommType::ALLREDUCE && cluster.shared_memory) {
+      cost.memory_bytes = (p1 + 1) * s;  // stage, then sum every slot
+    } else if (hosts) {
+      cost.memory_bytes = 3 * s;  // stage, sum the slice, read back
+    }
+  }
+  // The host link carries every rank of the host.
+  const double link = cost.bytes * (hosts ? cluster.ranks_per_host : 1);
+  cost.seconds = link / (2 * cluster.network_bandwidth) +
+                 cost.memory_bytes / cluster.memory_bandwidth +
+                 cost.flops / cluster.flops;
+  return cost;
 }
 
 std::optional<CommType> LayerCommOverride(const LayerParameter& param) {
@@ -141,6 +202,20 @@ std::string FormatBytes(double bytes) {
   return text;
 }
 
+std::string FormatDuration(double seconds) {
+  char text[32];
+  if (seconds < 1e-3) {
+    std::snprintf(text, sizeof(text), "%.0f us", seconds * 1e6);
+  } else if (seconds < 1e-2) {
+    std::snprintf(text, sizeof(text), "%.1f ms", seconds * 1e3);
+  } else if (seconds < 1) {
+    std::snprintf(text, sizeof(text), "%.0f ms", seconds * 1e3);
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f s", seconds);
+  }
+  return text;
+}
+
 TransportChoice ChooseTransport(const LayerCommShape& layer,
                                 const ClusterShape& cluster,
                                 CommType net_default,
@@ -148,9 +223,9 @@ TransportChoice ChooseTransport(const LayerCommShape& layer,
   // Preference on ties: PS (the only one that allows bounded staleness),
   // then ALLREDUCE, then SFB.
   const CommType kOrder[] = {CommType::PS, CommType::ALLREDUCE, CommType::SFB};
-  double bytes[4] = {0, 0, 0, 0};
+  CommCost cost[4];
   for (CommType t : kOrder) {
-    bytes[static_cast<int>(t)] = PredictBytes(layer, cluster, t);
+    cost[static_cast<int>(t)] = PredictCost(layer, cluster, t);
   }
   const bool eligible = SfbEligible(layer);
 
@@ -181,23 +256,27 @@ TransportChoice ChooseTransport(const LayerCommShape& layer,
   } else {
     choice.type = kOrder[0];
     for (CommType t : kOrder) {
-      const double b = bytes[static_cast<int>(t)];
-      const double best = bytes[static_cast<int>(choice.type)];
-      if (b < best * (1 - 1e-12)) choice.type = t;
+      const double time = cost[static_cast<int>(t)].seconds;
+      const double best = cost[static_cast<int>(choice.type)].seconds;
+      if (time < best * (1 - 1e-12)) choice.type = t;
     }
   }
-  choice.bytes = bytes[static_cast<int>(choice.type)];
+  choice.bytes = cost[static_cast<int>(choice.type)].bytes;
+  choice.seconds = cost[static_cast<int>(choice.type)].seconds;
+  auto describe = [&](CommType t) {
+    const CommCost& c = cost[static_cast<int>(t)];
+    return StrCat(CommTypeName(t), " ", FormatBytes(c.bytes), " ",
+                  FormatDuration(c.seconds));
+  };
 
   std::string others;
   const CommType kListing[] = {CommType::SFB, CommType::PS,
                                CommType::ALLREDUCE};
   for (CommType t : kListing) {
     if (t == choice.type || (t == CommType::SFB && !eligible)) continue;
-    others += StrCat(" vs ", CommTypeName(t), " ",
-                     FormatBytes(bytes[static_cast<int>(t)]));
+    others += StrCat(" vs ", describe(t));
   }
-  choice.reason = StrCat(layer.name, ": ", CommTypeName(choice.type), " ",
-                         FormatBytes(choice.bytes), others,
+  choice.reason = StrCat(layer.name, ": ", describe(choice.type), others,
                          " per node per iteration", note);
   return choice;
 }

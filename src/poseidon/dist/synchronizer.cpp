@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <limits>
@@ -17,6 +19,7 @@
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/host_level.hpp"
 #include "poseidon/dist/param_uses.hpp"
+#include "poseidon/dist/shared_flags.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/dist/transport.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
@@ -149,6 +152,7 @@ struct Synchronizer<Dtype>::Impl {
     int index = -1;
     int64_t next_apply = 0;  // the first iteration not yet applied
     int64_t last_posted = -1;
+    std::vector<double> posted_at;  // per slot: when it was posted (s)
   };
 
   Solver<Dtype>* solver;
@@ -167,6 +171,7 @@ struct Synchronizer<Dtype>::Impl {
   vector<int> local_params;         // updated without exchange
   vector<PlannedLayer> plan;
   double predicted = 0;
+  string rates_line;  // the cost model's rates, for the log
   // The collective thread outlives the transports' and the agreement's use
   // of it: it is joined first (see ~Synchronizer).
   std::unique_ptr<CommThread> collective;
@@ -327,9 +332,62 @@ void Synchronizer<Dtype>::Impl::MakeGroups() {
   }
 }
 
+namespace {
+
+double Seconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Note [Cost model time]: this rank's GEMM rate (what the SFB rebuild runs)
+// and its rate of summing arrays through memory, each the best of three
+// short runs (about 20 ms in all).
+void MeasureRates(double* flops, double* memory_bandwidth) {
+  constexpr int kN = 256;
+  std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN);
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = Seconds();
+    cpu_gemm<float>(CblasNoTrans, CblasNoTrans, kN, kN, kN, 1.f, a.data(),
+                    b.data(), 0.f, c.data());
+    best = std::min(best, Seconds() - t0);
+  }
+  *flops = 2.0 * kN * kN * kN / std::max(best, 1e-9);
+  constexpr size_t kCount = size_t{1} << 21;  // 8 MB per array
+  std::vector<float> x(kCount, 1.f), y(kCount, 2.f), out(kCount);
+  best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = Seconds();
+    SumInOrder<float>({x.data(), y.data()}, kCount, 1.f, out.data());
+    best = std::min(best, Seconds() - t0);
+  }
+  *memory_bandwidth = 3.0 * kCount * sizeof(float) / std::max(best, 1e-9);
+}
+
+}  // namespace
+
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::MakePlan() {
   ClusterShape cluster;
+  // Rank 0's measured rates, so that every rank plans alike.
+  double rates[2] = {0, 0};
+  if (comm->rank() == 0) MeasureRates(&rates[0], &rates[1]);
+  const Status shared = comm->Broadcast(rates, sizeof(rates), 0);
+  POSEIDON_REQUIRE(shared.ok(), DistributedError, "rank ", comm->rank(),
+                   ": receiving rank 0's cost model rates: ",
+                   shared.message());
+  cluster.flops = rates[0];
+  cluster.memory_bandwidth = rates[1];
+  POSEIDON_REQUIRE(param.network_gbits() > 0, ConfigError,
+                   "distributed network_gbits must be positive, got ",
+                   param.network_gbits());
+  cluster.network_bandwidth = param.network_gbits() * 1e9 / 8;
+  rates_line = StrCat("network ", param.network_gbits(),
+                      " Gbit/s per host (network_gbits), measured on rank 0: ",
+                      FormatBytes(cluster.memory_bandwidth), "/s through "
+                      "memory, ", std::lround(cluster.flops / 1e9),
+                      " GFLOP/s");
   cluster.num_workers = comm->size();
   cluster.num_servers = comm->size();
   cluster.colocated = true;
@@ -379,6 +437,7 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
     planned.layer = layer.layer_param().name();
     planned.transport = choice.type;
     planned.predicted_bytes = choice.bytes;
+    planned.predicted_seconds = choice.seconds;
     planned.elements = g.count;
     planned.reason = choice.reason;
     plan.push_back(planned);
@@ -564,6 +623,8 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   const int64_t begin = timeline ? timeline->NowMicros() : 0;
   Stage(&g, iter, g.via->Stage(g.index, iter));
   g.via->Post(g.index, iter);
+  g.posted_at.resize(slots);
+  g.posted_at[iter % slots] = Seconds();
   if (timeline && g.kind == Kind::kSharedMemory) {
     // The training thread's share of the exchange; the sum shows in the
     // timeline's wait+update before the next forward.
@@ -578,7 +639,12 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
   Group& g = groups[gid];
+  const double waiting = Seconds();
   g.via->Wait(g.index, iter);
+  const double done = Seconds();
+  plan[gid].measured_seconds += done - g.posted_at[iter % slots];
+  plan[gid].blocked_seconds += done - waiting;
+  ++plan[gid].exchanges;
   const Dtype scale = Dtype(1) / comm->size();
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (size_t i = 0; i < g.params.size(); ++i) {
@@ -789,7 +855,8 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
       LOG(INFO) << "  " << p.reason;
     }
     LOG(INFO) << "Predicted traffic per rank per iteration: "
-              << FormatBytes(d.predicted);
+              << FormatBytes(d.predicted) << " (cost model: "
+              << d.rates_line << ")";
   }
 }
 
@@ -808,7 +875,12 @@ Synchronizer<Dtype>::~Synchronizer() {
 
 template <typename Dtype>
 const vector<PlannedLayer>& Synchronizer<Dtype>::plan() const {
-  return impl_->plan;
+  Impl& d = *impl_;
+  for (size_t gid = 0; gid < d.groups.size(); ++gid) {
+    d.plan[gid].measured_bytes = d.groups[gid].via->group_bytes(
+        d.groups[gid].index);
+  }
+  return d.plan;
 }
 
 template <typename Dtype>

@@ -1,6 +1,7 @@
 // The training assembly shared by poseidon_train and the Python bindings.
 #include "poseidon/dist/trainer.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -140,6 +141,18 @@ void Trainer<Dtype>::Finish() {
                 << " per iteration measured, "
                 << FormatBytes(sync.predicted_bytes_per_iter(t))
                 << " predicted";
+    }
+    LOG(INFO) << "Per layer and iteration, measured (predicted): bytes; "
+              << "time from posting to done; of it, the training thread "
+              << "blocked";
+    for (const PlannedLayer& p : sync.plan()) {
+      const double n = std::max<int64_t>(p.exchanges, 1);
+      LOG(INFO) << "  " << p.layer << " " << CommTypeName(p.transport)
+                << ": " << FormatBytes(p.measured_bytes / n) << " ("
+                << FormatBytes(p.predicted_bytes) << "), "
+                << FormatDuration(p.measured_seconds / n) << " ("
+                << FormatDuration(p.predicted_seconds) << "); "
+                << FormatDuration(p.blocked_seconds / n) << " blocked";
     }
   }
   if (timeline_) {

@@ -130,7 +130,8 @@ class RingTransport final : public Transport<Dtype> {
       : context_(context),
         groups_(std::move(groups)),
         slots_(groups_, context.slots),
-        completions_(context.comm, GroupNames(groups_)) {}
+        completions_(context.comm, GroupNames(groups_)),
+        bytes_(groups_.size()) {}
 
   const char* name() const override { return "ALLREDUCE (ring)"; }
   Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }
@@ -145,8 +146,8 @@ class RingTransport final : public Transport<Dtype> {
           const size_t count = groups_[g].count;
           const Status s = RingAllreduceSum(comm, buf, count, kRingTag);
           const int W = comm->size();
-          bytes_ += static_cast<uint64_t>(4.0 * (W - 1) / W * count *
-                                          sizeof(Dtype));
+          bytes_.Add(g, static_cast<uint64_t>(4.0 * (W - 1) / W * count *
+                                              sizeof(Dtype)));
           if (timeline) {
             timeline->Complete(timeline->Lane("collective"), groups_[g].name,
                                "ALLREDUCE", begin, timeline->NowMicros(),
@@ -168,14 +169,15 @@ class RingTransport final : public Transport<Dtype> {
     slots_.Read(g, iter, offset, count, scale, out);
   }
   void Release(int, int64_t) override {}
-  uint64_t bytes_moved() const override { return bytes_.load(); }
+  uint64_t bytes_moved() const override { return bytes_.all(); }
+  uint64_t group_bytes(int g) const override { return bytes_.group(g); }
 
  private:
   TransportContext context_;
   std::vector<ExchangeSpec> groups_;
   SlotBuffers<Dtype> slots_;
   Completions completions_;
-  std::atomic<uint64_t> bytes_{0};
+  ByteCounts bytes_;
 };
 
 }  // namespace

@@ -30,12 +30,16 @@ LayerCommShape Fc(const std::string& name, int64_t M, int64_t N, int64_t K,
   return s;
 }
 
+// Nodes whose memory and arithmetic are free: time is the network's alone,
+// so the choices follow the bytes (the published crossovers are in bytes).
 ClusterShape Nodes(int p1, int p2, bool colocated = true) {
   ClusterShape c;
   c.num_workers = p1;
   c.num_servers = p2;
   c.colocated = colocated;
   c.dtype_bytes = 4;
+  c.memory_bandwidth = std::numeric_limits<double>::infinity();
+  c.flops = std::numeric_limits<double>::infinity();
   return c;
 }
 
@@ -132,9 +136,11 @@ TEST(SyncPolicyTest, ReasonListsEveryCandidate) {
   EXPECT_FALSE(choice.forced);
   EXPECT_DOUBLE_EQ(choice.bytes, 2.0 * 32 * 7 * (4096 + 25088) * 4);
   // 2 K (P - 1)(M + N) x 4 = 52.3 MB; PS and ring: 4 (7 / 8) S = 1.44 GB.
+  // At 10 Gbit/s each way: 52.3 MB / 2.5 GB/s = 21 ms; 1.44 GB: 575 ms.
+  EXPECT_DOUBLE_EQ(choice.seconds, choice.bytes / 2.5e9);
   EXPECT_EQ(choice.reason,
-            "fc6: SFB 52 MB vs PS 1.4 GB vs ALLREDUCE 1.4 GB per node per "
-            "iteration");
+            "fc6: SFB 52 MB 21 ms vs PS 1.4 GB 575 ms vs ALLREDUCE 1.4 GB "
+            "575 ms per node per iteration");
 }
 
 TEST(SyncPolicyTest, AllreduceWinsWhenServersAreFew) {
@@ -165,7 +171,7 @@ TEST(SyncPolicyTest, SharedMemoryMakesAllreduceFree) {
   const TransportChoice choice = ChooseTransport(ip1, one_host);
   EXPECT_EQ(choice.type, CommType::ALLREDUCE);
   EXPECT_EQ(choice.bytes, 0);
-  EXPECT_TRUE(Contains(choice.reason, "ip1: ALLREDUCE 0 B vs SFB"))
+  EXPECT_TRUE(Contains(choice.reason, "ip1: ALLREDUCE 0 B 0 us vs SFB"))
       << choice.reason;
   // A forced transport still wins.
   EXPECT_EQ(ChooseTransport(ip1, one_host, CommType::PS).type, CommType::PS);
@@ -207,7 +213,7 @@ TEST(SyncPolicyTest, OverridesWinOverTheCostModel) {
   TransportChoice c = ChooseTransport(fc, Nodes(8, 8), CommType::PS);
   EXPECT_EQ(c.type, CommType::PS);
   EXPECT_TRUE(c.forced);
-  EXPECT_TRUE(Contains(c.reason, "fc6: PS 1.4 GB vs SFB 52 MB")) << c.reason;
+  EXPECT_TRUE(Contains(c.reason, "fc6: PS 1.4 GB 575 ms vs SFB 52 MB 21 ms")) << c.reason;
   EXPECT_TRUE(Contains(c.reason, "(forced by the net's comm)")) << c.reason;
   // A layer's comm beats the net default, including an explicit AUTO.
   c = ChooseTransport(fc, Nodes(8, 8), CommType::PS, CommType::ALLREDUCE);
@@ -272,6 +278,77 @@ TEST(SyncPolicyTest, BadClusterIsAConfigError) {
   ClusterShape c = Nodes(2, 2);
   c.dtype_bytes = 0;
   EXPECT_THROW(PredictBytes(Fc("fc", 2, 2, 2), c, CommType::PS), ConfigError);
+}
+
+// Note [Cost model time]: SFB's rebuild costs 2 M N K (P - 1) FLOPs, so a
+// slow processor moves the crossover to fewer nodes, and a slow network to
+// more; the time is the sum of its parts.
+TEST(SyncPolicyTest, TimeAddsNetworkMemoryAndCompute) {
+  const LayerCommShape fc6 = Fc("fc6", 4096, 25088, 32);
+  ClusterShape c = Nodes(8, 8);
+  c.flops = 100e9;
+  c.memory_bandwidth = 10e9;
+  c.network_bandwidth = 1.25e9;
+  const CommCost sfb = PredictCost(fc6, c, CommType::SFB);
+  EXPECT_DOUBLE_EQ(sfb.flops, 2.0 * 4096 * 25088 * 32 * 7);
+  EXPECT_DOUBLE_EQ(sfb.seconds, sfb.bytes / 2.5e9 + sfb.flops / 100e9);
+  const CommCost ps = PredictCost(fc6, c, CommType::PS);
+  EXPECT_EQ(ps.flops, 0);
+  EXPECT_DOUBLE_EQ(ps.seconds, ps.bytes / 2.5e9);
+  // 10 Gbit/s and 100 GFLOP/s: the rebuild (46 GFLOP, 0.46 s) plus 21 ms
+  // beats PS's 0.58 s; at 20 GFLOP/s (2.3 s) PS wins; at 1 Gbit/s (PS
+  // 5.8 s) SFB wins again.
+  EXPECT_EQ(ChooseTransport(fc6, c).type, CommType::SFB);
+  c.flops = 20e9;
+  EXPECT_EQ(ChooseTransport(fc6, c).type, CommType::PS);
+  c.network_bandwidth = 0.125e9;
+  EXPECT_EQ(ChooseTransport(fc6, c).type, CommType::SFB);
+  // The shared-memory allreduce reads every rank's slot: (P + 1) S.
+  ClusterShape one_host = Nodes(4, 4);
+  one_host.shared_memory = true;
+  one_host.memory_bandwidth = 10e9;
+  const CommCost shm = PredictCost(fc6, one_host, CommType::ALLREDUCE);
+  const double s = (4096.0 * 25088 + 4096) * 4;
+  EXPECT_EQ(shm.bytes, 0);
+  EXPECT_DOUBLE_EQ(shm.memory_bytes, 5 * s);
+  EXPECT_DOUBLE_EQ(shm.seconds, 5 * s / 10e9);
+}
+
+// The host level: a rank sends its share of its host's traffic, and the
+// host's link carries all of its ranks.
+TEST(SyncPolicyTest, HostLevelFormulas) {
+  const LayerCommShape fc = Fc("fc", 4, 3, 2);  // S = 64 bytes
+  ClusterShape c = Nodes(8, 8);
+  c.hosts = 4;
+  c.ranks_per_host = 2;
+  // PS: 2 (S / L)(2 H - 2) / H; ring: 4 (H - 1) / H x S / L; SFB:
+  // 2 K (H - 1)(M + N) d.
+  EXPECT_DOUBLE_EQ(PredictBytes(fc, c, CommType::PS), 2.0 * 32 * 6 / 4);
+  EXPECT_DOUBLE_EQ(PredictBytes(fc, c, CommType::ALLREDUCE),
+                   4.0 * 3 / 4 * 32);
+  EXPECT_DOUBLE_EQ(PredictBytes(fc, c, CommType::SFB), 2.0 * 2 * 3 * 7 * 4);
+  // The host's link carries both of its ranks' bytes.
+  c.memory_bandwidth = 1e9;
+  const CommCost ps = PredictCost(fc, c, CommType::PS);
+  EXPECT_DOUBLE_EQ(ps.memory_bytes, 3 * 64);
+  EXPECT_DOUBLE_EQ(ps.seconds,
+                   2 * ps.bytes / (2 * c.network_bandwidth) + 3 * 64 / 1e9);
+  // Host level or not, the SFB rebuild is over every rank's factors.
+  EXPECT_DOUBLE_EQ(PredictCost(fc, c, CommType::SFB).flops,
+                   2.0 * 4 * 3 * 2 * 7);
+  ClusterShape bad = c;
+  bad.ranks_per_host = 0;
+  EXPECT_THROW(PredictBytes(fc, bad, CommType::PS), ConfigError);
+  bad = c;
+  bad.flops = 0;
+  EXPECT_THROW(PredictCost(fc, bad, CommType::PS), ConfigError);
+}
+
+TEST(SyncPolicyTest, FormatDuration) {
+  EXPECT_EQ(FormatDuration(35e-6), "35 us");
+  EXPECT_EQ(FormatDuration(3.21e-3), "3.2 ms");
+  EXPECT_EQ(FormatDuration(0.1214), "121 ms");
+  EXPECT_EQ(FormatDuration(1.44), "1.4 s");
 }
 
 TEST(SyncPolicyTest, FormatBytes) {
