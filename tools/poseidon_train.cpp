@@ -74,6 +74,13 @@ DEFINE_string(wait_free, "",
 DEFINE_string(shared_memory, "",
               "Distributed: true (ranks that all run on one host exchange "
               "ALLREDUCE layers through shared memory) or false (messages).");
+DEFINE_string(host_level, "",
+              "Distributed: true (ranks of a host combine gradients through "
+              "shared memory before the network; several hosts of several "
+              "ranks) or false.");
+DEFINE_double(network_gbits, 0,
+              "Distributed: each host's link bandwidth in Gbit/s for the "
+              "cost model (default 10).");
 DEFINE_bool(partitioned_data, false,
             "Distributed: rank k reads the part database <source>_<k> made "
             "by scripts/partition_data instead of every N-th record of "
@@ -305,18 +312,26 @@ DistributedParameter DistributedSettings(const SolverParameter& param) {
   if (FLAGS_block_size > 0) d.set_block_size(FLAGS_block_size);
   if (FLAGS_num_push_threads > 0) d.set_num_push_threads(FLAGS_num_push_threads);
   if (FLAGS_num_pull_threads > 0) d.set_num_pull_threads(FLAGS_num_pull_threads);
-  if (!FLAGS_wait_free.empty()) {
-    POSEIDON_REQUIRE(FLAGS_wait_free == "true" || FLAGS_wait_free == "false",
-                     ConfigError, "--wait_free must be true or false, got ",
-                     FLAGS_wait_free);
-    d.set_wait_free(FLAGS_wait_free == "true");
-  }
-  if (!FLAGS_shared_memory.empty()) {
-    POSEIDON_REQUIRE(
-        FLAGS_shared_memory == "true" || FLAGS_shared_memory == "false",
-        ConfigError, "--shared_memory must be true or false, got ",
-        FLAGS_shared_memory);
-    d.set_shared_memory(FLAGS_shared_memory == "true");
+  // --name=true|false over the solver's setting, when given.
+  auto boolean = [](const char* name, const string& value,
+                    void (DistributedParameter::*set)(bool),
+                    DistributedParameter* out) {
+    if (value.empty()) return;
+    POSEIDON_REQUIRE(value == "true" || value == "false", ConfigError, "--",
+                     name, " must be true or false, got ", value);
+    (out->*set)(value == "true");
+  };
+  boolean("wait_free", FLAGS_wait_free, &DistributedParameter::set_wait_free,
+          &d);
+  boolean("shared_memory", FLAGS_shared_memory,
+          &DistributedParameter::set_shared_memory, &d);
+  boolean("host_level", FLAGS_host_level,
+          &DistributedParameter::set_host_level, &d);
+  if (FLAGS_network_gbits != 0) {
+    POSEIDON_REQUIRE(FLAGS_network_gbits > 0, ConfigError,
+                     "--network_gbits must be positive, got ",
+                     FLAGS_network_gbits);
+    d.set_network_gbits(static_cast<float>(FLAGS_network_gbits));
   }
   return d;
 }

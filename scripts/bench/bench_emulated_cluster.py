@@ -1,29 +1,35 @@
 #!/usr/bin/env python3
 """Wait-free + hybrid communication vs the naive scheme on an emulated cluster.
 
-An 8-host cluster is emulated with network namespaces behind rate-capped
-links (scripts/netns_cluster, one rank per namespace, mpirun through
-scripts/netns_rsh). The compute of every rank is replaced by sleeping each
+Hosts are emulated with network namespaces behind rate-capped links
+(scripts/netns_cluster; mpirun through scripts/netns_rsh), with one or more
+ranks per namespace. The compute of every rank is replaced by sleeping each
 layer's measured time (`poseidon_train time --profile` on this machine, then
-`train --emulate_compute`), so eight ranks fit on two cores and only the
+`train --emulate_compute`), so many ranks fit on two cores and only the
 communication is real: real bytes through real TCP over capped links.
 
-For each net (AlexNet, VGG-16 shapes from scripts/bench/nets, at --batch
-per rank) and link rate (1 and 10 Gbit/s) it runs
+For each topology (hosts x ranks per host, --topologies), net (shapes from
+scripts/bench/nets: alexnet, vgg16, vgg19_22k, inception_v3, ... at --batch
+per rank) and link rate (--rates) it runs
 
-  naive     --comm=PS --wait_free=false: every gradient goes through the
-            parameter server after the whole backward, and the next
-            iteration starts after all of it is back (Poseidon's Caffe
-            release without WFBP and SFB);
-  wfbp      the defaults: wait-free backprop, transport per layer from the
-            cost model (SFB for the large InnerProduct layers);
+  naive     --comm=PS --wait_free=false --host_level=false: every gradient
+            goes through the parameter server after the whole backward, and
+            the next iteration starts after all of it is back (Poseidon's
+            Caffe release without WFBP and SFB);
+  flat      wait-free backprop, transport per layer from the cost model,
+            without the host level (only with several ranks per host);
+  wfbp      the defaults: wait-free backprop, the cost model's transport per
+            layer, and the host level when hosts run several ranks;
 
 and prints seconds per iteration (median of the display intervals after the
-first), the speed-up wfbp/naive, and rank 0's bytes per iteration per
-transport beside the cost model's prediction. Needs root (namespaces).
+first), the speed-up against one host (ranks x compute / iteration time,
+ideal = ranks) and against naive, the bytes per iteration through the hosts'
+links (tc counters, all hosts, sent), and rank 0's bytes per transport beside
+the cost model's prediction. Needs root (namespaces).
 
 Example:
-  sudo scripts/bench/bench_emulated_cluster.py --build build
+  sudo scripts/bench/bench_emulated_cluster.py --build build \
+      --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
 """
 
 import argparse
@@ -81,8 +87,9 @@ def profile(train, net, batch, iters, out_dir):
     return model, prof, float(m.group(1)) if m else float("nan")
 
 
-def run_cluster(ranks, hosts, cmd, timeout):
-    hostlist = ",".join("%s:1" % h for h in hosts[:ranks])
+def run_cluster(ranks_per_host, hosts, cmd, timeout):
+    ranks = ranks_per_host * len(hosts)
+    hostlist = ",".join("%s:%d" % (h, ranks_per_host) for h in hosts)
     mpi = ["mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", RSH,
            "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
            "--mca", "btl_tcp_if_include", SUBNET, "--mca",
@@ -105,12 +112,19 @@ def seconds_per_iter(log):
     return 1.0 / statistics.median(rates[1:])
 
 
+def link_bytes_sent():
+    """Bytes sent through all hosts' capped links so far (tc counters)."""
+    out = sh([CLUSTER, "stats", "--prefix", PREFIX]).stdout.splitlines()[1:]
+    return sum(int(line.split()[2]) for line in out if line.split())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(REPO_ROOT, "build"))
     ap.add_argument("--nets", default="alexnet,vgg16")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--topologies", default="8x1",
+                    help="hosts x ranks per host, comma separated")
     ap.add_argument("--rates", default="1gbit,10gbit")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--profile-iters", type=int, default=1)
@@ -119,6 +133,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")
     train = os.path.join(args.build, "tools", "poseidon_train")
+    topologies = [tuple(int(x) for x in t.split("x"))
+                  for t in args.topologies.split(",")]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         nets = {}
@@ -127,57 +143,79 @@ def main():
                                 tmp)
             print("  %s: %.0f ms per forward-backward on this machine"
                   % (net, nets[net][2]), flush=True)
-        for rate in args.rates.split(","):
+        for (num_hosts, per_host), rate in (
+                (t, r) for t in topologies for r in args.rates.split(",")):
             sh([CLUSTER, "down", "--prefix", PREFIX])
-            up = sh([CLUSTER, "up", str(args.ranks), "--rate", rate,
+            up = sh([CLUSTER, "up", str(num_hosts), "--rate", rate,
                      "--prefix", PREFIX])
             if up.returncode != 0:
                 sys.exit("netns_cluster up failed:\n" + up.stdout)
             hosts = sh([CLUSTER, "hosts", "--prefix", PREFIX]).stdout.split()
+            modes = [("naive", ["--comm=PS", "--wait_free=false",
+                                "--host_level=false"])]
+            if per_host > 1:
+                modes.append(("flat", ["--host_level=false"]))
+            modes.append(("wfbp", []))
             try:
                 for net, (model, prof, compute_ms) in nets.items():
                     solver = os.path.join(tmp, net + "_solver.prototxt")
                     with open(solver, "w") as f:
                         f.write(SOLVER.format(net=model, iters=args.iters))
-                    row = {"net": net, "rate": rate, "compute": compute_ms}
-                    for mode, flags in (("naive", ["--comm=PS",
-                                                   "--wait_free=false"]),
-                                        ("wfbp", [])):
-                        print("%s at %s, %s ..." % (net, rate, mode),
-                              flush=True)
-                        r = run_cluster(args.ranks, hosts,
+                    row = {"net": net, "rate": rate, "compute": compute_ms,
+                           "topology": "%dx%d" % (num_hosts, per_host),
+                           "ranks": num_hosts * per_host}
+                    rate_gbits = float(re.sub("[a-z]", "", rate)) * (
+                        0.001 if rate.endswith("mbit") else 1)
+                    for mode, flags in modes:
+                        print("%s %s at %s, %s ..." % (
+                            row["topology"], net, rate, mode), flush=True)
+                        before = link_bytes_sent()
+                        r = run_cluster(per_host, hosts,
                                         [train, "train", "--solver=" + solver,
-                                         "--emulate_compute=" + prof] + flags,
-                                        args.timeout)
+                                         "--emulate_compute=" + prof,
+                                         "--network_gbits=%g" % rate_gbits]
+                                        + flags, args.timeout)
+                        sent = link_bytes_sent() - before
                         if r.returncode != 0:
                             print(r.stdout[-4000:])
                             sys.exit("%s %s failed" % (net, mode))
                         row[mode] = seconds_per_iter(r.stdout)
+                        row[mode + "_link"] = sent / max(args.iters, 1)
                         parts = ["%s %s (model %s)" % m.groups()
                                  for m in PART_RE.finditer(r.stdout)]
                         row[mode + "_traffic"] = "; ".join(parts)
-                        print("  %.2f s per iteration; %s"
-                              % (row[mode], row[mode + "_traffic"]),
-                              flush=True)
+                        print("  %.2f s per iteration; links %.0f MB per "
+                              "iteration; rank 0: %s"
+                              % (row[mode], row[mode + "_link"] / 1e6,
+                                 row[mode + "_traffic"]), flush=True)
                     results.append(row)
             finally:
                 sh([CLUSTER, "down", "--prefix", PREFIX])
     print()
-    print("%d ranks, batch %d per rank, compute emulated from this machine's "
-          "per-layer times" % (args.ranks, args.batch))
-    print("%-8s %-7s %10s %10s %10s %8s" % ("net", "link", "compute s",
-                                             "naive s/it", "wfbp s/it",
-                                             "speedup"))
+    print("batch %d per rank, compute emulated from this machine's per-layer "
+          "times; speed-up = ranks x compute / iteration time (ideal = ranks)"
+          % args.batch)
+    print("%-13s %-5s %-7s %9s %9s %9s %9s %8s %8s %10s %10s" % (
+        "net", "hosts", "link", "compute s", "naive s", "flat s", "wfbp s",
+        "speed-up", "vs naive", "naive MB", "wfbp MB"))
     for r in results:
-        print("%-8s %-7s %10.2f %10.2f %10.2f %8.2f" % (
-            r["net"], r["rate"], r["compute"] / 1000, r["naive"], r["wfbp"],
-            r["naive"] / r["wfbp"]))
+        flat = r.get("flat", float("nan"))
+        print("%-13s %-5s %-7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %10.0f "
+              "%10.0f" % (
+                  r["net"], r["topology"], r["rate"], r["compute"] / 1000,
+                  r["naive"], flat, r["wfbp"],
+                  r["ranks"] * r["compute"] / 1000 / r["wfbp"],
+                  r["naive"] / r["wfbp"], r["naive_link"] / 1e6,
+                  r["wfbp_link"] / 1e6))
+    print("(MB: sent through all hosts' links per iteration, start-up "
+          "included, divided by the iterations)")
     print()
     for r in results:
-        print("%s %s naive traffic per iteration (rank 0): %s"
-              % (r["net"], r["rate"], r["naive_traffic"]))
-        print("%s %s wfbp  traffic per iteration (rank 0): %s"
-              % (r["net"], r["rate"], r["wfbp_traffic"]))
+        for mode in ("naive", "flat", "wfbp"):
+            if mode in r:
+                print("%s %s %s %s traffic per iteration (rank 0): %s" % (
+                    r["net"], r["topology"], r["rate"], mode,
+                    r[mode + "_traffic"]))
 
 
 if __name__ == "__main__":

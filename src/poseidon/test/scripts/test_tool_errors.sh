@@ -130,6 +130,10 @@ fi
 expect_error snapshot_and_weights "either --snapshot" \
   "$TRAIN" train --solver="$(solver_for good.prototxt)" --snapshot=a --weights=b
 expect_error unknown_action "unknown action" "$TRAIN" frobnicate
+expect_error bad_host_level "--host_level must be true or false" \
+  "$TRAIN" train --solver="$(solver_for good.prototxt)" --host_level=maybe
+expect_error bad_network_gbits "--network_gbits must be positive" \
+  "$TRAIN" train --solver="$(solver_for good.prototxt)" --network_gbits=-1
 
 # 11. GPUs: a bad --gpu, and --gpu where no GPU can be used (a CPU-only
 #     build, or a CUDA build on a machine without one); device_query always
