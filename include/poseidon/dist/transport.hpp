@@ -49,6 +49,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -141,6 +142,15 @@ std::unique_ptr<Transport<Dtype>> MakeRingTransport(
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> MakeSharedMemoryTransport(
     const TransportContext& context, std::vector<ExchangeSpec> groups);
+
+// SFB's rebuild: sum = the gradient of spec's InnerProduct from the factors
+// [U | V] of `ranks` ranks, factors(r) pointing at rank r's spec.payload
+// elements, added in rank order (the same bits wherever they were
+// gathered).
+template <typename Dtype>
+void RebuildFromFactors(const ExchangeSpec& spec, int ranks,
+                        const std::function<const Dtype*(int)>& factors,
+                        Dtype* sum);
 
 // Dense staging slots: slots x count elements per group, for the
 // transports that exchange the gradient itself (PS, ring).

@@ -9,7 +9,6 @@
 
 #include "poseidon/dist/host_level.hpp"
 #include "poseidon/dist/shared_flags.hpp"
-#include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
 
@@ -384,20 +383,13 @@ class HostSfbTransport final : public Transport<Dtype> {
                      "gather their factors from the other hosts");
     // Every rank's factors, in the job's rank order: the bits of the flat
     // transport.
-    const int W = static_cast<int>(layout.host_of.size());
-    std::vector<SufficientFactors<Dtype>> peers(W);
-    const size_t u = static_cast<size_t>(spec.rows) * spec.M;
-    for (int r = 0; r < W; ++r) {
-      const Dtype* f = memory_->Slot(g, layout.local_rank_of[r], iter) +
-                       layout.host_of[r] * per;
-      peers[r].rows = spec.rows;
-      peers[r].u = f;
-      peers[r].v = f + u;
-    }
-    Dtype* sum = sums_[g][Slot(iter)].data();
-    SumSufficientFactors(peers, spec.M, spec.N, spec.layout, false, sum,
-                         spec.bias ? sum + static_cast<size_t>(spec.M) * spec.N
-                                   : nullptr);
+    RebuildFromFactors<Dtype>(
+        spec, static_cast<int>(layout.host_of.size()),
+        [&](int r) {
+          return memory_->Slot(g, layout.local_rank_of[r], iter) +
+                 layout.host_of[r] * per;
+        },
+        sums_[g][Slot(iter)].data());
     memory_->Raise(g, kReleased, iter);
     if (timeline) {
       timeline->Complete(timeline->Lane("host"), spec.name, "SFB (hosts)", t0,

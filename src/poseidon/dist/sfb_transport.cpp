@@ -86,17 +86,10 @@ class SfbTransport final : public Transport<Dtype> {
                                 gathered_[g][s].data());
     bytes_.Add(g, static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype));
     if (!st.ok()) return st;
-    std::vector<SufficientFactors<Dtype>> peers(W);
-    const size_t u = static_cast<size_t>(spec.rows) * spec.M;
-    for (int r = 0; r < W; ++r) {
-      peers[r].rows = spec.rows;
-      peers[r].u = gathered_[g][s].data() + r * per;
-      peers[r].v = gathered_[g][s].data() + r * per + u;
-    }
-    Dtype* sum = sums_[g][s].data();
-    SumSufficientFactors(peers, spec.M, spec.N, spec.layout, false, sum,
-                         spec.bias ? sum + static_cast<size_t>(spec.M) * spec.N
-                                   : nullptr);
+    const Dtype* gathered = gathered_[g][s].data();
+    RebuildFromFactors<Dtype>(
+        spec, W, [&](int r) { return gathered + r * per; },
+        sums_[g][s].data());
     return Status::OK();
   }
 
@@ -109,6 +102,28 @@ class SfbTransport final : public Transport<Dtype> {
 };
 
 }  // namespace
+
+template <typename Dtype>
+void RebuildFromFactors(const ExchangeSpec& spec, int ranks,
+                        const std::function<const Dtype*(int)>& factors,
+                        Dtype* sum) {
+  std::vector<SufficientFactors<Dtype>> peers(ranks);
+  const size_t u = static_cast<size_t>(spec.rows) * spec.M;
+  for (int r = 0; r < ranks; ++r) {
+    peers[r].rows = spec.rows;
+    peers[r].u = factors(r);
+    peers[r].v = factors(r) + u;
+  }
+  SumSufficientFactors(peers, spec.M, spec.N, spec.layout, false, sum,
+                       spec.bias ? sum + static_cast<size_t>(spec.M) * spec.N
+                                 : nullptr);
+}
+
+template void RebuildFromFactors<float>(
+    const ExchangeSpec&, int, const std::function<const float*(int)>&, float*);
+template void RebuildFromFactors<double>(
+    const ExchangeSpec&, int, const std::function<const double*(int)>&,
+    double*);
 
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> MakeSfbTransport(
