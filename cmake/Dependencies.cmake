@@ -63,6 +63,26 @@ if(USE_CUDA)
     list(APPEND POSEIDON_DEFINITIONS USE_CUDNN)
     message(STATUS "cuDNN ${CUDNN_MAJOR}: ${CUDNN_LIBRARY}")
   endif()
+  if(USE_NCCL)
+    # NCCL for device workers on several GPUs of one process
+    # (dist/nccl_reducer.hpp); beside the toolkit here, else NCCL_ROOT.
+    find_path(NCCL_INCLUDE_DIR nccl.h
+              HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+              PATH_SUFFIXES include)
+    find_library(NCCL_LIBRARY nccl
+                 HINTS ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+                       ${CUDAToolkit_LIBRARY_ROOT}
+                 PATH_SUFFIXES lib lib64)
+    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+      include_directories(SYSTEM ${NCCL_INCLUDE_DIR})
+      list(APPEND POSEIDON_DEPS ${NCCL_LIBRARY})
+      list(APPEND POSEIDON_DEFINITIONS USE_NCCL)
+      message(STATUS "NCCL: ${NCCL_LIBRARY}")
+    else()
+      message(WARNING "NCCL not found (give NCCL_ROOT): device workers on "
+                      "several GPUs of one process are off")
+    endif()
+  endif()
 else()
   list(APPEND POSEIDON_DEFINITIONS CPU_ONLY)
 endif()

@@ -141,6 +141,10 @@ vector<string> SplitList(const string& s) {
 // solver_mode: GPU and device_id), with the --deterministic and
 // --allow_tf32 switches; CPU mode otherwise. Under mpirun the ranks of a host
 // take the listed GPUs in turn (util/device_select.hpp).
+// Training on several GPUs in one process: one device worker on each
+// (set by SelectDevice for train).
+vector<int> g_worker_gpus;
+
 void SelectDevice(const SolverParameter* solver = nullptr) {
   string flag = FLAGS_gpu;
   // As in Caffe, only a solver_mode the file states counts: the field's
@@ -177,7 +181,14 @@ void SelectDevice(const SolverParameter* solver = nullptr) {
                    ": no GPU is available: ", gpu::UnavailableReason());
   const vector<int> ids = ParseGpuList(flag, gpu::DeviceCount());
   bool shared = false;
-  const int id = GpuForLocalRank(ids, LocalRankFromEnvironment(), &shared);
+  int id = 0;
+  if (solver != nullptr) {  // train: every listed GPU when alone on a host
+    g_worker_gpus = GpusForProcess(ids, LocalRankFromEnvironment(), &shared);
+    id = g_worker_gpus[0];
+    if (g_worker_gpus.size() == 1) g_worker_gpus.clear();
+  } else {
+    id = GpuForLocalRank(ids, LocalRankFromEnvironment(), &shared);
+  }
   LOG_IF(WARNING, shared) << "--gpu=" << flag << " lists fewer GPUs than "
                           << "this host runs ranks: ranks share GPU " << id;
   if (FLAGS_deterministic) gpu::SetDeterministic(true);
@@ -361,6 +372,14 @@ dist::TrainerOptions TrainerOptionsFromFlags(const SolverParameter& param,
   dist::TrainerOptions options;
   options.settings = DistributedSettings(param);
   options.threads = FLAGS_threads;
+  if (!g_worker_gpus.empty()) {
+    const int n = static_cast<int>(g_worker_gpus.size());
+    POSEIDON_REQUIRE(FLAGS_threads == 1 || FLAGS_threads == n, ConfigError,
+                     "--gpu lists ", n, " GPUs, one device worker each; "
+                     "--threads=", FLAGS_threads, " does not match");
+    options.threads = n;
+    options.gpus = g_worker_gpus;
+  }
   options.partitioned_data = FLAGS_partitioned_data;
   options.timeline_path = FLAGS_timeline;
   options.emulate_compute = FLAGS_emulate_compute;
@@ -394,6 +413,13 @@ int TrainDistributed() {
   const int rank = comm.rank();
   const int size = comm.size();
   Poseidon::set_node(rank, size);
+  if (Poseidon::mode() == Poseidon::GPU && rank == 0) {
+    string how;
+    dist::MpiCudaAware(&how);
+    LOG(INFO) << "CUDA-aware MPI: " << how
+              << "; gradients go to the host and cluster levels through "
+              << "host memory";
+  }
   if (rank != 0 && std::getenv("POSEIDON_LOG_ALL_RANKS") == nullptr) {
     FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // warnings and up
   }

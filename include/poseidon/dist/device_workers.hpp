@@ -3,7 +3,7 @@
 // their own slice of the data, and their gradients are summed locally
 // before the process talks to the cluster. Worker 0 is the solver's own net
 // on the calling (training) thread; workers 1..T-1 are threads started here,
-// one per CPU worker (one per GPU in a later backend).
+// one per CPU worker, or one per GPU.
 //
 // The replicas alias the solver net's weights (Blob::ShareData), so there is
 // nothing to broadcast after an update; each keeps its own activations and
@@ -25,6 +25,15 @@
 // statistics) are copied, not shared, as they are written in forward.
 // The displayed loss is worker 0's.
 //
+// Several GPUs (`gpus` of two or more devices, worker t on gpus[t]): the
+// replicas cannot alias weights on another device, so each keeps its own
+// copy; the local reduce and the weights' way back run through NCCL
+// (nccl_reducer.hpp, Note [NCCL streams]): after a layer's backward every
+// worker hands its gradients to an ncclReduce into worker 0's (which then
+// scales by 1 / T), and before a layer's forward worker 0's weights reach
+// the others by ncclBroadcast. The sum is NCCL's, not added in worker
+// order; the replicas' weights are worker 0's bits.
+//
 // Threads: T - 1 worker threads, each owning its replica; they touch the
 // solver net's weights only to read them between the waits above, and their
 // own diffs, which the training thread reads only after they signal.
@@ -34,6 +43,7 @@
 #define POSEIDON_DIST_DEVICE_WORKERS_HPP_
 
 #include <memory>
+#include <vector>
 
 #include "poseidon/solver.hpp"
 
@@ -45,9 +55,11 @@ class DeviceWorkers {
  public:
   // Starts threads-1 workers for `solver` (observed; must outlive this).
   // `rank`/`ranks` place this process in the job for the data shards.
-  // Throws ConfigError for threads < 1.
+  // `gpus`: empty, or one device per worker (then threads == gpus.size(),
+  // GPU mode, and the calling thread on gpus[0]). Throws ConfigError for
+  // threads < 1 and for GPUs without NCCL.
   DeviceWorkers(Solver<Dtype>* solver, int threads, int rank = 0,
-                int ranks = 1);
+                int ranks = 1, std::vector<int> gpus = {});
   // Stops the workers after their current iteration.
   ~DeviceWorkers();
   DeviceWorkers(const DeviceWorkers&) = delete;

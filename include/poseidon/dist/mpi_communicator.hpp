@@ -130,6 +130,13 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether device (GPU) memory may be handed to MPI directly: Open MPI's
+// compile-time MPIX_CUDA_AWARE_SUPPORT and, where built in, its run-time
+// MPIX_Query_cuda_support(). Detected, never assumed; *how says which and
+// why. Poseidon stages gradients through host memory either way today (the
+// seam: Synchronizer's CopyToHost); this is logged in GPU mode.
+bool MpiCudaAware(std::string* how);
+
 }  // namespace dist
 }  // namespace poseidon
 

@@ -36,6 +36,9 @@ struct TrainerOptions {
   // The solver's `distributed` block with command-line overrides applied.
   DistributedParameter settings;
   int threads = 1;                // device workers per process
+  // One device worker per GPU (threads == gpus.size(), NCCL between them;
+  // device_workers.hpp); empty for CPU workers or one GPU.
+  std::vector<int> gpus;
   bool partitioned_data = false;  // read <source>_<k> partitions
   // Write a Chrome trace here ("" for none); with several ranks each writes
   // TimelinePathForRank(path, rank, size).

@@ -37,6 +37,14 @@ LocalRank LocalRankFromEnvironment();
 int GpuForLocalRank(const std::vector<int>& ids, const LocalRank& local,
                     bool* shared = nullptr);
 
+// For training: the GPUs process `local` trains on, one device worker on
+// each. Alone on its host, every listed GPU (NCCL between them,
+// dist/nccl_reducer.hpp); with several processes on the host, the one GPU
+// of GpuForLocalRank.
+std::vector<int> GpusForProcess(const std::vector<int>& ids,
+                                const LocalRank& local,
+                                bool* shared = nullptr);
+
 }  // namespace poseidon
 
 #endif  // POSEIDON_UTIL_DEVICE_SELECT_HPP_

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "poseidon/dist/nccl_reducer.hpp"
 #include "poseidon/dist/param_uses.hpp"
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/math_functions.hpp"
@@ -27,6 +28,11 @@ struct DeviceWorkers<Dtype>::Impl {
   // Per layer: the learnable params whose gradient is complete after that
   // layer's backward (the lowest layer using them that needs backward).
   vector<vector<int>> reduce_at;
+  // Several GPUs: worker t's device, the reducer, and per layer the
+  // learnable params (lr != 0) whose first forward use it is.
+  vector<int> gpus;
+  std::unique_ptr<NcclReducer> nccl;
+  vector<vector<int>> broadcast_at;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -45,12 +51,25 @@ struct DeviceWorkers<Dtype>::Impl {
   vector<Subscription> hooks;
 
   void Fail(int t) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!error) {
-      error = std::current_exception();
-      error_worker = t;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) {
+        error = std::current_exception();
+        error_worker = t;
+      }
     }
     cv.notify_all();
+    // No device may wait for this worker's part of a collective.
+    if (nccl) nccl->Abort(StrCat("device worker ", t, " failed"));
+  }
+  // Several GPUs: worker t's (or the root's, t = 0) part of the weight
+  // broadcast before layer l's forward.
+  void BroadcastLayer(int t, Net<Dtype>* net, int l) {
+    for (int p : broadcast_at[l]) {
+      Blob<Dtype>* b = net->learnable_params()[p];
+      nccl->Broadcast(t, b->mutable_data_on(Poseidon::GPU),
+                      static_cast<size_t>(b->count()));
+    }
   }
   // Rethrows a worker's failure on the training thread. REQUIRES(mu).
   void RethrowLocked() {
@@ -89,7 +108,11 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
                                       Poseidon::Brew mode) {
   std::unique_ptr<Net<Dtype>> net;
   try {
-    Poseidon::set_mode(mode);
+    if (gpus.empty()) {
+      Poseidon::set_mode(mode);
+    } else {
+      Poseidon::set_thread_context(Poseidon::GPU, gpus[t]);
+    }
     Poseidon::set_solver_rank(t);
     shard.index = rank * T + t;
     shard.count = ranks * T;
@@ -99,7 +122,9 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
     const vector<Blob<Dtype>*>& theirs = root->learnable_params();
     CHECK_EQ(mine.size(), theirs.size());
     for (size_t i = 0; i < mine.size(); ++i) {
-      if (root->params_lr()[i] != 0) {
+      // Another GPU's weights cannot be aliased: a copy, kept in step by
+      // the broadcasts.
+      if (root->params_lr()[i] != 0 && gpus.empty()) {
         mine[i]->ShareData(*theirs[i]);
       } else {
         mine[i]->CopyFrom(*theirs[i]);
@@ -119,9 +144,19 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
     std::unique_lock<std::mutex> lock(mu);
     const int64_t need = iter * num_layers + l;
     cv.wait(lock, [&] { return stopping || root_progress >= need; });
+    if (stopping || !nccl) return;
+    lock.unlock();
+    BroadcastLayer(t, net.get(), l);
   });
   Subscription report_backward = net->add_after_backward([&, t](int l) {
     if (pass != iter_size || reduce_at[l].empty()) return;
+    if (nccl) {
+      for (int p : reduce_at[l]) {
+        Blob<Dtype>* b = net->learnable_params()[p];
+        nccl->Reduce(t, b->mutable_diff_on(Poseidon::GPU),
+                     static_cast<size_t>(b->count()));
+      }
+    }
     WaitForStream();  // the training thread reads these diffs next
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -143,6 +178,7 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
       iter = generation;
     }
     try {
+      if (nccl) nccl->Settle(t);  // the last reduces read these diffs
       net->ClearParamDiffs();
       pass = 0;
       for (int i = 0; i < iter_size; ++i) net->ForwardBackward();
@@ -168,6 +204,15 @@ void DeviceWorkers<Dtype>::Impl::ReduceLayer(int l, int64_t iter) {
   }
   const Dtype scale = Dtype(1) / T;
   const Poseidon::Brew dev = Poseidon::mode();
+  if (nccl) {
+    for (int p : reduce_at[l]) {
+      Blob<Dtype>* sum = root->learnable_params()[p];
+      Dtype* diff = sum->mutable_diff_on(dev);
+      nccl->Reduce(0, diff, static_cast<size_t>(sum->count()));
+      math::scal<Dtype>(dev, sum->count(), scale, diff);
+    }
+    return;
+  }
   for (int p : reduce_at[l]) {
     Blob<Dtype>* sum = root->learnable_params()[p];
     Dtype* diff = sum->mutable_diff_on(dev);
@@ -181,10 +226,22 @@ void DeviceWorkers<Dtype>::Impl::ReduceLayer(int l, int64_t iter) {
 
 template <typename Dtype>
 DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
-                                    int rank, int ranks)
+                                    int rank, int ranks, vector<int> gpus)
     : impl_(new Impl) {
   POSEIDON_REQUIRE(threads >= 1, ConfigError,
                    "--threads must be at least 1, got ", threads);
+  if (gpus.size() == 1) gpus.clear();  // one GPU: the workers share it
+  if (!gpus.empty()) {
+    POSEIDON_REQUIRE(static_cast<int>(gpus.size()) == threads, ConfigError,
+                     "device workers on GPUs: one worker per GPU, got ",
+                     threads, " workers for ", gpus.size(), " GPUs");
+    POSEIDON_REQUIRE(Poseidon::mode() == Poseidon::GPU &&
+                         Poseidon::device() == gpus[0],
+                     ConfigError, "device workers on GPUs: the training "
+                     "thread must compute on the first, GPU ", gpus[0]);
+    impl_->nccl = std::make_unique<NcclReducer>(gpus);
+    impl_->gpus = std::move(gpus);
+  }
   Impl& d = *impl_;
   d.solver = solver;
   d.root = solver->net().get();
@@ -202,6 +259,14 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
   for (size_t p = 0; p < uses.size(); ++p) {
     if (uses[p].first_backward < L) {
       d.reduce_at[uses[p].first_backward].push_back(static_cast<int>(p));
+    }
+  }
+  if (d.nccl) {
+    d.broadcast_at.assign(L, {});
+    for (size_t p = 0; p < uses.size(); ++p) {
+      if (d.root->params_lr()[p] != 0 && uses[p].first_use < L) {
+        d.broadcast_at[uses[p].first_use].push_back(static_cast<int>(p));
+      }
     }
   }
   d.backward_done.assign(threads, vector<int64_t>(L, -1));
@@ -248,6 +313,7 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
           self->root_progress, self->solver->iter() * self->num_layers + l);
     }
     self->cv.notify_all();
+    if (self->nccl) self->BroadcastLayer(0, self->root, l);
   }));
   d.hooks.push_back(d.root->add_after_backward([self](int l) {
     if (self->root_pass != self->iter_size || self->reduce_at[l].empty()) {
@@ -257,7 +323,9 @@ DeviceWorkers<Dtype>::DeviceWorkers(Solver<Dtype>* solver, int threads,
   }));
   LOG_IF(INFO, Poseidon::root_solver())
       << "Device workers: " << threads
-      << (Poseidon::mode() == Poseidon::GPU
+      << (d.nccl ? StrCat(" workers on GPUs ", d.gpus[0], "..",
+                          d.gpus.back(), " (", NcclReducer::Version(), ")")
+          : Poseidon::mode() == Poseidon::GPU
               ? StrCat(" workers on GPU ", Poseidon::device())
               : string(" CPU workers"))
       << " in this process, "

@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "poseidon/dist/mpi_check.hpp"
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT (Open MPI)
+#endif
 #include "poseidon/dist/sync_policy.hpp"  // FormatBytes
 
 namespace poseidon {
@@ -607,6 +610,22 @@ void MpiCommunicator::Abort(const std::string& why) {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
+}
+
+bool MpiCudaAware(std::string* how) {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  const bool yes = MPIX_Query_cuda_support() == 1;
+  *how = yes ? "yes (MPIX_Query_cuda_support)"
+             : "no (this Open MPI has CUDA support built in, but it is off "
+               "at run time)";
+  return yes;
+#elif defined(MPIX_CUDA_AWARE_SUPPORT)
+  *how = "no (this Open MPI was built without CUDA support)";
+  return false;
+#else
+  *how = "unknown MPI: not assumed";
+  return false;
+#endif
 }
 
 }  // namespace dist

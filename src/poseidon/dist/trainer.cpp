@@ -89,7 +89,7 @@ Trainer<Dtype>::Trainer(const SolverParameter& param, Communicator* comm,
     EmulateCompute(options_.emulate_compute, solver_->net().get());
   }
   workers_ = std::make_unique<DeviceWorkers<Dtype>>(solver_.get(), T, rank,
-                                                    ranks);
+                                                    ranks, options_.gpus);
   if (!options_.timeline_path.empty()) {
     if (ranks > 1) {
       const Status s = comm_->Barrier();  // aligns clocks on one host

@@ -64,5 +64,19 @@ TEST(DeviceSelectTest, ReadsTheLaunchersLocalRank) {
   unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
 }
 
+TEST(DeviceSelectTest, TrainingAloneUsesEveryListedGpu) {
+  EXPECT_EQ(GpusForProcess({0, 1, 3}, LocalRank{0, 1}),
+            (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(GpusForProcess({2}, LocalRank{0, 1}), (std::vector<int>{2}));
+  // Several processes on the host: one GPU each, as GpuForLocalRank.
+  bool shared = true;
+  EXPECT_EQ(GpusForProcess({0, 1}, LocalRank{1, 2}, &shared),
+            (std::vector<int>{1}));
+  EXPECT_FALSE(shared);
+  EXPECT_EQ(GpusForProcess({0, 1}, LocalRank{2, 3}, &shared),
+            (std::vector<int>{0}));
+  EXPECT_TRUE(shared);
+}
+
 }  // namespace
 }  // namespace poseidon

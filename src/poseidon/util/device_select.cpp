@@ -80,4 +80,12 @@ int GpuForLocalRank(const std::vector<int>& ids, const LocalRank& local,
   return ids[local.rank % ids.size()];
 }
 
+std::vector<int> GpusForProcess(const std::vector<int>& ids,
+                                const LocalRank& local, bool* shared) {
+  POSEIDON_REQUIRE(!ids.empty(), ConfigError, "no GPU to choose from");
+  if (shared != nullptr) *shared = false;
+  if (local.size == 1) return ids;
+  return {GpuForLocalRank(ids, local, shared)};
+}
+
 }  // namespace poseidon

@@ -26,6 +26,7 @@
 #include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/device_workers.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
+#include "poseidon/dist/nccl_reducer.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/solver_factory.hpp"
 #include "poseidon/util/db.hpp"
@@ -571,6 +572,66 @@ TEST_F(SynchronizerGPUTest, DeviceWorkersOnOneGpuMatchOneWorker) {
   }
   Poseidon::set_data_shard({});
   ExpectClose(alone, ReadWeights(*solver), 1e-9, "2 workers on one GPU");
+}
+
+// The device level on several GPUs (NCCL; dist/nccl_reducer.hpp). A
+// single-GPU communicator runs wherever one GPU does: its reduce and
+// broadcast leave the buffer as it was.
+TEST_F(SynchronizerGPUTest, NcclOnOneGpuLeavesTheBuffer) {
+  if (!NcclReducer::Available()) GTEST_SKIP() << "built without NCCL";
+  Poseidon::set_mode(Poseidon::GPU);
+  NcclReducer nccl({0});
+  Blob<double> blob({5});
+  for (int i = 0; i < 5; ++i) blob.mutable_cpu_data()[i] = 0.5 * i - 1;
+  nccl.Reduce(0, blob.mutable_gpu_data(), 5);
+  nccl.Broadcast(0, blob.mutable_gpu_data(), 5);
+  nccl.Settle(0);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(blob.cpu_data()[i], 0.5 * i - 1);
+}
+
+// One worker per GPU with batch 2 matches one worker with batch 2 T, and
+// the replicas keep worker 0's weights.
+TEST_F(SynchronizerGPUTest, DeviceWorkersOnTwoGpusMatchOneWorker) {
+  if (!NcclReducer::Available()) GTEST_SKIP() << "built without NCCL";
+  if (gpu::DeviceCount() < 2) {
+    GTEST_SKIP() << "GPU test skipped: needs 2 GPUs, this machine has "
+                 << gpu::DeviceCount();
+  }
+  Poseidon::set_mode(Poseidon::GPU);
+  const auto alone = TrainAlone<double>(MakeSolver("SGD", 4), 5);
+  Poseidon::set_data_shard({0, 2, false});
+  auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+  {
+    DeviceWorkers<double> workers(solver.get(), 2, 0, 1, {0, 1});
+    solver->Step(5);
+  }
+  Poseidon::set_data_shard({});
+  ExpectClose(alone, ReadWeights(*solver), 1e-9, "2 workers on 2 GPUs");
+}
+
+// Without a GPU (or without NCCL) asking for workers on GPUs is a clear
+// error, not a crash.
+TEST(DeviceWorkersTest, WorkersOnGpusNeedGpuModeAndNccl) {
+  Poseidon::set_mode(Poseidon::CPU);
+  auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+  try {
+    DeviceWorkers<double> workers(solver.get(), 2, 0, 1, {0, 1});
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU"), std::string::npos)
+        << e.what();
+  }
+  try {
+    DeviceWorkers<double> workers(solver.get(), 3, 0, 1, {0, 1});
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("one worker per GPU"),
+              std::string::npos)
+        << e.what();
+  }
+  if (!NcclReducer::Available()) {
+    EXPECT_THROW(NcclReducer({0, 1}), ConfigError);
+  }
 }
 
 TEST(ActionAgreementTest, EveryRankGetsTheStrongestRequest) {
