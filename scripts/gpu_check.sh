@@ -40,7 +40,8 @@ pack() {
   cp "$build"/test/poseidon_tests "$stage/test/"
   cp "$build"/lib/libposeidon.so "$stage/lib/"
   # Every shared library the binaries load, except the C/C++ runtime (newer
-  # on the GPU machine) and CUDA's own (the GPU machine has them).
+  # on the GPU machine) and CUDA's own, NCCL included (218 MB; the GPU
+  # machine has them, NCCL in PyTorch's nvidia packages).
   local lib
   for bin in "$stage"/bin/* "$stage"/test/* "$stage"/lib/libposeidon.so; do
     ldd "$bin" | awk '/=> \// {print $3}'
@@ -48,7 +49,7 @@ pack() {
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|\
       libstdc++.so*|libgcc_s.so*|libcuda.so*|libcudart.so*|libcublas*|\
-      libcurand.so*|libcudnn*|libnvrtc*|libnvJitLink*|libposeidon.so) ;;
+      libcurand.so*|libcudnn*|libnvrtc*|libnvJitLink*|libnccl*|libposeidon.so) ;;
       *) cp -L "$lib" "$stage/lib/" ;;
     esac
   done
