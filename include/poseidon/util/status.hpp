@@ -13,10 +13,27 @@
 
 namespace poseidon {
 
+// `text` with every byte that a terminal or a UTF-8 decoder could choke on
+// written as an escape: control characters (newline included) as \n, \t,
+// \r or \xNN, DEL and bytes that are not part of valid UTF-8 as \xNN, a
+// backslash as \\. Printable ASCII and valid UTF-8 (non-Latin names) stay
+// as they are. For quoting input (names, source lines) in messages.
+std::string EscapeForMessage(const std::string& text);
+
+// Note [Error messages are printable]
+// Every Error's message goes through SanitizeErrorMessage: the same escaping
+// as EscapeForMessage except that newlines and tabs, which messages use for
+// layout, are kept. So a prototxt or weights file holding control bytes or
+// invalid UTF-8 in a name can neither garble the terminal nor make the
+// Python binding fail to decode the message; the escaping is exact for
+// anything quoted with EscapeForMessage first.
+std::string SanitizeErrorMessage(const std::string& message);
+
 // Base of every user-facing error.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what)
+      : std::runtime_error(SanitizeErrorMessage(what)) {}
 };
 
 // A malformed or inconsistent model/solver description (prototxt, parameters).

@@ -66,7 +66,7 @@ string QuoteSourceLine(const string& text, int line, int column) {
   const size_t first = quoted.find_first_not_of(" \t\r");
   if (first == string::npos) return "";
   quoted = quoted.substr(first, quoted.find_last_not_of(" \t\r") + 1 - first);
-  return StrCat(" (in '", quoted, "')");
+  return StrCat(" (in '", EscapeForMessage(quoted), "')");
 }
 
 }  // namespace
