@@ -12,7 +12,10 @@
 // handle goes, or kept for the net's lifetime after Detach().
 //
 // Errors: a layer that fails to set up throws an Error whose message names the
-// layer, its type and its bottom shapes.
+// layer, its type and its bottom shapes. A net left with no layer (an empty
+// file, or every layer excluded by its rules) is a ConfigError. Two layers
+// may share a name, as Caffe allows (with a warning): by-name lookups find
+// the last of them, weights files fill the first.
 #ifndef POSEIDON_NET_HPP_
 #define POSEIDON_NET_HPP_
 
@@ -73,12 +76,25 @@ class Net {
 
   // Uses `other`'s parameter data for layers of the same name (test nets).
   void ShareTrainedLayersWith(const Net* other);
-  // Copies weights by layer name; layers absent from the net are skipped,
-  // shape mismatches throw ShapeError naming the layer and both shapes.
+  // Copies weights by layer name (into the first layer of that name, as
+  // Caffe does); layers absent from the net are skipped, shape mismatches
+  // throw ShapeError naming the layer and both shapes.
   void CopyTrainedLayersFrom(const NetParameter& param);
-  // Reads a binary .caffemodel (upgrading legacy formats).
+  // Reads a binary .caffemodel (upgrading legacy formats), or Caffe's HDF5
+  // weights when the name ends in ".h5".
   void CopyTrainedLayersFrom(const string& trained_filename);
   void ToProto(NetParameter* param, bool write_diff = false) const;
+  // Caffe's HDF5 weights layout (net_hdf5.cpp): group /data holds a group
+  // per layer (every layer, in order) with datasets "0", "1", ... for the
+  // parameter blobs the layer owns; with write_diff, /diff holds every
+  // parameter's diff the same way. Throws IOError on I/O failure and
+  // ConfigError in a build without HDF5.
+  void ToHDF5(const string& filename, bool write_diff = false) const;
+  // Reads that layout: layers are matched by name (groups naming no layer
+  // are skipped), a layer may not have more datasets than parameter blobs,
+  // a missing dataset is allowed only for a shared parameter, and shapes
+  // must match (ShapeError otherwise).
+  void CopyTrainedLayersFromHDF5(const string& trained_filename);
 
   const string& name() const { return name_; }
   Phase phase() const { return phase_; }

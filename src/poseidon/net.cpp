@@ -33,9 +33,12 @@ Net<Dtype>::Net(const string& param_file, Phase phase, int level,
                 const vector<string>* stages) {
   NetParameter param;
   ReadNetParamsFromTextFile(param_file, &param);
+  POSEIDON_REQUIRE(param.layer_size() > 0, ConfigError, param_file,
+                   ": the file defines no layers (is it empty, or not a net "
+                   "prototxt?)");
   param.mutable_state()->set_phase(phase);
+  // As in Caffe, the stages given join those the file's state names.
   if (stages != nullptr) {
-    param.mutable_state()->clear_stage();
     for (const auto& s : *stages) param.mutable_state()->add_stage(s);
   }
   param.mutable_state()->set_level(level);
@@ -50,6 +53,22 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   phase_ = upgraded.state().phase();
   NetParameter filtered;
   FilterNet(upgraded, &filtered);
+  // Caffe builds a net of no layers and trains it without complaint; it can
+  // only be a mistake (an empty file, a wrong phase or stage).
+  if (filtered.layer_size() == 0) {
+    const NetState& state = upgraded.state();
+    string stages;
+    for (const auto& s : state.stage()) {
+      stages += StrCat(stages.empty() ? "" : ", ", s);
+    }
+    POSEIDON_REQUIRE(upgraded.layer_size() > 0, ConfigError, "net '",
+                     upgraded.name(), "' defines no layers");
+    POSEIDON_THROW(ConfigError, "net '", upgraded.name(), "' has no layer in ",
+                   Phase_Name(state.phase()), " phase (level ", state.level(),
+                   ", stages: ", stages.empty() ? "none" : stages,
+                   "): the include/exclude rules exclude all ",
+                   upgraded.layer_size(), " of its layers");
+  }
   NetParameter param;
   InsertSplits(filtered, &param);
   name_ = param.name();
@@ -78,10 +97,16 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
         layer_param.bottom_size(), " bottoms");
     layers_.push_back(LayerRegistry<Dtype>::CreateLayer(effective));
     layer_names_.push_back(layer_param.name());
-    POSEIDON_REQUIRE(layer_names_index_.count(layer_param.name()) == 0 ||
-                         layer_param.name().empty(),
-                     ConfigError, "two layers are named '", layer_param.name(),
-                     "'");
+    // Caffe accepts two layers of one name (BVLC's mnist_autoencoder has two
+    // "loss" layers); by-name lookups then find the last, as in Caffe.
+    if (layer_names_index_.count(layer_param.name()) &&
+        !layer_param.name().empty()) {
+      LOG(WARNING) << "net '" << EscapeForMessage(param.name())
+                   << "': two layers are named '"
+                   << EscapeForMessage(layer_param.name())
+                   << "'; weights files fill the first, lookups by name "
+                   << "find the last";
+    }
     layer_names_index_[layer_param.name()] = layer_id;
 
     for (int b = 0; b < layer_param.bottom_size(); ++b) {
@@ -588,12 +613,14 @@ void Net<Dtype>::ShareTrainedLayersWith(const Net* other) {
 template <typename Dtype>
 void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
   for (const auto& source_layer : param.layer()) {
-    auto it = layer_names_index_.find(source_layer.name());
-    if (it == layer_names_index_.end()) {
+    // The first layer of that name, as Caffe's linear search finds.
+    const auto it = std::find(layer_names_.begin(), layer_names_.end(),
+                              source_layer.name());
+    if (it == layer_names_.end()) {
       VLOG(1) << "Ignoring source layer " << source_layer.name();
       continue;
     }
-    auto& target = layers_[it->second]->blobs();
+    auto& target = layers_[it - layer_names_.begin()]->blobs();
     POSEIDON_REQUIRE(static_cast<int>(target.size()) ==
                          source_layer.blobs_size(),
                      ShapeError, "layer '", source_layer.name(), "' has ",
@@ -616,6 +643,13 @@ void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
 
 template <typename Dtype>
 void Net<Dtype>::CopyTrainedLayersFrom(const string& trained_filename) {
+  const string kH5 = ".h5";
+  if (trained_filename.size() >= kH5.size() &&
+      trained_filename.compare(trained_filename.size() - kH5.size(),
+                               kH5.size(), kH5) == 0) {
+    CopyTrainedLayersFromHDF5(trained_filename);
+    return;
+  }
   NetParameter param;
   ReadNetParamsFromBinaryFile(trained_filename, &param);
   CopyTrainedLayersFrom(param);

@@ -36,6 +36,12 @@ class Hdf5File {
   POSEIDON_DISABLE_COPY_AND_ASSIGN(Hdf5File);
 
   const string& filename() const { return filename_; }
+  // Groups ("a/b/c" paths from the root). CreateGroup makes missing parents
+  // too and leaves an existing group alone; IOError if it cannot.
+  void CreateGroup(const string& path);
+  bool HasGroup(const string& path) const;
+  // Names of the links (datasets and groups) directly inside a group.
+  vector<string> ChildNames(const string& group) const;
   bool HasDataset(const string& name) const;
   // The dataset's dimensions (at least one). Throws IOError when it is
   // missing, holds no numbers (strings, compounds...) or is a scalar.

@@ -3,8 +3,9 @@
 // "padding" layers; they become V1 nets, then take the V1 path), V1 nets
 // (`layers { type: CONVOLUTION blobs_lr: 1 }`), net-level
 // `input:`/`input_shape:` fields (become Input layers), transformation fields
-// inside data_param (moved to transform_param), BatchNorm's obsolete zero-lr
-// ParamSpecs. (The solver_type enum upgrade lives beside Solver.)
+// inside data_param, image_data_param and window_data_param (moved to
+// transform_param), BatchNorm's three ParamSpecs (set to lr_mult and
+// decay_mult 0). (The solver_type enum upgrade lives beside Solver.)
 #ifndef POSEIDON_UTIL_UPGRADE_PROTO_HPP_
 #define POSEIDON_UTIL_UPGRADE_PROTO_HPP_
 

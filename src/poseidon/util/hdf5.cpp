@@ -150,6 +150,70 @@ string Hdf5File::Where(const string& dataset) const {
   return StrCat("HDF5 file '", filename_, "' dataset '", dataset, "'");
 }
 
+namespace {
+
+// Whether `path` names a group: every prefix ("a", "a/b", ...) must exist
+// first, since H5Lexists fails, rather than saying no, when a parent on the
+// path is missing. Called with the HDF5 lock held.
+bool IsGroup(hid_t file, const string& path) {
+  for (size_t slash = path.find('/'); slash != string::npos;
+       slash = path.find('/', slash + 1)) {
+    if (H5Lexists(file, path.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) {
+      return false;
+    }
+  }
+  if (H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) return false;
+  const Handle group(H5Gopen2(file, path.c_str(), H5P_DEFAULT), H5Gclose);
+  return group.ok();
+}
+
+}  // namespace
+
+void Hdf5File::CreateGroup(const string& path) {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  if (IsGroup(id_, path)) return;
+  const Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  const Handle group(
+      H5Gcreate2(id_, path.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Gclose);
+  POSEIDON_REQUIRE(group.ok(), IOError, "cannot create group '", path,
+                   "' in HDF5 file '", filename_, "'");
+}
+
+bool Hdf5File::HasGroup(const string& path) const {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  return IsGroup(id_, path);
+}
+
+vector<string> Hdf5File::ChildNames(const string& group) const {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  const Handle g(H5Gopen2(id_, group.c_str(), H5P_DEFAULT), H5Gclose);
+  POSEIDON_REQUIRE(g.ok(), IOError, "HDF5 file '", filename_,
+                   "' has no group '", group, "'");
+  H5G_info_t info;
+  POSEIDON_REQUIRE(H5Gget_info(g.get(), &info) >= 0, IOError,
+                   "cannot list group '", group, "' of HDF5 file '",
+                   filename_, "'");
+  vector<string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t size = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME,
+                                            H5_ITER_INC, i, nullptr, 0,
+                                            H5P_DEFAULT);
+    POSEIDON_REQUIRE(size >= 0, IOError, "cannot list group '", group,
+                     "' of HDF5 file '", filename_, "'");
+    string name(static_cast<size_t>(size) + 1, '\0');
+    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i,
+                       &name[0], name.size(), H5P_DEFAULT);
+    name.resize(static_cast<size_t>(size));
+    names.push_back(name);
+  }
+  return names;
+}
+
 bool Hdf5File::HasDataset(const string& name) const {
   CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
   Hdf5Call call;

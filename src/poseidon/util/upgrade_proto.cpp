@@ -184,12 +184,38 @@ void UpgradeNetInput(NetParameter* param) {
   param->clear_input_dim();
 }
 
+namespace {
+
+// The deprecated transformation fields (scale, mean_file, crop_size,
+// mirror) of a data layer's parameter message P, which Caffe moves to
+// transform_param for Data, ImageData and WindowData layers.
+template <typename P>
+bool HasOldTransform(const P& p) {
+  return p.has_scale() || p.has_mean_file() || p.has_crop_size() ||
+         p.has_mirror();
+}
+
+template <typename P>
+void MoveOldTransform(P* p, TransformationParameter* t) {
+  if (p->has_scale()) t->set_scale(p->scale());
+  if (p->has_mean_file()) t->set_mean_file(p->mean_file());
+  if (p->has_crop_size()) t->set_crop_size(p->crop_size());
+  if (p->has_mirror()) t->set_mirror(p->mirror());
+  p->clear_scale();
+  p->clear_mean_file();
+  p->clear_crop_size();
+  p->clear_mirror();
+}
+
+}  // namespace
+
 bool NetNeedsDataUpgrade(const NetParameter& net_param) {
   for (const auto& layer : net_param.layer()) {
-    if (!layer.has_data_param()) continue;
-    const DataParameter& p = layer.data_param();
-    if (p.has_scale() || p.has_mean_file() || p.has_crop_size() ||
-        p.has_mirror()) {
+    if ((layer.has_data_param() && HasOldTransform(layer.data_param())) ||
+        (layer.has_image_data_param() &&
+         HasOldTransform(layer.image_data_param())) ||
+        (layer.has_window_data_param() &&
+         HasOldTransform(layer.window_data_param()))) {
       return true;
     }
   }
@@ -198,17 +224,18 @@ bool NetNeedsDataUpgrade(const NetParameter& net_param) {
 
 void UpgradeNetDataTransformation(NetParameter* param) {
   for (auto& layer : *param->mutable_layer()) {
-    if (!layer.has_data_param()) continue;
-    DataParameter* p = layer.mutable_data_param();
-    TransformationParameter* t = layer.mutable_transform_param();
-    if (p->has_scale()) t->set_scale(p->scale());
-    if (p->has_mean_file()) t->set_mean_file(p->mean_file());
-    if (p->has_crop_size()) t->set_crop_size(p->crop_size());
-    if (p->has_mirror()) t->set_mirror(p->mirror());
-    p->clear_scale();
-    p->clear_mean_file();
-    p->clear_crop_size();
-    p->clear_mirror();
+    if (layer.has_data_param()) {
+      MoveOldTransform(layer.mutable_data_param(),
+                       layer.mutable_transform_param());
+    }
+    if (layer.has_image_data_param()) {
+      MoveOldTransform(layer.mutable_image_data_param(),
+                       layer.mutable_transform_param());
+    }
+    if (layer.has_window_data_param()) {
+      MoveOldTransform(layer.mutable_window_data_param(),
+                       layer.mutable_transform_param());
+    }
   }
 }
 
@@ -220,11 +247,15 @@ bool NetNeedsBatchNormUpgrade(const NetParameter& net_param) {
 }
 
 void UpgradeNetBatchNorm(NetParameter* param) {
-  // Old nets froze BatchNorm's statistics with three lr_mult: 0 specs; the
-  // layer now protects its statistics itself.
+  // Old nets froze BatchNorm's statistics with three param specs; as Caffe
+  // does, they get lr_mult and decay_mult 0 and keep everything else (a
+  // name that shares the statistics with another layer, for instance).
   for (auto& layer : *param->mutable_layer()) {
     if (layer.type() == "BatchNorm" && layer.param_size() == 3) {
-      layer.clear_param();
+      for (auto& spec : *layer.mutable_param()) {
+        spec.set_lr_mult(0);
+        spec.set_decay_mult(0);
+      }
     }
   }
 }

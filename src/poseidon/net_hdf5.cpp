@@ -1,0 +1,120 @@
+// Net weights in Caffe's HDF5 layout (Net::ToHDF5 and
+// Net::CopyTrainedLayersFromHDF5, pycaffe's Net.save_hdf5 / load_hdf5):
+//
+//   /data/<layer name>/<i>   parameter blob i of the layer, as stored float
+//                            or double n-D datasets (only blobs the layer
+//                            owns: a shared parameter is written once, by
+//                            its owner)
+//   /diff/<layer name>/<i>   every parameter's diff (write_diff only)
+//
+// Every layer gets its group, parameters or not. A '/' in a layer name
+// (GoogLeNet's "conv1/7x7_s2") makes nested groups, which load back by the
+// same path.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "poseidon/net.hpp"
+#ifdef USE_HDF5
+#include "poseidon/util/hdf5.hpp"
+#endif
+
+namespace poseidon {
+
+#ifdef USE_HDF5
+
+template <typename Dtype>
+void Net<Dtype>::ToHDF5(const string& filename, bool write_diff) const {
+  Hdf5File file = Hdf5File::Create(filename);
+  file.CreateGroup("data");
+  if (write_diff) file.CreateGroup("diff");
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const string data_group = "data/" + layer_names_[l];
+    const string diff_group = "diff/" + layer_names_[l];
+    file.CreateGroup(data_group);
+    if (write_diff) file.CreateGroup(diff_group);
+    const auto& blobs = layers_[l]->blobs();
+    for (size_t p = 0; p < blobs.size(); ++p) {
+      const Blob<Dtype>& blob = *blobs[p];
+      const string name = StrCat("/", p);
+      const int net_param_id = param_id_vecs_[l][p];
+      if (param_owners_[net_param_id] == -1) {
+        file.WriteDataset(data_group + name, blob.shape(), blob.cpu_data());
+      }
+      if (write_diff) {
+        file.WriteDataset(diff_group + name, blob.shape(), blob.cpu_diff());
+      }
+    }
+  }
+  file.Close();
+}
+
+template <typename Dtype>
+void Net<Dtype>::CopyTrainedLayersFromHDF5(const string& trained_filename) {
+  const Hdf5File file = Hdf5File::OpenForRead(trained_filename);
+  POSEIDON_REQUIRE(file.HasGroup("data"), IOError, "HDF5 weights file '",
+                   trained_filename, "' has no /data group (not written by ",
+                   "Net.save_hdf5 / a Caffe HDF5 snapshot?)");
+  // Layers are looked up in the file by name, each name once (the first
+  // layer of a name gets the weights, as with .caffemodel files).
+  std::set<string> seen;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const string& layer_name = layer_names_[l];
+    if (!seen.insert(layer_name).second) continue;
+    const string group = "data/" + layer_name;
+    if (!file.HasGroup(group)) continue;
+    auto& target = layers_[l]->blobs();
+    int stored = 0;
+    for (const string& child : file.ChildNames(group)) {
+      if (file.HasDataset(group + "/" + child)) ++stored;
+    }
+    POSEIDON_REQUIRE(stored <= static_cast<int>(target.size()), ShapeError,
+                     "layer '", layer_name, "' has ", target.size(),
+                     " parameter blobs but HDF5 weights file '",
+                     trained_filename, "' stores ", stored);
+    for (size_t p = 0; p < target.size(); ++p) {
+      const string dataset = StrCat(group, "/", p);
+      if (!file.HasDataset(dataset)) {
+        // Only a shared parameter may be missing: its owner stored it.
+        POSEIDON_REQUIRE(param_owners_[param_id_vecs_[l][p]] != -1,
+                         ShapeError, "layer '", layer_name, "' has ",
+                         target.size(), " parameter blobs but HDF5 weights "
+                         "file '", trained_filename, "' lacks blob ", p);
+        continue;
+      }
+      const vector<int> shape = file.DatasetShape(dataset);
+      if (shape != target[p]->shape()) {
+        POSEIDON_THROW(ShapeError, "cannot copy param ", p, " of layer '",
+                       layer_name, "': HDF5 weights file '", trained_filename,
+                       "' has shape ", Blob<Dtype>(shape).shape_string(),
+                       ", the net expects ", target[p]->shape_string());
+      }
+      file.ReadDataset(dataset, static_cast<size_t>(target[p]->count()),
+                       target[p]->mutable_cpu_data());
+    }
+  }
+}
+
+#else  // !USE_HDF5
+
+template <typename Dtype>
+void Net<Dtype>::ToHDF5(const string& filename, bool) const {
+  POSEIDON_THROW(ConfigError, "cannot write '", filename,
+                 "': this build has no HDF5 support (USE_HDF5=OFF)");
+}
+
+template <typename Dtype>
+void Net<Dtype>::CopyTrainedLayersFromHDF5(const string& trained_filename) {
+  POSEIDON_THROW(ConfigError, "cannot read '", trained_filename,
+                 "': this build has no HDF5 support (USE_HDF5=OFF)");
+}
+
+#endif  // USE_HDF5
+
+// net.cpp instantiates the rest of the class.
+template void Net<float>::ToHDF5(const string&, bool) const;
+template void Net<double>::ToHDF5(const string&, bool) const;
+template void Net<float>::CopyTrainedLayersFromHDF5(const string&);
+template void Net<double>::CopyTrainedLayersFromHDF5(const string&);
+
+}  // namespace poseidon
