@@ -22,6 +22,7 @@
 #include "poseidon/net.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/solver_summary.hpp"
 #include "poseidon/util/device_select.hpp"
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
@@ -387,19 +388,33 @@ dist::TrainerOptions TrainerOptionsFromFlags(const SolverParameter& param,
   return options;
 }
 
-void RunSolver(Solver<float>* solver) {
+// Trains, restoring --snapshot or copying --weights first; returns the
+// number of iterations run (a resumed run starts at the snapshot's).
+int RunSolver(Solver<float>* solver) {
   if (!FLAGS_snapshot.empty()) {
     LOG(INFO) << "Resuming from " << FLAGS_snapshot;
-    solver->Solve(FLAGS_snapshot);
-    return;
-  }
-  if (!FLAGS_weights.empty()) {
+    solver->Restore(FLAGS_snapshot.c_str());
+  } else if (!FLAGS_weights.empty()) {
     CopyWeights(FLAGS_weights, solver->net().get());
     for (const auto& test_net : solver->test_nets()) {
       CopyWeights(FLAGS_weights, test_net.get());
     }
   }
+  const int start_iter = solver->iter();
   solver->Solve();
+  return solver->iter() - start_iter;
+}
+
+// The summary line that ends `train` (see solver_summary.hpp) for
+// `iterations` run since `start`; `workers` counts the net replicas that
+// each consume a batch per iteration.
+string TrainingSummaryLine(const Solver<float>& solver,
+                           Clock::time_point start, int iterations,
+                           int workers) {
+  const double seconds = MsSince(start) / 1000.0;
+  const double images = static_cast<double>(TrainBatchSize(*solver.net())) *
+                        solver.param().iter_size() * workers;
+  return TrainingSummary(solver, iterations, seconds, images);
 }
 
 #ifdef USE_MPI
@@ -432,15 +447,20 @@ int TrainDistributed() {
                      " but mpirun started ", size, " ranks");
     SolverParameter param = ReadTrainSolver();
     SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
+    string summary;
     {
       dist::Trainer<float> trainer(param, &comm, TrainerOptionsFromFlags(
                                                      param, &signals));
-      RunSolver(trainer.solver());
+      const Clock::time_point start = Clock::now();
+      const int iterations = RunSolver(trainer.solver());
       LogGpuMemory();
       trainer.Finish();
+      summary = TrainingSummaryLine(*trainer.solver(), start, iterations,
+                                    FLAGS_threads * size);
     }  // joins the trainer's communication threads before the barrier
     Status s = comm.Barrier();
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+    if (rank == 0) LOG(INFO) << summary;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "Error: rank %d of %d: %s\n", rank, size, e.what());
     std::fflush(stderr);
@@ -465,9 +485,12 @@ int Train() {
   SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
   dist::Trainer<float> trainer(param, nullptr,
                                TrainerOptionsFromFlags(param, &signals));
-  RunSolver(trainer.solver());
+  const Clock::time_point start = Clock::now();
+  const int iterations = RunSolver(trainer.solver());
   LogGpuMemory();
   trainer.Finish();
+  LOG(INFO) << TrainingSummaryLine(*trainer.solver(), start, iterations,
+                                   FLAGS_threads);
   return 0;
 }
 
