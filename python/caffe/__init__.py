@@ -18,13 +18,14 @@ from ._caffe import (TRAIN, TEST, Blob, BlobVec, Error, ConfigError,
                      layer_type_list, solver_type_list, init_log, log,
                      has_gpu, gpu_device_count, rank, world_size,
                      is_distributed)
+from ._caffe import __version__
 from .pycaffe import (Net, Layer, Solver, SGDSolver, NesterovSolver,
                       AdaGradSolver, RMSPropSolver, AdaDeltaSolver,
-                      AdamSolver, get_solver, solver_from_param)
+                      AdamSolver, get_solver, solver_from_param, NCCL, Timer,
+                      has_nccl, set_multiprocess)
 from .classifier import Classifier
 from .detector import Detector
 from . import io
 from . import draw
 from .net_spec import layers, params, NetSpec, to_proto
 
-__version__ = '0.1.0'

@@ -305,6 +305,16 @@ void SetInputArrays(PyNet& net, const py::array& data,
                static_cast<int>(n));
 }
 
+// A Python callable as a per-layer hook (net.before_forward(fn) etc.): it
+// is called with the layer's index on the thread running the net. An
+// exception it raises propagates out of forward()/backward().
+PyNet::LayerCallback LayerHook(const py::function& fn) {
+  return [fn](int layer_id) {
+    py::gil_scoped_acquire gil;
+    fn(layer_id);
+  };
+}
+
 void BindNet(py::module_& m) {
   py::class_<PyNet, std::shared_ptr<PyNet>>(
       m, "Net", py::dynamic_attr(),
@@ -350,6 +360,35 @@ void BindNet(py::module_& m) {
             WriteProtoToBinaryFile(param, PathArg(f));
           },
           "filename"_a, "write_diff"_a = false)
+      .def(
+          "save_hdf5",
+          [](const PyNet& net, const py::object& f, bool write_diff) {
+            net.ToHDF5(PathArg(f), write_diff);
+          },
+          "filename"_a, "write_diff"_a = false,
+          "Writes the weights in Caffe's HDF5 layout (/data/<layer>/<i>).")
+      .def(
+          "load_hdf5",
+          [](PyNet& net, const py::object& f) {
+            net.CopyTrainedLayersFromHDF5(PathArg(f));
+          },
+          "filename"_a, "Reads weights written by save_hdf5 (by layer name).")
+      .def("before_forward",
+           [](PyNet& net, const py::function& fn) {
+             net.add_before_forward(LayerHook(fn));
+           })
+      .def("after_forward",
+           [](PyNet& net, const py::function& fn) {
+             net.add_after_forward(LayerHook(fn));
+           })
+      .def("before_backward",
+           [](PyNet& net, const py::function& fn) {
+             net.add_before_backward(LayerHook(fn));
+           })
+      .def("after_backward",
+           [](PyNet& net, const py::function& fn) {
+             net.add_after_backward(LayerHook(fn));
+           })
       .def("_to_proto_bytes",
            [](const PyNet& net, bool write_diff) {
              NetParameter param;
@@ -469,6 +508,14 @@ void BindSolvers(py::module_& m) {
       .def("restore",
            [](PySolver& s, const py::object& f) { s.Restore(PathArg(f)); })
       .def("test_all", &PySolver::TestAll)
+      .def(
+          "share_weights",
+          [](PySolver& s, PyNet& net) {
+            net.ShareTrainedLayersWith(s.net().get());
+          },
+          "net"_a,
+          "Makes `net` use this solver's training weights (layers matched "
+          "by name).")
       .def("apply_update", &PySolver::ApplyUpdate)
       .def("add_callback", &AddCallback, "on_start"_a,
            "on_gradients_ready"_a = py::none());
@@ -531,12 +578,13 @@ void BindSettings(py::module_& m) {
   m.def("layer_type_list", &LayerRegistry<Dtype>::LayerTypeList);
   m.def(
       "init_log",
-      [](int level) {
+      [](int level, bool std_err) {
         FLAGS_minloglevel = level;
-        FLAGS_logtostderr = true;
+        FLAGS_logtostderr = std_err;
       },
-      "level"_a = 0,
-      "Sends glog output to stderr from `level` up (0 INFO ... 3 FATAL).");
+      "level"_a = 0, "std_err"_a = true,
+      "Logs from `level` up (0 INFO ... 3 FATAL), to stderr unless std_err "
+      "is False (then to glog's files).");
   m.def("log", [](const std::string& msg) { LOG(INFO) << msg; });
 #ifdef CPU_ONLY
   m.attr("has_gpu") = false;
@@ -555,6 +603,7 @@ void BindSettings(py::module_& m) {
 PYBIND11_MODULE(_caffe, m) {
   namespace pp = poseidon::python;
   m.doc() = "Poseidon's C++ core for the pycaffe-compatible `caffe` package";
+  m.attr("__version__") = POSEIDON_VERSION_STRING;
   pp::RegisterErrors(m);
   pp::BindBlob(m);
   pp::BindLayer(m);

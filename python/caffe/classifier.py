@@ -43,8 +43,9 @@ class Classifier(Net):
             crops = caffe_io.oversample(resized, self.crop_dims)
         else:
             ch, cw = int(self.crop_dims[0]), int(self.crop_dims[1])
-            y = int(round((self.image_dims[0] - ch) / 2.0))
-            x = int(round((self.image_dims[1] - cw) / 2.0))
+            # Truncated like Caffe's centre crop.
+            y = int(self.image_dims[0] / 2.0 - ch / 2.0)
+            x = int(self.image_dims[1] / 2.0 - cw / 2.0)
             crops = resized[:, y:y + ch, x:x + cw, :]
         in_ = self.inputs[0]
         caffe_in = np.stack([self.transformer.preprocess(in_, c)

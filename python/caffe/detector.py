@@ -10,6 +10,8 @@ and exclusive of ymax/xmax. Each window (widened by context_pad pixels of
 context at the net's input scale, when given) is cropped, warped to the input
 size and scored; context falling outside the image is filled with the mean.
 """
+import os
+
 import numpy as np
 
 from . import _caffe
@@ -94,6 +96,21 @@ class Detector(Net):
                  'filename': name} for i, (name, window) in enumerate(meta)]
 
     def detect_selective_search(self, image_fnames):
-        raise NotImplementedError(
-            'selective search proposals are not part of Poseidon; compute '
-            'windows elsewhere and call detect_windows')
+        """Scores the windows that selective search proposes for each image
+        file, as Caffe does: through the `selective_search_ijcv_with_python`
+        package (its get_windows runs the MATLAB selective_search_rcnn
+        command), then detect_windows. Raises ImportError naming the package
+        when it is not installed."""
+        try:
+            import selective_search_ijcv_with_python as selective_search
+        except ImportError as e:
+            raise ImportError(
+                'detect_selective_search needs the '
+                'selective_search_ijcv_with_python package (and MATLAB), as '
+                'in Caffe: {}. Without it, compute windows elsewhere and '
+                'call detect_windows'.format(e))
+        # Absolute paths, since MATLAB runs in another directory.
+        image_fnames = [os.path.abspath(f) for f in image_fnames]
+        windows_list = selective_search.get_windows(
+            image_fnames, cmd='selective_search_rcnn')
+        return self.detect_windows(list(zip(image_fnames, windows_list)))

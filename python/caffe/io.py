@@ -17,16 +17,19 @@ from .proto import caffe_pb2
 # ---- protobuf conversions ---------------------------------------------------
 
 def blobproto_to_array(blob, return_diff=False):
-    """The data (or diff) of a caffe_pb2.BlobProto as an array of its shape
-    (shape.dim, or the legacy num/channels/height/width when shape is
-    absent)."""
+    """The data (or diff) of a caffe_pb2.BlobProto as a float64 array, as
+    Caffe returns it: shaped by the legacy num/channels/height/width when any
+    of them is set, else by shape.dim (no dims: a 0-d array, which works for
+    a single value and raises ValueError for more)."""
     values = blob.diff if return_diff else blob.data
     if not len(values):
         values = blob.double_diff if return_diff else blob.double_data
-    values = np.array(values, dtype=np.float32)
-    if blob.HasField('shape'):
-        return values.reshape(tuple(blob.shape.dim))
-    return values.reshape(blob.num, blob.channels, blob.height, blob.width)
+    values = np.array(values, dtype=float)
+    if (blob.HasField('num') or blob.HasField('channels') or
+            blob.HasField('height') or blob.HasField('width')):
+        return values.reshape(blob.num, blob.channels, blob.height,
+                              blob.width)
+    return values.reshape(tuple(blob.shape.dim))
 
 
 def array_to_blobproto(arr, diff=None):
@@ -77,12 +80,12 @@ def array_to_datum(arr, label=None):
 
 
 def datum_to_array(datum):
-    """The K x H x W array of a caffe_pb2.Datum (uint8 for byte data, else
-    float32). The label is not included."""
+    """The K x H x W array of a caffe_pb2.Datum: uint8 for byte data, else
+    float64 (as in Caffe). The label is not included."""
     shape = (datum.channels, datum.height, datum.width)
     if len(datum.data):
         return np.frombuffer(datum.data, dtype=np.uint8).reshape(shape).copy()
-    return np.array(datum.float_data, dtype=np.float32).reshape(shape)
+    return np.array(datum.float_data, dtype=float).reshape(shape)
 
 
 # ---- images -----------------------------------------------------------------
@@ -158,8 +161,9 @@ def oversample(images, crop_dims):
             crop_h, crop_w, h, w))
     starts = [(0, 0), (0, w - crop_w), (h - crop_h, 0),
               (h - crop_h, w - crop_w),
-              (int(round(h / 2.0 - crop_h / 2.0)),
-               int(round(w / 2.0 - crop_w / 2.0)))]
+              # The centre crop starts at the truncated centre - crop / 2,
+              # as in Caffe.
+              (int(h / 2.0 - crop_h / 2.0), int(w / 2.0 - crop_w / 2.0))]
     crops = np.empty((10 * len(images), crop_h, crop_w, k), dtype=np.float32)
     i = 0
     for im in images:

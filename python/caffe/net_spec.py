@@ -10,11 +10,13 @@
     print(n.to_proto())      # prototxt text that caffe.Net parses
 
 ``L.<Type>(*bottoms, **kwargs)`` makes a layer of that prototxt type. Keyword
-arguments go into the layer's ``<type>_param`` message when it has such a
-field, else into LayerParameter itself (name, loss_weight, param, include,
-..., and any ``*_param`` given whole as a dict). Lists fill repeated fields,
-dicts fill messages. Special keywords: ``ntop`` (number of tops, default 1;
-0 for none) and ``in_place`` (the top reuses the first bottom's name).
+arguments ending in "param" (param, transform_param, a whole
+convolution_param dict, ...) go into LayerParameter; others into the layer's
+``<type>_param`` message when it has such a field, else into LayerParameter
+(name, loss_weight, include, ...). Lists fill repeated fields, dicts fill
+messages. Special keywords: ``ntop`` (number of tops, default 1; 0 for none,
+when the call returns the layer itself, which can still be assigned to a
+NetSpec) and ``in_place`` (the tops reuse the bottoms' names).
 ``P.<Type>.<VALUE>`` reads an enum value of <Type>Parameter, e.g.
 ``P.Pooling.MAX``.
 
@@ -42,6 +44,14 @@ def _param_field_names():
 
 
 _PARAM_FIELDS = _param_field_names()
+
+
+def param_name_dict():
+    """{layer type: its parameter field without "_param"}, as pycaffe gives
+    it, e.g. {'Convolution': 'convolution', 'Pooling': 'pooling', ...}
+    (from the *Parameter message types of LayerParameter's fields)."""
+    return {type_name: field[:-len('_param')]
+            for type_name, field in _PARAM_FIELDS.items()}
 
 
 def _param_field(type_name):
@@ -93,26 +103,34 @@ class Top(object):
         """A NetParameter with this top and everything it depends on."""
         return to_proto(self)
 
+    def _update(self, params):
+        self.fn._update(params)
+
     def _to_proto(self, layers, names, autonames):
         return self.fn._to_proto(layers, names, autonames)
 
 
 class Function(object):
-    """A layer call: type, bottom tops and parameters."""
+    """A layer call: type, bottom tops and parameters. Layers of zero tops
+    (ntop=0) are used as Functions directly; they can still be assigned to a
+    NetSpec, which names the layer."""
 
     def __init__(self, type_name, inputs, params):
         self.type_name = type_name
         for i, bottom in enumerate(inputs):
             if not isinstance(bottom, Top):
-                raise TypeError('bottom {} of {} is {!r}, not a Top'.format(
-                    i, type_name, bottom))
+                raise TypeError('%s input %d is not a Top (type is %s)' %
+                                (type_name, i, type(bottom)))
         self.inputs = inputs
-        self.params = dict(params)
+        self.params = params
         self.ntop = self.params.pop('ntop', 1)
         self.in_place = self.params.pop('in_place', False)
         if self.in_place and not inputs:
             raise ValueError('{}: in_place needs a bottom'.format(type_name))
         self.tops = tuple(Top(self, n) for n in range(self.ntop))
+
+    def _update(self, params):
+        self.params.update(params)
 
     def _top_name(self, top, names, autonames):
         if top not in names:
@@ -140,23 +158,31 @@ class Function(object):
         layer.type = self.type_name
         layer.bottom.extend(bottom_names)
         if self.in_place:
-            layer.top.extend(layer.bottom[:1])
+            # As in Caffe: the tops are the bottoms themselves.
+            layer.top.extend(layer.bottom)
         else:
             for top in self.tops:
                 layer.top.append(self._top_name(top, names, autonames))
         layer.name = self._name(names, autonames)  # params may override
         param_field = _param_field(self.type_name)
-        layer_fields = caffe_pb2.LayerParameter.DESCRIPTOR.fields_by_name
         for key, value in self.params.items():
-            if key in layer_fields:
+            # Caffe's routing: "*param" keywords (param, transform_param, a
+            # whole convolution_param, ...) belong to LayerParameter; others
+            # go to the type's own message when it has that field, else to
+            # LayerParameter (name, loss_weight, include, ...).
+            if key.endswith('param') or param_field is None:
                 assign_proto(layer, key, value)
-            elif param_field is not None:
-                assign_proto(getattr(layer, param_field), key, value)
+                continue
+            message = getattr(layer, param_field)
+            if key in message.DESCRIPTOR.fields_by_name:
+                assign_proto(message, key, value)
+            elif key in caffe_pb2.LayerParameter.DESCRIPTOR.fields_by_name:
+                assign_proto(layer, key, value)
             else:
                 raise AttributeError(
-                    'layer type {} has no parameter message for {!r}; give '
-                    'LayerParameter fields or a whole *_param dict'.format(
-                        self.type_name, key))
+                    '{} layer: neither {} nor LayerParameter has a field '
+                    '{!r}'.format(self.type_name,
+                                  message.DESCRIPTOR.name, key))
         layers[self] = layer
 
 
@@ -167,29 +193,40 @@ def to_proto(*tops):
     autonames = Counter()
     names = {}
     for top in tops:
-        top.fn._to_proto(layers, names, autonames)
+        fn = top if isinstance(top, Function) else top.fn
+        fn._to_proto(layers, names, autonames)
     net = caffe_pb2.NetParameter()
     net.layer.extend(layers.values())
     return net
 
 
+class _MissingTop(AttributeError, KeyError):
+    """A NetSpec has no top of that name. Caffe raises KeyError here; being
+    an AttributeError too keeps hasattr() and getattr(n, name, default)
+    working."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ''
+
+
 class NetSpec(object):
-    """Collects named tops; to_proto() writes every layer they need."""
+    """Collects named tops (and zero-top layers); to_proto() writes every
+    layer they need, named as assigned."""
 
     def __init__(self):
         super(NetSpec, self).__setattr__('tops', OrderedDict())
 
     def __setattr__(self, name, value):
-        if not isinstance(value, Top):
-            raise TypeError('NetSpec.{} must be a Top (a layer output), not '
-                            '{!r}'.format(name, value))
+        if not isinstance(value, (Top, Function)):
+            raise TypeError('NetSpec.{} must be a Top (a layer output) or a '
+                            'layer of no tops, not {!r}'.format(name, value))
         self.tops[name] = value
 
     def __getattr__(self, name):
         try:
             return self.tops[name]
         except KeyError:
-            raise AttributeError('NetSpec has no top {!r}'.format(name))
+            raise _MissingTop('NetSpec has no top {!r}'.format(name))
 
     def __setitem__(self, name, value):
         self.__setattr__(name, value)
@@ -197,11 +234,22 @@ class NetSpec(object):
     def __getitem__(self, name):
         return self.__getattr__(name)
 
+    def __delitem__(self, name):
+        del self.tops[name]
+
     def __delattr__(self, name):
         del self.tops[name]
 
     def keys(self):
         return list(self.tops.keys())
+
+    def vals(self):
+        return list(self.tops.values())
+
+    def update(self, name, params):
+        """Merges `params` into the parameters of the layer making top
+        `name`."""
+        self.tops[name]._update(params)
 
     def to_proto(self):
         """The NetParameter of every named top (names as assigned)."""

@@ -6,6 +6,7 @@ dicts of blobs and params, ``forward(**inputs)``, ``backward(**top_diffs)``,
 ``forward_all``, ``forward_backward_all`` and ``set_input_arrays``. It also
 defines ``caffe.Layer``, the base class of layers written in Python.
 """
+import time
 from collections import OrderedDict
 
 import numpy as np
@@ -16,10 +17,22 @@ from ._caffe import (Net, Solver, SGDSolver, NesterovSolver, AdaGradSolver,
 
 __all__ = ['Net', 'Layer', 'Solver', 'SGDSolver', 'NesterovSolver',
            'AdaGradSolver', 'RMSPropSolver', 'AdaDeltaSolver', 'AdamSolver',
-           'get_solver', 'solver_from_param']
+           'get_solver', 'solver_from_param', 'NCCL', 'Timer', 'has_nccl',
+           'set_multiprocess']
 
 
-class Layer(object):
+class _LayerType(type):
+    """Metaclass of caffe.Layer: in pycaffe, caffe.Layer is the class of
+    every layer, so isinstance(net.layers[i], caffe.Layer) holds for the
+    net's C++ layers too, not only for layers written in Python."""
+
+    def __instancecheck__(cls, obj):
+        if cls is Layer and isinstance(obj, _caffe.CppLayer):
+            return True
+        return type.__instancecheck__(cls, obj)
+
+
+class Layer(object, metaclass=_LayerType):
     """Base class of layers written in Python (prototxt type "Python").
 
     Subclasses implement ``setup(bottom, top)`` (once; read
@@ -167,7 +180,11 @@ def _layer_index(net, name):
 
 
 def _fill(net, values, field):
-    """Copies named arrays into the blobs' data or diff."""
+    """Copies named arrays into the blobs' data or diff. The batch size
+    (first axis) must be the blob's; an array of the blob's size but another
+    shape is reshaped, anything else must broadcast."""
+    caffe_words = {'data': 'Input is not batch sized',
+                   'diff': 'Diff is not batch sized'}[field]
     for name, value in values.items():
         blob = net.blobs[name]
         value = np.asarray(value)
@@ -176,15 +193,12 @@ def _fill(net, values, field):
             if (value.ndim == 0 or target.ndim == 0 or
                     value.shape[0] != target.shape[0]):
                 raise ValueError(
-                    '{} for blob {!r} has shape {}; the blob is {} (the batch '
-                    'size must match: reshape the blob and call net.reshape() '
-                    'to change it)'.format(field, name, value.shape,
-                                            target.shape))
-            if value.size != target.size:
-                raise ValueError('{} for blob {!r} has shape {}; the blob is '
-                                 '{}'.format(field, name, value.shape,
-                                             target.shape))
-            value = value.reshape(target.shape)
+                    '{}: {} for blob {!r} has shape {}; the blob is {} '
+                    '(reshape the blob and call net.reshape() to change the '
+                    'batch size)'.format(caffe_words, field, name,
+                                         value.shape, target.shape))
+            if value.size == target.size:
+                value = value.reshape(target.shape)
         target[...] = value
 
 
@@ -192,18 +206,18 @@ def _net_forward(self, blobs=None, start=None, end=None, **kwargs):
     """Runs the net forward, from layer `start` to layer `end` (names,
     inclusive; default the whole net).
 
-    kwargs: input blob name -> array, copied into the blob first (the batch
-    size must match the blob's).
+    kwargs: blob name -> array, copied into the blob first (normally the
+    net's inputs; the batch size must match the blob's).
     blobs: names of further blobs to return.
-    Returns {blob name: data array} for the outputs (or for `end`'s top when
-    `end` is given) and `blobs`. The arrays view the blobs: copy them to keep
-    them past the next forward.
+    Returns {blob name: data array} for the net's outputs, or for the tops
+    of layer `end` when it is given, plus `blobs`. The arrays view the
+    blobs: copy them to keep them past the next forward.
     """
     blobs = list(blobs or [])
     start_ind = _layer_index(self, start) if start is not None else 0
     if end is not None:
         end_ind = _layer_index(self, end)
-        outputs = set([end] + blobs)
+        outputs = set(self.top_names[end] + blobs)
     else:
         end_ind = len(self.layers) - 1
         outputs = set(self.outputs + blobs)
@@ -216,17 +230,18 @@ def _net_backward(self, diffs=None, start=None, end=None, **kwargs):
     """Runs the net backward, from layer `start` down to layer `end` (names,
     inclusive; default the whole net).
 
-    kwargs: output blob name -> array of top diffs, copied in first.
+    kwargs: blob name -> array of diffs, copied in first (normally the net's
+    outputs).
     diffs: names of further blobs whose diffs to return.
-    Returns {blob name: diff array} for the inputs (or `end`'s top) and
-    `diffs`.
+    Returns {blob name: diff array} for the net's inputs, or for the bottoms
+    of layer `end` when it is given, plus `diffs`.
     """
     diffs = list(diffs or [])
     start_ind = (_layer_index(self, start) if start is not None
                  else len(self.layers) - 1)
     if end is not None:
         end_ind = _layer_index(self, end)
-        outputs = set([end] + diffs)
+        outputs = set(self.bottom_names[end] + diffs)
     else:
         end_ind = 0
         outputs = set(self.inputs + diffs)
@@ -366,6 +381,65 @@ def _solver_param(self):
     param = caffe_pb2.SolverParameter()
     param.ParseFromString(self._param_bytes)
     return param
+
+
+class Timer(object):
+    """caffe.Timer: wall-clock milliseconds between start() and stop().
+
+    ms is the time of the last start/stop interval (reading it while the
+    timer runs stops it first, as in Caffe; 0 before any start)."""
+
+    def __init__(self):
+        self._start = None
+        self._ms = 0.0
+
+    def start(self):
+        self._start = time.perf_counter()
+
+    def stop(self):
+        if self._start is not None:
+            self._ms = (time.perf_counter() - self._start) * 1000.0
+            self._start = None
+
+    @property
+    def ms(self):
+        self.stop()
+        return self._ms
+
+
+def has_nccl():
+    """Whether caffe.NCCL can be used: never in Poseidon, whose multi-GPU and
+    multi-node training runs under mpirun (see docs/python.md)."""
+    return False
+
+
+class NCCL(object):
+    """pycaffe's NCCL(solver, uid) joins processes started by Python's
+    multiprocessing into one multi-GPU job. Poseidon builds such jobs with
+    mpirun instead: a script whose solver has a `distributed {}` block
+    trains as one rank of the job. Constructing one raises caffe.Error
+    saying so (has_nccl() is False)."""
+
+    def __init__(self, solver, uid):
+        raise _caffe.Error(
+            'caffe.NCCL is not available in Poseidon (caffe.has_nccl() is '
+            'False): run the script under mpirun with a `distributed {}` '
+            'block in the solver, or poseidon_train train --gpu=0,1,... '
+            '(docs/python.md, docs/distributed.md)')
+
+    @staticmethod
+    def new_uid():
+        raise _caffe.Error('caffe.NCCL is not available in Poseidon '
+                           '(caffe.has_nccl() is False)')
+
+
+_multiprocess = [False]
+
+
+def set_multiprocess(multiprocess):
+    """Caffe's flag for processes joined by NCCL; recorded and otherwise
+    without effect here (there is no caffe.NCCL)."""
+    _multiprocess[0] = bool(multiprocess)
 
 
 Net.blobs = _net_blobs

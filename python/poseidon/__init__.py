@@ -7,7 +7,8 @@ under both names, so ``poseidon.Net``, ``poseidon.io`` and
 import sys
 
 import caffe
-import caffe.draw  # noqa: F401  (not imported by caffe/__init__)
+import caffe.coord_map  # noqa: F401  (not imported by caffe/__init__)
+import caffe.draw  # noqa: F401
 import caffe.proto.caffe_pb2  # noqa: F401
 
 for _name, _module in list(sys.modules.items()):
