@@ -14,6 +14,7 @@ PACKAGES=(
   zlib1g-dev
   libhdf5-dev
   libgtest-dev
+  graphviz
   dataset-fashion-mnist
   octave octave-dev     # octave-cli and mkoctfile for matlab/ (matcaffe)
 )

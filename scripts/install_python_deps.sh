@@ -7,8 +7,10 @@
 #   Python headers       Debian python3-dev when this python3 lacks Python.h
 #   numpy, pytest,       Debian's python3-* packages when $PYTHON is Debian's
 #   protobuf, pybind11,  own /usr/bin/python3 (they match the C++ protobuf),
-#   pillow               else pip into $PYTHON (protobuf pinned to the
-#                        release line of the installed protoc)
+#   pillow, six, pydot,  else pip into $PYTHON (protobuf pinned to the
+#   matplotlib           release line of the installed protoc)
+# (six: BVLC's pycaffe scripts and tests import it; pydot: caffe.draw;
+# matplotlib: tools/extra/plot_training_log.py and the demo's curve.)
 # pybind11 must be >= 2.12 when numpy is 2.x (numpy 2 ABI support).
 set -euo pipefail
 
@@ -79,6 +81,12 @@ py_has google.protobuf || {
   missing_pip+=("$(protobuf_spec)")
 }
 py_has PIL || { missing_apt+=(python3-pil); missing_pip+=(pillow); }
+py_has six || { missing_apt+=(python3-six); missing_pip+=(six); }
+py_has pydot || { missing_apt+=(python3-pydot); missing_pip+=(pydot); }
+py_has matplotlib || {
+  missing_apt+=(python3-matplotlib)
+  missing_pip+=(matplotlib)
+}
 
 if [ ${#missing_apt[@]} -gt 0 ] && [ "$is_debian_python" -eq 1 ]; then
   echo "install_python_deps: apt ${missing_apt[*]}"
@@ -99,8 +107,10 @@ if ! pybind11_ok; then
 fi
 
 "$PYTHON" - <<'EOF'
-import numpy, pybind11, pytest, google.protobuf
-print("install_python_deps: numpy %s, pybind11 %s, protobuf %s, pytest %s"
+import numpy, pybind11, pytest, google.protobuf, matplotlib
+print("install_python_deps: numpy %s, pybind11 %s, protobuf %s, pytest %s, "
+      "matplotlib %s"
       % (numpy.__version__, pybind11.__version__,
-         google.protobuf.__version__, pytest.__version__))
+         google.protobuf.__version__, pytest.__version__,
+         matplotlib.__version__))
 EOF
