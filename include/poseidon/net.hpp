@@ -15,7 +15,8 @@
 // layer, its type and its bottom shapes. A net left with no layer (an empty
 // file, or every layer excluded by its rules) is a ConfigError. Two layers
 // may share a name, as Caffe allows (with a warning): by-name lookups find
-// the last of them, weights files fill the first.
+// the last of them, weights are matched in order (see Note [Layers of one
+// name] in net.cpp).
 #ifndef POSEIDON_NET_HPP_
 #define POSEIDON_NET_HPP_
 
@@ -33,6 +34,11 @@
 #include "poseidon/util/callback_list.hpp"
 
 namespace poseidon {
+
+// Whether `filename` is an HDF5 file (its superblock signature at offset 0
+// or after a user block); false for a missing or unreadable file. Needs no
+// HDF5 library.
+bool IsHdf5File(const string& filename);
 
 template <typename Dtype>
 class Net {
@@ -76,12 +82,12 @@ class Net {
 
   // Uses `other`'s parameter data for layers of the same name (test nets).
   void ShareTrainedLayersWith(const Net* other);
-  // Copies weights by layer name (into the first layer of that name, as
-  // Caffe does); layers absent from the net are skipped, shape mismatches
-  // throw ShapeError naming the layer and both shapes.
+  // Copies weights by layer name (the k-th layer of a name in `param` into
+  // the k-th of that name here); layers absent from the net are skipped,
+  // shape mismatches throw ShapeError naming the layer and both shapes.
   void CopyTrainedLayersFrom(const NetParameter& param);
   // Reads a binary .caffemodel (upgrading legacy formats), or Caffe's HDF5
-  // weights when the name ends in ".h5".
+  // weights when the file is an HDF5 file (IsHdf5File), whatever its name.
   void CopyTrainedLayersFrom(const string& trained_filename);
   void ToProto(NetParameter* param, bool write_diff = false) const;
   // Caffe's HDF5 weights layout (net_hdf5.cpp): group /data holds a group
@@ -190,6 +196,8 @@ class Net {
 
  private:
   void Init(const NetParameter& param);
+  // The index of the `occurrence`-th (0-based) layer named `name`, or -1.
+  int LayerOfName(const string& name, int occurrence) const;
   void AppendTop(const NetParameter& param, int layer_id, int top_id,
                  std::set<string>* available_blobs,
                  std::map<string, int>* blob_name_to_idx);

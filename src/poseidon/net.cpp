@@ -3,6 +3,7 @@
 #include "poseidon/net.hpp"
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -33,7 +34,11 @@ Net<Dtype>::Net(const string& param_file, Phase phase, int level,
                 const vector<string>* stages) {
   NetParameter param;
   ReadNetParamsFromTextFile(param_file, &param);
-  POSEIDON_REQUIRE(param.layer_size() > 0, ConfigError, param_file,
+  // Caffe builds an empty net from an empty file; it can only be a mistake
+  // (V1 `layers` and net-level inputs become layers when upgraded).
+  POSEIDON_REQUIRE(param.layer_size() > 0 || param.layers_size() > 0 ||
+                       param.input_size() > 0,
+                   ConfigError, param_file,
                    ": the file defines no layers (is it empty, or not a net "
                    "prototxt?)");
   param.mutable_state()->set_phase(phase);
@@ -97,15 +102,14 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
         layer_param.bottom_size(), " bottoms");
     layers_.push_back(LayerRegistry<Dtype>::CreateLayer(effective));
     layer_names_.push_back(layer_param.name());
-    // Caffe accepts two layers of one name (BVLC's mnist_autoencoder has two
-    // "loss" layers); by-name lookups then find the last, as in Caffe.
+    // Accepted, as in Caffe: see Note [Layers of one name].
     if (layer_names_index_.count(layer_param.name()) &&
         !layer_param.name().empty()) {
       LOG(WARNING) << "net '" << EscapeForMessage(param.name())
                    << "': two layers are named '"
                    << EscapeForMessage(layer_param.name())
-                   << "'; weights files fill the first, lookups by name "
-                   << "find the last";
+                   << "'; lookups by name find the last, weights are "
+                   << "matched to them in order";
     }
     layer_names_index_[layer_param.name()] = layer_id;
 
@@ -589,13 +593,35 @@ void Net<Dtype>::ShareWeights() {
   }
 }
 
+// Note [Layers of one name]
+// Caffe lets two layers share a name (BVLC's mnist_autoencoder has two
+// "loss" layers). Lookups by name (layer_by_name, pycaffe's layer_dict) find
+// the last of them, as Caffe's name index does. Weights are matched in
+// order: the k-th layer of a name in a weights file or in the net shared
+// with fills the k-th layer of that name here. Caffe fills the first layer of
+// the name each time, which is the same for unique names; for repeated ones
+// it overwrites the first or fails on a shape mismatch, so that Caffe cannot
+// reload its own snapshot of such a net. HDF5 weights hold one group per
+// name: the first layer of a name is written and read.
+template <typename Dtype>
+int Net<Dtype>::LayerOfName(const string& name, int occurrence) const {
+  for (size_t l = 0; l < layer_names_.size(); ++l) {
+    if (layer_names_[l] == name && occurrence-- == 0) {
+      return static_cast<int>(l);
+    }
+  }
+  return -1;
+}
+
 template <typename Dtype>
 void Net<Dtype>::ShareTrainedLayersWith(const Net* other) {
+  // See Note [Layers of one name].
+  std::map<string, int> seen;
   for (size_t i = 0; i < other->layers().size(); ++i) {
     const string& name = other->layer_names()[i];
-    auto it = layer_names_index_.find(name);
-    if (it == layer_names_index_.end()) continue;
-    auto& mine = layers_[it->second]->blobs();
+    const int target = LayerOfName(name, seen[name]++);
+    if (target < 0) continue;
+    auto& mine = layers_[target]->blobs();
     const auto& theirs = other->layers()[i]->blobs();
     POSEIDON_REQUIRE(mine.size() == theirs.size(), ShapeError, "layer '",
                      name, "' has ", mine.size(), " parameter blobs here but ",
@@ -612,15 +638,16 @@ void Net<Dtype>::ShareTrainedLayersWith(const Net* other) {
 
 template <typename Dtype>
 void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
+  // See Note [Layers of one name].
+  std::map<string, int> seen;
   for (const auto& source_layer : param.layer()) {
-    // The first layer of that name, as Caffe's linear search finds.
-    const auto it = std::find(layer_names_.begin(), layer_names_.end(),
-                              source_layer.name());
-    if (it == layer_names_.end()) {
+    const int target_id =
+        LayerOfName(source_layer.name(), seen[source_layer.name()]++);
+    if (target_id < 0) {
       VLOG(1) << "Ignoring source layer " << source_layer.name();
       continue;
     }
-    auto& target = layers_[it - layer_names_.begin()]->blobs();
+    auto& target = layers_[target_id]->blobs();
     POSEIDON_REQUIRE(static_cast<int>(target.size()) ==
                          source_layer.blobs_size(),
                      ShapeError, "layer '", source_layer.name(), "' has ",
@@ -643,10 +670,8 @@ void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
 
 template <typename Dtype>
 void Net<Dtype>::CopyTrainedLayersFrom(const string& trained_filename) {
-  const string kH5 = ".h5";
-  if (trained_filename.size() >= kH5.size() &&
-      trained_filename.compare(trained_filename.size() - kH5.size(),
-                               kH5.size(), kH5) == 0) {
+  // By content, as Caffe decides (H5Fis_hdf5), whatever the name.
+  if (IsHdf5File(trained_filename)) {
     CopyTrainedLayersFromHDF5(trained_filename);
     return;
   }

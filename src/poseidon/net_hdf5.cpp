@@ -10,6 +10,8 @@
 // Every layer gets its group, parameters or not. A '/' in a layer name
 // (GoogLeNet's "conv1/7x7_s2") makes nested groups, which load back by the
 // same path.
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +23,24 @@
 
 namespace poseidon {
 
+bool IsHdf5File(const string& filename) {
+  // The superblock signature sits at offset 0 or, after a user block, at
+  // 512, 1024, 2048, ... (HDF5 file format specification).
+  static const char kSignature[8] = {'\211', 'H', 'D', 'F',
+                                     '\r', '\n', '\032', '\n'};
+  std::ifstream in(filename, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const std::streamoff size = in.tellg();
+  for (std::streamoff offset = 0; offset + 8 <= size;
+       offset = offset == 0 ? 512 : offset * 2) {
+    char bytes[8];
+    in.seekg(offset);
+    if (!in.read(bytes, sizeof(bytes))) return false;
+    if (std::memcmp(bytes, kSignature, sizeof(bytes)) == 0) return true;
+  }
+  return false;
+}
+
 #ifdef USE_HDF5
 
 template <typename Dtype>
@@ -28,7 +48,10 @@ void Net<Dtype>::ToHDF5(const string& filename, bool write_diff) const {
   Hdf5File file = Hdf5File::Create(filename);
   file.CreateGroup("data");
   if (write_diff) file.CreateGroup("diff");
+  // Each name once: the first layer of a name is written (and loaded).
+  std::set<string> seen;
   for (size_t l = 0; l < layers_.size(); ++l) {
+    if (!seen.insert(layer_names_[l]).second) continue;
     const string data_group = "data/" + layer_names_[l];
     const string diff_group = "diff/" + layer_names_[l];
     file.CreateGroup(data_group);

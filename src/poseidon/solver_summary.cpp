@@ -58,8 +58,17 @@ string TrainingSummary(const Solver<Dtype>& solver, int iterations,
      << (iterations == 1 ? " iteration" : " iterations") << " in "
      << FormatSeconds(seconds);
   if (seconds > 0 && iterations > 0 && images_per_iteration > 0) {
-    os << " (" << std::lround(iterations * images_per_iteration / seconds)
-       << " images/s)";
+    const double rate = iterations * images_per_iteration / seconds;
+    os << " (";
+    if (rate >= 100) {
+      os << std::lround(rate);
+    } else {
+      std::ostringstream small;  // three significant digits
+      small.precision(3);
+      small << rate;
+      os << small.str();
+    }
+    os << " images/s)";
   }
   if (solver.requested_early_exit()) os << ", stopped early";
   os << "; test: ";

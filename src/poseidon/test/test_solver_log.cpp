@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/solver_summary.hpp"
 #include "solver_test_util.hpp"
 #include "test_util.hpp"
 
@@ -106,6 +107,38 @@ TEST(SolverLogTest, ProgressTrainAndTestLines) {
   FindLine(lines, "Iteration 0, Testing net \\(#0\\)");
   FindLine(lines, "    Test net output #0: loss = " + num + " \\(\\* 1 = " +
                       num + " loss\\)");
+}
+
+// The line poseidon_train ends `train` with (tools/extra/parse_log.py and
+// users read it): iterations, wall time, throughput, the last test scores
+// by output name and the last snapshot.
+TEST(SolverLogTest, TrainingSummaryLine) {
+  Poseidon::set_mode(Poseidon::CPU);
+  const std::string dir = test::MakeTempDir();
+  auto solver = CreateSolver<float>(test::SolverTestParam(
+      StrCat("display: 0 test_iter: 1 test_interval: 2 snapshot: 4 ",
+             "snapshot_prefix: '", dir, "/tiny' ", "test_net_param { ",
+             test::SolverTestNet(4), " }")));
+  test::FillSolverTestInputs(solver->net().get());
+  test::FillSolverTestInputs(solver->test_nets()[0].get());
+  EXPECT_EQ(TrainBatchSize(*solver->net()), 4);
+  EXPECT_EQ(TrainingSummary(*solver, 0, 0.5, 4),
+            "Training done: 0 iterations in 0.5 s; test: none; last "
+            "snapshot: none");
+  solver->Step(4);
+  const std::string line = TrainingSummary(*solver, 4, 90.4, 8);
+  const std::regex expected(
+      "Training done: 4 iterations in 1 min 30 s \\(0.354 images/s\\); test: "
+      "loss = ([-+0-9.e]+); last snapshot: " +
+      dir + "/tiny_iter_4\\.solverstate");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(line, m, expected)) << line;
+  EXPECT_FLOAT_EQ(std::stof(m[1]), solver->test_scores()[0][0]);
+  EXPECT_NE(TrainingSummary(*solver, 4, 2.0, 8).find("in 2 s (16 images/s)"),
+            std::string::npos);
+  EXPECT_NE(TrainingSummary(*solver, 1, 4000, 8).find("1 iteration in 1 h "
+                                                      "6 min 40 s"),
+            std::string::npos);
 }
 
 }  // namespace

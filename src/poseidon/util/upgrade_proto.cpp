@@ -269,18 +269,25 @@ bool NetNeedsUpgrade(const NetParameter& net_param) {
 bool UpgradeNetAsNeeded(const std::string& source, NetParameter* param) {
   bool changed = false;
   if (NetNeedsV0ToV1Upgrade(*param)) {
-    LOG(INFO) << source << ": upgrading V0 net format";
+    // Caffe warns about the deprecated formats, and so do we.
+    LOG(WARNING) << source << ": upgrading the deprecated V0 net format "
+                 << "(upgrade_net_proto_text / upgrade_net_proto_binary "
+                 << "rewrite the file)";
     UpgradeV0Net(source, param);
     changed = true;
   }
   if (NetNeedsV1ToV2Upgrade(*param)) {
-    LOG(INFO) << source << ": upgrading V1 net format";
+    LOG(WARNING) << source << ": upgrading the deprecated V1 net format "
+                 << "(`layers`; upgrade_net_proto_text / "
+                 << "upgrade_net_proto_binary rewrite the file)";
     UpgradeV1Net(source, param);
     changed = true;
   }
   if (NetNeedsDataUpgrade(*param)) {
-    LOG(INFO) << source << ": moving data_param transformations to "
-              << "transform_param";
+    LOG(WARNING) << source << ": moving the deprecated transformation "
+                 << "fields of data_param, image_data_param or "
+                 << "window_data_param (scale, mean_file, crop_size, mirror) "
+                 << "to transform_param";
     UpgradeNetDataTransformation(param);
     changed = true;
   }
@@ -290,7 +297,9 @@ bool UpgradeNetAsNeeded(const std::string& source, NetParameter* param) {
     changed = true;
   }
   if (NetNeedsBatchNormUpgrade(*param)) {
-    LOG(INFO) << source << ": dropping obsolete BatchNorm param specs";
+    LOG(INFO) << source << ": BatchNorm layers with three param specs "
+              << "(the old way to freeze their statistics) get lr_mult and "
+              << "decay_mult 0";
     UpgradeNetBatchNorm(param);
     changed = true;
   }

@@ -3,6 +3,7 @@
 # dataset-fashion-mnist) to LMDB, trains BVLC Caffe's LeNet prototxt
 # unchanged for a short run, and checks that
 #   - the test accuracy is clearly better than chance (> 0.80; chance is 0.10),
+#   - the log ends with the summary line (final scores, snapshot),
 #   - `poseidon_train test` on the snapshot reproduces that accuracy,
 #   - the legacy V1 LeNet prototxt trains too,
 #   - `poseidon_train time` reports per-layer and total times.
@@ -31,6 +32,14 @@ grep -q "ETA" "$WORK/train.log" || fail "no ETA in the log"
 accuracy=$(grep "Test net output #0: accuracy" "$WORK/train.log" | tail -1 \
            | sed 's/.*accuracy = //')
 echo "test accuracy after $ITERS iterations: $accuracy"
+# The run ends with one summary line holding the same final scores.
+summary=$(grep "Training done: $ITERS iterations in " "$WORK/train.log") \
+  || fail "no summary line ending the log"
+echo "$summary" | grep -q "test: accuracy = $accuracy, loss = " \
+  || fail "summary lacks the final accuracy $accuracy: $summary"
+echo "$summary" | grep -q "images/s); " || fail "no throughput in: $summary"
+echo "$summary" | grep -q "last snapshot: $WORK/lenet_iter_$ITERS.solverstate" \
+  || fail "summary lacks the last snapshot: $summary"
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.80) }' \
   || fail "accuracy $accuracy is not above 0.80"
 
@@ -49,7 +58,7 @@ sed -e "s|^net: .*|net: \"examples/fashion_mnist/lenet_v1_train_test.prototxt\"|
     "$WORK/solver.prototxt" > "$WORK/v1_solver.prototxt"
 "$TRAIN" train --solver="$WORK/v1_solver.prototxt" > "$WORK/v1.log" 2>&1 \
   || { tail "$WORK/v1.log"; fail "V1 net did not train"; }
-grep -q "upgrading V1 net format" "$WORK/v1.log" || fail "V1 upgrade not logged"
+grep -q "deprecated V1 net format" "$WORK/v1.log" || fail "V1 upgrade not logged"
 
 # time prints per-layer and total figures.
 "$TRAIN" time --model=examples/fashion_mnist/caffe_lenet_train_test.prototxt \
