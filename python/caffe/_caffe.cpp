@@ -307,7 +307,9 @@ void SetInputArrays(PyNet& net, const py::array& data,
 
 // A Python callable as a per-layer hook (net.before_forward(fn) etc.): it
 // is called with the layer's index on the thread running the net. An
-// exception it raises propagates out of forward()/backward().
+// exception it raises propagates out of forward()/backward(). As in
+// pycaffe, a hook stays for the net's lifetime (its Subscription is
+// detached).
 PyNet::LayerCallback LayerHook(const py::function& fn) {
   return [fn](int layer_id) {
     py::gil_scoped_acquire gil;
@@ -375,19 +377,19 @@ void BindNet(py::module_& m) {
           "filename"_a, "Reads weights written by save_hdf5 (by layer name).")
       .def("before_forward",
            [](PyNet& net, const py::function& fn) {
-             net.add_before_forward(LayerHook(fn));
+             net.add_before_forward(LayerHook(fn)).Detach();
            })
       .def("after_forward",
            [](PyNet& net, const py::function& fn) {
-             net.add_after_forward(LayerHook(fn));
+             net.add_after_forward(LayerHook(fn)).Detach();
            })
       .def("before_backward",
            [](PyNet& net, const py::function& fn) {
-             net.add_before_backward(LayerHook(fn));
+             net.add_before_backward(LayerHook(fn)).Detach();
            })
       .def("after_backward",
            [](PyNet& net, const py::function& fn) {
-             net.add_after_backward(LayerHook(fn));
+             net.add_after_backward(LayerHook(fn)).Detach();
            })
       .def("_to_proto_bytes",
            [](const PyNet& net, bool write_diff) {

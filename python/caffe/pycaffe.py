@@ -171,11 +171,20 @@ def _net_bottom_names(self):
          for li, layer in enumerate(self._layer_names)], 'layer')
 
 
+class _MissingLayer(KeyError, ValueError):
+    """No layer of that name. pycaffe's list(...).index() raises ValueError
+    here; being a KeyError too matches the dicts (layer_dict, top_names)."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ''
+
+
 def _layer_index(net, name):
+    """The index of the first layer named `name`, as pycaffe finds it."""
     try:
         return list(net._layer_names).index(name)
     except ValueError:
-        raise KeyError('no layer named {!r}; the net has: {}'.format(
+        raise _MissingLayer('no layer named {!r}; the net has: {}'.format(
             name, ', '.join(net._layer_names)))
 
 

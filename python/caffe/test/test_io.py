@@ -112,3 +112,48 @@ def test_mean_file_round_trip_into_transformer(tmp_path):
     t.set_mean('data', caffe.io.blobproto_to_array(blob)[0])
     out = t.preprocess('data', np.zeros((4, 5, 3)))
     assert np.allclose(out, -mean[0])
+
+
+def test_blobproto_to_array_follows_caffes_shape_rules():
+    values = np.arange(100, dtype=np.float32)
+    # shape.dim when no legacy dimension is set.
+    blob = caffe_pb2.BlobProto()
+    blob.data.extend(values)
+    blob.shape.dim.extend([10, 10])
+    arr = caffe.io.blobproto_to_array(blob)
+    assert arr.shape == (10, 10) and arr.dtype == np.float64
+    # Legacy num/channels/height/width win when any is set.
+    legacy = caffe_pb2.BlobProto(num=1, channels=1, height=10, width=10)
+    legacy.data.extend(values)
+    assert caffe.io.blobproto_to_array(legacy).shape == (1, 1, 10, 10)
+    # No shape at all: one value is a scalar, more cannot be shaped.
+    bare = caffe_pb2.BlobProto()
+    bare.data.extend(values)
+    with pytest.raises(ValueError):
+        caffe.io.blobproto_to_array(bare)
+    single = caffe_pb2.BlobProto()
+    single.data.append(123)
+    assert caffe.io.blobproto_to_array(single) == 123
+    # double_data when data is empty.
+    double = caffe_pb2.BlobProto()
+    double.double_data.extend([0.5, 1.5])
+    double.shape.dim.append(2)
+    assert list(caffe.io.blobproto_to_array(double)) == [0.5, 1.5]
+
+
+def test_datum_label_and_float_data():
+    with_label = caffe.io.array_to_datum(np.ones((10, 10, 3)), label=1)
+    without = caffe.io.array_to_datum(np.ones((10, 10, 3)))
+    assert not without.HasField('label')
+    assert len(with_label.SerializeToString()) > len(
+        without.SerializeToString())
+    floats = caffe.io.datum_to_array(with_label)
+    assert floats.dtype == np.float64 and floats.shape == (10, 10, 3)
+
+
+def test_oversample_centre_crop_truncates_like_caffe():
+    im = np.arange(15 * 15, dtype=np.float32).reshape(15, 15, 1)
+    crops = caffe.io.oversample([im], (12, 12))
+    # Centre 7.5 - 6 = 1.5, truncated to 1.
+    assert np.array_equal(crops[4], im[1:13, 1:13])
+    assert np.array_equal(crops[9], im[1:13, 1:13][:, ::-1])

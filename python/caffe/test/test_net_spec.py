@@ -1,5 +1,7 @@
 """caffe.NetSpec / caffe.layers / caffe.params: prototxt written in Python
 that the C++ parser accepts."""
+import re
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,87 @@ def test_layer_level_fields_and_errors():
         n.x = 3
     with pytest.raises(AttributeError):
         P.NoSuchThing.X
+
+
+# ---- tops: none, several, in place ---------------------------------------------
+
+def test_zero_top_layers_build_and_forward_nothing(tmp_path):
+    n = caffe.NetSpec()
+    n.a, n.b = L.DummyData(shape=dict(dim=[3]), ntop=2)
+    silence = L.Silence(n.a, ntop=0)
+    assert isinstance(silence, caffe.net_spec.Function)
+    n.silence_a = silence                      # named by the NetSpec
+    n.silence_b = L.Silence(n.b, ntop=0)
+    proto = n.to_proto()
+    assert [l.name for l in proto.layer] == ['a', 'silence_a', 'silence_b']
+    assert list(proto.layer[1].top) == []
+    path = tmp_path / 'silent.prototxt'
+    path.write_text(str(proto))
+    net = caffe.Net(str(path), caffe.TEST)
+    assert net.forward() == {}
+    # A zero-top layer alone, through caffe.to_proto.
+    assert len(caffe.to_proto(L.Silence(L.Input(shape=dict(dim=[1])),
+                                        ntop=0)).layer) == 2
+
+
+def test_several_tops_and_in_place():
+    data, label, extra = L.DummyData(shape=[dict(dim=[2, 3])] * 3, ntop=3)
+    assert all(isinstance(t, caffe.net_spec.Top) for t in (data, label, extra))
+    relu = L.ReLU(data, in_place=True)
+    proto = caffe.to_proto(relu, label, extra)
+    # Anonymous tops are numbered per layer type, as in pycaffe.
+    assert list(proto.layer[0].top) == ['DummyData1', 'DummyData2',
+                                        'DummyData3']
+    assert proto.layer[0].name == 'DummyData1'
+    assert list(proto.layer[1].top) == list(proto.layer[1].bottom) == [
+        'DummyData1']
+
+
+def test_non_top_inputs_are_type_errors_with_caffes_message():
+    pair = L.DummyData(ntop=2)
+    with pytest.raises(TypeError) as e:
+        L.Silence(pair, ntop=0)
+    assert re.match(r"^Silence input 0 is not a Top \(type is "
+                    r"<(type|class) 'tuple'>\)$", str(e.value))
+    L.Silence(*pair, ntop=0)
+
+
+def test_keyword_routing_as_in_pycaffe():
+    n = caffe.NetSpec()
+    n.data = L.Input(shape=dict(dim=[1, 1, 8, 8]))
+    # *param keywords go to LayerParameter, others to the type's message,
+    # then to LayerParameter.
+    n.conv = L.Convolution(n.data, num_output=2, kernel_size=3,
+                           param=[dict(lr_mult=1), dict(lr_mult=2)],
+                           loss_weight=0, propagate_down=[False])
+    n.up = L.Deconvolution(n.conv, num_output=1, kernel_size=4, stride=2)
+    n.scaled = L.Power(n.data, power=2,
+                       transform_param=dict(scale=0.5))
+    layers = {l.name: l for l in n.to_proto().layer}
+    conv = layers['conv']
+    assert conv.convolution_param.num_output == 2
+    assert [p.lr_mult for p in conv.param] == [1, 2]
+    assert list(conv.propagate_down) == [False]
+    assert layers['up'].convolution_param.stride == [2]
+    assert layers['scaled'].power_param.power == 2
+    assert layers['scaled'].transform_param.scale == 0.5
+
+
+def test_netspec_dict_interface():
+    n = caffe.NetSpec()
+    n['data'] = L.Input(shape=dict(dim=[2, 4]))
+    n.ip = L.InnerProduct(n['data'], num_output=3)
+    assert n.keys() == ['data', 'ip'] and len(n.vals()) == 2
+    n.update('ip', dict(bias_term=False))
+    assert n.to_proto().layer[1].inner_product_param.bias_term is False
+    with pytest.raises(KeyError):
+        n['missing']
+    with pytest.raises(AttributeError):
+        n.missing
+    assert getattr(n, 'missing', None) is None
+    del n['ip']
+    assert n.keys() == ['data']
+    names = caffe.net_spec.param_name_dict()
+    assert names['Convolution'] == 'convolution'
+    assert names['InnerProduct'] == 'inner_product'
+    assert names['Pooling'] == 'pooling'
