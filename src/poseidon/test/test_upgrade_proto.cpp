@@ -461,15 +461,16 @@ TEST(UpgradeV0Test, PaddingMustFeedOneConvOrPool) {
              bottom: "padded" top: "c" })");
   EXPECT_NE(own_pad.find("layer 'conv' sets pad 2"), string::npos) << own_pad;
 
-  const string padding_field = UpgradeError(R"(
+  // A field a padding layer does not take is ignored (with a warning), as
+  // in Caffe.
+  NetParameter padding_field = Parse(R"(
     layers { layer { name: "pad" type: "padding" pad: 1 kernelsize: 3 }
              bottom: "data" top: "padded" }
     layers { layer { name: "conv" type: "conv" kernelsize: 3 num_output: 1 }
              bottom: "padded" top: "c" })");
-  EXPECT_NE(padding_field.find("'pad' of type \"padding\" sets the field "
-                               "'kernelsize'"),
-            string::npos)
-      << padding_field;
+  UpgradeNetAsNeeded("v0.prototxt", &padding_field);
+  ASSERT_EQ(padding_field.layer_size(), 1);
+  EXPECT_EQ(padding_field.layer(0).convolution_param().pad(0), 1u);
 }
 
 TEST(UpgradeV0Test, BadV0LayersNameTheLayerAndField) {
@@ -480,21 +481,18 @@ TEST(UpgradeV0Test, BadV0LayersNameTheLayerAndField) {
             string::npos)
       << unknown_type;
 
-  const string wrong_field = UpgradeError(R"(
+  // Fields a type does not take are ignored with a warning, as Caffe's
+  // upgrade does ("Unknown parameter ...; continuing anyway").
+  NetParameter wrong_field = Parse(R"(
     layers { layer { name: "relu" type: "relu" kernelsize: 3 } bottom: "x"
-             top: "y" })");
-  EXPECT_NE(wrong_field.find("V0 layer 'relu' of type \"relu\" sets the "
-                             "field 'kernelsize'"),
-            string::npos)
-      << wrong_field;
-
-  const string ip_group = UpgradeError(R"(
+             top: "y" }
     layers { layer { name: "fc" type: "innerproduct" num_output: 2 group: 2 }
-             bottom: "x" top: "y" })");
-  EXPECT_NE(ip_group.find("'fc' of type \"innerproduct\" sets the field "
-                          "'group'"),
-            string::npos)
-      << ip_group;
+             bottom: "y" top: "z" })");
+  UpgradeNetAsNeeded("v0.prototxt", &wrong_field);
+  ASSERT_EQ(wrong_field.layer_size(), 2);
+  EXPECT_EQ(wrong_field.layer(0).type(), "ReLU");
+  EXPECT_FALSE(wrong_field.layer(0).has_convolution_param());
+  EXPECT_EQ(wrong_field.layer(1).inner_product_param().num_output(), 2u);
 
   const string mixed = UpgradeError(R"(
     layers { layer { name: "conv" type: "conv" kernelsize: 3 num_output: 1 }

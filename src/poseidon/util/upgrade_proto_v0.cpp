@@ -132,7 +132,7 @@ class V0LayerUpgrader {
     }
     if (Use("mirror")) out->mutable_transform_param()->set_mirror(v0_.mirror());
     MoveTypedFields(out);
-    RejectUnused();
+    WarnUnused();
   }
 
   // For a padding layer, which keeps only its pad.
@@ -140,7 +140,7 @@ class V0LayerUpgrader {
     Use("name");
     Use("type");
     Use("pad");
-    RejectUnused();
+    WarnUnused();
   }
 
  private:
@@ -286,12 +286,16 @@ class V0LayerUpgrader {
                    static_cast<int>(v0_.pool()));
   }
 
-  void RejectUnused() const {
+  // A field the layer's type does not take is ignored with a warning, as
+  // Caffe's upgrade does ("Unknown parameter ... continuing anyway").
+  void WarnUnused() const {
     for (const std::string& field : SetFields(v0_)) {
-      POSEIDON_REQUIRE(used_.count(field) > 0, ConfigError, source_,
-                       ": V0 layer ", label_, " of type \"", v0_.type(),
-                       "\" sets the field '", field,
-                       "', which that type does not take");
+      if (used_.count(field) > 0) continue;
+      LOG(WARNING) << EscapeForMessage(source_) << ": V0 layer "
+                   << EscapeForMessage(label_) << " of type \""
+                   << EscapeForMessage(v0_.type()) << "\" sets the field '"
+                   << field << "', which that type does not take; it is "
+                   << "ignored";
     }
   }
 
