@@ -107,22 +107,32 @@ def plot_chart(chart_type, path_to_png, path_to_log_list):
     x_label = 'Iterations' if x_field == 'Iters' else 'Seconds'
     colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
     fig, ax = plt.subplots(figsize=(8, 5))
+    title = get_supported_chart_types()[chart_type]
     if y_field == _COMBINED:
+        # One log: a colour per quantity (and per axis); several: a colour
+        # per log, the line style telling loss (solid) from accuracy.
+        single = len(path_to_log_list) == 1
         ax_acc = ax.twinx()
         for i, log in enumerate(path_to_log_list):
             label = get_data_label(log)
-            color = colors[i % len(colors)]
+            loss_color = colors[0 if single else i % len(colors)]
+            acc_color = colors[1 if single else i % len(colors)]
+            prefix = '' if single else label + ': '
             xs, ys = load_series(log, x_field, 'Train loss')
-            ax.plot(xs, ys, color=color, linewidth=1.0,
-                    label='%s: train loss' % label)
+            ax.plot(xs, ys, color=loss_color, linewidth=1.0,
+                    label=prefix + 'train loss')
             xs, ys = load_series(log, x_field, 'Test accuracy')
-            ax_acc.plot(xs, ys, color=color, linestyle='--', marker='o',
+            ax_acc.plot(xs, ys, color=acc_color, linestyle='--', marker='o',
                         markersize=3, linewidth=1.2,
-                        label='%s: test accuracy' % label)
-        ax.set_ylabel('Train loss')
-        ax_acc.set_ylabel('Test accuracy')
+                        label=prefix + 'test accuracy')
+        ax.set_ylabel('Train loss', color=colors[0] if single else None)
+        ax_acc.set_ylabel('Test accuracy',
+                          color=colors[1] if single else None)
         lines = ax.get_lines() + ax_acc.get_lines()
         ax.legend(lines, [l.get_label() for l in lines], loc='center right')
+        title = '%s vs. %s' % (_COMBINED, x_label.lower())
+        if single:
+            title = '%s: %s' % (get_data_label(path_to_log_list[0]), title)
     else:
         for i, log in enumerate(path_to_log_list):
             xs, ys = load_series(log, x_field, y_field)
@@ -134,7 +144,7 @@ def plot_chart(chart_type, path_to_png, path_to_log_list):
             else 'lower right'
         ax.legend(loc=loc)
     ax.set_xlabel(x_label)
-    ax.set_title(get_supported_chart_types()[chart_type])
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(path_to_png, dpi=100)
