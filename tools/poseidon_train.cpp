@@ -408,9 +408,8 @@ int RunSolver(Solver<float>* solver) {
 // The summary line that ends `train` (see solver_summary.hpp) for
 // `iterations` run since `start`; `workers` counts the net replicas that
 // each consume a batch per iteration.
-string TrainingSummaryLine(const Solver<float>& solver,
-                           Clock::time_point start, int iterations,
-                           int workers) {
+string TrainingSummaryLine(const Solver<float>& solver, Clock::time_point start,
+                           int iterations, int workers) {
   const double seconds = MsSince(start) / 1000.0;
   const double images = static_cast<double>(TrainBatchSize(*solver.net())) *
                         solver.param().iter_size() * workers;

@@ -10,7 +10,12 @@
 //
 // Files: snapshots are "<snapshot_prefix>_iter_<N>.caffemodel" (a NetParameter)
 // and "<snapshot_prefix>_iter_<N>.solverstate" (a SolverState), binary
-// protobuf, each written atomically (temporary file renamed into place).
+// protobuf, each written atomically (temporary file renamed into place). With
+// snapshot_format: HDF5 they are Caffe's HDF5 files instead,
+// "..._iter_<N>.caffemodel.h5" (Net::ToHDF5) and "..._iter_<N>.solverstate.h5"
+// (scalars iter, current_step, the string learned_net and the group history
+// of datasets "0", "1", ...); Restore reads a state file whose name ends in
+// ".h5" that way, as Caffe does.
 //
 // Errors: an inconsistent solver description throws ConfigError; unreadable or
 // unwritable files throw IOError; a non-finite loss, or non-finite weights
@@ -166,6 +171,7 @@ class Solver {
   // Update-rule state, saved in and restored from the .solverstate.
   virtual void SnapshotSolverState(const string& model_filename) = 0;
   virtual void RestoreSolverStateFromBinaryProto(const string& state_file) = 0;
+  virtual void RestoreSolverStateFromHDF5(const string& state_file) = 0;
 
   SolverParameter param_;
   int iter_ = 0;

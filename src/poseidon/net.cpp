@@ -3,9 +3,9 @@
 #include "poseidon/net.hpp"
 
 #include <algorithm>
-#include <map>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "poseidon/util/insert_splits.hpp"

@@ -26,8 +26,8 @@ namespace poseidon {
 bool IsHdf5File(const string& filename) {
   // The superblock signature sits at offset 0 or, after a user block, at
   // 512, 1024, 2048, ... (HDF5 file format specification).
-  static const char kSignature[8] = {'\211', 'H', 'D', 'F',
-                                     '\r', '\n', '\032', '\n'};
+  static const char kSignature[8] = {'\211', 'H',  'D',    'F',
+                                     '\r',   '\n', '\032', '\n'};
   std::ifstream in(filename, std::ios::binary | std::ios::ate);
   if (!in) return false;
   const std::streamoff size = in.tellg();
@@ -99,10 +99,11 @@ void Net<Dtype>::CopyTrainedLayersFromHDF5(const string& trained_filename) {
       const string dataset = StrCat(group, "/", p);
       if (!file.HasDataset(dataset)) {
         // Only a shared parameter may be missing: its owner stored it.
-        POSEIDON_REQUIRE(param_owners_[param_id_vecs_[l][p]] != -1,
-                         ShapeError, "layer '", layer_name, "' has ",
-                         target.size(), " parameter blobs but HDF5 weights "
-                         "file '", trained_filename, "' lacks blob ", p);
+        POSEIDON_REQUIRE(param_owners_[param_id_vecs_[l][p]] != -1, ShapeError,
+                         "layer '", layer_name, "' has ", target.size(),
+                         " parameter blobs but HDF5 weights "
+                         "file '",
+                         trained_filename, "' lacks blob ", p);
         continue;
       }
       const vector<int> shape = file.DatasetShape(dataset);

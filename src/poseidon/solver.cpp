@@ -137,9 +137,12 @@ void Solver<Dtype>::Init(const SolverParameter& param) {
                    "(got ",
                    param_.display(), ", ", param_.snapshot(), ", ",
                    param_.test_interval(), ")");
+#ifndef USE_HDF5
   POSEIDON_REQUIRE(
       param_.snapshot_format() == SolverParameter::BINARYPROTO, ConfigError,
-      "HDF5 snapshots are not supported; use BINARYPROTO (snapshot_format)");
+      "snapshot_format: HDF5 needs a build with HDF5 (USE_HDF5=ON); use "
+      "BINARYPROTO");
+#endif
   CheckSnapshotWritePermissions();
   if (param_.random_seed() >= 0) {
     // Each device worker gets its own stream, as in Caffe.
@@ -565,13 +568,22 @@ void Solver<Dtype>::Snapshot() {
   if (dist_.sync_weights) dist_.sync_weights();
   if (!dist_.writes_snapshots) return;
   CheckWeightsFinite("(snapshot refused)");
-  const string model_filename = SnapshotFilename(".caffemodel");
-  LOG(INFO) << "Snapshotting to binary proto file " << model_filename;
-  NetParameter net_param;
-  net_->ToProto(&net_param, param_.snapshot_diff());
-  WriteProtoToBinaryFile(net_param, model_filename);
+  string model_filename;
+  if (param_.snapshot_format() == SolverParameter::HDF5) {
+    model_filename = SnapshotFilename(".caffemodel.h5");
+    LOG(INFO) << "Snapshotting to HDF5 file " << model_filename;
+    net_->ToHDF5(model_filename, param_.snapshot_diff());
+  } else {
+    model_filename = SnapshotFilename(".caffemodel");
+    LOG(INFO) << "Snapshotting to binary proto file " << model_filename;
+    NetParameter net_param;
+    net_->ToProto(&net_param, param_.snapshot_diff());
+    WriteProtoToBinaryFile(net_param, model_filename);
+  }
   SnapshotSolverState(model_filename);
-  last_snapshot_ = SnapshotFilename(".solverstate");
+  last_snapshot_ = SnapshotFilename(
+      param_.snapshot_format() == SolverParameter::HDF5 ? ".solverstate.h5"
+                                                        : ".solverstate");
 }
 
 template <typename Dtype>
@@ -592,11 +604,12 @@ string Solver<Dtype>::ResolveLearnedNet(const string& state_file,
 template <typename Dtype>
 void Solver<Dtype>::Restore(const char* state_file) {
   const string name(state_file);
-  POSEIDON_REQUIRE(
-      name.size() < 3 || name.compare(name.size() - 3, 3, ".h5") != 0,
-      ConfigError, "cannot restore '", name,
-      "': HDF5 snapshots are not supported; use BINARYPROTO");
-  RestoreSolverStateFromBinaryProto(name);
+  // By the name, as Caffe decides.
+  if (name.size() >= 3 && name.compare(name.size() - 3, 3, ".h5") == 0) {
+    RestoreSolverStateFromHDF5(name);
+  } else {
+    RestoreSolverStateFromBinaryProto(name);
+  }
 }
 
 INSTANTIATE_CLASS(Solver);

@@ -72,6 +72,9 @@ class SGDSolver : public Solver<Dtype> {
 
   void SnapshotSolverState(const string& model_filename) override;
   void RestoreSolverStateFromBinaryProto(const string& state_file) override;
+  // Caffe's HDF5 layout (see solver.hpp); sgd_solver_hdf5.cpp.
+  void SnapshotSolverStateToHDF5(const string& model_filename);
+  void RestoreSolverStateFromHDF5(const string& state_file) override;
 
   // The update rule's state (saved in snapshots): one blob per parameter,
   // two for AdaDelta and Adam (AppendHistory). The rules run in one pass

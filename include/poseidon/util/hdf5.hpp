@@ -55,6 +55,13 @@ class Hdf5File {
   template <typename Dtype>
   void WriteDataset(const string& name, const vector<int>& shape,
                     const Dtype* data);
+  // Scalar datasets of one int or one string, as Caffe's HDF5 solver states
+  // hold "iter", "current_step" and "learned_net". The readers throw IOError
+  // naming the dataset when it is missing or of another kind.
+  void WriteInt(const string& name, int value);
+  int ReadInt(const string& name) const;
+  void WriteString(const string& name, const string& value);
+  string ReadString(const string& name) const;
   // Flushes and closes; throws IOError if that fails. Idempotent; the
   // destructor closes quietly.
   void Close();

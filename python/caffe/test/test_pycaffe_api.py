@@ -1,6 +1,7 @@
 """pycaffe's public API item by item, beyond the other test files: the
 module's names and version, layer lookups, start/end of forward and
 backward, HDF5 weights, per-layer hooks, Timer, NCCL and solver extras."""
+import os
 import re
 import subprocess
 import sys
@@ -286,3 +287,26 @@ def test_nccl_is_not_available():
         caffe.NCCL(None, b'')
     with pytest.raises(caffe.Error):
         caffe.NCCL.new_uid()
+
+
+def test_hdf5_snapshots_restore(simple_file, write, tmp_path):
+    prefix = str(tmp_path / 'h5snap')
+    solver_file = write('h5solver.prototxt', """
+      net: '%s' base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 display: 0
+      snapshot_format: HDF5 snapshot_prefix: '%s'
+      snapshot_after_train: false""" % (simple_file, prefix))
+    solver = caffe.SGDSolver(solver_file)
+    solver.step(2)
+    solver.snapshot()
+    assert os.path.isfile(prefix + '_iter_2.caffemodel.h5')
+    assert os.path.isfile(prefix + '_iter_2.solverstate.h5')
+    weights = solver.net.params['ip'][0].data.copy()
+    caffe.set_random_seed(77)
+    fresh = caffe.SGDSolver(solver_file)
+    fresh.restore(prefix + '_iter_2.solverstate.h5')
+    assert fresh.iter == 2
+    assert np.array_equal(fresh.net.params['ip'][0].data, weights)
+    # The weights file alone loads into a Net, as Caffe's HDF5 weights do.
+    net = caffe.Net(simple_file, caffe.TEST,
+                    weights=prefix + '_iter_2.caffemodel.h5')
+    assert np.array_equal(net.params['ip'][0].data, weights)

@@ -180,6 +180,10 @@ void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
 
 template <typename Dtype>
 void SGDSolver<Dtype>::SnapshotSolverState(const string& model_filename) {
+  if (this->param_.snapshot_format() == SolverParameter::HDF5) {
+    SnapshotSolverStateToHDF5(model_filename);
+    return;
+  }
   SolverState state;
   state.set_iter(this->iter_);
   state.set_learned_net(model_filename);

@@ -95,14 +95,15 @@ TEST(EscapeForMessageTest, NetErrorsQuoteLayerNamesEscaped) {
 TEST(EscapeForMessageTest, ParseErrorsQuoteTheSourceLineEscaped) {
   const string text = "name: 'n'\nlayer { name: 'a' bogus\x01: 3 }\n";
   NetParameter param;
-  const string message = ErrorOf(
-      [&] { ReadProtoFromTextString(text, "net.prototxt", &param); });
+  const string message =
+      ErrorOf([&] { ReadProtoFromTextString(text, "net.prototxt", &param); });
   EXPECT_FALSE(HasRawControlBytes(message)) << message;
   EXPECT_NE(message.find("net.prototxt:2:"), string::npos) << message;
   EXPECT_NE(message.find("\\x01"), string::npos) << message;
 }
 
-// ---- what Caffe accepts -------------------------------------------------------
+// ---- what Caffe accepts
+// -------------------------------------------------------
 
 // As BVLC's examples/mnist/mnist_autoencoder.prototxt does: two layers named
 // "loss" (a cross-entropy loss and a Euclidean monitor of weight 0). Caffe
@@ -246,7 +247,8 @@ TEST(NetLeniencyTest, LegacyFilesAreNotEmpty) {
   EXPECT_EQ(inputs_only.layers().size(), 1u);
 }
 
-// ---- what Caffe silently does uselessly ---------------------------------------
+// ---- what Caffe silently does uselessly
+// ---------------------------------------
 
 TEST(NetLeniencyTest, ANetWithNoLayersIsAnError) {
   const string dir = test::MakeTempDir();
@@ -283,7 +285,8 @@ TEST(NetLeniencyTest, ANetWhoseRulesExcludeEveryLayerIsAnError) {
   EXPECT_EQ(train.layers().size(), 2u);
 }
 
-// ---- upgrades of deprecated fields ---------------------------------------------
+// ---- upgrades of deprecated fields
+// ---------------------------------------------
 
 TEST(NetLeniencyTest, DeprecatedTransformFieldsOfImageAndWindowDataMove) {
   NetParameter param = ParseNet(R"(
@@ -326,7 +329,8 @@ TEST(NetLeniencyTest, BatchNormThreeSpecsBecomeFrozenAndKeepTheirNames) {
   }
 }
 
-// ---- HDF5 weights (Net.save_hdf5 / load_hdf5) ------------------------------------
+// ---- HDF5 weights (Net.save_hdf5 / load_hdf5)
+// ------------------------------------
 
 #ifdef USE_HDF5
 
@@ -359,8 +363,7 @@ TEST(NetHdf5Test, WeightsRoundTripInCaffesLayout) {
     EXPECT_TRUE(file.HasGroup("data/in"));  // every layer has its group
     EXPECT_TRUE(file.HasDataset("data/conv1/7x7/0"));
     EXPECT_TRUE(file.HasDataset("data/conv1/7x7/1"));
-    EXPECT_EQ(file.DatasetShape("data/conv1/7x7/0"),
-              (vector<int>{2, 1, 3, 3}));
+    EXPECT_EQ(file.DatasetShape("data/conv1/7x7/0"), (vector<int>{2, 1, 3, 3}));
     EXPECT_TRUE(file.HasDataset("data/ip/0"));
     EXPECT_FALSE(file.HasDataset("data/ip_b/0"));  // shared: owner only
     EXPECT_TRUE(file.HasDataset("diff/ip_b/0"));   // diffs of every param

@@ -18,6 +18,9 @@
 #include "poseidon/util/io.hpp"
 #include "solver_test_util.hpp"
 #include "test_util.hpp"
+#ifdef USE_HDF5
+#include "poseidon/util/hdf5.hpp"
+#endif
 
 namespace poseidon {
 namespace {
@@ -144,6 +147,7 @@ TYPED_TEST(SolverTest, TestNetConfigErrors) {
                         test::SolverTestNet(2),
                         " } test_state { stage: 'a' } test_state { }")),
       ConfigError);
+#ifndef USE_HDF5
   SolverParameter hdf5 = test::SolverTestParam("snapshot_format: HDF5");
   try {
     CreateSolver<Dtype>(hdf5);
@@ -151,6 +155,7 @@ TYPED_TEST(SolverTest, TestNetConfigErrors) {
   } catch (const ConfigError& e) {
     EXPECT_NE(string(e.what()).find("BINARYPROTO"), string::npos);
   }
+#endif
   EXPECT_THROW(this->Make("average_loss: 0"), ConfigError);
   EXPECT_THROW(this->Make("iter_size: 0"), ConfigError);
 }
@@ -369,23 +374,30 @@ TYPED_TEST(SolverTest, SolveSnapshotsOnScheduleAndAtTheEnd) {
   EXPECT_FALSE(FileExists(this->Prefix("nofinal") + "_iter_3.caffemodel"));
 }
 
-// N iterations straight == N/2, snapshot, restore in a new solver, N/2.
+// N iterations straight == N/2, snapshot, restore in a new solver, N/2;
+// `hdf5` writes Caffe's HDF5 snapshots instead of binary protobuf.
 template <typename TypeParam>
-void ExpectResumeIsExact(SolverTest<TypeParam>* t, const string& type) {
+void ExpectResumeIsExact(SolverTest<TypeParam>* t, const string& type,
+                         bool hdf5 = false) {
   using Dtype = typename TypeParam::Dtype;
   const string settings = StrCat(
       "type: '", type, "' base_lr: 0.05 lr_policy: 'multistep' gamma: 0.5 ",
       "stepvalue: 1 stepvalue: 2 weight_decay: 0.01 ",
       type == "AdaGrad" || type == "RMSProp" ? "" : "momentum: 0.9 ",
-      "snapshot_prefix: '", t->Prefix(type), "'");
+      hdf5 ? "snapshot_format: HDF5 " : "", "snapshot_prefix: '",
+      t->Prefix(type), "'");
   auto straight = t->Make(settings);
   straight->Step(4);
 
   auto first = t->Make(settings);
   first->Step(2);
   first->Snapshot();
-  const string state = t->Prefix(type) + "_iter_2.solverstate";
+  const string state = t->Prefix(type) + (hdf5 ? "_iter_2.solverstate.h5"
+                                               : "_iter_2.solverstate");
   ASSERT_TRUE(FileExists(state));
+  EXPECT_EQ(first->last_snapshot(), state);
+  EXPECT_TRUE(FileExists(t->Prefix(type) + (hdf5 ? "_iter_2.caffemodel.h5"
+                                                 : "_iter_2.caffemodel")));
 
   auto resumed = t->Make(StrCat(settings, " random_seed: 99"));
   resumed->Restore(state);
@@ -406,6 +418,32 @@ TYPED_TEST(SolverTest, ResumeIsBitIdentical) {
     ExpectResumeIsExact(this, type);
   }
 }
+
+#ifdef USE_HDF5
+// snapshot_format: HDF5, as Caffe writes it: weights in .caffemodel.h5
+// (Net::ToHDF5), the state in .solverstate.h5 with scalar iter and
+// current_step, the learned_net string and history/<i>.
+TYPED_TEST(SolverTest, Hdf5SnapshotsResumeBitIdentically) {
+  for (const char* type : {"SGD", "AdaDelta", "Adam"}) {
+    ExpectResumeIsExact(this, type, /*hdf5=*/true);
+  }
+  const Hdf5File state =
+      Hdf5File::OpenForRead(this->Prefix("Adam") + "_iter_2.solverstate.h5");
+  EXPECT_EQ(state.ReadInt("iter"), 2);
+  EXPECT_EQ(state.ReadInt("current_step"), 1);  // stepped at iteration 1
+  EXPECT_EQ(state.ReadString("learned_net"),
+            this->Prefix("Adam") + "_iter_2.caffemodel.h5");
+  EXPECT_EQ(state.ChildNames("history").size(), 8u);  // 2 per param
+  EXPECT_EQ(state.DatasetShape("history/0"), (vector<int>{4, 3}));
+  // A binary state does not restore from an HDF5 name, nor the reverse.
+  auto sgd = this->Make("type: 'SGD'");
+  EXPECT_THROW(sgd->Restore(this->Prefix("Adam") + "_iter_2.solverstate.h5"),
+               ConfigError);
+  EXPECT_EQ(sgd->iter(), 0);
+  EXPECT_THROW(sgd->Restore(this->Prefix("SGD") + "_iter_2.caffemodel.h5"),
+               IOError);
+}
+#endif  // USE_HDF5
 
 TYPED_TEST(SolverTest, SolveResumesFromState) {
   const string settings = StrCat("max_iter: 4 momentum: 0.9 ",
@@ -459,7 +497,7 @@ TYPED_TEST(SolverTest, RestoreRejectsForeignState) {
   ExpectBitIdentical(before, test::LearnableValues(*sgd->net()),
                      "a rejected restore changes nothing");
   EXPECT_THROW(sgd->Restore(this->dir_ + "/missing.solverstate"), IOError);
-  EXPECT_THROW(sgd->Restore(this->dir_ + "/state.h5"), ConfigError);
+  EXPECT_THROW(sgd->Restore(this->dir_ + "/state.h5"), Error);
   const string garbage = this->WriteFile("garbage.solverstate", "\xff\xff\x01");
   EXPECT_THROW(sgd->Restore(garbage), IOError);
 }

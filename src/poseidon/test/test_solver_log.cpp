@@ -136,9 +136,9 @@ TEST(SolverLogTest, TrainingSummaryLine) {
   EXPECT_FLOAT_EQ(std::stof(m[1]), solver->test_scores()[0][0]);
   EXPECT_NE(TrainingSummary(*solver, 4, 2.0, 8).find("in 2 s (16 images/s)"),
             std::string::npos);
-  EXPECT_NE(TrainingSummary(*solver, 1, 4000, 8).find("1 iteration in 1 h "
-                                                      "6 min 40 s"),
-            std::string::npos);
+  const std::string hours = TrainingSummary(*solver, 1, 4000, 8);
+  EXPECT_NE(hours.find("1 iteration in 1 h 6 min 40 s"), std::string::npos)
+      << hours;
 }
 
 }  // namespace

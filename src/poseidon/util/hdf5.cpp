@@ -5,6 +5,7 @@
 #include <hdf5_hl.h>
 
 #include <climits>
+#include <cstring>
 #include <mutex>
 #include <type_traits>
 #include <utility>
@@ -196,18 +197,17 @@ vector<string> Hdf5File::ChildNames(const string& group) const {
                    "' has no group '", group, "'");
   H5G_info_t info;
   POSEIDON_REQUIRE(H5Gget_info(g.get(), &info) >= 0, IOError,
-                   "cannot list group '", group, "' of HDF5 file '",
-                   filename_, "'");
+                   "cannot list group '", group, "' of HDF5 file '", filename_,
+                   "'");
   vector<string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t size = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME,
-                                            H5_ITER_INC, i, nullptr, 0,
-                                            H5P_DEFAULT);
+    const ssize_t size = H5Lget_name_by_idx(
+        g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
     POSEIDON_REQUIRE(size >= 0, IOError, "cannot list group '", group,
                      "' of HDF5 file '", filename_, "'");
     string name(static_cast<size_t>(size) + 1, '\0');
-    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i,
-                       &name[0], name.size(), H5P_DEFAULT);
+    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, &name[0],
+                       name.size(), H5P_DEFAULT);
     name.resize(static_cast<size_t>(size));
     names.push_back(name);
   }
@@ -278,6 +278,65 @@ void Hdf5File::WriteDataset(const string& name, const vector<int>& shape,
       H5LTmake_dataset(id_, name.c_str(), static_cast<int>(dims.size()),
                        dims.data(), NativeType<Dtype>(), data);
   POSEIDON_REQUIRE(status >= 0, IOError, "cannot write ", Where(name));
+}
+
+void Hdf5File::WriteInt(const string& name, int value) {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  // Rank 0: a scalar, as Caffe's hdf5_save_int writes it.
+  POSEIDON_REQUIRE(
+      H5LTmake_dataset_int(id_, name.c_str(), 0, nullptr, &value) >= 0, IOError,
+      "cannot write ", Where(name));
+}
+
+int Hdf5File::ReadInt(const string& name) const {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  POSEIDON_REQUIRE(H5LTfind_dataset(id_, name.c_str()) > 0, IOError,
+                   Where(name), " does not exist");
+  int rank = -1;
+  POSEIDON_REQUIRE(
+      H5LTget_dataset_ndims(id_, name.c_str(), &rank) >= 0 && rank <= 1,
+      IOError, Where(name), " is not a single integer");
+  H5T_class_t type_class;
+  size_t type_size = 0;
+  hsize_t dims[1] = {1};
+  POSEIDON_REQUIRE(
+      H5LTget_dataset_info(id_, name.c_str(), rank ? dims : nullptr,
+                           &type_class, &type_size) >= 0 &&
+          type_class == H5T_INTEGER && dims[0] == 1,
+      IOError, Where(name), " is not a single integer");
+  int value = 0;
+  POSEIDON_REQUIRE(H5LTread_dataset_int(id_, name.c_str(), &value) >= 0,
+                   IOError, "cannot read ", Where(name));
+  return value;
+}
+
+void Hdf5File::WriteString(const string& name, const string& value) {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  POSEIDON_REQUIRE(
+      H5LTmake_dataset_string(id_, name.c_str(), value.c_str()) >= 0, IOError,
+      "cannot write ", Where(name));
+}
+
+string Hdf5File::ReadString(const string& name) const {
+  CHECK_GE(id_, 0) << "HDF5 file '" << filename_ << "' is closed";
+  Hdf5Call call;
+  POSEIDON_REQUIRE(H5LTfind_dataset(id_, name.c_str()) > 0, IOError,
+                   Where(name), " does not exist");
+  H5T_class_t type_class;
+  size_t size = 0;
+  POSEIDON_REQUIRE(H5LTget_dataset_info(id_, name.c_str(), nullptr, &type_class,
+                                        &size) >= 0 &&
+                       type_class == H5T_STRING,
+                   IOError, Where(name), " is not a string");
+  // A fixed-length string of `size` bytes, NUL-terminated or padded.
+  string value(size + 1, '\0');
+  POSEIDON_REQUIRE(H5LTread_dataset_string(id_, name.c_str(), &value[0]) >= 0,
+                   IOError, "cannot read ", Where(name));
+  value.resize(std::strlen(value.c_str()));
+  return value;
 }
 
 template void Hdf5File::ReadDataset<float>(const string&, size_t, float*) const;
