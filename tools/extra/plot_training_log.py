@@ -125,9 +125,12 @@ def plot_chart(chart_type, path_to_png, path_to_log_list):
             ax_acc.plot(xs, ys, color=acc_color, linestyle='--', marker='o',
                         markersize=3, linewidth=1.2,
                         label=prefix + 'test accuracy')
-        ax.set_ylabel('Train loss', color=colors[0] if single else None)
-        ax_acc.set_ylabel('Test accuracy',
-                          color=colors[1] if single else None)
+        if single:
+            ax.set_ylabel('Train loss', color=colors[0])
+            ax_acc.set_ylabel('Test accuracy', color=colors[1])
+        else:
+            ax.set_ylabel('Train loss')
+            ax_acc.set_ylabel('Test accuracy')
         lines = ax.get_lines() + ax_acc.get_lines()
         ax.legend(lines, [l.get_label() for l in lines], loc='center right')
         title = '%s vs. %s' % (_COMBINED, x_label.lower())
