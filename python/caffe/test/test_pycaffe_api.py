@@ -310,3 +310,19 @@ def test_hdf5_snapshots_restore(simple_file, write, tmp_path):
     net = caffe.Net(simple_file, caffe.TEST,
                     weights=prefix + '_iter_2.caffemodel.h5')
     assert np.array_equal(net.params['ip'][0].data, weights)
+
+
+def test_errors_quote_bad_bytes_escaped(tmp_path):
+    # A layer name holding an escape sequence and a byte that is not UTF-8:
+    # Python gets a caffe.Error whose text is printable, never a decoding
+    # error or a garbled terminal.
+    path = tmp_path / 'bad.prototxt'
+    path.write_bytes(b"layer { name: 'in' type: 'Input' top: 'x' "
+                     b"input_param { shape { dim: 1 } } }\n"
+                     b"layer { name: 'r\x1b[2J\xff' type: 'ReLU' "
+                     b"bottom: 'nope' top: 'y' }\n")
+    with pytest.raises(caffe.Error) as e:
+        caffe.Net(str(path), caffe.TEST)
+    message = str(e.value)
+    assert '\\x1b[2J' in message
+    assert '\x1b' not in message and '\xff' not in message
