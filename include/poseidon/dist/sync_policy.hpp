@@ -32,13 +32,19 @@
 // U (K x M numbers already sent); PS and allreduce move its M numbers.
 //
 // Note [Cost model time]
-// Predicted seconds per iteration = network time + memory time + compute:
+// Predicted seconds per iteration = network + latency + memory + compute:
 //   network   the bytes of the host's ranks (L x a rank's) over the host
 //             link, network_bandwidth bytes/s each way (full duplex: both
-//             directions counted, so divided by 2 x bandwidth);
+//             directions counted, so divided by 2 x bandwidth); with every
+//             rank on one host, messages are copies through memory (2 x
+//             bytes at memory_bandwidth);
 //   memory    bytes a rank copies and sums through memory (the shared-memory
 //             allreduce reads every rank's slot: P1 S; the host level stages
 //             S, sums S and reads S back) at shared_memory_bandwidth;
+//   latency   message_latency per round of messages: PS 2 (push, pull),
+//             SFB P1 - 1 (an allgather), ALLREDUCE 2 (P1 - 1) (a ring), with
+//             H for P1 under the host level; the shared-memory allreduce
+//             sends none, so it wins the small layers on one host;
 //   compute   what the transport adds at `flops`: SFB rebuilds the weight
 //             gradient from every rank's factors, 2 M N K (P1 - 1) FLOPs
 //             more than the layer's own backward (which SFB skips); the
@@ -109,6 +115,10 @@ struct ClusterShape {
   double network_bandwidth = 1.25e9;
   double memory_bandwidth = 5e9;
   double flops = 20e9;
+  // Seconds per round of messages (a PS push or pull, a step of a ring or
+  // of an allgather): TCP between hosts; a tenth of it when every rank is on
+  // one host (Open MPI's shared-memory transport).
+  double message_latency = 50e-6;
 };
 
 // One transport's predicted cost for one layer per iteration (per rank;

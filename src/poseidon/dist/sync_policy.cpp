@@ -88,7 +88,8 @@ void CheckCluster(const LayerCommShape& layer, const ClusterShape& cluster) {
                    ": needs at least one host of one rank, got ",
                    cluster.hosts, " of ", cluster.ranks_per_host);
   POSEIDON_REQUIRE(cluster.network_bandwidth > 0 &&
-                       cluster.memory_bandwidth > 0 && cluster.flops > 0,
+                       cluster.memory_bandwidth > 0 && cluster.flops > 0 &&
+                       cluster.message_latency >= 0,
                    ConfigError, "cost model for layer ", layer.name,
                    ": rates must be positive");
 }
@@ -158,9 +159,25 @@ CommCost PredictCost(const LayerCommShape& layer, const ClusterShape& cluster,
       cost.memory_bytes = 3 * s;  // stage, sum the slice, read back
     }
   }
-  // The host link carries every rank of the host.
+  // The host link carries every rank of the host. On one host the
+  // messages are copies through memory instead: in by the sender, out by
+  // the receiver, each a read and a write.
   const double link = cost.bytes * (hosts ? cluster.ranks_per_host : 1);
-  cost.seconds = link / (2 * cluster.network_bandwidth) +
+  const double network =
+      cluster.shared_memory ? 2 * cost.bytes / cluster.memory_bandwidth
+                            : link / (2 * cluster.network_bandwidth);
+  // Rounds of messages; the shared-memory allreduce sends none.
+  const double peers = hosts ? cluster.hosts : p1;
+  double rounds = 0;
+  if (peers > 1) {
+    rounds = transport == CommType::PS    ? 2
+             : transport == CommType::SFB ? peers - 1
+             : cluster.shared_memory      ? 0
+                                          : 2 * (peers - 1);
+  }
+  const double latency =
+      cluster.message_latency * (cluster.shared_memory ? 0.1 : 1);
+  cost.seconds = network + rounds * latency +
                  cost.memory_bytes / cluster.memory_bandwidth +
                  cost.flops / cluster.flops;
   return cost;

@@ -30,7 +30,8 @@ LayerCommShape Fc(const std::string& name, int64_t M, int64_t N, int64_t K,
   return s;
 }
 
-// Nodes whose memory and arithmetic are free: time is the network's alone,
+// Nodes whose memory, arithmetic and latency are free: time is the
+// network's bandwidth alone,
 // so the choices follow the bytes (the published crossovers are in bytes).
 ClusterShape Nodes(int p1, int p2, bool colocated = true) {
   ClusterShape c;
@@ -40,6 +41,7 @@ ClusterShape Nodes(int p1, int p2, bool colocated = true) {
   c.dtype_bytes = 4;
   c.memory_bandwidth = std::numeric_limits<double>::infinity();
   c.flops = std::numeric_limits<double>::infinity();
+  c.message_latency = 0;
   return c;
 }
 
@@ -159,19 +161,23 @@ TEST(SyncPolicyTest, AllreduceWinsWhenServersAreFew) {
 
 TEST(SyncPolicyTest, SharedMemoryMakesAllreduceFree) {
   // LeNet's ip1 on 2 ranks: SFB wins over the network, but on one host the
-  // shared-memory allreduce sends nothing.
+  // shared-memory allreduce sends nothing: it costs its 3 S of memory
+  // traffic (481 us at 10 GB/s), messages twice their bytes, and SFB its
+  // rebuild (2.6 ms at 20 GFLOP/s).
   const LayerCommShape ip1 = Fc("ip1", 500, 800, 64);
   ClusterShape apart = Nodes(2, 2);
   EXPECT_EQ(ChooseTransport(ip1, apart).type, CommType::SFB);
   ClusterShape one_host = apart;
   one_host.shared_memory = true;
+  one_host.memory_bandwidth = 10e9;
+  one_host.flops = 20e9;
   EXPECT_EQ(PredictBytes(ip1, one_host, CommType::ALLREDUCE), 0);
   EXPECT_EQ(PredictBytes(ip1, one_host, CommType::SFB),
             PredictBytes(ip1, apart, CommType::SFB));
   const TransportChoice choice = ChooseTransport(ip1, one_host);
   EXPECT_EQ(choice.type, CommType::ALLREDUCE);
   EXPECT_EQ(choice.bytes, 0);
-  EXPECT_TRUE(Contains(choice.reason, "ip1: ALLREDUCE 0 B 0 us vs SFB"))
+  EXPECT_TRUE(Contains(choice.reason, "ip1: ALLREDUCE 0 B 481 us vs SFB"))
       << choice.reason;
   // A forced transport still wins.
   EXPECT_EQ(ChooseTransport(ip1, one_host, CommType::PS).type, CommType::PS);
@@ -342,6 +348,40 @@ TEST(SyncPolicyTest, HostLevelFormulas) {
   bad = c;
   bad.flops = 0;
   EXPECT_THROW(PredictCost(fc, bad, CommType::PS), ConfigError);
+}
+
+// Latency decides the small layers: on one host the shared-memory
+// allreduce (no messages) wins a 28-element layer that SFB would win on
+// bytes; between hosts PS's 2 rounds beat a ring's 2 (P - 1).
+TEST(SyncPolicyTest, LatencyDecidesSmallLayers) {
+  const LayerCommShape tiny = Fc("ip2", 4, 6, 2);
+  ClusterShape one_host = Nodes(2, 2);
+  one_host.shared_memory = true;
+  one_host.memory_bandwidth = 10e9;
+  one_host.flops = 100e9;
+  one_host.message_latency = 50e-6;
+  const CommCost sfb = PredictCost(tiny, one_host, CommType::SFB);
+  EXPECT_DOUBLE_EQ(sfb.seconds, 2 * sfb.bytes / 10e9 + 5e-6 +
+                                    sfb.flops / 100e9);
+  EXPECT_EQ(ChooseTransport(tiny, one_host).type, CommType::ALLREDUCE);
+  one_host.message_latency = 0;  // bytes and flops alone: SFB's 160 B
+  EXPECT_EQ(ChooseTransport(tiny, one_host).type, CommType::SFB);
+  ClusterShape apart = Nodes(8, 8);
+  apart.message_latency = 50e-6;
+  const LayerCommShape conv = [] {
+    LayerCommShape c;
+    c.name = "conv";
+    c.type = "Convolution";
+    c.M = 8;
+    c.N = 9;
+    c.bias = 8;
+    return c;
+  }();
+  EXPECT_DOUBLE_EQ(PredictCost(conv, apart, CommType::ALLREDUCE).seconds -
+                       PredictCost(conv, apart, CommType::ALLREDUCE).bytes /
+                           2.5e9,
+                   14 * 50e-6);
+  EXPECT_EQ(ChooseTransport(conv, apart).type, CommType::PS);
 }
 
 TEST(SyncPolicyTest, FormatDuration) {
