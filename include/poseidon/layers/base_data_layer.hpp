@@ -22,6 +22,7 @@
 
 #include <exception>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -85,6 +86,11 @@ class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
   // DataLayerSetUp (which shapes prefetch_), then starts the thread.
   void LayerSetUp(const vector<Blob<Dtype>*>& bottom,
                   const vector<Blob<Dtype>*>& top) override;
+  // Stops the thread, drops up to `batches` prefetched batches, lets
+  // SkipLoads() pass over the rest with the thread's random generator, and
+  // starts the thread again where an uninterrupted one would be. Throws the
+  // error of a batch it drops or skips over.
+  void SkipBatches(uint64_t batches) override;
 
  protected:
   // Waits for the next batch and copies it to the tops (in GPU mode from the
@@ -98,6 +104,13 @@ class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
   // and members that the main thread leaves alone after setup.
   virtual void LoadBatch(Batch<Dtype>* batch) = 0;
 
+  // Advances LoadBatch's state by `batches` batches as loading them would,
+  // on the calling thread with the prefetch thread's generator as
+  // Poseidon::rng() (SkipBatches arranges it). The default loads them into
+  // a scratch batch: exact for every layer, and as slow as loading. Layers
+  // whose loads draw no random numbers override it with a walk over their
+  // records.
+  virtual void SkipLoads(uint64_t batches);
   // Stops and joins the prefetch thread; idempotent.
   void StopPrefetch();
   bool prefetching() const { return thread_.joinable(); }
@@ -112,8 +125,10 @@ class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
     Batch<Dtype>* batch = nullptr;
     std::exception_ptr error;
   };
+  // Starts the thread with `rng` as its generator.
+  void StartPrefetch(const std::mt19937& rng);
   // `mode` and `device`: those of the thread that set the layer up.
-  void PrefetchLoop(uint64_t seed, int solver_rank, Poseidon::Brew mode,
+  void PrefetchLoop(std::mt19937 rng, int solver_rank, Poseidon::Brew mode,
                     int device);
   // The next full batch (waits for it); rethrows the thread's error.
   Batch<Dtype>* NextBatch();
@@ -133,11 +148,19 @@ class BasePrefetchingDataLayer : public BaseDataLayer<Dtype> {
   // forward/backward. What it touches: batches it popped from free_ (until
   // pushed to full_), LoadBatch's state (database cursor, list position,
   // transformer, transformed_data_), its own thread-local RNG, seeded from
-  // the setup thread's RNG so runs are reproducible, and in GPU mode its own
+  // the setup thread's RNG so runs are reproducible (and handed back through
+  // prefetch_rng_ when the thread ends), and in GPU mode its own
   // CUDA stream. Exceptions are caught in the thread and handed to Forward
   // through full_; none escapes the thread.
   std::thread thread_;
   std::exception_ptr error_;  // the thread's failure, once Forward saw it
+  // The setup thread's solver rank, mode and device, which the prefetch
+  // thread takes; and the prefetch thread's generator as it was when the
+  // thread last stopped (written by the thread before it ends).
+  int setup_solver_rank_ = 0;
+  Poseidon::Brew setup_mode_ = Poseidon::CPU;
+  int setup_device_ = 0;
+  std::mt19937 prefetch_rng_;
 };
 
 }  // namespace poseidon

@@ -88,20 +88,74 @@ void BasePrefetchingDataLayer<Dtype>::LayerSetUp(
                    " layer is already set up");
   BaseDataLayer<Dtype>::LayerSetUp(bottom, top);
   for (auto& batch : prefetch_) free_.Push(batch.get());
+  setup_solver_rank_ = Poseidon::solver_rank();
+  setup_mode_ = Poseidon::mode();
+  setup_device_ = Poseidon::device();
   // Drawn here so that the thread's random choices follow from the seed of
   // the thread that set the layer up.
   const uint64_t seed = Poseidon::rng_seed();
-  thread_ = std::thread(&BasePrefetchingDataLayer::PrefetchLoop, this, seed,
-                        Poseidon::solver_rank(), Poseidon::mode(),
-                        Poseidon::device());
+  StartPrefetch(std::mt19937(static_cast<std::mt19937::result_type>(seed)));
 }
 
 template <typename Dtype>
-void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(uint64_t seed,
+void BasePrefetchingDataLayer<Dtype>::StartPrefetch(const std::mt19937& rng) {
+  thread_ = std::thread(&BasePrefetchingDataLayer::PrefetchLoop, this, rng,
+                        setup_solver_rank_, setup_mode_, setup_device_);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::SkipBatches(uint64_t batches) {
+  if (batches == 0 || error_) return;  // an error shows at the next Forward
+  POSEIDON_REQUIRE(prefetching(), Error, this->type(),
+                   " layer: SkipBatches before SetUp");
+  // The thread finishes the batch it is loading, pushes it to full_ and
+  // ends, leaving prefetch_rng_ where its next draw would be.
+  StopPrefetch();
+  free_.Reopen();
+  uint64_t left = batches;
+  // The batches already loaded are the next ones in order: drop them.
+  while (left > 0) {
+    std::optional<Loaded> loaded = full_.TryPop();
+    if (!loaded) break;
+    if (loaded->error) {
+      error_ = loaded->error;
+      std::rethrow_exception(error_);
+    }
+    free_.Push(loaded->batch);
+    --left;
+  }
+  if (left > 0) {
+    // Skip the rest on this thread, drawing from the prefetch thread's
+    // generator so that the draws continue as they would have there.
+    const std::mt19937 caller_rng = Poseidon::rng();
+    Poseidon::rng() = prefetch_rng_;
+    try {
+      SkipLoads(left);
+    } catch (...) {
+      Poseidon::rng() = caller_rng;
+      error_ = std::current_exception();
+      throw;
+    }
+    prefetch_rng_ = Poseidon::rng();
+    Poseidon::rng() = caller_rng;
+  }
+  StartPrefetch(prefetch_rng_);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::SkipLoads(uint64_t batches) {
+  Batch<Dtype> scratch;
+  scratch.data_.ReshapeLike(prefetch_[0]->data_);
+  scratch.label_.ReshapeLike(prefetch_[0]->label_);
+  for (uint64_t i = 0; i < batches; ++i) LoadBatch(&scratch);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(std::mt19937 rng,
                                                    int solver_rank,
                                                    Poseidon::Brew mode,
                                                    int device) {
-  Poseidon::rng().seed(static_cast<std::mt19937::result_type>(seed));
+  Poseidon::rng() = rng;
   Poseidon::set_solver_rank(solver_rank);
   try {
     // The setup thread's mode and device, for this thread only.
@@ -119,6 +173,8 @@ void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(uint64_t seed,
 #endif
       full_.Push(Loaded{*batch, nullptr});
     }
+    // Read by SkipBatches after the join.
+    prefetch_rng_ = Poseidon::rng();
   } catch (...) {
     full_.Push(Loaded{nullptr, std::current_exception()});
   }
