@@ -427,6 +427,12 @@ int TrainDistributed() {
   const int rank = comm.rank();
   const int size = comm.size();
   Poseidon::set_node(rank, size);
+  // mpirun stops the other ranks with SIGTERM when one fails: each says so
+  // in one line, the failing rank's own error being the one to read.
+  InstallTerminationMessage(
+      StrCat("poseidon_train: rank ", rank, " of ", size),
+      "stopped by SIGTERM from mpirun, which ends every rank when one fails "
+      "or the job is cancelled (a failing rank prints its error above)");
   if (Poseidon::mode() == Poseidon::GPU && rank == 0) {
     string how;
     dist::MpiCudaAware(&how);
@@ -702,6 +708,9 @@ int main(int argc, char** argv) {
       "  time            benchmark model execution time");
   gflags::SetVersionString("0.1.0");
   poseidon::GlobalInit(&argc, &argv);
+  // One line, not glog's stack trace, when killed (TrainDistributed names
+  // the rank once MPI has started).
+  poseidon::InstallTerminationMessage("poseidon_train", "stopped by SIGTERM");
   if (argc != 2) {
     gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/poseidon_train");
     return 1;
