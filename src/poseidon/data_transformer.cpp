@@ -3,6 +3,7 @@
 #include "poseidon/data_transformer.hpp"
 
 #include <climits>
+#include <cstdint>
 
 #include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/io.hpp"
@@ -21,18 +22,19 @@ string DatumShape(const Datum& d) {
 }
 
 // The number of values of a raw (not encoded) datum, after checking that
-// its shape is positive, fits a blob, and agrees with the bytes or floats it
-// holds; throws IOError otherwise. Everything that sizes memory from a
+// its shape is positive, agrees with the bytes or floats it holds, and fits
+// a blob; throws IOError otherwise. Everything that sizes memory from a
 // datum's shape comes after this check.
 size_t CheckedRawCount(const Datum& datum) {
-  const int64_t count = CheckedProduct(
-      {datum.channels(), datum.height(), datum.width()}, INT_MAX);
   POSEIDON_REQUIRE(datum.channels() > 0 && datum.height() > 0 &&
-                       datum.width() > 0 && count > 0,
+                       datum.width() > 0,
                    IOError, "datum has no valid shape (", DatumShape(datum),
                    ")");
+  // Three positive ints: the product fits an int64.
+  const int64_t count = CheckedProduct(
+      {datum.channels(), datum.height(), datum.width()}, INT64_MAX);
   if (!datum.data().empty()) {
-    POSEIDON_REQUIRE(datum.data().size() == static_cast<size_t>(count),
+    POSEIDON_REQUIRE(static_cast<int64_t>(datum.data().size()) == count,
                      IOError, "datum of shape ", DatumShape(datum), " holds ",
                      datum.data().size(), " bytes of pixels instead of ",
                      count);
@@ -42,6 +44,10 @@ size_t CheckedRawCount(const Datum& datum) {
                      datum.float_data_size(), " float_data values instead of ",
                      count);
   }
+  // Only reachable with a float_data or data field of over 2 G entries.
+  POSEIDON_REQUIRE(count <= INT_MAX, IOError, "datum of shape ",
+                   DatumShape(datum), " has ", count,
+                   " values, more than a blob holds (INT_MAX)");
   return static_cast<size_t>(count);
 }
 

@@ -247,7 +247,7 @@ TEST_F(LoaderGuardTest, SolverStateWithNegativeIterationOrBadCounts) {
   const string dir = test::MakeTempDir();
   SolverParameter param;
   ReadProtoFromTextString(StrCat(R"(
-    base_lr: 0.1 momentum: 0.9 snapshot_prefix: ")", dir, R"(/s"
+    base_lr: 0.1 lr_policy: "fixed" momentum: 0.9 snapshot_prefix: ")", dir, R"(/s"
     net_param {
       layer { name: "d" type: "DummyData" top: "x" top: "y"
         dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }
