@@ -62,6 +62,7 @@ rm -rf "$SEEDS"
 # 100-byte file may declare: legal, but slow to fuzz).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/sanitizer_suppressions/lsan.supp:print_suppressions=0}
 export OPENCV_IO_MAX_IMAGE_PIXELS=16777216
 export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 

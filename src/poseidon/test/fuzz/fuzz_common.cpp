@@ -39,14 +39,16 @@ void Init() {
 }
 
 const std::string& ScratchDir() {
-  static const std::string dir = [] {
+  // Never destroyed: RemoveScratchDir reads it at exit, after the static
+  // objects made later than its registration are gone.
+  static const std::string* const dir = [] {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern =
         std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/psd_fuzz.XXXXXX";
     CHECK(::mkdtemp(pattern.data()) != nullptr) << "mkdtemp " << pattern;
-    return pattern;
+    return new std::string(pattern);
   }();
-  return dir;
+  return *dir;
 }
 
 std::string WriteScratchFile(const std::string& name, const uint8_t* data,

@@ -63,14 +63,15 @@ std::unique_ptr<Solver<Dtype>> MakeStateSolver(const std::string& type,
 }  // namespace fuzz
 }  // namespace poseidon
 
-// Runs `body`; a poseidon::Error (the clear error bad input must give) is
-// the expected outcome and is swallowed, anything else escapes.
-#define POSEIDON_FUZZ_EXPECT_ERRORS(body) \
-  do {                                    \
-    try {                                 \
-      body;                               \
-    } catch (const ::poseidon::Error&) {  \
-    }                                     \
+// Runs the statements given; a poseidon::Error (the clear error bad input
+// must give) is the expected outcome and is swallowed, anything else
+// escapes. Variadic: a braced block may hold commas.
+#define POSEIDON_FUZZ_EXPECT_ERRORS(...) \
+  do {                                   \
+    try {                                \
+      __VA_ARGS__;                       \
+    } catch (const ::poseidon::Error&) { \
+    }                                    \
   } while (0)
 
 #endif  // POSEIDON_TEST_FUZZ_FUZZ_COMMON_HPP_

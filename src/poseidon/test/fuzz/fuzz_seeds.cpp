@@ -306,26 +306,48 @@ void Hdf5Seeds(const fs::path& out) {
   Corpus corpus(out, "hdf5");
   const std::string path = ScratchDir() + "/seed.h5";
   for (int variant = 0; variant < 3; ++variant) {
+    const int n = 3 + variant;
+    const vector<int> shape =
+        variant == 2 ? vector<int>{n, 4} : vector<int>{n, 2, 3, 3};
+    int count = 1;
+    for (int d : shape) count *= d;
+    vector<float> data(count);
+    vector<double> label(n);
+    for (int i = 0; i < count; ++i) data[i] = 0.25f * i;
+    for (int i = 0; i < n; ++i) label[i] = i % 2;
+    // Structured (fuzz_hdf5's default mode): the datasets described, data
+    // as float (type 5), label as double (type 6).
+    std::string spec(16, '\0');
+    spec[0] = 0;
+    spec[1] = 5;
+    spec[2] = static_cast<char>(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+      spec[3 + i] = static_cast<char>(shape[i]);
+    }
+    spec[8] = 1;
+    spec[9] = 6;
+    spec[10] = 1;
+    spec[11] = static_cast<char>(n);
+    const uint8_t options[4] = {static_cast<uint8_t>(variant),
+                                static_cast<uint8_t>(variant & 1),
+                                static_cast<uint8_t>(3 + variant), 0};
+    corpus.Add(StrCat("structured", variant),
+               EncodeRecords(options,
+                             {spec,
+                              std::string(reinterpret_cast<char*>(data.data()),
+                                          data.size() * sizeof(float)),
+                              std::string(reinterpret_cast<char*>(label.data()),
+                                          label.size() * sizeof(double))}));
+    // Raw (POSEIDON_FUZZ_HDF5_RAW=1): the file written by Poseidon.
     {
       Hdf5File file = Hdf5File::Create(path);
-      const int n = 3 + variant;
-      const vector<int> shape = variant == 2 ? vector<int>{n, 4}
-                                             : vector<int>{n, 2, 3, 3};
-      int count = 1;
-      for (int d : shape) count *= d;
-      vector<float> data(count);
-      vector<double> label(n);
-      for (int i = 0; i < count; ++i) data[i] = 0.25f * i;
-      for (int i = 0; i < n; ++i) label[i] = i % 2;
       file.WriteDataset("data", shape, data.data());
       file.WriteDataset("label", {n}, label.data());
       file.Close();
     }
-    const uint8_t options[4] = {static_cast<uint8_t>(variant),
-                                static_cast<uint8_t>(variant & 1),
-                                static_cast<uint8_t>(3 + variant), 0};
-    corpus.Add(StrCat("data", variant, ".h5"),
-               EncodeRecords(options, {ReadFileToString(path)}));
+    const uint8_t raw_options[4] = {options[0], options[1], options[2], 1};
+    corpus.Add(StrCat("raw", variant, ".h5"),
+               EncodeRecords(raw_options, {ReadFileToString(path)}));
   }
 }
 
