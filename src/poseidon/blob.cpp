@@ -51,6 +51,9 @@ template <typename Dtype>
 void Blob<Dtype>::Reshape(const BlobShape& shape) {
   vector<int> dims(shape.dim_size());
   for (int i = 0; i < shape.dim_size(); ++i) {
+    // Checked in 64 bits: a cast first would wrap -2^32 + 3 to 3.
+    POSEIDON_REQUIRE(shape.dim(i) >= 0, ShapeError, "blob dimension ", i,
+                     " is negative (", shape.dim(i), ")");
     POSEIDON_REQUIRE(shape.dim(i) <= INT_MAX, ShapeError, "blob dimension ",
                      shape.dim(i), " is too large");
     dims[i] = static_cast<int>(shape.dim(i));

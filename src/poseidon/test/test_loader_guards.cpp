@@ -75,6 +75,28 @@ TEST_F(LoaderGuardTest, HugeStoredBlobIsRefusedBeforeAllocating) {
   EXPECT_FALSE(two.ShapeEquals(wide));
 }
 
+// A BlobShape's int64 dimensions are checked before they become ints: a
+// cast first would wrap -2^32 + 3 to 3 (found by reading the code the
+// fuzzers exercise; see docs/reliability.md).
+TEST_F(LoaderGuardTest, BlobShapeDimensionsAreCheckedIn64Bits) {
+  Blob<float> blob;
+  BlobShape shape;
+  shape.add_dim(-(int64_t{1} << 32) + 3);
+  EXPECT_THROW(blob.Reshape(shape), ShapeError);
+  shape.set_dim(0, (int64_t{1} << 32) + 3);
+  EXPECT_THROW(blob.Reshape(shape), ShapeError);
+  shape.set_dim(0, 3);
+  blob.Reshape(shape);
+  EXPECT_EQ(blob.count(), 3);
+  // Through a net: an Input layer declaring such a shape.
+  NetParameter param;
+  ReadProtoFromTextString(R"(
+    layer { name: "in" type: "Input" top: "x"
+            input_param { shape { dim: -4294967293 } } })",
+                          "wrapping shape", &param);
+  EXPECT_THROW(Net<float> net(param), ShapeError);
+}
+
 TEST_F(LoaderGuardTest, StoredBlobErrors) {
   Blob<float> blob;
   BlobProto negative;
