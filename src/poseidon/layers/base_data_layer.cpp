@@ -207,6 +207,7 @@ void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(std::mt19937 rng,
                                                    int device) {
   Poseidon::rng() = rng;
   Poseidon::set_solver_rank(solver_rank);
+  std::exception_ptr error;
   try {
     // The setup thread's mode and device, for this thread only.
     Poseidon::set_thread_context(mode, device);
@@ -229,8 +230,15 @@ void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(std::mt19937 rng,
     // Read by SkipBatches after the join.
     prefetch_rng_ = Poseidon::rng();
   } catch (...) {
+    error = std::current_exception();
+  }
+  // Handed over once this thread has finished handling the exception, so
+  // that the last reference to it (which destroys it) is Forward's: the
+  // exception's own reference count lives in the uninstrumented C++ runtime,
+  // where ThreadSanitizer cannot see it order the two threads.
+  if (error) {
     loading_ = false;
-    full_.Push(Loaded{nullptr, std::current_exception()});
+    full_.Push(Loaded{nullptr, std::move(error)});
   }
   thread_ended_ = true;
 }
