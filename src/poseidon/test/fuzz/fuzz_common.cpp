@@ -2,6 +2,7 @@
 #include "fuzz_common.hpp"
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -29,6 +30,9 @@ void Init() {
     FLAGS_logtostderr = true;
     FLAGS_minloglevel = 2;  // errors and up
     google::InitGoogleLogging("poseidon_fuzz");
+    // protobuf's own complaints (invalid UTF-8 in a string field, on every
+    // other input) would cost more than the input itself.
+    google::protobuf::SetLogHandler(nullptr);
     Poseidon::set_num_threads(1);
     Poseidon::set_random_seed(1);
     SetHostAllocationLimit(kAllocationLimit);

@@ -26,7 +26,7 @@
 namespace poseidon {
 namespace fuzz {
 
-// Quiet logging (errors only), one compute thread, and a host allocation
+// Quiet logging (glog errors only, protobuf's none), one compute thread, and a host allocation
 // limit of kAllocationLimit, so that an input declaring a large but legal
 // size fails fast with OutOfMemoryError. Idempotent.
 void Init();
