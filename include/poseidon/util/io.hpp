@@ -38,6 +38,12 @@ void WriteProtoToBinaryFile(const google::protobuf::Message& proto,
                             const string& filename);
 // Writes bytes atomically.
 void WriteFileAtomically(const string& filename, const string& contents);
+// For files another library writes (HDF5): write to TemporaryFileFor(name)
+// ("<name>.tmp.<pid>"), then CommitFileAtomically fsyncs it, renames it over
+// `filename` and fsyncs the directory (IOError naming both if it cannot;
+// the temporary file is removed then).
+string TemporaryFileFor(const string& filename);
+void CommitFileAtomically(const string& tmp, const string& filename);
 
 constexpr size_t kMaxProtoFileBytes = 2147483647;
 

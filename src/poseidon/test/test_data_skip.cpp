@@ -172,12 +172,17 @@ TEST(DataSkipTest, SkipBeforeSetUpIsAnError) {
 }
 
 // The whole trajectory: a Data layer (random crops), Dropout and momentum;
-// 6 iterations straight == 3, snapshot, a fresh solver restored, 3 more.
-TEST(DataSkipTest, ResumeWithDataAndDropoutIsBitIdentical) {
+// 6 iterations straight == 3, snapshot, a fresh solver restored, 3 more;
+// with binary and with HDF5 snapshots.
+class ResumeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ResumeTest, WithDataAndDropoutIsBitIdentical) {
+  const string format = GetParam();
   const string dir = test::MakeTempDir();
   const string db = WriteDatumDB(7);
   const string solver_text = StrCat(R"(
     type: "SGD" base_lr: 0.1 momentum: 0.9 lr_policy: "fixed"
+    snapshot_format: )", format, R"(
     random_seed: 5 snapshot_prefix: ")", dir, R"(/snap"
     net_param {
       layer { name: "data" type: "Data" top: "data" top: "label"
@@ -215,7 +220,9 @@ TEST(DataSkipTest, ResumeWithDataAndDropoutIsBitIdentical) {
   // Another seed: everything that matters must come from the snapshot.
   Poseidon::set_random_seed(99);
   auto resumed = make();
-  resumed->Restore((dir + "/snap_iter_3.solverstate").c_str());
+  resumed->Restore(
+      (dir + "/snap_iter_3.solverstate" + (format == "HDF5" ? ".h5" : ""))
+          .c_str());
   resumed->Step(3);
   const vector<float> a = weights(*straight), b = weights(*resumed);
   ASSERT_EQ(a.size(), b.size());
@@ -223,6 +230,9 @@ TEST(DataSkipTest, ResumeWithDataAndDropoutIsBitIdentical) {
     ASSERT_EQ(a[i], b[i]) << "weight " << i << " differs after resuming";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(DataSkipTest, ResumeTest,
+                         ::testing::Values("BINARYPROTO", "HDF5"));
 
 }  // namespace
 }  // namespace poseidon

@@ -171,15 +171,18 @@ void ReadProtoFromBinaryFile(const string& filename,
 // leaves is at most a stray "*.tmp.<pid>" file. A snapshot is two files,
 // written model first: a death between them leaves a .caffemodel without its
 // .solverstate, and the previous iteration's pair untouched, which is what
-// resuming uses. test_snapshot_kill.sh kills poseidon_train in the middle of
-// writing a snapshot (POSEIDON_TEST_PAUSE_WRITING, below) and resumes from
-// the previous one.
+// resuming uses. Files written by a library (HDF5 snapshots) are written to
+// the same temporary name and committed by CommitFileAtomically.
+// test_snapshot_kill.sh kills poseidon_train in the middle of writing a
+// snapshot (POSEIDON_TEST_PAUSE_WRITING, below) and resumes from the
+// previous one.
 
 namespace {
 
 // For tests of Note [Atomic writes]: when POSEIDON_TEST_PAUSE_WRITING is set
-// and `filename` contains its value, the write stops half way through the
-// temporary file, says so on stderr and waits to be killed.
+// and `filename` contains its value, the write stops (half way through the
+// temporary file, or before the rename of one written by a library), says
+// so on stderr and waits to be killed.
 void MaybePauseForTest(const string& filename, const string& tmp) {
   const char* match = std::getenv("POSEIDON_TEST_PAUSE_WRITING");
   if (match == nullptr || *match == '\0' ||
@@ -210,7 +213,7 @@ void SyncDirectoryOf(const string& filename) {
 
 void WriteFileAtomically(const string& filename, const string& contents) {
   // See Note [Atomic writes].
-  const string tmp = StrCat(filename, ".tmp.", ::getpid());
+  const string tmp = TemporaryFileFor(filename);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
     POSEIDON_THROW(IOError, "cannot create '", tmp, "': ",
@@ -243,6 +246,30 @@ void WriteFileAtomically(const string& filename, const string& contents) {
     ::unlink(tmp.c_str());
     POSEIDON_THROW(IOError, "cannot flush '", tmp, "': ", std::strerror(err));
   }
+  if (::rename(tmp.c_str(), filename.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    POSEIDON_THROW(IOError, "cannot rename '", tmp, "' to '", filename,
+                   "': ", std::strerror(err));
+  }
+  SyncDirectoryOf(filename);
+}
+
+string TemporaryFileFor(const string& filename) {
+  return StrCat(filename, ".tmp.", ::getpid());
+}
+
+void CommitFileAtomically(const string& tmp, const string& filename) {
+  // See Note [Atomic writes].
+  const int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    POSEIDON_THROW(IOError, "cannot flush '", tmp, "': ", std::strerror(err));
+  }
+  ::close(fd);
+  MaybePauseForTest(filename, tmp);
   if (::rename(tmp.c_str(), filename.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());

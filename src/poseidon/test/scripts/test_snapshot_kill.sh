@@ -10,6 +10,11 @@
 #      is left under a snapshot name.
 #   3. Resuming the killed run from its iteration-20 snapshot gives the
 #      iteration-40 weights of run 1 byte for byte.
+#   4. The same with snapshot_format: HDF5 (killed before the
+#      .caffemodel.h5 is renamed into place): the iteration-20 weights load,
+#      and resuming from the .solverstate.h5 (writing binary snapshots)
+#      gives run 1's iteration-40 weights byte for byte. (HDF5 files hold
+#      object times, so they are compared by what they load into.)
 # Usage: test_snapshot_kill.sh BUILD_DIR   (from the repository root)
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
@@ -26,7 +31,8 @@ bad() { echo "FAIL $*"; failed=$((failed + 1)); }
 BUILD_DIR="$BUILD_DIR" bash examples/fashion_mnist/create_fashion_mnist.sh \
   > "$WORK/data.log" 2>&1 || { tail "$WORK/data.log"; exit 1; }
 
-# solver PREFIX OUT: 40 iterations, snapshots every 20, tests every 10.
+# solver PREFIX OUT [FORMAT]: 40 iterations, snapshots every 20 (in FORMAT,
+# default BINARYPROTO), tests every 10.
 solver() {
   sed -e "s|^max_iter: .*|max_iter: 40|" \
       -e "s|^test_interval: .*|test_interval: 10|" \
@@ -36,6 +42,7 @@ solver() {
       -e "s|^snapshot_prefix: .*|snapshot_prefix: \"$1\"|" \
       examples/fashion_mnist/caffe_lenet_solver.prototxt > "$2"
   echo "random_seed: 5" >> "$2"
+  echo "snapshot_format: ${3:-BINARYPROTO}" >> "$2"
 }
 
 # 1. Uninterrupted.
@@ -47,10 +54,13 @@ solver "$WORK/a/lenet" "$WORK/a.prototxt"
 # kill_while_writing NAME FILE_SUFFIX: runs to iteration 40, pauses half way
 # through writing the snapshot file ending in FILE_SUFFIX, SIGKILLs it, then
 # checks what is on disk and resumes from iteration 20.
+# FORMAT (default BINARYPROTO) is the snapshots' format.
 kill_while_writing() {
-  local name=$1 suffix=$2 dir="$WORK/$1" log="$WORK/$1.log" pid
+  local name=$1 suffix=$2 format=${3:-BINARYPROTO} dir="$WORK/$1"
+  local log="$WORK/$1.log" pid h5=""
+  [ "$format" = HDF5 ] && h5=.h5
   mkdir -p "$dir"
-  solver "$dir/lenet" "$WORK/$name.prototxt"
+  solver "$dir/lenet" "$WORK/$name.prototxt" "$format"
   POSEIDON_TEST_PAUSE_WRITING="_iter_40$suffix" \
     "$TRAIN" train --solver="$WORK/$name.prototxt" > "$log" 2>&1 &
   pid=$!
@@ -68,10 +78,12 @@ kill_while_writing() {
   wait "$pid" 2> /dev/null
   local tmp
   tmp=$(ls "$dir" | grep -c "_iter_40$suffix.tmp.")
+  # Binary snapshots are compared by their bytes, HDF5 ones by loading.
   if [ "$tmp" -eq 1 ] && [ ! -e "$dir/lenet_iter_40$suffix" ] &&
-     cmp -s "$dir/lenet_iter_20.caffemodel" "$WORK/a/lenet_iter_20.caffemodel" &&
+     { [ -n "$h5" ] || cmp -s "$dir/lenet_iter_20.caffemodel" \
+                              "$WORK/a/lenet_iter_20.caffemodel"; } &&
      "$TRAIN" test --model=examples/fashion_mnist/caffe_lenet_train_test.prototxt \
-       --weights="$dir/lenet_iter_20.caffemodel" --iterations=2 \
+       --weights="$dir/lenet_iter_20.caffemodel$h5" --iterations=2 \
        > "$WORK/$name.test.log" 2>&1; then
     ok "$name: SIGKILL half way through lenet_iter_40$suffix left the" \
        "iteration-20 snapshot intact and no lenet_iter_40$suffix"
@@ -80,8 +92,11 @@ kill_while_writing() {
     bad "$name: after SIGKILL the snapshots are not as expected"
   fi
   rm -f "$dir"/*.tmp.*
-  if "$TRAIN" train --solver="$WORK/$name.prototxt" \
-       --snapshot="$dir/lenet_iter_20.solverstate" > "$WORK/$name.resume.log" 2>&1 &&
+  # The resumed run writes binary snapshots, compared byte for byte.
+  solver "$dir/lenet" "$WORK/$name.resume.prototxt"
+  if "$TRAIN" train --solver="$WORK/$name.resume.prototxt" \
+       --snapshot="$dir/lenet_iter_20.solverstate$h5" \
+       > "$WORK/$name.resume.log" 2>&1 &&
      cmp "$dir/lenet_iter_40.caffemodel" "$WORK/a/lenet_iter_40.caffemodel"; then
     ok "$name: resumed from iteration 20, the iteration-40 weights equal the" \
        "uninterrupted run's byte for byte"
@@ -93,6 +108,7 @@ kill_while_writing() {
 
 kill_while_writing model .caffemodel
 kill_while_writing state .solverstate
+kill_while_writing hdf5 .caffemodel.h5 HDF5
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
