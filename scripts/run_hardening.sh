@@ -98,8 +98,13 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 # The unit tests that need no GPU, in $JOBS shards side by side. GPU tests
 # skip without a GPU anyway; the model corpus (every reference net, minutes
-# under ASan) is run by the regular configurations.
-ASAN_TEST_FILTER=${ASAN_TEST_FILTER:--*GPU*:*ModelCorpus*}
+# under ASan) is run by the regular configurations. Left out as well, by
+# name, until they stop depending on the machine's speed: two tests of the
+# distributed layer that expect AUTO to pick shared-memory ALLREDUCE, which
+# the time-based cost model rejects when the build runs slower (ASan); see
+# docs/reliability.md.
+SLOW_BUILD_FLAKES='SharedMemoryTest.PlanUsesSharedMemoryOnlyWhenAllowed:SharedMemoryTest.AStalledRankIsNamed'
+ASAN_TEST_FILTER=${ASAN_TEST_FILTER:--*GPU*:*ModelCorpus*:$SLOW_BUILD_FLAKES}
 asan_tests() {
   local bin="$ASAN_BUILD_DIR/test/poseidon_tests" pids=() rc=0 i
   for ((i = 0; i < JOBS; i++)); do
@@ -147,13 +152,14 @@ tsan_build() {
 tsan_tests() {
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPPRESSIONS/tsan.supp"
   local bin="$TSAN_BUILD_DIR/test/poseidon_tests"
-  "$bin" --gtest_filter='-*GPU*' --gtest_brief=1 > "$LOGS/tsan_run.log" 2>&1
+  local filter="-*GPU*:$SLOW_BUILD_FLAKES"
+  "$bin" --gtest_filter="$filter" --gtest_brief=1 > "$LOGS/tsan_run.log" 2>&1
   local rc=$?
   # ThreadSanitizer's fixed memory layout can collide with high-entropy
   # address-space randomisation on some kernels: then run without it.
   if [ $rc -ne 0 ] && grep -q "unexpected memory mapping" "$LOGS/tsan_run.log" &&
      command -v setarch > /dev/null; then
-    setarch "$(uname -m)" -R "$bin" --gtest_filter='-*GPU*' --gtest_brief=1 \
+    setarch "$(uname -m)" -R "$bin" --gtest_filter="$filter" --gtest_brief=1 \
       > "$LOGS/tsan_run.log" 2>&1
     rc=$?
   fi
