@@ -17,6 +17,10 @@ PACKAGES=(
   graphviz
   dataset-fashion-mnist
   octave octave-dev     # octave-cli and mkoctfile for matlab/ (matcaffe)
+  # scripts/run_hardening.sh: sanitizer builds and libFuzzer harnesses
+  # (clang's runtimes, libFuzzer included, are in libclang-rt-dev; llvm
+  # has llvm-symbolizer for readable sanitizer reports)
+  clang libclang-rt-dev llvm
 )
 
 missing=()

@@ -106,6 +106,17 @@ if ! pybind11_ok; then
   fi
 fi
 
+# Optional: atheris, the coverage-guided fuzzer that
+# scripts/fuzz/fuzz_psd_run.py uses for psd_run's config.json (without it
+# that script falls back to its own random mutations). Debian does not
+# package it; pip only into a Python that pip may change.
+if ! py_has atheris && [ "$is_debian_python" -eq 0 ]; then
+  echo "install_python_deps: pip atheris (optional)"
+  "$PYTHON" -m pip install -q atheris ||
+    echo "install_python_deps: atheris did not install; psd_run is fuzzed" \
+         "by fuzz_psd_run.py's built-in loop"
+fi
+
 "$PYTHON" - <<'EOF'
 import numpy, pybind11, pytest, google.protobuf, matplotlib
 print("install_python_deps: numpy %s, pybind11 %s, protobuf %s, pytest %s, "

@@ -7,8 +7,13 @@
 #   CUDA  ($CUDA_BUILD_DIR, default build-cuda; USE_CUDA=ON, USE_CUDNN=ON):
 #         the same suite built with the GPU backend. On a machine without a
 #         GPU every GPU test skips, with the reason, and the skips are counted.
-# CUDA=0 leaves the CUDA configuration out (it needs the CUDA toolkit).
-# The last line sums both runs: "N passed, N failed, N skipped".
+#   hardening (scripts/run_hardening.sh): the unit tests under ASan + UBSan
+#         and the threaded ones under TSan (clang builds in build-asan/ and
+#         build-tsan/), and a short run of every fuzz harness; each of its
+#         checks counts once (docs/reliability.md).
+# CUDA=0 leaves the CUDA configuration out (it needs the CUDA toolkit);
+# HARDENING=0 leaves the hardening checks out.
+# The last line sums all runs: "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BUILD_DIR=${BUILD_DIR:-build}
@@ -71,6 +76,27 @@ if [ "${CUDA:-1}" != 0 ]; then
     echo "CUDA configuration: build failed"
     status=1
   fi
+fi
+
+if [ "${HARDENING:-1}" != 0 ]; then
+  echo "=== hardening: sanitizers and fuzzing (scripts/run_hardening.sh) ==="
+  hardening_log=$(mktemp /tmp/poseidon_hardening_run.XXXXXX)
+  JOBS=$JOBS bash scripts/run_hardening.sh 2>&1 | tee "$hardening_log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  counts=$(grep -E '^hardening: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' \
+           "$hardening_log" | tail -1)
+  if [ -z "$counts" ]; then
+    echo "hardening: no summary line"
+    status=1
+  else
+    read -r h_pass h_fail h_skip < <(sed -E \
+      's/hardening: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' \
+      <<<"$counts")
+    total_pass=$((total_pass + h_pass))
+    total_fail=$((total_fail + h_fail))
+    total_skip=$((total_skip + h_skip))
+  fi
+  rm -f "$hardening_log"
 fi
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"

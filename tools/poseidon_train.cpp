@@ -19,6 +19,7 @@
 #include "poseidon/common.hpp"
 #include "poseidon/dist/trainer.hpp"
 #include "poseidon/layer_factory.hpp"
+#include "poseidon/layers/base_data_layer.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
@@ -89,6 +90,10 @@ DEFINE_bool(partitioned_data, false,
 DEFINE_int32(comm_timeout, 600,
              "Distributed: seconds a rank waits for a peer before it names "
              "the peer and ends the job.");
+DEFINE_double(data_timeout, 600,
+              "Seconds a data layer waits for its prefetch thread's next "
+              "batch before it fails naming the layer (a stuck data "
+              "source); default: POSEIDON_DATA_TIMEOUT, else 600.");
 DEFINE_int32(client_id, -1,
              "Distributed: optional check that this process is this MPI "
              "rank (the seeds' client_id).");
@@ -427,6 +432,12 @@ int TrainDistributed() {
   const int rank = comm.rank();
   const int size = comm.size();
   Poseidon::set_node(rank, size);
+  // mpirun stops the other ranks with SIGTERM when one fails: each says so
+  // in one line, the failing rank's own error being the one to read.
+  InstallTerminationMessage(
+      StrCat("poseidon_train: rank ", rank, " of ", size),
+      "stopped by SIGTERM from mpirun, which ends every rank when one fails "
+      "or the job is cancelled (a failing rank prints its error above)");
   if (Poseidon::mode() == Poseidon::GPU && rank == 0) {
     string how;
     dist::MpiCudaAware(&how);
@@ -702,6 +713,18 @@ int main(int argc, char** argv) {
       "  time            benchmark model execution time");
   gflags::SetVersionString("0.1.0");
   poseidon::GlobalInit(&argc, &argv);
+  // One line, not glog's stack trace, when killed (TrainDistributed names
+  // the rank once MPI has started).
+  poseidon::InstallTerminationMessage("poseidon_train", "stopped by SIGTERM");
+  if (!gflags::GetCommandLineFlagInfoOrDie("data_timeout").is_default) {
+    if (!(FLAGS_data_timeout > 0)) {
+      std::fprintf(stderr, "Error: --data_timeout must be a positive number "
+                   "of seconds, got %g\n", FLAGS_data_timeout);
+      return 1;
+    }
+    poseidon::SetDataTimeout(std::chrono::milliseconds(
+        static_cast<int64_t>(FLAGS_data_timeout * 1000 + 0.5)));
+  }
   if (argc != 2) {
     gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/poseidon_train");
     return 1;

@@ -110,7 +110,10 @@ class Blob {
   // scalings below run where the memory's newest copy is (on the GPU when
   // its head is there or SYNCED), as in Caffe.
   void Update();
-  // Loads shape and values; with reshape=false the shapes must agree.
+  // Loads shape and values; with reshape=false the shapes must agree
+  // (ShapeError). A stored shape no blob can take, or values or diffs whose
+  // number disagrees with the shape, throw IOError before anything is
+  // allocated.
   void FromProto(const BlobProto& proto, bool reshape = true);
   void ToProto(BlobProto* proto, bool write_diff = false) const;
 
@@ -134,6 +137,11 @@ class Blob {
   int count_ = 0;
   int capacity_ = 0;
 };
+
+// A stored blob's shape as shape_string() writes it ("2 3 (6)"), read from
+// the proto without allocating; "(invalid)" in place of the count when the
+// shape is not one a blob can take.
+string BlobProtoShapeString(const BlobProto& proto);
 
 }  // namespace poseidon
 

@@ -72,6 +72,11 @@ class DataTransformer {
 #endif
 
   const TransformationParameter& param() const { return param_; }
+  // Whether Transform draws from Poseidon::rng() (mirror, or a crop in the
+  // TRAIN phase); when not, skipping an example needs no transform.
+  bool draws_random_numbers() const {
+    return param_.mirror() || (param_.crop_size() > 0 && phase_ == TRAIN);
+  }
 
  private:
   // Transforms items[i] into example i of `blob` (shape(0) == items.size()),

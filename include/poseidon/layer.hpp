@@ -58,6 +58,12 @@ class Layer {
   // Writes the parameter (with current blob values) to `param`.
   virtual void ToProto(LayerParameter* param, bool write_diff = false);
 
+  // Data layers: moves the read position on by `batches` batches, as if
+  // Forward had run that many more times (the same records next, the same
+  // random draws), for a solver resumed from a snapshot. Other layers have
+  // no position and ignore it. See Note [Exact resume] in solver.cpp.
+  virtual void SkipBatches(uint64_t batches) {}
+
   Dtype loss(int top_index) const {
     return top_index < static_cast<int>(loss_.size()) ? loss_[top_index] : 0;
   }

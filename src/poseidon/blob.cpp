@@ -2,7 +2,10 @@
 #include "poseidon/blob.hpp"
 
 #include <climits>
+#include <cstdint>
+#include <sstream>
 
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/math_functions.hpp"
 
 namespace poseidon {
@@ -48,6 +51,9 @@ template <typename Dtype>
 void Blob<Dtype>::Reshape(const BlobShape& shape) {
   vector<int> dims(shape.dim_size());
   for (int i = 0; i < shape.dim_size(); ++i) {
+    // Checked in 64 bits: a cast first would wrap -2^32 + 3 to 3.
+    POSEIDON_REQUIRE(shape.dim(i) >= 0, ShapeError, "blob dimension ", i,
+                     " is negative (", shape.dim(i), ")");
     POSEIDON_REQUIRE(shape.dim(i) <= INT_MAX, ShapeError, "blob dimension ",
                      shape.dim(i), " is too large");
     dims[i] = static_cast<int>(shape.dim(i));
@@ -274,23 +280,48 @@ void Blob<Dtype>::scale_diff(Dtype scale_factor) {
   math::scal<Dtype>(dev, count_, scale_factor, mutable_diff_on(dev));
 }
 
-// Caffe stores old 4-D blobs as num/channels/height/width fields.
-static vector<int> ProtoShape(const BlobProto& proto) {
-  vector<int> shape;
+// Caffe stores old 4-D blobs as num/channels/height/width fields; newer ones
+// a BlobShape. The dimensions as stored, unchecked.
+static vector<int64_t> ProtoDims(const BlobProto& proto) {
   if (proto.has_num() || proto.has_channels() || proto.has_height() ||
       proto.has_width()) {
-    shape = {proto.num(), proto.channels(), proto.height(), proto.width()};
-  } else {
-    for (int i = 0; i < proto.shape().dim_size(); ++i) {
-      shape.push_back(static_cast<int>(proto.shape().dim(i)));
-    }
+    return {proto.num(), proto.channels(), proto.height(), proto.width()};
   }
-  return shape;
+  return vector<int64_t>(proto.shape().dim().begin(), proto.shape().dim().end());
+}
+
+string BlobProtoShapeString(const BlobProto& proto) {
+  std::ostringstream os;
+  for (int64_t d : ProtoDims(proto)) os << d << " ";
+  const int64_t count = CheckedProduct(ProtoDims(proto), INT64_MAX);
+  if (count >= 0) {
+    os << "(" << count << ")";
+  } else {
+    os << "(invalid)";
+  }
+  return os.str();
+}
+
+// The stored shape as a blob shape; throws IOError (the stored values being
+// what is wrong) for one no blob can take, before anything is allocated.
+static vector<int> CheckedProtoShape(const BlobProto& proto) {
+  const vector<int64_t> dims = ProtoDims(proto);
+  POSEIDON_REQUIRE(static_cast<int>(dims.size()) <= kMaxBlobAxes, IOError,
+                   "stored blob has ", dims.size(), " axes; at most ",
+                   kMaxBlobAxes, " are supported");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    POSEIDON_REQUIRE(dims[i] >= 0, IOError, "stored blob of shape ",
+                     BlobProtoShapeString(proto), " has a negative dimension");
+  }
+  POSEIDON_REQUIRE(CheckedProduct(dims, INT_MAX) >= 0, IOError,
+                   "stored blob of shape ", BlobProtoShapeString(proto),
+                   " exceeds INT_MAX elements");
+  return vector<int>(dims.begin(), dims.end());
 }
 
 template <typename Dtype>
 bool Blob<Dtype>::ShapeEquals(const BlobProto& other) const {
-  vector<int> other_shape = ProtoShape(other);
+  const vector<int64_t> other_dims = ProtoDims(other);
   if (other.has_num() || other.has_channels() || other.has_height() ||
       other.has_width()) {
     // Legacy blobs compare on their 4-D view.
@@ -299,41 +330,48 @@ bool Blob<Dtype>::ShapeEquals(const BlobProto& other) const {
            LegacyShape(-2) == other.height() &&
            LegacyShape(-1) == other.width();
   }
-  return shape_ == other_shape;
+  return vector<int64_t>(shape_.begin(), shape_.end()) == other_dims;
 }
 
 template <typename Dtype>
 void Blob<Dtype>::FromProto(const BlobProto& proto, bool reshape) {
-  if (reshape) {
-    Reshape(ProtoShape(proto));
-  } else {
-    POSEIDON_REQUIRE(ShapeEquals(proto), ShapeError,
-                     "stored blob has shape ", Blob<Dtype>(ProtoShape(proto)).shape_string(),
-                     " but the net expects ", shape_string());
+  // Everything is checked against the stored values before the blob is
+  // reshaped, so a file declaring a huge shape allocates nothing.
+  const vector<int> shape = CheckedProtoShape(proto);
+  int64_t count = 1;
+  for (int d : shape) count *= d;
+  if (!reshape) {
+    POSEIDON_REQUIRE(ShapeEquals(proto), ShapeError, "stored blob has shape ",
+                     BlobProtoShapeString(proto), " but the net expects ",
+                     shape_string());
+    count = count_;  // a legacy 4-D view may differ from the stored dims
   }
+  const bool doubles = proto.double_data_size() > 0;
+  const int64_t values = doubles ? proto.double_data_size() : proto.data_size();
+  POSEIDON_REQUIRE(values == count, IOError, "stored blob of shape ",
+                   BlobProtoShapeString(proto), " holds ", values,
+                   " values but its shape needs ", count);
+  const bool double_diff = proto.double_diff_size() > 0;
+  const int64_t diffs =
+      double_diff ? proto.double_diff_size() : proto.diff_size();
+  POSEIDON_REQUIRE(diffs == 0 || diffs == count, IOError,
+                   "stored blob of shape ", BlobProtoShapeString(proto),
+                   " holds ", diffs, " diff values but its shape needs ",
+                   count);
+  if (reshape) Reshape(shape);
   Dtype* data = mutable_cpu_data();
-  if (proto.double_data_size() > 0) {
-    POSEIDON_REQUIRE(proto.double_data_size() == count_, IOError,
-                     "stored blob holds ", proto.double_data_size(),
-                     " values but its shape needs ", count_);
+  if (doubles) {
     for (int i = 0; i < count_; ++i) data[i] = proto.double_data(i);
   } else {
-    POSEIDON_REQUIRE(proto.data_size() == count_, IOError, "stored blob holds ",
-                     proto.data_size(), " values but its shape needs ", count_);
     for (int i = 0; i < count_; ++i) data[i] = proto.data(i);
   }
-  if (proto.double_diff_size() > 0) {
-    POSEIDON_REQUIRE(proto.double_diff_size() == count_, IOError,
-                     "stored blob holds ", proto.double_diff_size(),
-                     " diff values but its shape needs ", count_);
+  if (diffs > 0) {
     Dtype* diff = mutable_cpu_diff();
-    for (int i = 0; i < count_; ++i) diff[i] = proto.double_diff(i);
-  } else if (proto.diff_size() > 0) {
-    POSEIDON_REQUIRE(proto.diff_size() == count_, IOError, "stored blob holds ",
-                     proto.diff_size(), " diff values but its shape needs ",
-                     count_);
-    Dtype* diff = mutable_cpu_diff();
-    for (int i = 0; i < count_; ++i) diff[i] = proto.diff(i);
+    if (double_diff) {
+      for (int i = 0; i < count_; ++i) diff[i] = proto.double_diff(i);
+    } else {
+      for (int i = 0; i < count_; ++i) diff[i] = proto.diff(i);
+    }
   }
 }
 

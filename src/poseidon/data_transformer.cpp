@@ -2,6 +2,10 @@
 // data_transformer_opencv.cpp.
 #include "poseidon/data_transformer.hpp"
 
+#include <climits>
+#include <cstdint>
+
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/io.hpp"
 
 #ifdef USE_OPENCV
@@ -15,6 +19,36 @@ namespace {
 
 string DatumShape(const Datum& d) {
   return StrCat(d.channels(), "x", d.height(), "x", d.width());
+}
+
+// The number of values of a raw (not encoded) datum, after checking that
+// its shape is positive, agrees with the bytes or floats it holds, and fits
+// a blob; throws IOError otherwise. Everything that sizes memory from a
+// datum's shape comes after this check.
+size_t CheckedRawCount(const Datum& datum) {
+  POSEIDON_REQUIRE(datum.channels() > 0 && datum.height() > 0 &&
+                       datum.width() > 0,
+                   IOError, "datum has no valid shape (", DatumShape(datum),
+                   ")");
+  // Three positive ints: the product fits an int64.
+  const int64_t count = CheckedProduct(
+      {datum.channels(), datum.height(), datum.width()}, INT64_MAX);
+  if (!datum.data().empty()) {
+    POSEIDON_REQUIRE(static_cast<int64_t>(datum.data().size()) == count,
+                     IOError, "datum of shape ", DatumShape(datum), " holds ",
+                     datum.data().size(), " bytes of pixels instead of ",
+                     count);
+  } else {
+    POSEIDON_REQUIRE(datum.float_data_size() == count, IOError,
+                     "datum of shape ", DatumShape(datum), " holds ",
+                     datum.float_data_size(), " float_data values instead of ",
+                     count);
+  }
+  // Only reachable with a float_data or data field of over 2 G entries.
+  POSEIDON_REQUIRE(count <= INT_MAX, IOError, "datum of shape ",
+                   DatumShape(datum), " has ", count,
+                   " values, more than a blob holds (INT_MAX)");
+  return static_cast<size_t>(count);
 }
 
 #ifdef USE_OPENCV
@@ -42,7 +76,11 @@ DataTransformer<Dtype>::DataTransformer(const TransformationParameter& param,
                      "not both");
     BlobProto proto;
     ReadProtoFromBinaryFile(param_.mean_file(), &proto);
-    data_mean_.FromProto(proto);
+    try {
+      data_mean_.FromProto(proto);
+    } catch (const Error&) {
+      RethrowWithContext(StrCat("mean file '", param_.mean_file(), "'"));
+    }
     LOG(INFO) << "Loaded mean " << data_mean_.shape_string() << " from "
               << param_.mean_file();
   }
@@ -150,9 +188,8 @@ vector<int> DataTransformer<Dtype>::InferBlobShape(const Datum& datum) const {
                    "USE_OPENCV=ON)");
 #endif
   }
+  CheckedRawCount(datum);
   const int c = datum.channels(), h = datum.height(), w = datum.width();
-  POSEIDON_REQUIRE(c > 0 && h > 0 && w > 0, IOError,
-                   "datum has no valid shape (", DatumShape(datum), ")");
   CheckInput(c, h, w);
   const int crop = static_cast<int>(param_.crop_size());
   return {1, c, crop > 0 ? crop : h, crop > 0 ? crop : w};
@@ -170,21 +207,12 @@ void DataTransformer<Dtype>::Transform(const Datum& datum, Dtype* out) {
                    "USE_OPENCV=ON)");
 #endif
   }
+  CheckedRawCount(datum);
   const int c = datum.channels(), h = datum.height(), w = datum.width();
-  POSEIDON_REQUIRE(c > 0 && h > 0 && w > 0, IOError,
-                   "datum has no valid shape (", DatumShape(datum), ")");
-  const size_t count = static_cast<size_t>(c) * h * w;
   if (!datum.data().empty()) {
-    POSEIDON_REQUIRE(datum.data().size() == count, IOError, "datum of shape ",
-                     DatumShape(datum), " holds ", datum.data().size(),
-                     " bytes of pixels instead of ", count);
     TransformCHW(reinterpret_cast<const uint8_t*>(datum.data().data()), c, h, w,
                  out);
   } else {
-    POSEIDON_REQUIRE(static_cast<size_t>(datum.float_data_size()) == count,
-                     IOError, "datum of shape ", DatumShape(datum), " holds ",
-                     datum.float_data_size(), " float_data values instead of ",
-                     count);
     TransformCHW(datum.float_data().data(), c, h, w, out);
   }
 }

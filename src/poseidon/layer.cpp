@@ -38,7 +38,12 @@ Layer<Dtype>::Layer(const LayerParameter& param)
     : layer_param_(param), phase_(param.phase()) {
   for (int i = 0; i < layer_param_.blobs_size(); ++i) {
     blobs_.push_back(std::make_shared<Blob<Dtype>>());
-    blobs_.back()->FromProto(layer_param_.blobs(i));
+    try {
+      blobs_.back()->FromProto(layer_param_.blobs(i));
+    } catch (const Error&) {
+      RethrowWithContext(
+          StrCat("layer '", layer_param_.name(), "' blob ", i));
+    }
   }
 }
 

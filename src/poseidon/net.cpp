@@ -655,15 +655,17 @@ void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
                      "stores ", source_layer.blobs_size());
     for (size_t j = 0; j < target.size(); ++j) {
       const BlobProto& stored = source_layer.blobs(static_cast<int>(j));
-      if (!target[j]->ShapeEquals(stored)) {
-        Blob<Dtype> source_blob;
-        source_blob.FromProto(stored, true);
-        POSEIDON_THROW(ShapeError, "cannot copy param ", j, " of layer '",
+      POSEIDON_REQUIRE(target[j]->ShapeEquals(stored), ShapeError,
+                       "cannot copy param ", j, " of layer '",
                        source_layer.name(), "': the weights file has shape ",
-                       source_blob.shape_string(), ", the net expects ",
+                       BlobProtoShapeString(stored), ", the net expects ",
                        target[j]->shape_string());
+      try {
+        target[j]->FromProto(stored, false);
+      } catch (const IOError& e) {
+        POSEIDON_THROW(IOError, "param ", j, " of layer '",
+                       source_layer.name(), "': ", e.what());
       }
-      target[j]->FromProto(stored, false);
     }
   }
 }
@@ -677,7 +679,11 @@ void Net<Dtype>::CopyTrainedLayersFrom(const string& trained_filename) {
   }
   NetParameter param;
   ReadNetParamsFromBinaryFile(trained_filename, &param);
-  CopyTrainedLayersFrom(param);
+  try {
+    CopyTrainedLayersFrom(param);
+  } catch (const Error&) {
+    RethrowWithContext(StrCat("weights '", trained_filename, "'"));
+  }
 }
 
 template <typename Dtype>

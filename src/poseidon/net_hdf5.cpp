@@ -45,7 +45,8 @@ bool IsHdf5File(const string& filename) {
 
 template <typename Dtype>
 void Net<Dtype>::ToHDF5(const string& filename, bool write_diff) const {
-  Hdf5File file = Hdf5File::Create(filename);
+  // Atomic, as the binary snapshots are (Note [Atomic writes]).
+  Hdf5File file = Hdf5File::CreateAtomically(filename);
   file.CreateGroup("data");
   if (write_diff) file.CreateGroup("diff");
   // Each name once: the first layer of a name is written (and loaded).

@@ -601,14 +601,53 @@ string Solver<Dtype>::ResolveLearnedNet(const string& state_file,
                  dir.string().empty() ? "." : dir.string(), "'");
 }
 
+// Note [Exact resume]
+// Training N iterations, snapshotting, and resuming from the snapshot for M
+// more gives the weights of N + M uninterrupted iterations, bit for bit
+// (test_solver.cpp, test_snapshot_kill.sh). Besides the weights and the
+// update history, three things carry the trajectory:
+//  - the lr schedule position (iter, current_step), in the .solverstate as
+//    in Caffe;
+//  - the data: an uninterrupted run reads iteration N's batches next, a
+//    fresh net its first ones. Each iteration reads iter_size batches from
+//    every data layer of the train net, so Restore moves each one on by
+//    (N - the iterations this solver already ran) x iter_size batches
+//    (Layer::SkipBatches): the same records and, for random crops and
+//    mirrors, the same draws of the prefetch thread's generator (Caffe
+//    starts over at the first record);
+//  - the training thread's random generator (Dropout, DummyData's fillers),
+//    saved in the .solverstate's rng_state (a Poseidon field Caffe ignores)
+//    and restored.
+// Not covered: the generators of device workers other than worker 0
+// (--threads > 1), and MemoryData, whose data the caller supplies.
+
 template <typename Dtype>
 void Solver<Dtype>::Restore(const char* state_file) {
   const string name(state_file);
+  const int64_t iter_before = iter_;
   // By the name, as Caffe decides.
   if (name.size() >= 3 && name.compare(name.size() - 3, 3, ".h5") == 0) {
     RestoreSolverStateFromHDF5(name);
   } else {
     RestoreSolverStateFromBinaryProto(name);
+  }
+  // See Note [Exact resume].
+  const int64_t iter_size = std::max(1, param_.iter_size());
+  const int64_t skip = (iter_ - iter_before) * iter_size;
+  if (skip < 0) {
+    LOG(WARNING) << "Restored iteration " << iter_ << " precedes the "
+                 << iter_before << " this solver has run; its data layers "
+                 << "keep their positions";
+    return;
+  }
+  for (const auto& layer : net_->layers()) {
+    try {
+      layer->SkipBatches(static_cast<uint64_t>(skip));
+    } catch (const Error&) {
+      RethrowWithContext(StrCat("resuming from '", name, "': layer '",
+                                layer->layer_param().name(),
+                                "' could not move on ", skip, " batches"));
+    }
   }
 }
 

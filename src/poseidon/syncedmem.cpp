@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "poseidon/util/alloc_guard.hpp"
+
 #ifndef CPU_ONLY
 #include <cuda_runtime.h>
 
@@ -50,6 +52,7 @@ void SyncedMemory::WaitForUpload() {
 }
 
 void SyncedMemory::AllocateCpu() {
+  RequireAllocatable(size_, "host memory for a blob");
 #ifndef CPU_ONLY
   // Pinned memory for threads that compute on a GPU: their copies are the
   // ones that must be fast. (Allocation is rare: blobs keep their capacity.)

@@ -60,6 +60,9 @@ class DataLayer final : public BasePrefetchingDataLayer<Dtype> {
 
  protected:
   void LoadBatch(Batch<Dtype>* batch) override;
+  // Without random transforms: moves the cursor over the records, once
+  // around the database at most.
+  void SkipLoads(uint64_t batches) override;
 
  private:
   // Moves the cursor to the next record of this shard, wrapping at the end.
@@ -72,6 +75,7 @@ class DataLayer final : public BasePrefetchingDataLayer<Dtype> {
   std::unique_ptr<db::DB> db_;
   std::unique_ptr<db::Cursor> cursor_;
   size_t position_ = 0;  // index of the cursor's record in key order
+  size_t db_size_ = 0;   // records in the database
 };
 
 }  // namespace poseidon

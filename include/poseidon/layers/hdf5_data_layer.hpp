@@ -83,6 +83,9 @@ class HDF5DataLayer final : public Layer<Dtype> {
   const vector<string>& files() const { return files_; }
 
   const char* type() const override { return "HDF5Data"; }
+  // Walks the rows (and file changes and reshuffles) of `batches` batches,
+  // reading only the file it ends in.
+  void SkipBatches(uint64_t batches) override;
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
 
@@ -104,8 +107,10 @@ class HDF5DataLayer final : public Layer<Dtype> {
  private:
   // Opens every listed file and checks its datasets; fills rows_.
   void CheckFiles();
-  // Reads file files_[f] into data_ and lists this shard's rows of it.
+  // Reads file files_[f] into data_ (unless skipping_) and lists this
+  // shard's rows of it.
   void LoadFile(size_t f);
+  void LoadData(size_t f);
   // Moves to the next row of this shard, loading the next file at the end
   // of one.
   void Next();
@@ -122,6 +127,8 @@ class HDF5DataLayer final : public Layer<Dtype> {
   vector<vector<Dtype>> data_;         // per top: the loaded file's dataset
   vector<size_t> row_order_;           // this shard's rows of that file
   size_t row_pos_ = 0;                 // index into row_order_
+  size_t loaded_file_ = 0;             // the file data_ holds
+  bool skipping_ = false;              // in SkipBatches: data_ stays
   std::mt19937 rng_;
 };
 

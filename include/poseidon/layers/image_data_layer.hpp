@@ -45,6 +45,9 @@ class ImageDataLayer final : public BasePrefetchingDataLayer<Dtype> {
 
  protected:
   void LoadBatch(Batch<Dtype>* batch) override;
+  // Without random transforms: moves through the list (reshuffling at its
+  // end as loading would) without reading images.
+  void SkipLoads(uint64_t batches) override;
 
  private:
   // Fisher-Yates with the calling thread's Poseidon::rng().

@@ -1,11 +1,13 @@
 // A FIFO queue for handing items between threads: Pop() waits for an item.
 // Close() wakes every waiter and makes all later Pop()s return nothing, so a
-// consumer thread blocked in Pop() can be told to stop.
+// consumer thread blocked in Pop() can be told to stop; Reopen() undoes it.
+// PopUntil() waits with a deadline.
 //
 // Thread safety: all methods may be called from any thread.
 #ifndef POSEIDON_UTIL_BLOCKING_QUEUE_HPP_
 #define POSEIDON_UTIL_BLOCKING_QUEUE_HPP_
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -40,12 +42,42 @@ class BlockingQueue {
     return item;
   }
 
+  // As Pop(), but gives up at `deadline`: returns nothing when the queue is
+  // closed or the deadline passes first (the caller tells them apart).
+  template <typename Clock, typename Duration>
+  std::optional<T> PopUntil(
+      const std::chrono::time_point<Clock, Duration>& deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!ready_.wait_until(lock, deadline,
+                           [this] { return closed_ || !items_.empty(); }) ||
+        closed_) {
+      return std::nullopt;
+    }
+    T item = std::move(items_.front());
+    items_.pop_front();
+    return item;
+  }
+
+  // The front item if there is one (and the queue is open), without waiting.
+  std::optional<T> TryPop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || items_.empty()) return std::nullopt;
+    T item = std::move(items_.front());
+    items_.pop_front();
+    return item;
+  }
   void Close() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       closed_ = true;
     }
     ready_.notify_all();
+  }
+  // Undoes Close(): Pop() hands out the items again, those left in the
+  // queue when it was closed first.
+  void Reopen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = false;
   }
 
   size_t size() const {

@@ -29,6 +29,11 @@ class Hdf5File {
   static Hdf5File OpenForRead(const string& filename);
   // Creates the file, replacing (truncating) one that exists.
   static Hdf5File Create(const string& filename);
+  // Creates TemporaryFileFor(filename) instead; Close() commits it over
+  // `filename` (Note [Atomic writes] in util/io.cpp), so that a process
+  // killed while writing (a snapshot) leaves nothing under that name. Closed
+  // by the destructor instead, the temporary file is removed.
+  static Hdf5File CreateAtomically(const string& filename);
 
   Hdf5File(Hdf5File&& other) noexcept;
   Hdf5File& operator=(Hdf5File&& other) noexcept;
@@ -62,8 +67,8 @@ class Hdf5File {
   int ReadInt(const string& name) const;
   void WriteString(const string& name, const string& value);
   string ReadString(const string& name) const;
-  // Flushes and closes; throws IOError if that fails. Idempotent; the
-  // destructor closes quietly.
+  // Flushes and closes (and commits a file from CreateAtomically); throws
+  // IOError if that fails. Idempotent; the destructor closes quietly.
   void Close();
 
  private:
@@ -72,6 +77,7 @@ class Hdf5File {
 
   int64_t id_ = -1;  // the hid_t, negative when closed
   string filename_;
+  string temporary_;  // CreateAtomically: the file being written
 };
 
 }  // namespace poseidon

@@ -25,17 +25,33 @@ void ReadProtoFromTextString(const string& text, const string& source,
 // corrupt files throw IOError naming the file.
 void ReadProtoFromBinaryFile(const string& filename,
                              google::protobuf::Message* proto);
+// Parses binary bytes from memory; `source` names them in error messages.
+void ReadProtoFromBinaryString(const string& bytes, const string& source,
+                               google::protobuf::Message* proto);
 
-// Atomic writes (write to "<file>.tmp.<pid>", fsync, rename).
+// Atomic writes (write to "<file>.tmp.<pid>", fsync, rename, fsync of the
+// directory): a reader, or a run after a crash or SIGKILL at any point, sees
+// either the previous file or the whole new one. See Note [Atomic writes].
 void WriteProtoToTextFile(const google::protobuf::Message& proto,
                           const string& filename);
 void WriteProtoToBinaryFile(const google::protobuf::Message& proto,
                             const string& filename);
 // Writes bytes atomically.
 void WriteFileAtomically(const string& filename, const string& contents);
+// For files another library writes (HDF5): write to TemporaryFileFor(name)
+// ("<name>.tmp.<pid>"), then CommitFileAtomically fsyncs it, renames it over
+// `filename` and fsyncs the directory (IOError naming both if it cannot;
+// the temporary file is removed then).
+string TemporaryFileFor(const string& filename);
+void CommitFileAtomically(const string& tmp, const string& filename);
 
-// Reads a whole file; throws IOError naming it if it cannot.
-string ReadFileToString(const string& filename);
+constexpr size_t kMaxProtoFileBytes = 2147483647;
+
+// Reads a whole file; throws IOError naming it if it cannot, if it is not a
+// regular file, or if it is larger than `max_bytes` (by default 2 GB - 1,
+// the most a protobuf message can hold), before reading any of it.
+string ReadFileToString(const string& filename,
+                        size_t max_bytes = kMaxProtoFileBytes);
 bool FileExists(const string& filename);
 
 }  // namespace poseidon

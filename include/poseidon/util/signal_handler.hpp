@@ -24,6 +24,14 @@ namespace poseidon {
 // "none"; anything else throws ConfigError naming `flag_name`.
 SolverAction ParseSolverAction(const string& value, const string& flag_name);
 
+// Makes a SIGTERM end the process with one line on stderr,
+// "<who>: <why>", and exit status 143 (128 + SIGTERM), instead of the stack
+// trace glog's failure handler prints. mpirun sends SIGTERM to every other
+// rank when one rank fails or the job is cancelled; each then says so in
+// one line. Call again to change the line (after MPI names the rank); the
+// text is copied, at most 511 bytes. Other signals keep their handlers.
+void InstallTerminationMessage(const string& who, const string& why);
+
 class SignalHandler {
  public:
   SignalHandler(SolverAction sigint_action, SolverAction sighup_action);

@@ -81,6 +81,30 @@ std::string StrCat(Args&&... args) {
   return os.str();
 }
 
+// Rethrows the poseidon::Error being handled, as the same type, with
+// "<context>: " before its message, so that an error raised deep in a loader
+// ("stored blob ... holds 3 values") names the file or layer it came from.
+// Call only inside a catch block for Error.
+[[noreturn]] inline void RethrowWithContext(const std::string& context) {
+  try {
+    throw;
+  } catch (const ConfigError& e) {
+    throw ConfigError(context + ": " + e.what());
+  } catch (const ShapeError& e) {
+    throw ShapeError(context + ": " + e.what());
+  } catch (const IOError& e) {
+    throw IOError(context + ": " + e.what());
+  } catch (const NumericError& e) {
+    throw NumericError(context + ": " + e.what());
+  } catch (const DistributedError& e) {
+    throw DistributedError(context + ": " + e.what());
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(context + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(context + ": " + e.what());
+  }
+}
+
 // Status: the non-throwing error value handed across threads.
 class Status {
  public:

@@ -1,6 +1,10 @@
 // The data layer bases and the prefetch thread.
 #include "poseidon/layers/base_data_layer.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #ifndef CPU_ONLY
 #include <cuda_runtime.h>
 
@@ -42,6 +46,54 @@ namespace poseidon {
 // changed after setup), the batch stays on the host and gpu_data() uploads
 // it synchronously on C: correct, only slower. In CPU mode none of this
 // happens.
+
+// Note [Prefetch deadline]
+// Forward waits for the prefetch thread's next batch. The thread cannot die
+// on its own: whatever LoadBatch throws is caught there and handed over
+// through full_, and Forward rethrows it with the layer's name. What is left
+// is a thread that never finishes a batch (a source on a hung network file
+// system, a reader stuck in a library): Forward then waits DataTimeout() at
+// most and throws IOError naming the layer, how many batches the thread had
+// loaded and whether it is inside LoadBatch. A thread stuck in LoadBatch
+// cannot be stopped from outside, and joining it would hang the process as
+// the layer is destroyed; so StopPrefetch waits kStuckGrace more for it and
+// otherwise ends the process with a message (the error has been thrown and,
+// in the tools, printed by then).
+
+namespace {
+
+constexpr std::chrono::milliseconds kDefaultDataTimeout{600 * 1000};
+constexpr std::chrono::seconds kStuckGrace{10};
+std::atomic<int64_t> g_data_timeout_ms{0};  // 0: the default
+
+std::chrono::milliseconds DefaultDataTimeout() {
+  static const std::chrono::milliseconds timeout = [] {
+    const char* env = std::getenv("POSEIDON_DATA_TIMEOUT");
+    if (env != nullptr) {
+      char* end = nullptr;
+      const double seconds = std::strtod(env, &end);
+      if (end != env && *end == '\0' && seconds > 0) {
+        return std::chrono::milliseconds(
+            static_cast<int64_t>(seconds * 1000 + 0.5));
+      }
+      LOG(WARNING) << "POSEIDON_DATA_TIMEOUT='" << env
+                   << "' is not a positive number of seconds; using 600";
+    }
+    return kDefaultDataTimeout;
+  }();
+  return timeout;
+}
+
+}  // namespace
+
+std::chrono::milliseconds DataTimeout() {
+  const int64_t ms = g_data_timeout_ms.load();
+  return ms > 0 ? std::chrono::milliseconds(ms) : DefaultDataTimeout();
+}
+
+void SetDataTimeout(std::chrono::milliseconds timeout) {
+  g_data_timeout_ms = timeout.count() > 0 ? timeout.count() : 0;
+}
 
 template <typename Dtype>
 BaseDataLayer<Dtype>::BaseDataLayer(const LayerParameter& param)
@@ -88,21 +140,74 @@ void BasePrefetchingDataLayer<Dtype>::LayerSetUp(
                    " layer is already set up");
   BaseDataLayer<Dtype>::LayerSetUp(bottom, top);
   for (auto& batch : prefetch_) free_.Push(batch.get());
+  setup_solver_rank_ = Poseidon::solver_rank();
+  setup_mode_ = Poseidon::mode();
+  setup_device_ = Poseidon::device();
   // Drawn here so that the thread's random choices follow from the seed of
   // the thread that set the layer up.
   const uint64_t seed = Poseidon::rng_seed();
-  thread_ = std::thread(&BasePrefetchingDataLayer::PrefetchLoop, this, seed,
-                        Poseidon::solver_rank(), Poseidon::mode(),
-                        Poseidon::device());
+  StartPrefetch(std::mt19937(static_cast<std::mt19937::result_type>(seed)));
 }
 
 template <typename Dtype>
-void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(uint64_t seed,
+void BasePrefetchingDataLayer<Dtype>::StartPrefetch(const std::mt19937& rng) {
+  thread_ended_ = false;
+  thread_ = std::thread(&BasePrefetchingDataLayer::PrefetchLoop, this, rng,
+                        setup_solver_rank_, setup_mode_, setup_device_);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::SkipBatches(uint64_t batches) {
+  if (batches == 0 || error_) return;  // an error shows at the next Forward
+  POSEIDON_REQUIRE(prefetching(), Error, this->type(),
+                   " layer: SkipBatches before SetUp");
+  // The thread finishes the batch it is loading, pushes it to full_ and
+  // ends, leaving prefetch_rng_ where its next draw would be.
+  StopPrefetch();
+  free_.Reopen();
+  uint64_t left = batches;
+  // The batches already loaded are the next ones in order: drop them.
+  while (left > 0) {
+    std::optional<Loaded> loaded = full_.TryPop();
+    if (!loaded) break;
+    if (loaded->error) RethrowThreadError(loaded->error);
+    free_.Push(loaded->batch);
+    --left;
+  }
+  if (left > 0) {
+    // Skip the rest on this thread, drawing from the prefetch thread's
+    // generator so that the draws continue as they would have there.
+    const std::mt19937 caller_rng = Poseidon::rng();
+    Poseidon::rng() = prefetch_rng_;
+    try {
+      SkipLoads(left);
+    } catch (...) {
+      Poseidon::rng() = caller_rng;
+      error_ = std::current_exception();
+      throw;
+    }
+    prefetch_rng_ = Poseidon::rng();
+    Poseidon::rng() = caller_rng;
+  }
+  StartPrefetch(prefetch_rng_);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::SkipLoads(uint64_t batches) {
+  Batch<Dtype> scratch;
+  scratch.data_.ReshapeLike(prefetch_[0]->data_);
+  scratch.label_.ReshapeLike(prefetch_[0]->label_);
+  for (uint64_t i = 0; i < batches; ++i) LoadBatch(&scratch);
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(std::mt19937 rng,
                                                    int solver_rank,
                                                    Poseidon::Brew mode,
                                                    int device) {
-  Poseidon::rng().seed(static_cast<std::mt19937::result_type>(seed));
+  Poseidon::rng() = rng;
   Poseidon::set_solver_rank(solver_rank);
+  std::exception_ptr error;
   try {
     // The setup thread's mode and device, for this thread only.
     Poseidon::set_thread_context(mode, device);
@@ -113,15 +218,29 @@ void BasePrefetchingDataLayer<Dtype>::PrefetchLoop(uint64_t seed,
 #ifndef CPU_ONLY
       if (gpu) WaitUntilConsumed(*batch);
 #endif
+      loading_ = true;
       LoadBatch(*batch);
 #ifndef CPU_ONLY
       if (gpu) UploadBatch(*batch);
 #endif
+      loading_ = false;
+      ++loaded_batches_;
       full_.Push(Loaded{*batch, nullptr});
     }
+    // Read by SkipBatches after the join.
+    prefetch_rng_ = Poseidon::rng();
   } catch (...) {
-    full_.Push(Loaded{nullptr, std::current_exception()});
+    error = std::current_exception();
   }
+  // Handed over once this thread has finished handling the exception, so
+  // that the last reference to it (which destroys it) is Forward's: the
+  // exception's own reference count lives in the uninstrumented C++ runtime,
+  // where ThreadSanitizer cannot see it order the two threads.
+  if (error) {
+    loading_ = false;
+    full_.Push(Loaded{nullptr, std::move(error)});
+  }
+  thread_ended_ = true;
 }
 
 #ifndef CPU_ONLY
@@ -152,7 +271,27 @@ template <typename Dtype>
 void BasePrefetchingDataLayer<Dtype>::StopPrefetch() {
   if (!thread_.joinable()) return;
   free_.Close();
+  if (stalled_) {
+    // See Note [Prefetch deadline].
+    const auto give_up = std::chrono::steady_clock::now() + kStuckGrace;
+    while (!thread_ended_ && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!thread_ended_) {
+      std::fprintf(stderr,
+                   "Error: %s\n%s: the thread is stuck and cannot be "
+                   "stopped; ending the process\n",
+                   stall_message_.c_str(), Who().c_str());
+      std::fflush(stderr);
+      std::_Exit(EXIT_FAILURE);
+    }
+  }
   thread_.join();
+}
+
+template <typename Dtype>
+string BasePrefetchingDataLayer<Dtype>::Who() const {
+  return StrCat(this->type(), " layer '", this->layer_param_.name(), "'");
 }
 
 template <typename Dtype>
@@ -160,13 +299,45 @@ Batch<Dtype>* BasePrefetchingDataLayer<Dtype>::NextBatch() {
   if (error_) std::rethrow_exception(error_);
   POSEIDON_REQUIRE(prefetching(), Error, this->type(),
                    " layer: Forward before SetUp");
-  std::optional<Loaded> loaded = full_.Pop();
-  CHECK(loaded) << "the full-batch queue is never closed";
-  if (loaded->error) {
-    error_ = loaded->error;
-    std::rethrow_exception(error_);
+  // See Note [Prefetch deadline].
+  const std::chrono::milliseconds timeout = DataTimeout();
+  std::optional<Loaded> loaded =
+      full_.PopUntil(std::chrono::steady_clock::now() + timeout);
+  if (!loaded) {
+    stalled_ = true;
+    const bool in_load = loading_;
+    stall_message_ = StrCat(
+        Who(), ": no batch from its prefetch thread in ",
+        timeout.count() / 1000.0, " s (it has loaded ",
+        loaded_batches_.load(), " batches",
+        in_load ? " and is still loading the next: a stuck or very slow data "
+                  "source"
+                : "",
+        thread_ended_ ? " and has ended" : "",
+        "); the limit is --data_timeout / POSEIDON_DATA_TIMEOUT");
+    throw IOError(stall_message_);
   }
+  if (loaded->error) RethrowThreadError(loaded->error);
   return loaded->batch;
+}
+
+template <typename Dtype>
+void BasePrefetchingDataLayer<Dtype>::RethrowThreadError(
+    std::exception_ptr error) {
+  // The thread's error with the layer it came from before it (a
+  // poseidon::Error keeps its type), kept for every later Forward.
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error&) {
+    try {
+      RethrowWithContext(StrCat(Who(), ", prefetch thread"));
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+  std::rethrow_exception(error_);
 }
 
 template <typename Dtype>

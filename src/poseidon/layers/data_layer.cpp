@@ -63,6 +63,7 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
   }
   db_->Open(source, db::Mode::READ);
   const size_t size = db_->Size();
+  db_size_ = size;
   POSEIDON_REQUIRE(size > 0, IOError, "LMDB '", param.source(),
                    "' holds no records");
   POSEIDON_REQUIRE(static_cast<size_t>(shard_.index) < size, ConfigError,
@@ -82,7 +83,12 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
 
   // The first record fixes the output shape.
   const Datum datum = ReadDatum();
-  vector<int> shape = this->data_transformer_->InferBlobShape(datum);
+  vector<int> shape;
+  try {
+    shape = this->data_transformer_->InferBlobShape(datum);
+  } catch (const Error&) {
+    RethrowWithContext(Where());
+  }
   this->transformed_data_.Reshape(shape);
   shape[0] = batch_size;
   top[0]->Reshape(shape);
@@ -154,6 +160,23 @@ void DataLayer<Dtype>::LoadBatch(Batch<Dtype>* batch) {
     }
     NextShardRecord();
   }
+}
+
+template <typename Dtype>
+void DataLayer<Dtype>::SkipLoads(uint64_t batches) {
+  if (this->data_transformer_->draws_random_numbers()) {
+    BasePrefetchingDataLayer<Dtype>::SkipLoads(batches);
+    return;
+  }
+  // The cursor visits this shard's records in a cycle of `per_pass` (it is
+  // on one of them), so only the remainder needs walking.
+  const uint64_t per_pass =
+      (db_size_ - static_cast<size_t>(shard_.index) + shard_.count - 1) /
+      shard_.count;
+  const uint64_t records =
+      static_cast<uint64_t>(this->layer_param_.data_param().batch_size());
+  const uint64_t steps = (batches % per_pass) * (records % per_pass) % per_pass;
+  for (uint64_t i = 0; i < steps; ++i) NextShardRecord();
 }
 
 INSTANTIATE_CLASS(DataLayer);

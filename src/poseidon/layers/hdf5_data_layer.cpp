@@ -1,9 +1,11 @@
 // The HDF5Data layer: samples from a list of HDF5 files.
 #include "poseidon/layers/hdf5_data_layer.hpp"
 
+#include <climits>
 #include <fstream>
 #include <utility>
 
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/hdf5.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/partition.hpp"
@@ -189,6 +191,33 @@ void HDF5DataLayer<Dtype>::Shuffle(vector<size_t>* order) {
 
 template <typename Dtype>
 void HDF5DataLayer<Dtype>::LoadFile(size_t f) {
+  if (!skipping_) LoadData(f);
+  row_order_.clear();
+  const size_t first = first_position_[f] % shard_.count;
+  for (size_t r = (shard_.index + shard_.count - first) % shard_.count;
+       r < rows_[f]; r += shard_.count) {
+    row_order_.push_back(r);
+  }
+  CHECK(!row_order_.empty()) << files_[f] << " holds no rows of the shard";
+  if (this->layer_param_.hdf5_data_param().shuffle()) Shuffle(&row_order_);
+  row_pos_ = 0;
+}
+
+template <typename Dtype>
+void HDF5DataLayer<Dtype>::SkipBatches(uint64_t batches) {
+  POSEIDON_REQUIRE(set_up_, Error, "HDF5Data layer: SkipBatches before SetUp");
+  const uint64_t rows =
+      batches * this->layer_param_.hdf5_data_param().batch_size();
+  skipping_ = true;
+  for (uint64_t i = 0; i < rows; ++i) Next();
+  skipping_ = false;
+  if (loaded_file_ != file_order_[file_pos_]) {
+    LoadData(file_order_[file_pos_]);
+  }
+}
+
+template <typename Dtype>
+void HDF5DataLayer<Dtype>::LoadData(size_t f) {
   DLOG(INFO) << "HDF5Data: loading " << files_[f];
   const Hdf5File file = Hdf5File::OpenForRead(files_[f]);
   const int tops = this->layer_param_.top_size();
@@ -204,20 +233,20 @@ void HDF5DataLayer<Dtype>::LoadFile(size_t f) {
                      "' dataset '", name, "' changed shape to ",
                      ShapeText(shape), " since setup (was ",
                      ShapeText(expected), ")");
-    size_t count = 1;
-    for (int d : shape) count *= static_cast<size_t>(d);
-    data_[j].resize(count);
-    file.ReadDataset(name, count, data_[j].data());
+    // DatasetShape bounds each dimension, not their product: check it
+    // before allocating (a tiny file may declare a huge dataset).
+    const int64_t count =
+        CheckedProduct(vector<int64_t>(shape.begin(), shape.end()), INT_MAX);
+    POSEIDON_REQUIRE(count >= 0, IOError, "HDF5 file '", files_[f],
+                     "' dataset '", name, "' of shape ", ShapeText(shape),
+                     " holds more than INT_MAX values");
+    RequireAllocatable(static_cast<size_t>(count) * sizeof(Dtype),
+                       StrCat("HDF5 file '", files_[f], "' dataset '", name,
+                              "' of shape ", ShapeText(shape)));
+    data_[j].resize(static_cast<size_t>(count));
+    file.ReadDataset(name, static_cast<size_t>(count), data_[j].data());
   }
-  row_order_.clear();
-  const size_t first = first_position_[f] % shard_.count;
-  for (size_t r = (shard_.index + shard_.count - first) % shard_.count;
-       r < rows_[f]; r += shard_.count) {
-    row_order_.push_back(r);
-  }
-  CHECK(!row_order_.empty()) << files_[f] << " holds no rows of the shard";
-  if (this->layer_param_.hdf5_data_param().shuffle()) Shuffle(&row_order_);
-  row_pos_ = 0;
+  loaded_file_ = f;
 }
 
 template <typename Dtype>

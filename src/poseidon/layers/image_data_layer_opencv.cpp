@@ -55,7 +55,12 @@ void ImageDataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
   // The first image fixes the output shape.
   const cv::Mat image = ReadImageToCVMat(ImagePath(line_id_), new_height,
                                          new_width, param.is_color());
-  vector<int> shape = this->data_transformer_->InferBlobShape(image);
+  vector<int> shape;
+  try {
+    shape = this->data_transformer_->InferBlobShape(image);
+  } catch (const Error&) {
+    RethrowWithContext(StrCat("image '", ImagePath(line_id_), "'"));
+  }
   this->transformed_data_.Reshape(shape);
   shape[0] = batch_size;
   top[0]->Reshape(shape);
@@ -99,6 +104,27 @@ void ImageDataLayer<Dtype>::LoadBatch(Batch<Dtype>* batch) {
       if (param.shuffle()) ShuffleImages();
     }
   }
+}
+
+template <typename Dtype>
+void ImageDataLayer<Dtype>::SkipLoads(uint64_t batches) {
+  if (this->data_transformer_->draws_random_numbers()) {
+    BasePrefetchingDataLayer<Dtype>::SkipLoads(batches);
+    return;
+  }
+  const ImageDataParameter& param = this->layer_param_.image_data_param();
+  const uint64_t size = lines_.size();
+  uint64_t left = batches * static_cast<uint64_t>(param.batch_size());
+  if (!param.shuffle()) {
+    line_id_ = static_cast<size_t>((line_id_ + left % size) % size);
+    return;
+  }
+  while (left >= size - line_id_) {  // to the end of the list: reshuffle
+    left -= size - line_id_;
+    line_id_ = 0;
+    ShuffleImages();
+  }
+  line_id_ += static_cast<size_t>(left);
 }
 
 INSTANTIATE_CLASS(ImageDataLayer);

@@ -9,7 +9,7 @@
 namespace poseidon {
 
 template <typename Dtype>
-vector<typename RecurrentLayer<Dtype>::ParamSpec>
+vector<typename RNNLayer<Dtype>::ParamSpec>
 RNNLayer<Dtype>::OutputParamSpecs() const {
   const int H = this->H();
   return {{"W_ho", {H, H}}, {"b_o", {H}}};

@@ -3,6 +3,8 @@
 #include "poseidon/solvers/sgd_solver.hpp"
 
 #include <cmath>
+#include <random>
+#include <sstream>
 
 #include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
@@ -189,6 +191,9 @@ void SGDSolver<Dtype>::SnapshotSolverState(const string& model_filename) {
   state.set_learned_net(model_filename);
   state.set_current_step(this->current_step_);
   for (const auto& blob : history_) blob->ToProto(state.add_history());
+  std::ostringstream rng;
+  rng << Poseidon::rng();
+  state.set_rng_state(rng.str());
   const string filename = this->SnapshotFilename(".solverstate");
   LOG(INFO) << "Snapshotting solver state to binary proto file " << filename;
   WriteProtoToBinaryFile(state, filename);
@@ -206,22 +211,46 @@ void SGDSolver<Dtype>::RestoreSolverStateFromBinaryProto(
                    this->type(), " solver keeps ", history_.size(),
                    " (was it written by another solver type or net?)");
   for (size_t i = 0; i < history_.size(); ++i) {
-    POSEIDON_REQUIRE(history_[i]->ShapeEquals(state.history(int(i))),
-                     ShapeError, "solver state '", state_file,
-                     "': history blob ", i, " does not match the shape ",
+    const BlobProto& stored = state.history(int(i));
+    POSEIDON_REQUIRE(history_[i]->ShapeEquals(stored), ShapeError,
+                     "solver state '", state_file, "': history blob ", i,
+                     " has shape ", BlobProtoShapeString(stored),
+                     ", which does not match the shape ",
                      history_[i]->shape_string(), " of the net's parameter");
+    const int64_t values = stored.double_data_size() > 0
+                               ? stored.double_data_size()
+                               : stored.data_size();
+    const int64_t diffs = stored.double_diff_size() > 0
+                              ? stored.double_diff_size()
+                              : stored.diff_size();
+    POSEIDON_REQUIRE(values == history_[i]->count() &&
+                         (diffs == 0 || diffs == history_[i]->count()),
+                     IOError, "solver state '", state_file, "': history blob ",
+                     i, " holds ", values, " values and ", diffs,
+                     " diff values but its shape needs ",
+                     history_[i]->count());
+  }
+  POSEIDON_REQUIRE(state.iter() >= 0 && state.current_step() >= 0, IOError,
+                   "solver state '", state_file, "' holds iteration ",
+                   state.iter(), " and step ", state.current_step(),
+                   "; neither may be negative");
+  std::mt19937 rng;
+  if (state.has_rng_state()) {
+    std::istringstream in(state.rng_state());
+    in >> rng;
+    POSEIDON_REQUIRE(!in.fail(), IOError, "solver state '", state_file,
+                     "' holds a random generator state that cannot be read");
   }
   if (state.has_learned_net()) {
-    NetParameter net_param;
-    ReadNetParamsFromBinaryFile(
-        this->ResolveLearnedNet(state_file, state.learned_net()), &net_param);
-    this->net_->CopyTrainedLayersFrom(net_param);
+    this->net_->CopyTrainedLayersFrom(
+        this->ResolveLearnedNet(state_file, state.learned_net()));
   }
   this->iter_ = state.iter();
   this->current_step_ = state.current_step();
   for (size_t i = 0; i < history_.size(); ++i) {
     history_[i]->FromProto(state.history(int(i)), /*reshape=*/false);
   }
+  if (state.has_rng_state()) Poseidon::rng() = rng;
   LOG(INFO) << "Restored solver state from " << state_file << " at iteration "
             << this->iter_;
 }

@@ -1,7 +1,11 @@
 // The update rules' state in Caffe's HDF5 snapshot layout (snapshot_format:
 // HDF5; see solver.hpp): scalars "iter" and "current_step", the string
 // "learned_net" (the weights file) and the group "history" holding one
-// dataset per history blob, named "0", "1", ...
+// dataset per history blob, named "0", "1", ...; and, as in the binary
+// state, Poseidon's "rng_state" (the training thread's generator; see Note
+// [Exact resume] in solver.cpp), a dataset Caffe does not read.
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,10 +22,13 @@ template <typename Dtype>
 void SGDSolver<Dtype>::SnapshotSolverStateToHDF5(const string& model_filename) {
   const string filename = this->SnapshotFilename(".solverstate.h5");
   LOG(INFO) << "Snapshotting solver state to HDF5 file " << filename;
-  Hdf5File file = Hdf5File::Create(filename);
+  Hdf5File file = Hdf5File::CreateAtomically(filename);
   file.WriteInt("iter", this->iter_);
   file.WriteString("learned_net", model_filename);
   file.WriteInt("current_step", this->current_step_);
+  std::ostringstream rng;
+  rng << Poseidon::rng();
+  file.WriteString("rng_state", rng.str());
   file.CreateGroup("history");
   for (size_t i = 0; i < history_.size(); ++i) {
     const Blob<Dtype>& blob = *history_[i];
@@ -55,6 +62,17 @@ void SGDSolver<Dtype>::RestoreSolverStateFromHDF5(const string& state_file) {
   }
   const int iter = file.ReadInt("iter");
   const int current_step = file.ReadInt("current_step");
+  POSEIDON_REQUIRE(iter >= 0 && current_step >= 0, IOError, "solver state '",
+                   state_file, "' holds iteration ", iter, " and step ",
+                   current_step, "; neither may be negative");
+  const bool has_rng = file.HasDataset("rng_state");
+  std::mt19937 rng;
+  if (has_rng) {
+    std::istringstream in(file.ReadString("rng_state"));
+    in >> rng;
+    POSEIDON_REQUIRE(!in.fail(), IOError, "solver state '", state_file,
+                     "' holds a random generator state that cannot be read");
+  }
   if (file.HasDataset("learned_net")) {
     this->net_->CopyTrainedLayersFrom(
         this->ResolveLearnedNet(state_file, file.ReadString("learned_net")));
@@ -66,6 +84,7 @@ void SGDSolver<Dtype>::RestoreSolverStateFromHDF5(const string& state_file) {
                      static_cast<size_t>(history_[i]->count()),
                      history_[i]->mutable_cpu_data());
   }
+  if (has_rng) Poseidon::rng() = rng;
   LOG(INFO) << "Restored solver state from " << state_file << " at iteration "
             << this->iter_;
 }

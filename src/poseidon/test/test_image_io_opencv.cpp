@@ -95,6 +95,24 @@ TEST(ImageIOTest, ErrorsNameTheImage) {
   EXPECT_THROW(CVMatToDatum(cv::Mat(2, 2, CV_32FC1), &datum), ShapeError);
 }
 
+// OpenCV reports some failures by throwing cv::Exception (an encoder it
+// lacks, an allocation for a huge declared size); they arrive as Poseidon
+// errors naming the image, never as a foreign exception.
+TEST(ImageIOTest, OpenCvExceptionsBecomeErrors) {
+  const string dir = test::MakeTempDir();
+  ASSERT_TRUE(cv::imwrite(dir + "/small.png", cv::Mat(3, 4, CV_8UC3,
+                                                      cv::Scalar(1, 2, 3))));
+  Datum datum;
+  try {
+    ReadImageToDatum(dir + "/small.png", 0, 0, 0, true, "xyz", &datum);
+    FAIL() << "encoded as .xyz";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(string(e.what()).find("small.png' as 'xyz': OpenCV failed"),
+              string::npos)
+        << e.what();
+  }
+}
+
 TEST(ImageIOTest, ReadImageListParsesPathsAndLabels) {
   const string list = test::MakeTempDir() + "/list.txt";
   WriteFileAtomically(list,

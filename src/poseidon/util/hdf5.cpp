@@ -5,6 +5,7 @@
 #include <hdf5_hl.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -115,18 +116,29 @@ Hdf5File Hdf5File::Create(const string& filename) {
   return Hdf5File(id, filename);
 }
 
+Hdf5File Hdf5File::CreateAtomically(const string& filename) {
+  const string tmp = TemporaryFileFor(filename);
+  Hdf5File file = Create(tmp);
+  file.filename_ = filename;
+  file.temporary_ = tmp;
+  return file;
+}
+
 Hdf5File::Hdf5File(Hdf5File&& other) noexcept
     : id_(std::exchange(other.id_, -1)),
-      filename_(std::move(other.filename_)) {}
+      filename_(std::move(other.filename_)),
+      temporary_(std::move(other.temporary_)) {}
 
 Hdf5File& Hdf5File::operator=(Hdf5File&& other) noexcept {
   if (this != &other) {
     if (id_ >= 0) {
       Hdf5Call call;
       H5Fclose(id_);
+      if (!temporary_.empty()) std::remove(temporary_.c_str());
     }
     id_ = std::exchange(other.id_, -1);
     filename_ = std::move(other.filename_);
+    temporary_ = std::move(other.temporary_);
   }
   return *this;
 }
@@ -135,16 +147,26 @@ Hdf5File::~Hdf5File() {
   if (id_ >= 0) {
     Hdf5Call call;
     H5Fclose(id_);
+    // Not committed: an error came first.
+    if (!temporary_.empty()) std::remove(temporary_.c_str());
   }
 }
 
 void Hdf5File::Close() {
   if (id_ < 0) return;
-  Hdf5Call call;
-  const herr_t status = H5Fclose(id_);
+  herr_t status;
+  {
+    Hdf5Call call;
+    status = H5Fclose(id_);
+  }
   id_ = -1;
+  if (status < 0 && !temporary_.empty()) std::remove(temporary_.c_str());
   POSEIDON_REQUIRE(status >= 0, IOError, "cannot write HDF5 file '", filename_,
                    "'");
+  if (!temporary_.empty()) {
+    const string tmp = std::exchange(temporary_, string());
+    CommitFileAtomically(tmp, filename_);
+  }
 }
 
 string Hdf5File::Where(const string& dataset) const {

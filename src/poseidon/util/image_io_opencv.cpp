@@ -31,15 +31,32 @@ bool HasExtension(const string& filename, const string& encoding) {
          canonical(Lower(encoding));
 }
 
+// Runs an OpenCV call; a cv::Exception it throws (a failed allocation for
+// an image whose header declares a huge size, a decoder's error) becomes an
+// IOError that starts with `what`.
+template <typename F>
+auto CallOpenCV(const string& what, F&& call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const cv::Exception& e) {
+    POSEIDON_THROW(IOError, what, ": OpenCV failed: ",
+                   e.err.empty() ? string(e.what()) : e.err);
+  }
+}
+
 cv::Mat Decode(const Datum& datum, int flags) {
   POSEIDON_REQUIRE(datum.encoded(), Error,
                    "cannot decode a datum that holds raw pixels");
   const string& bytes = datum.data();
-  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
-                       const_cast<char*>(bytes.data()));
-  cv::Mat image = cv::imdecode(buffer, flags);
-  POSEIDON_REQUIRE(!image.empty(), IOError, "cannot decode an encoded datum (",
-                   bytes.size(), " bytes): not an image OpenCV can read");
+  const string what =
+      StrCat("cannot decode an encoded datum (", bytes.size(), " bytes)");
+  cv::Mat image = CallOpenCV(what, [&] {
+    const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
+                         const_cast<char*>(bytes.data()));
+    return cv::imdecode(buffer, flags);
+  });
+  POSEIDON_REQUIRE(!image.empty(), IOError, what,
+                   ": not an image OpenCV can read");
   return image;
 }
 
@@ -53,14 +70,19 @@ cv::Mat ReadImageToCVMat(const string& filename, int height, int width,
   // Checked first: OpenCV would also print its own warning.
   POSEIDON_REQUIRE(FileExists(filename), IOError, "cannot read image '",
                    filename, "': no such file");
-  cv::Mat image =
-      cv::imread(filename, is_color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
-  POSEIDON_REQUIRE(!image.empty(), IOError, "cannot read image '", filename,
-                   "': not an image OpenCV can decode");
+  const string what = StrCat("cannot read image '", filename, "'");
+  cv::Mat image = CallOpenCV(what, [&] {
+    return cv::imread(filename,
+                      is_color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
+  });
+  POSEIDON_REQUIRE(!image.empty(), IOError, what,
+                   ": not an image OpenCV can decode");
   if (height > 0 && (image.rows != height || image.cols != width)) {
-    cv::Mat resized;
-    cv::resize(image, resized, cv::Size(width, height));
-    return resized;
+    return CallOpenCV(StrCat("cannot resize image '", filename, "'"), [&] {
+      cv::Mat resized;
+      cv::resize(image, resized, cv::Size(width, height));
+      return resized;
+    });
   }
   return image;
 }
@@ -92,8 +114,16 @@ void ReadImageToDatum(const string& filename, int label, int height, int width,
   }
   const cv::Mat image = ReadImageToCVMat(filename, height, width, is_color);
   std::vector<uchar> buffer;
-  POSEIDON_REQUIRE(cv::imencode("." + encoding, image, buffer), ConfigError,
-                   "cannot encode '", filename, "' as '", encoding, "'");
+  const string what =
+      StrCat("cannot encode '", filename, "' as '", encoding, "'");
+  bool encoded = false;
+  try {
+    encoded = cv::imencode("." + encoding, image, buffer);
+  } catch (const cv::Exception& e) {
+    POSEIDON_THROW(ConfigError, what, ": OpenCV failed: ",
+                   e.err.empty() ? string(e.what()) : e.err);
+  }
+  POSEIDON_REQUIRE(encoded, ConfigError, what);
   datum->set_data(string(buffer.begin(), buffer.end()));
 }
 

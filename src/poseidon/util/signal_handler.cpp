@@ -2,7 +2,9 @@
 #include "poseidon/util/signal_handler.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -28,6 +30,43 @@ extern "C" void HandleSignal(int signal) {
 }
 
 }  // namespace
+
+namespace {
+
+// The line a SIGTERM prints (see InstallTerminationMessage); written before
+// the handler is installed, read only by the handler.
+char g_term_line[512];
+std::atomic<size_t> g_term_length{0};
+
+extern "C" void HandleTerminate(int signal) {
+  // Only async-signal-safe calls: write and _exit.
+  const size_t length = g_term_length.load();
+  if (length > 0) {
+    ssize_t unused = ::write(STDERR_FILENO, g_term_line, length);
+    (void)unused;
+  }
+  ::_exit(128 + signal);
+}
+
+}  // namespace
+
+void InstallTerminationMessage(const string& who, const string& why) {
+  const string line = StrCat(who, ": ", why, "\n");
+  g_term_length = 0;  // the handler prints nothing while the text changes
+  const size_t length = std::min(line.size(), sizeof(g_term_line) - 1);
+  std::memcpy(g_term_line, line.data(), length);
+  if (length > 0 && g_term_line[length - 1] != '\n') {
+    g_term_line[length - 1] = '\n';
+  }
+  g_term_length = length;
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = &HandleTerminate;
+  sigfillset(&action.sa_mask);
+  POSEIDON_REQUIRE(sigaction(SIGTERM, &action, nullptr) == 0, Error,
+                   "cannot install the SIGTERM handler: ",
+                   std::strerror(errno));
+}
 
 SolverAction ParseSolverAction(const string& value, const string& flag_name) {
   if (value == "stop") return SolverAction::STOP;

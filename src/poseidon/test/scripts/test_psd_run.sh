@@ -125,6 +125,21 @@ expect_error "username not a string" "'username' must be a non-empty string" \
 echo '{"worker_nodes": ["a", "b", "a"]}' > split.json
 expect_error "repeated host not adjacent" "host 'a' appears" \
   -c split.json --dry-run true
+# Found by scripts/fuzz/fuzz_psd_run.py (docs/reliability.md): bytes that are
+# not UTF-8, JSON nested too deeply for Python's parser, and host names that
+# mpirun's -H list would split or read as an option.
+printf '{"worker_nodes": ["h\xff"]}' > latin1.json
+expect_error "config not UTF-8" "latin1.json' is not UTF-8 text .*byte 20 is 0xff" \
+  -c latin1.json --dry-run true
+python3 -c 'print("[" * 100000)' > deep.json
+expect_error "JSON nested too deeply" "deep.json' nests JSON arrays" \
+  -c deep.json --dry-run true
+echo '{"worker_nodes": ["a,b", "c"]}' > comma.json
+expect_error "host name with a comma" "'worker_nodes' entry \"a,b\" is not a host name" \
+  -c comma.json --dry-run true
+echo '{"worker_nodes": ["-np"]}' > dash.json
+expect_error "host name like an option" "entry \"-np\" is not a host name" \
+  -c dash.json --dry-run true
 
 # ---- a real run on localhost ------------------------------------------------
 if command -v mpirun > /dev/null; then
