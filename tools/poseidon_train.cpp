@@ -109,6 +109,16 @@ DEFINE_string(emulate_compute, "",
               "Benchmarks only (train): a file of 'layer forward_ms "
               "backward_ms' lines, as `time --profile` writes; each layer "
               "of the train net sleeps that long instead of computing.");
+DEFINE_double(emulate_dilation, 1,
+              "Benchmarks only (train, with --emulate_compute): run k times "
+              "slower than the emulated cluster: layer times times k, real "
+              "compute stretched to k times its CPU time, the cost model's "
+              "rates divided by k (cap the links at rate / k yourself).");
+DEFINE_bool(emulate_shared_params, false,
+            "Benchmarks only (train, with --emulate_compute): keep the "
+            "parameters, gradients and solver history in one shared-memory "
+            "mapping used by every rank on this machine (the values become "
+            "meaningless; the traffic is real).");
 DEFINE_string(profile, "",
               "time: also write the per-layer averages to this file, for "
               "--emulate_compute.");
@@ -389,6 +399,8 @@ dist::TrainerOptions TrainerOptionsFromFlags(const SolverParameter& param,
   options.partitioned_data = FLAGS_partitioned_data;
   options.timeline_path = FLAGS_timeline;
   options.emulate_compute = FLAGS_emulate_compute;
+  options.emulate_dilation = FLAGS_emulate_dilation;
+  options.emulate_shared_params = FLAGS_emulate_shared_params;
   options.action = signals->GetActionFunction();
   return options;
 }

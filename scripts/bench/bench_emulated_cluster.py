@@ -27,6 +27,19 @@ ideal = ranks) and against naive, the bytes per iteration through the hosts'
 links (tc counters, all hosts, sent), and rank 0's bytes per transport beside
 the cost model's prediction. Needs root (namespaces).
 
+Large clusters on a small machine (Note [Time dilation] and Note [Shared
+emulated parameters] in the C++ sources):
+  --dilation K   runs the cluster K times slower than the one it stands for:
+                 links capped at rate / K, layer times times K, the ranks'
+                 real compute (sums, SFB rebuild, update) stretched to K times
+                 its CPU time. Seconds are reported undilated (divided by K);
+                 ratios are unchanged. Each run logs how much real compute
+                 could not be stretched ("overrun"): near 0 means the machine
+                 kept up; otherwise raise K.
+  shared params  every rank keeps its parameters, gradients and history in
+                 one shared-memory mapping (on by default; --own-params to
+                 give each rank its own), so 32 ranks of VGG19-22K fit.
+
 Example:
   sudo scripts/bench/bench_emulated_cluster.py --build build \
       --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
@@ -57,6 +70,13 @@ snapshot: 0
 snapshot_after_train: false
 """
 
+OVERRUN_RE = re.compile(r"Time dilation [0-9.]+x: ([0-9.]+) (us|ms|s) of "
+                        r"real compute could not be stretched")
+# Poseidon's published speed-ups (Zhang et al., USENIX ATC 2017), GPU
+# clusters over 40 GbE unless noted, for the rows that match.
+PUBLISHED = {("inception_v3", 32): "31.5x (32 nodes)",
+             ("vgg19_22k", 16): "15.5x (16 nodes, 10 GbE)"}
+
 ITER_RE = re.compile(r"Iteration (\d+) \(([0-9.]+) iter/s")
 TOTAL_RE = re.compile(r"Traffic of rank 0: (.*) per iteration measured, "
                       r"(.*) predicted")
@@ -69,7 +89,10 @@ def sh(cmd, **kw):
                           stderr=subprocess.STDOUT, text=True, **kw)
 
 
-def profile(train, net, batch, iters, out_dir):
+def profile(train, net, batch, iters, out_dir, reuse):
+    """Writes the net at `batch` and its per-layer profile into out_dir;
+    with `reuse`, an existing profile there is kept (profile once on a
+    quiet machine, then run the clusters)."""
     src = os.path.join(NET_DIR, net + "_time.prototxt")
     text = open(src).read()
     # The time nets use batch 16 for the data and the label.
@@ -78,6 +101,12 @@ def profile(train, net, batch, iters, out_dir):
     with open(model, "w") as f:
         f.write(text)
     prof = model + ".profile"
+    if reuse and os.path.exists(prof):
+        with open(prof) as f:
+            total = sum(float(x) for line in f if not line.startswith("#")
+                        for x in line.split()[1:3])
+        print("reusing %s" % prof, flush=True)
+        return model, prof, total
     print("profiling %s at batch %d ..." % (net, batch), flush=True)
     r = sh([train, "time", "--model=" + model, "--iterations=%d" % iters,
             "--profile=" + prof])
@@ -112,6 +141,13 @@ def seconds_per_iter(log):
     return 1.0 / statistics.median(rates[1:])
 
 
+def overrun_seconds(log):
+    """Largest unstretched real compute any rank reported (seconds)."""
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+    return max([float(m.group(1)) * scale[m.group(2)]
+                for m in OVERRUN_RE.finditer(log)] or [0.0])
+
+
 def link_bytes_sent():
     """Bytes sent through all hosts' capped links so far (tc counters)."""
     out = sh([CLUSTER, "stats", "--prefix", PREFIX]).stdout.splitlines()[1:]
@@ -129,7 +165,21 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--profile-iters", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--dilation", type=float, default=1.0,
+                    help="time dilation factor K (see above)")
+    ap.add_argument("--own-params", action="store_true",
+                    help="each rank keeps its own parameters (needs ranks x "
+                    "the model's memory)")
+    ap.add_argument("--profiles", default="",
+                    help="keep the nets and their profiles in this folder "
+                    "and reuse them on later runs (default: a temporary "
+                    "folder, profiled anew)")
+    ap.add_argument("--modes", default="naive,flat,wfbp",
+                    help="which of naive, flat, wfbp to run")
     args = ap.parse_args()
+    if args.dilation < 1:
+        sys.exit("--dilation must be >= 1")
+    wanted_modes = set(args.modes.split(","))
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")
     train = os.path.join(args.build, "tools", "poseidon_train")
@@ -139,15 +189,21 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         nets = {}
         for net in args.nets.split(","):
+            where = args.profiles or tmp
+            os.makedirs(where, exist_ok=True)
             nets[net] = profile(train, net, args.batch, args.profile_iters,
-                                tmp)
+                                where, bool(args.profiles))
             print("  %s: %.0f ms per forward-backward on this machine"
                   % (net, nets[net][2]), flush=True)
         for (num_hosts, per_host), rate in (
                 (t, r) for t in topologies for r in args.rates.split(",")):
+            rate_gbits = float(re.sub("[a-z]", "", rate)) * (
+                0.001 if rate.endswith("mbit") else 1)
+            # The links of the dilated cluster (Note [Time dilation]).
+            link_mbit = rate_gbits * 1000 / args.dilation
             sh([CLUSTER, "down", "--prefix", PREFIX])
-            up = sh([CLUSTER, "up", str(num_hosts), "--rate", rate,
-                     "--prefix", PREFIX])
+            up = sh([CLUSTER, "up", str(num_hosts), "--rate",
+                     "%dmbit" % max(1, round(link_mbit)), "--prefix", PREFIX])
             if up.returncode != 0:
                 sys.exit("netns_cluster up failed:\n" + up.stdout)
             hosts = sh([CLUSTER, "hosts", "--prefix", PREFIX]).stdout.split()
@@ -156,6 +212,11 @@ def main():
             if per_host > 1:
                 modes.append(("flat", ["--host_level=false"]))
             modes.append(("wfbp", []))
+            modes = [m for m in modes if m[0] in wanted_modes]
+            emulation = ["--emulate_dilation=%g" % args.dilation,
+                         "--comm_timeout=%d" % (600 * args.dilation)]
+            if not args.own_params:
+                emulation.append("--emulate_shared_params")
             try:
                 for net, (model, prof, compute_ms) in nets.items():
                     solver = os.path.join(tmp, net + "_solver.prototxt")
@@ -164,8 +225,6 @@ def main():
                     row = {"net": net, "rate": rate, "compute": compute_ms,
                            "topology": "%dx%d" % (num_hosts, per_host),
                            "ranks": num_hosts * per_host}
-                    rate_gbits = float(re.sub("[a-z]", "", rate)) * (
-                        0.001 if rate.endswith("mbit") else 1)
                     for mode, flags in modes:
                         print("%s %s at %s, %s ..." % (
                             row["topology"], net, rate, mode), flush=True)
@@ -173,42 +232,53 @@ def main():
                         r = run_cluster(per_host, hosts,
                                         [train, "train", "--solver=" + solver,
                                          "--emulate_compute=" + prof,
-                                         "--network_gbits=%g" % rate_gbits]
-                                        + flags, args.timeout)
+                                         "--network_gbits=%g"
+                                         % (link_mbit / 1000)]
+                                        + emulation + flags, args.timeout)
                         sent = link_bytes_sent() - before
                         if r.returncode != 0:
                             print(r.stdout[-4000:])
                             sys.exit("%s %s failed" % (net, mode))
-                        row[mode] = seconds_per_iter(r.stdout)
+                        row[mode] = seconds_per_iter(r.stdout) / args.dilation
                         row[mode + "_link"] = sent / max(args.iters, 1)
+                        row[mode + "_overrun"] = overrun_seconds(r.stdout)
                         parts = ["%s %s (model %s)" % m.groups()
                                  for m in PART_RE.finditer(r.stdout)]
                         row[mode + "_traffic"] = "; ".join(parts)
                         print("  %.2f s per iteration; links %.0f MB per "
-                              "iteration; rank 0: %s"
+                              "iteration; rank 0: %s; overrun %.2f s"
                               % (row[mode], row[mode + "_link"] / 1e6,
-                                 row[mode + "_traffic"]), flush=True)
+                                 row[mode + "_traffic"],
+                                 row[mode + "_overrun"]), flush=True)
                     results.append(row)
             finally:
                 sh([CLUSTER, "down", "--prefix", PREFIX])
     print()
     print("batch %d per rank, compute emulated from this machine's per-layer "
           "times; speed-up = ranks x compute / iteration time (ideal = ranks)"
-          % args.batch)
-    print("%-13s %-5s %-7s %9s %9s %9s %9s %8s %8s %10s %10s" % (
+          "; time dilation %g (seconds shown undilated)"
+          % (args.batch, args.dilation))
+    nan = float("nan")
+    print("%-13s %-5s %-7s %9s %9s %9s %9s %8s %8s %10s %10s %8s  %s" % (
         "net", "hosts", "link", "compute s", "naive s", "flat s", "wfbp s",
-        "speed-up", "vs naive", "naive MB", "wfbp MB"))
+        "speed-up", "vs naive", "naive MB", "wfbp MB", "overrun",
+        "published"))
     for r in results:
-        flat = r.get("flat", float("nan"))
+        best = r.get("wfbp", nan)
+        overrun = max(r.get(m + "_overrun", 0.0)
+                      for m in ("naive", "flat", "wfbp"))
         print("%-13s %-5s %-7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %10.0f "
-              "%10.0f" % (
+              "%10.0f %7.2fs  %s" % (
                   r["net"], r["topology"], r["rate"], r["compute"] / 1000,
-                  r["naive"], flat, r["wfbp"],
-                  r["ranks"] * r["compute"] / 1000 / r["wfbp"],
-                  r["naive"] / r["wfbp"], r["naive_link"] / 1e6,
-                  r["wfbp_link"] / 1e6))
+                  r.get("naive", nan), r.get("flat", nan), best,
+                  r["ranks"] * r["compute"] / 1000 / best,
+                  r.get("naive", nan) / best, r.get("naive_link", nan) / 1e6,
+                  r.get("wfbp_link", nan) / 1e6, overrun,
+                  PUBLISHED.get((r["net"], r["ranks"]), "")))
     print("(MB: sent through all hosts' links per iteration, start-up "
-          "included, divided by the iterations)")
+          "included, divided by the iterations; overrun: real compute the "
+          "dilation could not stretch, largest over the modes and ranks, "
+          "dilated seconds)")
     print()
     for r in results:
         for mode in ("naive", "flat", "wfbp"):

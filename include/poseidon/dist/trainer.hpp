@@ -27,6 +27,7 @@
 #include "poseidon/dist/device_workers.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/solver.hpp"
+#include "poseidon/util/emulation.hpp"
 #include "poseidon/util/timeline.hpp"
 
 namespace poseidon {
@@ -48,6 +49,13 @@ struct TrainerOptions {
   // layer of the train net then sleeps that long instead of computing
   // (Net::SetEmulatedTimes). "" to compute.
   std::string emulate_compute;
+  // With emulate_compute: time dilation (Note [Time dilation] in
+  // util/emulation.cpp; the layer times are multiplied by it), and the
+  // parameters, gradients and solver history kept in one shared-memory
+  // mapping that every rank on the machine shares (Note [Shared emulated
+  // parameters] in trainer.cpp).
+  double emulate_dilation = 1;
+  bool emulate_shared_params = false;
   // This process's own stop/snapshot requests (a signal handler); may be
   // empty.
   ActionCallback action;
@@ -83,6 +91,9 @@ class Trainer {
   Communicator* comm_;
   TrainerOptions options_;
   int start_iter_ = 0;
+  // Declared before the solver: it holds the memory the solver's blobs
+  // observe with emulate_shared_params.
+  std::unique_ptr<emulation::SharedRegion> shared_params_;
   std::unique_ptr<Solver<Dtype>> solver_;
   std::unique_ptr<DeviceWorkers<Dtype>> workers_;
   std::unique_ptr<Timeline> timeline_;

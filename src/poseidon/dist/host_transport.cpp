@@ -9,6 +9,7 @@
 
 #include "poseidon/dist/host_level.hpp"
 #include "poseidon/dist/shared_flags.hpp"
+#include "poseidon/util/emulation.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
 
@@ -259,8 +260,11 @@ class HostDenseTransport final : public Transport<Dtype> {
       for (int k = 0; k < L; ++k) {
         parts.push_back(memory_->Slot(g, k, iter) + begin_[g]);
       }
-      SumInOrder(parts, end_[g] - begin_[g], Dtype(1),
-                 inner_->Stage(i, iter));
+      {
+        emulation::DilatedCompute dilated;  // Note [Time dilation]
+        SumInOrder(parts, end_[g] - begin_[g], Dtype(1),
+                   inner_->Stage(i, iter));
+      }
       if (timeline) {
         timeline->Complete(timeline->Lane("host"), groups_[g].name,
                            "host sum", t0, timeline->NowMicros(),

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "poseidon/util/emulation.hpp"
 #include "poseidon/util/timeline.hpp"
 
 namespace poseidon {
@@ -258,6 +259,7 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
           " (did the ranks start from different solver states?)"));
     }
     const Dtype* g = reinterpret_cast<const Dtype*>(msg + sizeof(header));
+    emulation::DilatedCompute dilated;  // Note [Time dilation]
     if (r == 0) {
       std::memcpy(sum, g, b.count * sizeof(Dtype));
     } else {

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "poseidon/util/emulation.hpp"
+
 namespace poseidon {
 namespace dist {
 
@@ -31,6 +33,7 @@ Status RingAllreduceSum(Communicator* comm, Dtype* buf, size_t count,
                                     status.message()));
     }
     Dtype* mine = buf + begin(in);
+    emulation::DilatedCompute dilated;  // Note [Time dilation]
     for (size_t i = 0; i < in_count; ++i) mine[i] = incoming[i] + mine[i];
   }
   for (int s = 0; s < n - 1; ++s) {

@@ -7,6 +7,7 @@
 
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/dist/transport.hpp"
+#include "poseidon/util/emulation.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
 
@@ -107,6 +108,7 @@ template <typename Dtype>
 void RebuildFromFactors(const ExchangeSpec& spec, int ranks,
                         const std::function<const Dtype*(int)>& factors,
                         Dtype* sum) {
+  emulation::DilatedCompute dilated;  // Note [Time dilation]
   std::vector<SufficientFactors<Dtype>> peers(ranks);
   const size_t u = static_cast<size_t>(spec.rows) * spec.M;
   for (int r = 0; r < ranks; ++r) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "poseidon/dist/shared_flags.hpp"
+#include "poseidon/util/emulation.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -129,6 +130,7 @@ void SharedAllreduce<Dtype>::Sum(int g, int64_t iter, size_t offset,
   for (int r = 0; r < comm_->size(); ++r) {
     parts.push_back(RankSlot(g, r, iter) + offset);
   }
+  emulation::DilatedCompute dilated;  // Note [Time dilation]
   SumInOrder(parts, count, scale, out);
 }
 

@@ -1,14 +1,18 @@
 // The training assembly shared by poseidon_train and the Python bindings.
 #include "poseidon/dist/trainer.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <utility>
 
-#include "poseidon/solver_factory.hpp"
 #include "poseidon/dist/sync_policy.hpp"
+#include "poseidon/solver_factory.hpp"
+#include "poseidon/solvers/sgd_solver.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -35,10 +39,11 @@ std::vector<Subscription> AttachTimeline(Net<Dtype>* net, Timeline* timeline) {
   return subs;
 }
 
-// Makes `net` sleep each layer's profiled time instead of computing it.
-// Layers missing from the profile take no time.
+// Makes `net` sleep each layer's profiled time, times `dilation`, instead of
+// computing it. Layers missing from the profile take no time.
 template <typename Dtype>
-void EmulateCompute(const std::string& profile, Net<Dtype>* net) {
+void EmulateCompute(const std::string& profile, double dilation,
+                    Net<Dtype>* net) {
   std::ifstream in(profile);
   POSEIDON_REQUIRE(in.good(), IOError, "cannot read --emulate_compute file '",
                    profile, "'");
@@ -54,7 +59,7 @@ void EmulateCompute(const std::string& profile, Net<Dtype>* net) {
     POSEIDON_REQUIRE(static_cast<bool>(fields >> name >> fwd >> bwd),
                      ConfigError, profile, ":", line_no,
                      ": expected 'layer forward_ms backward_ms'");
-    times[name] = {fwd, bwd};
+    times[name] = {fwd * dilation, bwd * dilation};
   }
   const int n = static_cast<int>(net->layers().size());
   std::vector<double> fwd(n, 0), bwd(n, 0);
@@ -68,7 +73,53 @@ void EmulateCompute(const std::string& profile, Net<Dtype>* net) {
   }
   net->SetEmulatedTimes(fwd, bwd);
   LOG(INFO) << "Emulating compute from " << profile << ": " << total
-            << " ms per forward-backward";
+            << " ms per forward-backward"
+            << (dilation != 1 ? StrCat(" (time dilated ", dilation, "x)") : "");
+}
+
+// Note [Shared emulated parameters]
+// An emulated cluster runs every rank on one machine, and each rank holds
+// its parameters, their gradients and the solver's history: 32 ranks of
+// VGG19-22K (230M parameters, 2.8 GB a rank with SGD) would need 90 GB. With
+// the layers emulated nothing reads those values for compute; they matter
+// only as bytes to send and memory to sum and update. So every rank maps the
+// same POSIX shared-memory object, named from the profile, the net and the
+// size, and points these blobs into it (SyncedMemory::set_cpu_data): the
+// machine holds one copy whatever the number of ranks. Ranks overwrite each
+// other's values, so the numbers are garbage by design; the traffic, the
+// sums and the updates are the real ones. The name is removed when the
+// trainer ends; a job killed before that leaves /dev/shm/poseidon-emulate-*
+// behind.
+template <typename Dtype>
+std::unique_ptr<emulation::SharedRegion> ShareParams(
+    const std::string& profile, Solver<Dtype>* solver) {
+  std::vector<SyncedMemory*> mems;
+  for (Blob<Dtype>* p : solver->net()->learnable_params()) {
+    mems.push_back(p->data().get());
+    mems.push_back(p->diff().get());
+  }
+  if (auto* sgd = dynamic_cast<SGDSolver<Dtype>*>(solver)) {
+    for (const auto& h : sgd->history()) mems.push_back(h->data().get());
+  }
+  constexpr size_t kAlign = 64;
+  size_t total = 0;
+  for (SyncedMemory* m : mems) total += (m->size() + kAlign - 1) / kAlign * kAlign;
+  const size_t key = std::hash<std::string>()(
+      StrCat(profile, "|", solver->net()->name(), "|", total, "|",
+             sizeof(Dtype)));
+  std::ostringstream name;
+  name << "/poseidon-emulate-" << getuid() << "-" << std::hex << key;
+  auto region = std::make_unique<emulation::SharedRegion>(name.str(), total);
+  size_t offset = 0;
+  for (SyncedMemory* m : mems) {
+    m->set_cpu_data(region->data() + offset);
+    offset += (m->size() + kAlign - 1) / kAlign * kAlign;
+  }
+  LOG(INFO) << "Emulation: " << mems.size() << " parameter, gradient and "
+            << "history blobs (" << FormatBytes(double(total))
+            << ") in shared memory " << name.str() << ", shared with every "
+            << "rank on this machine";
+  return region;
 }
 
 }  // namespace
@@ -86,7 +137,17 @@ Trainer<Dtype>::Trainer(const SolverParameter& param, Communicator* comm,
   }
   solver_ = CreateSolver<Dtype>(param);
   if (!options_.emulate_compute.empty()) {
-    EmulateCompute(options_.emulate_compute, solver_->net().get());
+    emulation::SetDilation(options_.emulate_dilation);
+    EmulateCompute(options_.emulate_compute, options_.emulate_dilation,
+                   solver_->net().get());
+    if (options_.emulate_shared_params) {
+      shared_params_ = ShareParams(options_.emulate_compute, solver_.get());
+    }
+  } else {
+    POSEIDON_REQUIRE(options_.emulate_dilation == 1 &&
+                         !options_.emulate_shared_params,
+                     ConfigError, "--emulate_dilation and "
+                     "--emulate_shared_params need --emulate_compute");
   }
   workers_ = std::make_unique<DeviceWorkers<Dtype>>(solver_.get(), T, rank,
                                                     ranks, options_.gpus);
@@ -116,6 +177,7 @@ Trainer<Dtype>::~Trainer() {
   workers_.reset();
   timeline_.reset();
   solver_.reset();
+  if (shared_params_) shared_params_->Unlink();
 }
 
 template <typename Dtype>
@@ -154,6 +216,12 @@ void Trainer<Dtype>::Finish() {
                 << FormatDuration(p.predicted_seconds) << "); "
                 << FormatDuration(p.blocked_seconds / n) << " blocked";
     }
+  }
+  if (emulation::Dilation() != 1) {
+    LOG(INFO) << "Time dilation " << emulation::Dilation() << "x: "
+              << FormatDuration(emulation::OverrunSeconds())
+              << " of real compute could not be stretched (the machine was "
+              << "too busy; 0 means the emulation kept up)";
   }
   if (timeline_) {
     const std::string path =

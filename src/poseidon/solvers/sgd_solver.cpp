@@ -8,6 +8,7 @@
 
 #include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/emulation.hpp"
 #include "poseidon/util/for_each.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/math_functions.hpp"
@@ -118,6 +119,7 @@ void SGDSolver<Dtype>::ApplyUpdate() {
 template <typename Dtype>
 void SGDSolver<Dtype>::ApplyUpdateToParam(int param_id, Dtype rate, int iter) {
   update_iter_ = iter;
+  emulation::DilatedCompute dilated;  // benchmarks only (Note [Time dilation])
   Normalize(param_id);
   Regularize(param_id);
   ComputeUpdateValue(param_id, rate);
