@@ -8,9 +8,19 @@ pkg_check_modules(GFLAGS REQUIRED IMPORTED_TARGET gflags)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 find_package(ZLIB REQUIRED)  # gzipped MNIST files (convert_mnist_data)
+# LevelDB (libleveldb-dev), the second database backend of util/db. Found
+# directly: Debian's leveldbConfig.cmake asks to link "snappy" by name, whose
+# unversioned .so only libsnappy-dev ships; the shared library needs no help.
+find_path(LEVELDB_INCLUDE_DIR leveldb/db.h)
+find_library(LEVELDB_LIBRARY leveldb)
+if(NOT LEVELDB_INCLUDE_DIR OR NOT LEVELDB_LIBRARY)
+  message(FATAL_ERROR "LevelDB not found: apt-get install libleveldb-dev "
+                      "(scripts/install_deps.sh installs it)")
+endif()
+include_directories(SYSTEM ${LEVELDB_INCLUDE_DIR})
 
 set(POSEIDON_DEPS PkgConfig::GLOG PkgConfig::GFLAGS PkgConfig::LMDB
-    PkgConfig::OPENBLAS ZLIB::ZLIB Threads::Threads)
+    ${LEVELDB_LIBRARY} PkgConfig::OPENBLAS ZLIB::ZLIB Threads::Threads)
 set(POSEIDON_DEFINITIONS "")
 
 if(USE_OPENCV)

@@ -8,6 +8,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev
   libgoogle-glog-dev libgflags-dev
   liblmdb-dev lmdb-utils
+  libleveldb-dev        # the LevelDB backend of util/db (Caffe's default)
   libopenblas-dev
   openmpi-bin libopenmpi-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev

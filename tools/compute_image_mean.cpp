@@ -4,6 +4,7 @@
 #include <gflags/gflags.h>
 
 #include <iostream>
+#include <optional>
 
 #include "poseidon/common.hpp"
 #include "poseidon/proto/caffe.pb.h"
@@ -14,7 +15,9 @@
 #include "poseidon/util/image_io.hpp"
 #endif
 
-DEFINE_string(backend, "lmdb", "The database backend (only lmdb).");
+DEFINE_string(backend, "lmdb",
+              "The backend {lmdb, leveldb} containing the images; a "
+              "database that shows its backend is read as what it is.");
 
 namespace poseidon {
 namespace {
@@ -33,20 +36,26 @@ Datum Raw(const Datum& datum) {
 }
 
 void Run(const string& db_path, const string& output) {
-  std::unique_ptr<db::DB> db = db::GetDB(FLAGS_backend);
+  // See Note [Choosing a backend] in util/db.cpp.
+  std::optional<DataParameter::DB> requested;
+  const DataParameter::DB flag = db::ParseBackend(FLAGS_backend);
+  if (!gflags::GetCommandLineFlagInfoOrDie("backend").is_default) {
+    requested = flag;
+  }
+  std::unique_ptr<db::DB> db = db::GetDB(
+      db::ChooseReadBackend(db_path, requested, flag, "compute_image_mean"));
   db->Open(db_path, db::Mode::READ);
   std::unique_ptr<db::Cursor> cursor = db->NewCursor();
-  POSEIDON_REQUIRE(cursor->valid(), IOError, "LMDB '", db_path,
-                   "' holds no records");
+  const string where = StrCat(db->name(), " '", db_path, "'");
+  POSEIDON_REQUIRE(cursor->valid(), IOError, where, " holds no records");
 
   int channels = 0, height = 0, width = 0;
   vector<double> sum;
   int count = 0;
   for (; cursor->valid(); cursor->Next()) {
     Datum encoded;
-    POSEIDON_REQUIRE(encoded.ParseFromString(cursor->value()), IOError,
-                     "LMDB '", db_path, "' record '", cursor->key(),
-                     "' is not a valid Datum");
+    POSEIDON_REQUIRE(encoded.ParseFromString(cursor->value()), IOError, where,
+                     " record '", cursor->key(), "' is not a valid Datum");
     const Datum datum = Raw(encoded);
     if (count == 0) {
       channels = datum.channels();
@@ -56,22 +65,22 @@ void Run(const string& db_path, const string& output) {
     }
     POSEIDON_REQUIRE(datum.channels() == channels && datum.height() == height &&
                          datum.width() == width,
-                     ShapeError, "LMDB '", db_path, "' record '", cursor->key(),
-                     "' is ", datum.channels(), "x", datum.height(), "x",
-                     datum.width(), " but the first record is ", channels, "x",
-                     height, "x", width);
+                     ShapeError, where, " record '", cursor->key(), "' is ",
+                     datum.channels(), "x", datum.height(), "x", datum.width(),
+                     " but the first record is ", channels, "x", height, "x",
+                     width);
     const string& pixels = datum.data();
     if (!pixels.empty()) {
-      POSEIDON_REQUIRE(pixels.size() == sum.size(), IOError, "LMDB '", db_path,
-                       "' record '", cursor->key(), "' holds ", pixels.size(),
-                       " bytes for ", sum.size(), " pixels");
+      POSEIDON_REQUIRE(pixels.size() == sum.size(), IOError, where, " record '",
+                       cursor->key(), "' holds ", pixels.size(), " bytes for ",
+                       sum.size(), " pixels");
       for (size_t i = 0; i < sum.size(); ++i) {
         sum[i] += static_cast<unsigned char>(pixels[i]);
       }
     } else {
       POSEIDON_REQUIRE(
           static_cast<size_t>(datum.float_data_size()) == sum.size(), IOError,
-          "LMDB '", db_path, "' record '", cursor->key(), "' holds ",
+          where, " record '", cursor->key(), "' holds ",
           datum.float_data_size(), " values for ", sum.size(), " pixels");
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += datum.float_data(i);
     }

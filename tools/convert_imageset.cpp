@@ -14,7 +14,8 @@
 
 DEFINE_bool(gray, false, "Read the images as grayscale.");
 DEFINE_bool(shuffle, false, "Shuffle the order of the images.");
-DEFINE_string(backend, "lmdb", "The database backend (only lmdb).");
+DEFINE_string(backend, "lmdb",
+              "The backend {lmdb, leveldb} for storing the result.");
 DEFINE_int32(resize_width, 0, "Resize images to this width (with height).");
 DEFINE_int32(resize_height, 0, "Resize images to this height (with width).");
 DEFINE_bool(check_size, false, "Check that all datums have the same size.");

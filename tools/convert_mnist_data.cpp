@@ -7,7 +7,8 @@
 #include "poseidon/common.hpp"
 #include "poseidon/util/mnist.hpp"
 
-DEFINE_string(backend, "lmdb", "The database backend (only lmdb).");
+DEFINE_string(backend, "lmdb",
+              "The backend {lmdb, leveldb} for storing the result.");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(

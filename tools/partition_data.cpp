@@ -9,7 +9,9 @@
 #include "poseidon/util/partition.hpp"
 
 DEFINE_int32(parts, 0, "Number of parts K (>= 1).");
-DEFINE_string(backend, "lmdb", "The database backend (only lmdb).");
+DEFINE_string(backend, "",
+              "The backend {lmdb, leveldb} of the parts (default: the "
+              "source's; the source is read as whichever it is).");
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(

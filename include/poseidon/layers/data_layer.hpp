@@ -1,6 +1,6 @@
-// Data ("Data"): reads serialized Datums from an LMDB database in key order,
-// transforms them (transform_param, see data_transformer.hpp) and outputs
-// batches, looping over the database forever.
+// Data ("Data"): reads serialized Datums from an LMDB or LevelDB database in
+// key order, transforms them (transform_param, see data_transformer.hpp) and
+// outputs batches, looping over the database forever.
 //
 //   top[0] data:  batch_size x C x H x W (C, H, W from the first record of
 //                 each batch, after cropping; all records of a batch must
@@ -8,12 +8,20 @@
 //   top[1] label: batch_size (optional)
 //
 // data_param:
-//   source      path of the LMDB directory (required)
+//   source      path of the database directory (required)
 //   batch_size  examples per batch (required, > 0)
-//   backend     LMDB; LEVELDB is rejected (ConfigError). Unset means LMDB.
+//   backend     LMDB or LEVELDB. The directory's files decide when they
+//               show one (LMDB: data.mdb, LevelDB: CURRENT): a backend set
+//               to the other kind is read as what is there, with a warning.
+//               Unset, with nothing to tell, means LEVELDB (Caffe's
+//               default). See Note [Choosing a backend] in util/db.cpp.
 //   rand_skip   (default 0) skip a random number in [0, rand_skip) of
 //               records at the start
 //   prefetch    (default 4) batches loaded ahead on the prefetch thread
+//
+// Several Data layers of one process (a TRAIN and a TEST net, the workers
+// of distributed training) may read one database at once, LevelDB included:
+// they share one opening of it (see util/db.hpp).
 //
 // Sharding: with SetShard(index, count) the layer reads only the records at
 // positions i (0-based, key order) with i % count == index, so `count`
@@ -68,14 +76,18 @@ class DataLayer final : public BasePrefetchingDataLayer<Dtype> {
   // Moves the cursor to the next record of this shard, wrapping at the end.
   void NextShardRecord();
   void NextRecord();
+  // Chooses the backend, opens db_ and resets the record count.
+  void OpenDB(const string& source);
+  // Records in the database, counted on first use (LevelDB keeps no count).
+  size_t DBSize();
   Datum ReadDatum() const;
-  string Where() const;  // "LMDB '<source>' record '<key>'"
+  string Where() const;  // "LevelDB '<source>' record '<key>'"
 
   Shard shard_;
   std::unique_ptr<db::DB> db_;
   std::unique_ptr<db::Cursor> cursor_;
   size_t position_ = 0;  // index of the cursor's record in key order
-  size_t db_size_ = 0;   // records in the database
+  size_t db_size_ = 0;   // records in the database; 0 until DBSize()
 };
 
 }  // namespace poseidon

@@ -20,7 +20,8 @@ struct CifarCounts {
 
 // Reads data_batch_1.bin .. data_batch_5.bin and test_batch.bin from
 // input_folder and writes output_folder/cifar10_train_<backend> and
-// output_folder/cifar10_test_<backend> (creating output_folder if needed).
+// output_folder/cifar10_test_<backend> (creating output_folder if needed),
+// where backend is "lmdb" or "leveldb" (a ConfigError otherwise).
 // Throws IOError naming the file for a missing or malformed batch (a size
 // that is not a whole number of records, a label above 9) and for an output
 // database that already exists; a failed conversion leaves no database.

@@ -15,8 +15,9 @@
 
 namespace poseidon {
 
-// Writes a new database at db_path ("lmdb" backend) and returns the number of
-// examples written. Throws IOError naming the file for a missing, corrupt or
+// Writes a new database at db_path with the backend named ("lmdb" or
+// "leveldb"; ConfigError otherwise) and returns the number of examples
+// written. Throws IOError naming the file for a missing, corrupt or
 // truncated input (wrong magic number, image and label counts that differ),
 // and for a db_path that already exists; a failed conversion leaves no
 // database behind.

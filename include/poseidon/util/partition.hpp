@@ -20,14 +20,16 @@ namespace poseidon {
 // dropped first).
 string PartitionName(const string& source, int part);
 
-// Writes the records of `source` into `parts` new databases named by
-// PartitionName and returns the number of records in each part.
+// Writes the records of `source` (an LMDB or a LevelDB, whichever it is)
+// into `parts` new databases named by PartitionName, of the backend named
+// ("lmdb" or "leveldb"; empty: the source's), and returns the number of
+// records in each part.
 // Throws ConfigError when parts < 1, IOError when the source is missing or
 // unreadable, and IOError naming the first part that already exists (checked
 // before anything is written, so nothing is overwritten). A failure while
 // writing leaves no part databases behind.
 vector<size_t> PartitionDB(const string& source, int parts,
-                           const string& backend = "lmdb");
+                           const string& backend = "");
 
 }  // namespace poseidon
 

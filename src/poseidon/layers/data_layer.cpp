@@ -1,5 +1,7 @@
-// The LMDB-backed Data layer.
+// The Data layer: Datums from an LMDB or LevelDB database (util/db).
 #include "poseidon/layers/data_layer.hpp"
+
+#include <optional>
 
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/partition.hpp"
@@ -41,11 +43,8 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
   POSEIDON_REQUIRE(batch_size > 0, ConfigError,
                    "data_param.batch_size must be positive (got ",
                    param.batch_size(), ")");
-  db_ = param.has_backend() ? db::GetDB(param.backend())
-                            : db::GetDB(DataParameter::LMDB);
   string source = param.source();
-  if (shard_.count > 1 &&
-      (shard_.partitioned || !FileExists(param.source()))) {
+  if (shard_.count > 1 && (shard_.partitioned || !FileExists(param.source()))) {
     // One part database per worker: read all of it.
     source = PartitionName(param.source(), shard_.index);
     POSEIDON_REQUIRE(FileExists(source), IOError, "Data layer: worker ",
@@ -56,24 +55,25 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
                          ? string("partitioned data was asked for")
                          : StrCat("the shared '", param.source(),
                                   "' does not exist either"));
-    LOG(INFO) << "Data layer: worker " << shard_.index << " of "
-              << shard_.count << " reads partition " << source;
+    LOG(INFO) << "Data layer: worker " << shard_.index << " of " << shard_.count
+              << " reads partition " << source;
     shard_.index = 0;
     shard_.count = 1;
   }
-  db_->Open(source, db::Mode::READ);
-  const size_t size = db_->Size();
-  db_size_ = size;
-  POSEIDON_REQUIRE(size > 0, IOError, "LMDB '", param.source(),
-                   "' holds no records");
-  POSEIDON_REQUIRE(static_cast<size_t>(shard_.index) < size, ConfigError,
-                   "Data layer: shard ", shard_.index, " of ", shard_.count,
-                   " gets no records: LMDB '", param.source(), "' holds ",
-                   size);
+  OpenDB(source);
+  // Walk to this shard's first record; a database too small to reach it
+  // leaves the shard empty. (No record count up front: LevelDB has none.)
   cursor_ = db_->NewCursor();
+  POSEIDON_REQUIRE(cursor_->valid(), IOError, db_->name(), " '", source,
+                   "' holds no records");
   position_ = 0;
-  while (position_ % shard_.count != static_cast<size_t>(shard_.index)) {
-    NextRecord();
+  while (position_ < static_cast<size_t>(shard_.index)) {
+    cursor_->Next();
+    POSEIDON_REQUIRE(cursor_->valid(), ConfigError, "Data layer: shard ",
+                     shard_.index, " of ", shard_.count,
+                     " gets no records: ", db_->name(), " '", source,
+                     "' holds ", position_ + 1);
+    ++position_;
   }
   if (param.rand_skip() > 0) {
     const unsigned skip = Poseidon::rng()() % param.rand_skip();
@@ -102,6 +102,35 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
+void DataLayer<Dtype>::OpenDB(const string& source) {
+  const DataParameter& param = this->layer_param_.data_param();
+  cursor_.reset();  // it observes db_
+  // See Note [Choosing a backend] in util/db.cpp.
+  std::optional<DataParameter::DB> requested;
+  if (param.has_backend()) requested = param.backend();
+  const DataParameter::DB backend = db::ChooseReadBackend(
+      source, requested, DataParameter::LEVELDB,
+      StrCat("Data layer '", this->layer_param_.name(), "'"));
+  db_ = db::GetDB(backend);
+  try {
+    db_->Open(source, db::Mode::READ);
+  } catch (const IOError&) {
+    if (requested || db::DetectBackend(source)) throw;
+    RethrowWithContext(
+        StrCat("data_param.backend is unset and '", source,
+               "' shows neither an LMDB (data.mdb) nor a LevelDB (CURRENT), so "
+               "Caffe's default LEVELDB was tried"));
+  }
+  db_size_ = 0;
+}
+
+template <typename Dtype>
+size_t DataLayer<Dtype>::DBSize() {
+  if (db_size_ == 0) db_size_ = db_->Size();
+  return db_size_;
+}
+
+template <typename Dtype>
 void DataLayer<Dtype>::NextRecord() {
   cursor_->Next();
   ++position_;
@@ -121,8 +150,8 @@ void DataLayer<Dtype>::NextShardRecord() {
 
 template <typename Dtype>
 string DataLayer<Dtype>::Where() const {
-  return StrCat("LMDB '", this->layer_param_.data_param().source(),
-                "' record '", cursor_->key(), "'");
+  return StrCat(db_->name(), " '", db_->source(), "' record '", cursor_->key(),
+                "'");
 }
 
 template <typename Dtype>
@@ -171,7 +200,7 @@ void DataLayer<Dtype>::SkipLoads(uint64_t batches) {
   // The cursor visits this shard's records in a cycle of `per_pass` (it is
   // on one of them), so only the remainder needs walking.
   const uint64_t per_pass =
-      (db_size_ - static_cast<size_t>(shard_.index) + shard_.count - 1) /
+      (DBSize() - static_cast<size_t>(shard_.index) + shard_.count - 1) /
       shard_.count;
   const uint64_t records =
       static_cast<uint64_t>(this->layer_param_.data_param().batch_size());

@@ -1,5 +1,5 @@
-// MNIST idx and CIFAR-10 conversion to LMDB (util/mnist, util/cifar), on tiny
-// files written here, gzipped with zlib or plain.
+// MNIST idx and CIFAR-10 conversion to LMDB and LevelDB (util/mnist,
+// util/cifar), on tiny files written here, gzipped with zlib or plain.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -41,11 +41,13 @@ string LabelBytes(uint32_t count = 3) {
   return BigEndian(2049) + BigEndian(count) + string("\x07\x08\x09", 3);
 }
 
-vector<Datum> ReadAll(const string& path) {
-  db::DB in;
-  in.Open(path, db::Mode::READ);
+// The records of the database at `path`, which must be of `backend`.
+vector<Datum> ReadAll(const string& path, const string& backend = "lmdb") {
+  EXPECT_EQ(db::DetectBackend(path), db::ParseBackend(backend)) << path;
+  std::unique_ptr<db::DB> in = db::GetDB(backend);
+  in->Open(path, db::Mode::READ);
   vector<Datum> datums;
-  for (auto cursor = in.NewCursor(); cursor->valid(); cursor->Next()) {
+  for (auto cursor = in->NewCursor(); cursor->valid(); cursor->Next()) {
     datums.emplace_back();
     EXPECT_TRUE(datums.back().ParseFromString(cursor->value()));
     EXPECT_EQ(cursor->key(), db::IndexKey(static_cast<int>(datums.size()) - 1));
@@ -74,8 +76,13 @@ TEST(ConvertMnistTest, GzippedAndPlainFilesConvert) {
   EXPECT_EQ(
       ConvertMnistToDB(dir + "/images", dir + "/labels", dir + "/plain_lmdb"),
       3);
-  for (const char* db : {"/gz_lmdb", "/plain_lmdb"}) {
-    const vector<Datum> datums = ReadAll(dir + db);
+  EXPECT_EQ(ConvertMnistToDB(dir + "/images.gz", dir + "/labels.gz",
+                             dir + "/gz_leveldb", "leveldb"),
+            3);
+  for (const char* db : {"/gz_lmdb", "/plain_lmdb", "/gz_leveldb"}) {
+    const vector<Datum> datums =
+        ReadAll(dir + db, string(db).find("leveldb") != string::npos ? "leveldb"
+                                                                     : "lmdb");
     ASSERT_EQ(datums.size(), 3u);
     for (int i = 0; i < 3; ++i) {
       EXPECT_EQ(datums[i].channels(), 1);
@@ -91,6 +98,10 @@ TEST(ConvertMnistTest, GzippedAndPlainFilesConvert) {
   EXPECT_THROW(
       ConvertMnistToDB(dir + "/images", dir + "/labels", dir + "/plain_lmdb"),
       IOError);
+  EXPECT_THROW(ConvertMnistToDB(dir + "/images", dir + "/labels",
+                                dir + "/gz_leveldb", "leveldb"),
+               IOError);
+  EXPECT_EQ(ReadAll(dir + "/gz_leveldb", "leveldb").size(), 3u);
 }
 
 TEST(ConvertMnistTest, BadInputsAreNamedAndLeaveNoDatabase) {
@@ -117,7 +128,13 @@ TEST(ConvertMnistTest, BadInputsAreNamedAndLeaveNoDatabase) {
 
   error = ErrorOf([&] { ConvertMnistToDB(dir + "/absent.gz", labels, out); });
   EXPECT_NE(error.find("absent.gz"), string::npos) << error;
-  EXPECT_THROW(ConvertMnistToDB(images, labels, out, "leveldb"), ConfigError);
+  EXPECT_THROW(ConvertMnistToDB(images, labels, out, "rocksdb"), ConfigError);
+  // A LevelDB whose conversion fails is removed too.
+  error = ErrorOf([&] {
+    ConvertMnistToDB(images, labels, dir + "/out_leveldb", "leveldb");
+  });
+  EXPECT_NE(error.find("is truncated"), string::npos) << error;
+  EXPECT_FALSE(FileExists(dir + "/out_leveldb"));
 }
 
 TEST(ConvertCifarTest, BatchesBecomeTrainAndTestDatabases) {
@@ -146,6 +163,19 @@ TEST(ConvertCifarTest, BatchesBecomeTrainAndTestDatabases) {
   const vector<Datum> test = ReadAll(out + "/cifar10_test_lmdb");
   ASSERT_EQ(test.size(), 1u);
   EXPECT_EQ(test[0].label(), 9);
+  // Caffe's db_type spelled either way; the same records in LevelDB.
+  const string out_leveldb = test::MakeTempDir() + "/cifar";
+  EXPECT_EQ(ConvertCifar10ToDB(in, out_leveldb, "LEVELDB").train, 10);
+  const vector<Datum> train_leveldb =
+      ReadAll(out_leveldb + "/cifar10_train_leveldb", "leveldb");
+  ASSERT_EQ(train_leveldb.size(), train.size());
+  for (size_t i = 0; i < train.size(); ++i) {
+    EXPECT_EQ(train_leveldb[i].SerializeAsString(),
+              train[i].SerializeAsString())
+        << "record " << i;
+  }
+  EXPECT_EQ(ReadAll(out_leveldb + "/cifar10_test_leveldb", "leveldb").size(),
+            1u);
 
   const string out2 = test::MakeTempDir() + "/cifar";
   WriteFileAtomically(in + "/test_batch.bin", record(10, 0));

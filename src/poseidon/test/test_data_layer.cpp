@@ -1,5 +1,6 @@
 // Data layer: reading an LMDB of Datums through the prefetch thread, batches
-// that wrap around, sharding, and errors raised on the thread.
+// that wrap around, sharding, and errors raised on the thread. LevelDB and
+// the choice of backend: test_data_layer_backends.cpp.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -140,7 +141,7 @@ TYPED_TEST(DataLayerTest, ModeMaySwitchAfterSetUp) {
 TYPED_TEST(DataLayerTest, LabelTopIsOptionalAndTypeIsRegistered) {
   using Dtype = typename TypeParam::Dtype;
   LayerParameter p = this->Param(WriteUniformDB(2), 2);
-  p.mutable_data_param()->clear_backend();  // unset means LMDB
+  p.mutable_data_param()->clear_backend();  // unset: the LMDB is detected
   auto layer = LayerRegistry<Dtype>::CreateLayer(p);
   EXPECT_STREQ(layer->type(), "Data");
   vector<Blob<Dtype>*> top{this->data_.get()};
@@ -241,10 +242,18 @@ TYPED_TEST(DataLayerTest, ConfigurationErrors) {
     }
   }
   {
-    LayerParameter p = this->Param(source, 2);
+    LayerParameter p = this->Param(source + "_missing", 2);
     p.mutable_data_param()->set_backend(DataParameter::LEVELDB);
     DataLayer<Dtype> layer(p);
-    EXPECT_THROW(layer.SetUp({}, this->top_), ConfigError);
+    try {
+      layer.SetUp({}, this->top_);
+      FAIL() << "a missing database was accepted";
+    } catch (const IOError& e) {
+      EXPECT_NE(
+          string(e.what()).find("cannot open LevelDB '" + source + "_missing'"),
+          string::npos)
+          << e.what();
+    }
   }
   {
     DataLayer<Dtype> layer(this->Param(source, 0));

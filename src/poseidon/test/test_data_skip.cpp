@@ -25,11 +25,11 @@
 namespace poseidon {
 namespace {
 
-// An LMDB of n 1 x 4 x 4 datums whose pixels differ (so crops and mirrors
-// show), labelled 0..n-1.
-string WriteDatumDB(int n) {
+// A database (LMDB unless told) of n 1 x 4 x 4 datums whose pixels differ
+// (so crops and mirrors show), labelled 0..n-1.
+string WriteDatumDB(int n, const string& backend = "lmdb") {
   const string path = test::MakeTempDir() + "/db";
-  db::Writer writer("lmdb", path);
+  db::Writer writer(backend, path);
   for (int i = 0; i < n; ++i) {
     Datum d;
     d.set_channels(1);
@@ -103,6 +103,16 @@ TEST(DataSkipTest, DataLayerReplaysRandomCropsAndMirrors) {
 TEST(DataSkipTest, DataLayerShard) {
   const string db = WriteDatumDB(7);
   Poseidon::set_data_shard({1, 3, false});
+  ExpectSkipMatchesForward(DataParam(db, 2));
+  Poseidon::set_data_shard({});
+}
+
+// LevelDB keeps no record count: the walk counts the records when first
+// needed.
+TEST(DataSkipTest, DataLayerShardOfALevelDB) {
+  const string db = WriteDatumDB(7, "leveldb");
+  ExpectSkipMatchesForward(DataParam(db, 3));
+  Poseidon::set_data_shard({2, 3, false});
   ExpectSkipMatchesForward(DataParam(db, 2));
   Poseidon::set_data_shard({});
 }

@@ -44,10 +44,10 @@ string WriteSource(const string& dir, int n) {
 }
 
 Records ReadAll(const string& path) {
-  db::DB db;
-  db.Open(path, db::Mode::READ);
+  std::unique_ptr<db::DB> db = db::GetDB("lmdb");
+  db->Open(path, db::Mode::READ);
   Records records;
-  std::unique_ptr<db::Cursor> cursor = db.NewCursor();
+  std::unique_ptr<db::Cursor> cursor = db->NewCursor();
   for (cursor->SeekToFirst(); cursor->valid(); cursor->Next()) {
     records.emplace_back(cursor->key(), cursor->value());
   }

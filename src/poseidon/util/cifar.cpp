@@ -58,7 +58,9 @@ int Convert(const vector<string>& files, const string& db_path,
 CifarCounts ConvertCifar10ToDB(const string& input_folder,
                                const string& output_folder,
                                const string& backend) {
-  db::GetDB(backend);  // rejects an unsupported backend before any work
+  // Rejects an unknown backend before any work; "LEVELDB" names the
+  // databases as "leveldb" does.
+  const string name = db::BackendName(db::ParseBackend(backend));
   if (::mkdir(output_folder.c_str(), 0755) != 0 && errno != EEXIST) {
     POSEIDON_THROW(IOError, "cannot create '", output_folder,
                    "': ", std::strerror(errno));
@@ -77,8 +79,8 @@ CifarCounts ConvertCifar10ToDB(const string& input_folder,
   }
   CifarCounts counts;
   const string prefix = output_folder + "/cifar10_";
-  counts.train = Convert(train_files, prefix + "train_" + backend, backend);
-  counts.test = Convert(test_files, prefix + "test_" + backend, backend);
+  counts.train = Convert(train_files, prefix + "train_" + name, name);
+  counts.test = Convert(test_files, prefix + "test_" + name, name);
   return counts;
 }
 

@@ -1,221 +1,103 @@
-// The LMDB wrapper: environment setup, cursors, and transactions that grow
-// the memory map on demand.
+// The backend-independent part of util/db: choosing a backend by name or by
+// what a directory holds, the Writer of the convert_* tools, record keys.
 #include "poseidon/util/db.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <map>
-#include <memory>
-#include <mutex>
 
 namespace poseidon {
 namespace db {
 namespace {
 
-// Throws IOError("<what> '<source>': <LMDB's reason>") unless rc is success.
-void MdbRequire(int rc, const char* what, const string& source) {
-  if (rc == MDB_SUCCESS) return;
-  POSEIDON_THROW(IOError, what, " '", source, "': ", mdb_strerror(rc));
+bool Exists(const string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
 }
 
-MDB_val ToVal(const string& s) {
-  MDB_val v;
-  v.mv_size = s.size();
-  v.mv_data = const_cast<char*>(s.data());
-  return v;
+// The file that marks a database of each backend.
+const char* MarkerFile(DataParameter::DB backend) {
+  return backend == DataParameter::LMDB ? "data.mdb" : "CURRENT";
 }
 
-}  // namespace
-
-Cursor::Cursor(MDB_env* env, const string& source) : source_(source) {
-  MdbRequire(mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_),
-             "cannot start a read transaction on LMDB", source_);
-  MDB_dbi dbi;
-  int rc = mdb_dbi_open(txn_, nullptr, 0, &dbi);
-  if (rc == MDB_SUCCESS) rc = mdb_cursor_open(txn_, dbi, &cursor_);
-  if (rc != MDB_SUCCESS) {
-    mdb_txn_abort(txn_);
-    MdbRequire(rc, "cannot open a cursor on LMDB", source_);
-  }
-  SeekToFirst();
-}
-
-Cursor::~Cursor() {
-  mdb_cursor_close(cursor_);
-  mdb_txn_abort(txn_);
-}
-
-void Cursor::SeekToFirst() { Seek(MDB_FIRST); }
-
-void Cursor::Next() {
-  CHECK(valid_) << "Next() on an exhausted cursor of " << source_;
-  Seek(MDB_NEXT);
-}
-
-string Cursor::key() const {
-  CHECK(valid_);
-  return string(static_cast<const char*>(key_.mv_data), key_.mv_size);
-}
-
-string Cursor::value() const {
-  CHECK(valid_);
-  return string(static_cast<const char*>(value_.mv_data), value_.mv_size);
-}
-
-void Cursor::Seek(MDB_cursor_op op) {
-  const int rc = mdb_cursor_get(cursor_, &key_, &value_, op);
-  if (rc == MDB_NOTFOUND) {
-    valid_ = false;
-    return;
-  }
-  MdbRequire(rc, "cannot read from LMDB", source_);
-  valid_ = true;
-}
-
-Transaction::Transaction(MDB_env* env, const string& source)
-    : env_(env), source_(source) {}
-
-void Transaction::Put(const string& key, const string& value) {
-  keys_.push_back(key);
-  values_.push_back(value);
-}
-
-void Transaction::Commit() {
-  // Each attempt writes every buffered record in one transaction; a full map
-  // aborts the attempt (LMDB cannot resize inside a write transaction).
-  for (;;) {
-    MDB_txn* txn = nullptr;
-    MdbRequire(mdb_txn_begin(env_, nullptr, 0, &txn),
-               "cannot start a write transaction on LMDB", source_);
-    MDB_dbi dbi;
-    int rc = mdb_dbi_open(txn, nullptr, 0, &dbi);
-    for (size_t i = 0; rc == MDB_SUCCESS && i < keys_.size(); ++i) {
-      MDB_val k = ToVal(keys_[i]);
-      MDB_val v = ToVal(values_[i]);
-      rc = mdb_put(txn, dbi, &k, &v, 0);
-    }
-    if (rc == MDB_SUCCESS) {
-      rc = mdb_txn_commit(txn);  // frees txn whatever the outcome
-    } else {
-      mdb_txn_abort(txn);
-    }
-    if (rc == MDB_MAP_FULL) {
-      DoubleMapSize();
-      continue;
-    }
-    MdbRequire(rc, "cannot write to LMDB", source_);
-    break;
-  }
-  keys_.clear();
-  values_.clear();
-}
-
-void Transaction::DoubleMapSize() {
-  MDB_envinfo info;
-  MdbRequire(mdb_env_info(env_, &info), "cannot query LMDB", source_);
-  const size_t new_size = info.me_mapsize * 2;
-  LOG(INFO) << "LMDB " << source_ << ": map full, growing it to " << new_size
-            << " bytes";
-  MdbRequire(mdb_env_set_mapsize(env_, new_size), "cannot grow LMDB", source_);
-}
-
-// One read-only environment per database directory and process.
-struct DB::SharedEnv {
-  MDB_env* env = nullptr;
-  ~SharedEnv() {
-    if (env != nullptr) mdb_env_close(env);
-  }
-};
-
-namespace {
-
-std::mutex g_env_mu;
-std::map<string, std::weak_ptr<DB::SharedEnv>>& OpenEnvs() {
-  static auto* envs = new std::map<string, std::weak_ptr<DB::SharedEnv>>;
-  return *envs;
+string ShownName(DataParameter::DB backend) {
+  return backend == DataParameter::LMDB ? "LMDB" : "LEVELDB";
 }
 
 }  // namespace
 
-void DB::Open(const string& source, Mode mode) {
-  Close();
-  if (mode == Mode::READ) {
-    std::error_code ec;
-    string key = std::filesystem::weakly_canonical(source, ec).string();
-    if (ec) key = source;
-    std::lock_guard<std::mutex> lock(g_env_mu);
-    shared_ = OpenEnvs()[key].lock();
-    if (!shared_) {
-      auto fresh = std::make_shared<SharedEnv>();
-      MdbRequire(mdb_env_create(&fresh->env), "cannot open LMDB", source);
-      const int rc = mdb_env_open(fresh->env, source.c_str(),
-                                  MDB_RDONLY | MDB_NOTLS, 0664);
-      if (rc != MDB_SUCCESS) {
-        mdb_env_close(fresh->env);
-        fresh->env = nullptr;
-        MdbRequire(rc, "cannot open LMDB", source);
-      }
-      OpenEnvs()[key] = fresh;
-      shared_ = std::move(fresh);
-    }
-    env_ = shared_->env;
-    source_ = source;
-    LOG(INFO) << "Opened LMDB " << source;
-    return;
-  }
-  if (mode == Mode::NEW) {
-    if (::mkdir(source.c_str(), 0755) != 0) {
-      POSEIDON_THROW(
-          IOError, "cannot create LMDB '", source, "': ",
-          errno == EEXIST ? "the path already exists" : std::strerror(errno));
-    }
-  }
-  MdbRequire(mdb_env_create(&env_), "cannot open LMDB", source);
-  const int rc = mdb_env_open(env_, source.c_str(), 0, 0664);
-  if (rc != MDB_SUCCESS) {
-    mdb_env_close(env_);
-    env_ = nullptr;
-    MdbRequire(rc, "cannot open LMDB", source);
-  }
-  source_ = source;
-  LOG(INFO) << "Opened LMDB " << source;
+DataParameter::DB ParseBackend(const string& backend) {
+  string lower = backend;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (lower == "lmdb") return DataParameter::LMDB;
+  if (lower == "leveldb") return DataParameter::LEVELDB;
+  POSEIDON_THROW(ConfigError, "unknown database backend '", backend,
+                 "': use lmdb or leveldb");
 }
 
-void DB::Close() {
-  if (env_ == nullptr) return;
-  if (shared_) {
-    std::lock_guard<std::mutex> lock(g_env_mu);
-    shared_.reset();  // the last reader closes the environment
-  } else {
-    mdb_env_close(env_);
+string BackendName(DataParameter::DB backend) {
+  return backend == DataParameter::LMDB ? "lmdb" : "leveldb";
+}
+
+std::unique_ptr<DB> GetDB(DataParameter::DB backend) {
+  switch (backend) {
+    case DataParameter::LMDB:
+      return NewLMDB();
+    case DataParameter::LEVELDB:
+      return NewLevelDB();
   }
-  env_ = nullptr;
+  POSEIDON_THROW(ConfigError, "unknown database backend ",
+                 static_cast<int>(backend), ": use LMDB or LEVELDB");
 }
 
-std::unique_ptr<Cursor> DB::NewCursor() {
-  CHECK(env_) << "NewCursor() on a closed DB";
-  return std::make_unique<Cursor>(env_, source_);
+std::unique_ptr<DB> GetDB(const string& backend) {
+  return GetDB(ParseBackend(backend));
 }
 
-std::unique_ptr<Transaction> DB::NewTransaction() {
-  CHECK(env_) << "NewTransaction() on a closed DB";
-  return std::make_unique<Transaction>(env_, source_);
+std::optional<DataParameter::DB> DetectBackend(const string& source) {
+  const bool lmdb = Exists(source + "/" + MarkerFile(DataParameter::LMDB));
+  const bool leveldb =
+      Exists(source + "/" + MarkerFile(DataParameter::LEVELDB));
+  if (lmdb == leveldb) return std::nullopt;
+  return lmdb ? DataParameter::LMDB : DataParameter::LEVELDB;
 }
 
-size_t DB::Size() const {
-  CHECK(env_) << "Size() on a closed DB";
-  MDB_stat stat;
-  MdbRequire(mdb_env_stat(env_, &stat), "cannot query LMDB", source_);
-  return stat.ms_entries;
+// Note [Choosing a backend]
+// Caffe opens a database with the backend it is told (DataParameter.backend,
+// whose default is LEVELDB; the tools' --backend, default lmdb) and fails if
+// the directory holds the other kind. The two kinds are told apart by their
+// files without doubt (LMDB: data.mdb; LevelDB: CURRENT), so Poseidon reads
+// what is there: a prototxt written for one backend keeps working when the
+// data was converted to the other, and an unset backend needs no guess.
+// Reading the other kind has no risk of misreading records, so a mismatch is
+// a warning naming both backends, not an error. Only when the directory shows
+// neither (it is missing, empty, or holds something else) does the asked-for
+// backend, or the caller's default, decide, and the open then fails naming
+// that backend and the path.
+DataParameter::DB ChooseReadBackend(const string& source,
+                                    std::optional<DataParameter::DB> requested,
+                                    DataParameter::DB fallback,
+                                    const string& who) {
+  const std::optional<DataParameter::DB> found = DetectBackend(source);
+  if (!found) return requested.value_or(fallback);
+  if (requested && *requested != *found) {
+    LOG(WARNING) << who << ": backend " << ShownName(*requested)
+                 << " was asked for, but '" << source << "' holds a "
+                 << ShownName(*found) << " database (it has "
+                 << MarkerFile(*found) << "); reading it as "
+                 << ShownName(*found);
+  }
+  return *found;
 }
 
 Writer::Writer(const string& backend, const string& source, int commit_every)
-    : db_(GetDB(backend)), source_(source), commit_every_(commit_every) {
+    : backend_(ParseBackend(backend)),
+      db_(GetDB(backend_)),
+      source_(source),
+      commit_every_(commit_every) {
   CHECK_GT(commit_every, 0);
   db_->Open(source, Mode::NEW);
   txn_ = db_->NewTransaction();
@@ -226,7 +108,7 @@ Writer::~Writer() {
   txn_.reset();
   db_->Close();
   LOG(WARNING) << "Removing the incomplete database " << source_;
-  RemoveLMDB(source_);
+  RemoveDB(backend_, source_);
 }
 
 void Writer::Put(const string& key, const string& value) {
@@ -244,33 +126,22 @@ void Writer::Finish() {
   txn_.reset();
   db_->Close();
   finished_ = true;
-  LOG(INFO) << "Wrote " << count_ << " records to " << source_;
+  LOG(INFO) << "Wrote " << count_ << " records to " << source_ << " ("
+            << db_->name() << ")";
 }
 
-void RemoveLMDB(const string& source) {
-  ::unlink((source + "/data.mdb").c_str());
-  ::unlink((source + "/lock.mdb").c_str());
-  ::rmdir(source.c_str());
+void RemoveDB(DataParameter::DB backend, const string& source) {
+  if (backend == DataParameter::LMDB) {
+    RemoveLMDB(source);
+  } else {
+    RemoveLevelDB(source);
+  }
 }
 
 string IndexKey(int index) {
   char key[32];
   std::snprintf(key, sizeof(key), "%08d", index);
   return key;
-}
-
-std::unique_ptr<DB> GetDB(DataParameter::DB backend) {
-  POSEIDON_REQUIRE(backend == DataParameter::LMDB, ConfigError,
-                   "data_param.backend ", DataParameter::DB_Name(backend),
-                   " is not supported: Poseidon reads only LMDB "
-                   "(backend: LMDB)");
-  return std::make_unique<DB>();
-}
-
-std::unique_ptr<DB> GetDB(const string& backend) {
-  POSEIDON_REQUIRE(backend == "lmdb", ConfigError, "backend '", backend,
-                   "' is not supported: Poseidon supports only 'lmdb'");
-  return std::make_unique<DB>();
 }
 
 }  // namespace db

@@ -76,7 +76,7 @@ class IdxFile {
 
 int ConvertMnistToDB(const string& image_file, const string& label_file,
                      const string& db_path, const string& backend) {
-  db::GetDB(backend);  // rejects an unsupported backend before any work
+  db::ParseBackend(backend);  // rejects an unknown backend before any work
   IdxFile images(image_file);
   IdxFile labels(label_file);
   images.ExpectMagic(kImageMagic, "image");

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <optional>
 
 #include "poseidon/util/db.hpp"
 
@@ -20,7 +21,16 @@ vector<size_t> PartitionDB(const string& source, int parts,
   POSEIDON_REQUIRE(parts >= 1, ConfigError,
                    "partition: the number of parts must be at least 1 (got ",
                    parts, ")");
-  std::unique_ptr<db::DB> input = db::GetDB(backend);
+  std::optional<DataParameter::DB> requested;
+  if (!backend.empty()) requested = db::ParseBackend(backend);
+  // The source is read as what it is; the parts are of the backend asked
+  // for, or of the source's.
+  const DataParameter::DB input_backend = db::ChooseReadBackend(
+      source, std::nullopt, requested.value_or(DataParameter::LMDB),
+      "partition");
+  const string output_backend =
+      db::BackendName(requested.value_or(input_backend));
+  std::unique_ptr<db::DB> input = db::GetDB(input_backend);
   input->Open(source, db::Mode::READ);
   for (int k = 0; k < parts; ++k) {
     const string name = PartitionName(source, k);
@@ -33,7 +43,8 @@ vector<size_t> PartitionDB(const string& source, int parts,
 
   vector<std::unique_ptr<db::Writer>> writers;
   for (int k = 0; k < parts; ++k) {
-    writers.emplace_back(new db::Writer(backend, PartitionName(source, k)));
+    writers.emplace_back(
+        new db::Writer(output_backend, PartitionName(source, k)));
   }
   vector<size_t> counts(parts, 0);
   {

@@ -216,9 +216,9 @@ vector<cv::Mat> Images(int n) {
   try {
     ConvertMnistToDB(dir + "t10k-images-idx3-ubyte.gz",
                      dir + "t10k-labels-idx1-ubyte.gz", db_path);
-    db::DB db;
-    db.Open(db_path, db::Mode::READ);
-    auto cursor = db.NewCursor();
+    std::unique_ptr<db::DB> db = db::GetDB("lmdb");
+    db->Open(db_path, db::Mode::READ);
+    auto cursor = db->NewCursor();
     for (int i = 0; i < n && cursor->valid(); ++i, cursor->Next()) {
       Datum datum;
       CHECK(datum.ParseFromString(cursor->value()));
