@@ -253,8 +253,10 @@ TEST(HostLevelTest, UnevenHostsTrainWithoutIt) {
 }
 
 TEST(HostLevelTest, AStalledRankOfTheHostIsNamed) {
+  // The host thread's wait (1 s) must end before the training thread's
+  // watchdog (twice that) even when a loaded machine delays the threads.
   LoopbackOptions options = Hosts(2);
-  options.timeout = std::chrono::milliseconds(300);
+  options.timeout = std::chrono::milliseconds(1000);
   std::string error;
   std::mutex mu;
   RunRanks(
@@ -266,7 +268,7 @@ TEST(HostLevelTest, AStalledRankOfTheHostIsNamed) {
                                   Dist(DistributedParameter::ALLREDUCE));
         if (r == 1) {
           // Never trains: its host's other rank waits for its gradient.
-          std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+          std::this_thread::sleep_for(std::chrono::milliseconds(3000));
           return;
         }
         try {
