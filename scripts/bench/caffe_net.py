@@ -142,6 +142,19 @@ def build_torch_net(net):
     import torch.nn as nn
     import torch.nn.functional as F
 
+    class _CaffeBatchNorm(nn.BatchNorm2d):
+        """BatchNorm2d that, as Caffe's BatchNorm, also normalises one value
+        per channel in training (Inception-V3's auxiliary head at batch 1:
+        the variance is 0, the output the bias), where F.batch_norm
+        refuses; any other input takes BatchNorm2d's own path."""
+
+        def forward(self, x):
+            if not (self.training and x.numel() == x.size(1)):
+                return super().forward(x)
+            return torch.batch_norm(x, self.weight, self.bias, None, None,
+                                    True, 0.0, self.eps,
+                                    torch.backends.cudnn.enabled)
+
     layers = train_layers(net)
     blob_channels = {}
     for name, shape in input_shapes(net).items():
@@ -187,9 +200,9 @@ def build_torch_net(net):
                       nxt.get("bottom") == tops and
                       one(nxt.get("scale_param", [{}])[0], "bias_term", False))
             p = layer.get("batch_norm_param", [{}])[0]
-            modules[key] = nn.BatchNorm2d(blob_channels[bottoms[0]],
-                                          eps=one(p, "eps", 1e-5),
-                                          affine=bool(affine))
+            modules[key] = _CaffeBatchNorm(blob_channels[bottoms[0]],
+                                           eps=one(p, "eps", 1e-5),
+                                           affine=bool(affine))
             names = [name]
             if affine:
                 skip.add(i + 1)
@@ -240,8 +253,8 @@ def build_torch_net(net):
         elif kind == "SoftmaxWithLoss":
             steps.append(("loss", layer, bottoms, tops, [name]))
         else:
-            raise ValueError("layer %s: type %s has no PyTorch counterpart here"
-                             % (name, kind))
+            raise ValueError("layer %s: type %s has no PyTorch counterpart "
+                             "here" % (name, kind))
 
     class Net(nn.Module):
         """Runs the steps over a dict of named blobs; returns the loss sum.
