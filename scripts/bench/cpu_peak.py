@@ -1,0 +1,200 @@
+"""A CPU peak measured on the machine itself: single-precision GEMM GFLOP/s.
+
+bench_vs_pytorch.py divides each side's GFLOP/s by the best of these, at the
+same thread count, so "fraction of peak" means "of the fastest large SGEMM
+this machine ran with T threads", not of a datasheet figure. Each GEMM runs
+in a fresh child (gemm_worker) with the thread count set in its environment
+and through the library's own call:
+
+  torch   torch.mm on float32, PyTorch's GEMM (MKL in the x86 pip wheels;
+          torch.__config__ names it)
+  openblas  cblas_sgemm through ctypes from the OpenBLAS that
+          poseidon_train links (found with ldd), i.e. Poseidon's own GEMM,
+          called with openblas_set_num_threads(T); its kernels follow
+          OPENBLAS_CORETYPE when that is set
+  numpy   numpy.matmul on float32, numpy's BLAS (pip wheels bundle their own
+          OpenBLAS build; numpy.show_config names it)
+
+The square n x n products (n = 2048 by default: 17.2 GFLOP each) run once
+untimed, then `repeats` times timed; the best time gives 2 n^3 / t.
+"""
+
+import ctypes
+import ctypes.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+LIBRARIES = ("torch", "openblas", "numpy")
+
+
+def blas_of_executable(path):
+    """The BLAS shared library an executable links, from ldd (or None)."""
+    try:
+        out = subprocess.run(["ldd", path], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL,
+                             universal_newlines=True).stdout
+    except OSError:
+        return None
+    found = None
+    for line in out.splitlines():
+        m = re.match(r"\s*(\S+)\s*=>\s*(\S+)", line)
+        if not m:
+            continue
+        if "openblas" in m.group(1):
+            return m.group(2)
+        if m.group(1).startswith("libblas.so") and found is None:
+            found = m.group(2)
+    return found
+
+
+def _best_seconds(fn, repeats):
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _torch_gemm(n, threads, repeats):
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    c = torch.empty(n, n)
+    seconds = _best_seconds(lambda: torch.mm(a, b, out=c), repeats)
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    mkl = re.search(r"Math Kernel Library Version ([\d.]+)", config)
+    what = "PyTorch %s torch.mm (%s%s)" % (
+        torch.__version__, blas.group(1) if blas else "BLAS unknown",
+        " " + mkl.group(1) if mkl and blas and blas.group(1) == "mkl" else "")
+    return seconds, what, torch.get_num_threads()
+
+
+def _openblas_gemm(n, threads, repeats, path):
+    import numpy as np
+
+    if not path:
+        path = ctypes.util.find_library("openblas")
+    if not path:
+        raise RuntimeError("no OpenBLAS library found (no poseidon_train "
+                           "to run ldd on, none on the library path)")
+    lib = ctypes.CDLL(path)
+    what = "OpenBLAS"
+    if hasattr(lib, "openblas_get_config"):
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        what = " ".join(lib.openblas_get_config().decode().split()[:2])
+    if hasattr(lib, "openblas_get_corename"):
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        what += " (%s kernels)" % lib.openblas_get_corename().decode()
+    what += " cblas_sgemm"
+    if hasattr(lib, "openblas_set_num_threads"):
+        lib.openblas_set_num_threads(threads)
+    used = threads
+    if hasattr(lib, "openblas_get_num_threads"):
+        used = lib.openblas_get_num_threads()
+    a = np.random.standard_normal((n, n)).astype(np.float32)
+    b = np.random.standard_normal((n, n)).astype(np.float32)
+    c = np.empty((n, n), np.float32)
+    sgemm = lib.cblas_sgemm
+    ptr = ctypes.c_void_p
+    sgemm.argtypes = [ctypes.c_int] * 6 + [
+        ctypes.c_float, ptr, ctypes.c_int, ptr, ctypes.c_int,
+        ctypes.c_float, ptr, ctypes.c_int]
+    sgemm.restype = None
+    row_major, no_trans = 101, 111
+    args = (row_major, no_trans, no_trans, n, n, n, 1.0,
+            a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
+    seconds = _best_seconds(lambda: sgemm(*args), repeats)
+    if not np.allclose(c[:4, :4], a[:4] @ b[:, :4], rtol=1e-3, atol=1e-2):
+        raise RuntimeError("cblas_sgemm from %s gave a wrong product" % path)
+    return seconds, what, used, path
+
+
+def _numpy_gemm(n, threads, repeats):
+    import numpy as np
+
+    a = np.random.standard_normal((n, n)).astype(np.float32)
+    b = np.random.standard_normal((n, n)).astype(np.float32)
+    c = np.empty((n, n), np.float32)
+    seconds = _best_seconds(lambda: np.matmul(a, b, out=c), repeats)
+    what = "numpy %s matmul" % np.__version__
+    try:
+        deps = np.__config__.CONFIG["Build Dependencies"]["blas"]
+        what += " (%s %s)" % (deps.get("name"), deps.get("version"))
+    except (AttributeError, KeyError, TypeError):
+        pass
+    return seconds, what, threads
+
+
+def gemm_worker(spec):
+    """Child process body: one library's best SGEMM; prints a RESULT line."""
+    n, threads, repeats = spec["n"], spec["threads"], spec["repeats"]
+    library = spec["library"]
+    path = None
+    if library == "torch":
+        seconds, what, used = _torch_gemm(n, threads, repeats)
+    elif library == "openblas":
+        seconds, what, used, path = _openblas_gemm(n, threads, repeats,
+                                                   spec.get("path"))
+    elif library == "numpy":
+        seconds, what, used = _numpy_gemm(n, threads, repeats)
+    else:
+        raise SystemExit("unknown GEMM library " + library)
+    print("RESULT " + json.dumps({
+        "library": library, "what": what, "path": path, "threads": used,
+        "n": n,
+        "seconds": seconds, "gflops": 2.0 * n ** 3 / seconds / 1e9}))
+
+
+def measure(libraries, n, threads, repeats, env, openblas_path=None):
+    """Runs one gemm_worker child per library; returns (results, errors)."""
+    results, errors = [], []
+    for library in libraries:
+        spec = {"library": library, "n": n, "threads": threads,
+                "repeats": repeats, "path": openblas_path}
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--gemm-worker",
+             json.dumps(spec)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            universal_newlines=True)
+        lines = [l for l in proc.stdout.splitlines()
+                 if l.startswith("RESULT ")]
+        if proc.returncode != 0 or not lines:
+            tail = proc.stdout.strip().splitlines()[-1:] or ["(no output)"]
+            errors.append("%s: %s" % (library, tail[0]))
+            continue
+        results.append(json.loads(lines[-1][len("RESULT "):]))
+    return results, errors
+
+
+def thread_env(env, threads):
+    """A copy of `env` with every thread-count variable set to `threads`."""
+    env = dict(env)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "POSEIDON_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    return env
+
+
+if __name__ == "__main__":
+    # Standalone: python3 cpu_peak.py [THREADS [EXECUTABLE]] prints each
+    # library's figure (OpenBLAS: the one EXECUTABLE links, if given).
+    if len(sys.argv) > 2 and sys.argv[1] == "--gemm-worker":
+        gemm_worker(json.loads(sys.argv[2]))
+        sys.exit(0)
+    t = int(sys.argv[1]) if len(sys.argv) > 1 else os.cpu_count()
+    res, errs = measure(LIBRARIES, 2048, t, 3, thread_env(os.environ, t),
+                        blas_of_executable(sys.argv[2]) if len(sys.argv) > 2
+                        else None)
+    for r in res:
+        print("%8.1f GFLOP/s  %d threads  %s" % (r["gflops"], r["threads"],
+                                                  r["what"]))
+    for e in errs:
+        print("not measured: " + e)
