@@ -67,8 +67,8 @@ side: layer_profile.py) and prints both sides layer by layer and summed by
 layer type, to show where the time goes.
 
 PyTorch is not installed by the project's scripts (a download of gigabytes,
-kept out of CI); install the CPU build with
-  python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu
+kept out of CI); install it with
+  python3 -m pip install torch
 or time Poseidon alone with --skip-pytorch.
 
 Examples:
@@ -124,9 +124,8 @@ DEFAULT_TRIM_THRESHOLD = 10000000000
 
 TORCH_MISSING = (
     "PyTorch is not installed for %s. The project's scripts leave it out "
-    "(gigabytes, not needed to build or test Poseidon); install the CPU "
-    "build with\n  %s -m pip install torch --index-url "
-    "https://download.pytorch.org/whl/cpu\nor time Poseidon alone with "
+    "(gigabytes, not needed to build or test Poseidon); install it "
+    "with\n  %s -m pip install torch\nor time Poseidon alone with "
     "--skip-pytorch." % (sys.executable, sys.executable))
 
 TOTAL_RE = re.compile(r"Average Forward-Backward:\s*([0-9.eE+-]+)\s*ms")
