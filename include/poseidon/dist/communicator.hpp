@@ -179,6 +179,14 @@ class Communicator {
   virtual void Abort(const std::string& why) = 0;
 };
 
+// The deadline of a thread's wait for work that communication threads do
+// through `comm` (an exchange, an agreement): the communicator's timeout
+// plus a quarter of it, at least a second, so that the communication
+// threads' own deadlines, whose errors name the peer, fire first (Note
+// [Completion deadlines] in transport.cpp). Zero when the communicator has
+// no deadline (MpiOptions: timeout <= 0): wait without one.
+std::chrono::milliseconds RelayTimeout(const Communicator* comm);
+
 // Marks a training thread's wait on communication (Communicator::
 // BeginUrgent) for as long as it lives.
 class UrgentScope {

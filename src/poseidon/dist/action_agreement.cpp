@@ -96,10 +96,14 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll,
   auto ready = [&] { return sums_.count(due) > 0 || !error_.ok(); };
   if (!ready()) {
     UrgentScope urgent(comm_);
-    POSEIDON_REQUIRE(cv_.wait_for(lock, comm_->timeout(), ready),
+    // The allreduce's own deadline, naming the peer, comes first; this one
+    // is a fallback (RelayTimeout).
+    const std::chrono::milliseconds timeout = RelayTimeout(comm_);
+    if (timeout.count() <= 0) cv_.wait(lock, ready);
+    POSEIDON_REQUIRE(cv_.wait_for(lock, timeout, ready),
                      DistributedError, "rank ", comm_->rank(),
                      ": agreeing on the signal action of iteration ", due,
-                     ": nothing arrived for ", FormatSeconds(comm_->timeout()),
+                     ": nothing arrived for ", FormatSeconds(timeout),
                      "; a peer may have died (--comm_timeout)");
   }
   POSEIDON_REQUIRE(error_.ok(), DistributedError, "rank ", comm_->rank(),

@@ -82,6 +82,12 @@ HostLayout DiscoverHosts(Communicator* comm) {
   return layout;
 }
 
+std::chrono::milliseconds RelayTimeout(const Communicator* comm) {
+  const std::chrono::milliseconds t = comm->timeout();
+  if (t.count() <= 0) return std::chrono::milliseconds(0);
+  return t + std::max(std::chrono::milliseconds(1000), t / 4);
+}
+
 std::string FormatSeconds(std::chrono::milliseconds d) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g s", d.count() / 1000.0);
