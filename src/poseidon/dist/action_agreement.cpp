@@ -99,12 +99,14 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll,
     // The allreduce's own deadline, naming the peer, comes first; this one
     // is a fallback (RelayTimeout).
     const std::chrono::milliseconds timeout = RelayTimeout(comm_);
+    const auto start = std::chrono::steady_clock::now();
     if (timeout.count() <= 0) cv_.wait(lock, ready);
     POSEIDON_REQUIRE(cv_.wait_for(lock, timeout, ready),
                      DistributedError, "rank ", comm_->rank(),
                      ": agreeing on the signal action of iteration ", due,
                      ": nothing arrived for ", FormatSeconds(timeout),
-                     "; a peer may have died (--comm_timeout)");
+                     "; a peer may have died (--comm_timeout)",
+                     StoppedNote(start));
   }
   POSEIDON_REQUIRE(error_.ok(), DistributedError, "rank ", comm_->rank(),
                    ": agreeing on the signal action: ", error_.message());

@@ -16,6 +16,39 @@
 namespace poseidon {
 namespace dist {
 
+// Note [Deadline ladder]
+// With the host level a rank waits on two kinds of peers: the ranks of its
+// host, through flags in shared memory (their published gradients, their
+// finished slices, their released slots), and the ranks of other hosts,
+// over the network (the cross communicator). When a rank stops, every rank
+// that depends on it, directly or through another, times out in the end;
+// the first error printed ends the job (MPI_Abort), so it should be the one
+// closest to the cause. Waits between hosts therefore end one step (a tenth
+// of --comm_timeout, at least a second: much more than the skew between the
+// starts of the waits) after waits within a host:
+//
+// - A rank stops (SIGSTOP, a hang): the other ranks of its host wait for it
+//   in shared memory and name it at --comm_timeout; ranks of other hosts
+//   that wait for it, or for a rank of its host stuck behind it, name those
+//   a step later, by which time the job is ending. Found with
+//   scripts/fault_matrix.py (2 hosts x 2 ranks, SIGSTOP): with one deadline
+//   for all, the first error came from a rank of the other host naming the
+//   stopped rank's partner, which was only waiting for it.
+// - A link between hosts goes down: every rank of the cut-off host and of
+//   the others is in its own exchange between hosts (a host's ranks wait
+//   for each other's slices only after their own), and names a rank behind
+//   the cut. A rank whose slice crossed just before the cut while its
+//   partner's did not names the partner instead, "waiting for rank k to
+//   finish their slices' exchange between hosts", which points at the
+//   network all the same.
+namespace {
+
+std::chrono::milliseconds LadderStep(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(1000), timeout / 10);
+}
+
+}  // namespace
+
 std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
                                        std::string* why_not) {
   HostLayout layout = DiscoverHosts(comm);
@@ -27,8 +60,11 @@ std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
   }
   auto hosts = std::make_unique<HostComms>();
   // Both splits on every rank, in this order: each is collective.
-  hosts->local = comm->Split(layout.host, layout.local_rank);
-  hosts->cross = comm->Split(layout.local_rank, layout.host);
+  // See Note [Deadline ladder].
+  const std::chrono::milliseconds t = comm->timeout();
+  hosts->local = comm->Split(layout.host, layout.local_rank, t);
+  hosts->cross = comm->Split(layout.local_rank, layout.host,
+                             t.count() > 0 ? t + LadderStep(t) : t);
   CHECK_EQ(hosts->local->rank(), layout.local_rank);
   CHECK_EQ(hosts->cross->rank(), layout.host);
   hosts->layout = std::move(layout);

@@ -109,18 +109,20 @@ void Completions::Wait(int g, int64_t iter, const char* transport) {
       if (cv_.wait_until(lock, deadline, ready)) break;
       if (std::chrono::steady_clock::now() >=
           std::max(progress_, start) + timeout) {
-        POSEIDON_THROW(DistributedError, "rank ", comm_->rank(),
+        POSEIDON_THROW(DistributedError, "rank ",
+                       comm_->JobRank(comm_->rank()),
                        ": gradient exchange (", transport, ") of layer '",
                        names_[g], "', iteration ", iter,
                        ": no exchange finished for ",
                        FormatSeconds(timeout),
-                       "; a peer may have died (--comm_timeout)");
+                       "; a peer may have died (--comm_timeout)",
+                       StoppedNote(start));
       }
     }
   }
   const Status& error = error_[g].ok() ? first_error_ : error_[g];
   if (!error.ok()) {
-    POSEIDON_THROW(DistributedError, "rank ", comm_->rank(),
+    POSEIDON_THROW(DistributedError, "rank ", comm_->JobRank(comm_->rank()),
                    ": gradient exchange failed (", transport, "): ",
                    error.message());
   }

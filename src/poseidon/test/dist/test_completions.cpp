@@ -7,6 +7,8 @@
 // Threads: each test finishes exchanges from a helper thread while the test
 // thread waits, or runs one thread per rank (RunRanks).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,9 +16,11 @@
 #include <thread>
 
 #include "poseidon/dist/loopback_communicator.hpp"
+#include "poseidon/dist/shared_flags.hpp"
 #include "poseidon/dist/synchronizer.hpp"
 #include "poseidon/dist/transport.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/signal_handler.hpp"
 #include "sync_test_util.hpp"
 
 namespace poseidon {
@@ -99,6 +103,44 @@ TEST(CompletionsTest, AStuckExchangeFailsAfterTheRelayTimeout) {
                        "no exchange finished for 1.2 s"),
             std::string::npos)
       << error;
+}
+
+// Note [Stopped ranks]: a wait that ran out while this process was stopped
+// (a SIGCONT arrived during it) says so instead of only blaming the peer.
+TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
+  RecordContinues();
+  auto wait = [](bool continued) {
+    std::thread signaller;
+    if (continued) {
+      signaller = std::thread([] {
+        std::this_thread::sleep_for(milliseconds(100));
+        kill(getpid(), SIGCONT);
+      });
+    }
+    std::string error;
+    try {
+      WaitForRanks(2, [](int r) { return r == 1; }, milliseconds(300), 0,
+                   "host level, layer 'ip1', iteration 3",
+                   "publish their gradients");
+    } catch (const DistributedError& e) {
+      error = e.what();
+    }
+    if (signaller.joinable()) signaller.join();
+    return error;
+  };
+  const std::string plain = wait(false);
+  EXPECT_EQ(plain,
+            "rank 0: host level, layer 'ip1', iteration 3: timed out after "
+            "0.3 s waiting for rank 1 to publish their gradients");
+  const std::string stopped = wait(true);
+  EXPECT_EQ(stopped.find(plain + "; but this rank was itself stopped "
+                                 "(SIGSTOP) and continued "),
+            0u)
+      << stopped;
+  EXPECT_NE(stopped.find("it is more likely that the others waited for this "
+                         "rank"),
+            std::string::npos)
+      << stopped;
 }
 
 // A rank that stops responding in the middle of training (its training
