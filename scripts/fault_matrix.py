@@ -18,11 +18,12 @@ or rank:
 A fault expected to be survived must leave training going: after the fault
 ends, rank 0 must log --progress-lines more display lines, then a SIGINT
 to rank 0 stops the job (every rank agrees to stop) and mpirun must exit
-with 0. A fault expected to end the job must end it with a non-zero status,
-an `Error: rank k of N: ...` line naming a rank of the faulty host (the
-killed or stopped rank itself for stop and kill) within --comm_timeout plus
---slack seconds of the fault (kill: within --slack), the other ranks
-printing at most one line each, and no stack trace. Every run has its own
+with 0. A fault expected to end the job must end it with a non-zero status, its
+first `Error: rank k of N: ...` line naming a rank of the faulty host (the
+stopped rank itself for stop) within --comm_timeout plus --slack seconds of
+the fault, mpirun naming the killed rank for kill, the job over within
+--slack more, and no stack trace; a stopped rank's own error must say that
+it was stopped. Every run has its own
 deadline (--run-timeout); a run still going then is a HANG.
 
 Prints one line per run and the matrix (fault, expected, observed, time to
@@ -451,11 +452,15 @@ class Matrix:
             else:
                 want = set(res.get("victim_host_ranks", []))
             if res["fault"] != "kill":
+                first_named = set(int(x) for x in re.findall(
+                    r"rank (\d+)", errors[0][2])) - {errors[0][1]} \
+                    if errors else set()
                 if not errors:
                     problems.append("no 'Error: rank k' line")
-                elif not (named & want):
-                    problems.append("no error names rank(s) %s (named: %s)"
-                                    % (sorted(want), sorted(named)))
+                elif not (first_named & want):
+                    problems.append("the first error names rank(s) %s, not "
+                                    "%s" % (sorted(first_named),
+                                            sorted(want)))
                 elif res.get("time_to_error_s", 1e9) > limit:
                     problems.append("first error %.1f s after the fault, "
                                     "over %d s" % (res["time_to_error_s"],
@@ -469,6 +474,11 @@ class Matrix:
                     for l in res["mpirun"] + [e[2] for e in errors]):
                 problems.append("neither mpirun nor an error names the "
                                 "killed rank %s" % res.get("victim_rank"))
+        if res["fault"] == "stop":
+            for _, r, msg in errors:
+                if r == res.get("victim_rank") and "itself stopped" not in msg:
+                    problems.append("the stopped rank %d blames others: %s"
+                                    % (r, msg[:120]))
         if res.get("leftovers"):
             problems.append("processes left in the hosts after mpirun: %s"
                             % " ".join(res["leftovers"]))
