@@ -24,8 +24,8 @@ namespace dist {
 // that depends on it, directly or through another, times out in the end;
 // the first error printed ends the job (MPI_Abort), so it should be the one
 // closest to the cause. Waits between hosts therefore end one step (a tenth
-// of --comm_timeout, at least a second: much more than the skew between the
-// starts of the waits) after waits within a host:
+// of --comm_timeout, at least 2 s: more than the skew between the starts of
+// the waits, which is about an iteration) after waits within a host:
 //
 // - A rank stops (SIGSTOP, a hang): the other ranks of its host wait for it
 //   in shared memory and name it at --comm_timeout; ranks of other hosts
@@ -44,7 +44,7 @@ namespace dist {
 namespace {
 
 std::chrono::milliseconds LadderStep(std::chrono::milliseconds timeout) {
-  return std::max(std::chrono::milliseconds(1000), timeout / 10);
+  return std::max(std::chrono::milliseconds(2000), timeout / 10);
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ TEST(HostLevelTest, DiscoverHostsAndSplit) {
 // one, and a cross communicator's errors name the job's ranks.
 TEST(HostLevelTest, SplitCommunicatorsClimbTheDeadlineLadder) {
   LoopbackOptions options = Hosts(2);
-  options.timeout = std::chrono::milliseconds(2000);
+  options.timeout = std::chrono::milliseconds(500);
   std::string error;
   RunRanks(
       4,
@@ -110,8 +110,8 @@ TEST(HostLevelTest, SplitCommunicatorsClimbTheDeadlineLadder) {
         std::string why_not;
         std::unique_ptr<HostComms> hosts = SplitByHost(comm, &why_not);
         ASSERT_NE(hosts, nullptr) << why_not;
-        EXPECT_EQ(hosts->local->timeout().count(), 2000);
-        EXPECT_EQ(hosts->cross->timeout().count(), 2000 + 1000);
+        EXPECT_EQ(hosts->local->timeout().count(), 500);
+        EXPECT_EQ(hosts->cross->timeout().count(), 500 + 2000);
         if (r == 1) {
           // Cross rank 1 of rank 1 is rank 3, who sends nothing.
           int v = 0;
@@ -120,8 +120,8 @@ TEST(HostLevelTest, SplitCommunicatorsClimbTheDeadlineLadder) {
       },
       options);
   EXPECT_EQ(error,
-            "rank 1: Recv of 4 bytes from rank 3 tag 7: timed out after 3 s "
-            "waiting for rank 3");
+            "rank 1: Recv of 4 bytes from rank 3 tag 7: timed out after 2.5 "
+            "s waiting for rank 3");
 }
 
 TEST(HostLevelTest, NoHostLevelForOneRankPerHostOrUnevenHosts) {
@@ -345,7 +345,7 @@ TEST(HostLevelTest, TheFirstErrorNamesTheStoppedRank) {
             } catch (const DistributedError&) {
               // Its last exchange may fail once the others gave up on it.
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+            std::this_thread::sleep_for(std::chrono::milliseconds(5000));
             return;
           }
           try {
