@@ -426,10 +426,10 @@ class Matrix:
         if first and t_fault:
             res["time_to_error_s"] = round(first[0] - t_fault, 1)
         # Which ranks the errors blame: "rank k" inside the message.
-        named = set()
+        named = set()  # ranks an error names, other than its own
         for _, r, msg in errors:
-            named.update(int(x) for x in re.findall(r"rank (\d+)", msg))
-            named.discard(r)
+            named.update(set(int(x) for x in re.findall(r"rank (\d+)", msg))
+                         - {r})
         res["named"] = sorted(named)
         problems = []
         res["notes"] = []

@@ -197,10 +197,12 @@ class Communicator {
 // no deadline (MpiOptions: timeout <= 0): wait without one.
 std::chrono::milliseconds RelayTimeout(const Communicator* comm);
 
-// For a message about a wait that began at `wait_start` and ran out: "" or,
-// when this process was stopped (SIGSTOP) and continued meanwhile, a note
-// saying so, to append. Note [Stopped ranks] in communicator.cpp.
-std::string StoppedNote(std::chrono::steady_clock::time_point wait_start);
+// For a message about a wait that began at `wait_start`, with deadline
+// `timeout`, and ran out: "" or, when this process was stopped (SIGSTOP)
+// and continued meanwhile, a note saying so, to append. May sleep 100 ms
+// (call it holding no lock). Note [Stopped ranks] in communicator.cpp.
+std::string StoppedNote(std::chrono::steady_clock::time_point wait_start,
+                        std::chrono::milliseconds timeout);
 
 // Marks a training thread's wait on communication (Communicator::
 // BeginUrgent) for as long as it lives.

@@ -101,12 +101,14 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll,
     const std::chrono::milliseconds timeout = RelayTimeout(comm_);
     const auto start = std::chrono::steady_clock::now();
     if (timeout.count() <= 0) cv_.wait(lock, ready);
-    POSEIDON_REQUIRE(cv_.wait_for(lock, timeout, ready),
-                     DistributedError, "rank ", comm_->rank(),
+    if (!cv_.wait_for(lock, timeout, ready)) {
+      lock.unlock();  // StoppedNote may sleep
+      POSEIDON_THROW(DistributedError, "rank ", comm_->rank(),
                      ": agreeing on the signal action of iteration ", due,
                      ": nothing arrived for ", FormatSeconds(timeout),
                      "; a peer may have died (--comm_timeout)",
-                     StoppedNote(start));
+                     StoppedNote(start, timeout));
+    }
   }
   POSEIDON_REQUIRE(error_.ok(), DistributedError, "rank ", comm_->rank(),
                    ": agreeing on the signal action: ", error_.message());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "poseidon/util/signal_handler.hpp"
@@ -94,9 +95,19 @@ HostLayout DiscoverHosts(Communicator* comm) {
 // rank that had named it. poseidon_train records SIGCONT
 // (RecordContinues in util/signal_handler.hpp), and every timeout message
 // of the distributed layer appends StoppedNote: that this rank itself was
-// stopped during the wait.
-std::string StoppedNote(std::chrono::steady_clock::time_point wait_start) {
-  const auto continued = LastContinued();
+// stopped during the wait. Every thread resumes at once, and the SIGCONT
+// handler runs on one of them when the kernel gets to it, possibly after
+// the thread whose wait ran out has looked: a wait that ended well after
+// its deadline (the thread could not run then) gives the handler 100 ms.
+std::string StoppedNote(std::chrono::steady_clock::time_point wait_start,
+                        std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  auto continued = LastContinued();
+  if (continued <= wait_start &&
+      Clock::now() - (wait_start + timeout) > std::chrono::milliseconds(200)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    continued = LastContinued();
+  }
   if (continued <= wait_start) return "";
   const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - continued);

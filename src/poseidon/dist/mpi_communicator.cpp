@@ -236,6 +236,11 @@ struct MpiCommunicator::Impl {
     if (waiter.finished.wait_for(lock, options.timeout, finished)) {
       return first_result();
     }
+    // StoppedNote may sleep: not under mu (the progress thread needs it).
+    lock.unlock();
+    const std::string note = StoppedNote(start, options.timeout);
+    lock.lock();
+    if (finished()) return first_result();
     Status s;
     bool leaves_request = false;
     for (MpiOp* op : list) {
@@ -244,7 +249,7 @@ struct MpiCommunicator::Impl {
       if (s.ok()) {
         s = Fail(op->what, ": timed out after ",
                  FormatSeconds(options.timeout), " waiting for ",
-                 waiting_for, StoppedNote(start));
+                 waiting_for, note);
       }
       leaves_request = leaves_request || !op->probe;
     }

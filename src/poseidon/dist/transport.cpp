@@ -109,6 +109,7 @@ void Completions::Wait(int g, int64_t iter, const char* transport) {
       if (cv_.wait_until(lock, deadline, ready)) break;
       if (std::chrono::steady_clock::now() >=
           std::max(progress_, start) + timeout) {
+        lock.unlock();  // StoppedNote may sleep
         POSEIDON_THROW(DistributedError, "rank ",
                        comm_->JobRank(comm_->rank()),
                        ": gradient exchange (", transport, ") of layer '",
@@ -116,7 +117,7 @@ void Completions::Wait(int g, int64_t iter, const char* transport) {
                        ": no exchange finished for ",
                        FormatSeconds(timeout),
                        "; a peer may have died (--comm_timeout)",
-                       StoppedNote(start));
+                       StoppedNote(start, timeout));
       }
     }
   }
