@@ -342,7 +342,11 @@ struct MpiCommunicator::Impl {
     MpiOp op;
     op.what = what;
     op.request = request;
-    return Await({&op}, "every rank to join");
+    // MPI does not say which rank has not joined; with two there is one.
+    return Await({&op}, size == 2
+                            ? StrCat("rank ", Job(1 - rank), " to join")
+                            : std::string("every rank to join (MPI does not "
+                                          "tell which one is missing)"));
   }
 };
 

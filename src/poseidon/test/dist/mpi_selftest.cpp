@@ -396,6 +396,35 @@ std::string SplitNamesJobRanks(Communicator* c) {
   return e.empty() ? result : e;
 }
 
+// A collective that times out names the rank missing when it can: with two
+// ranks, the other one (MPI does not tell which rank has not joined).
+std::string CollectiveTimeout(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  const int n = c.size();
+  std::string result;
+  if (c.rank() != 0) {  // rank 0 joins only after the others gave up
+    Status s = c.Barrier();
+    const std::string want =
+        n == 2 ? "Barrier #1: timed out after 0.2 s waiting for rank 0 to join"
+               : "waiting for every rank to join (MPI does not tell which one "
+                 "is missing)";
+    if (s.ok()) {
+      result = "a Barrier without rank 0 succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message());
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // Completes the others' pending barrier (their communicator is unusable
+  // after the timeout, by design).
+  if (c.rank() == 0) e = Expect(c.Barrier(), "late barrier of rank 0");
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
 int Run() {
   MpiOptions options;
   options.timeout = std::chrono::seconds(20);
@@ -416,6 +445,7 @@ int Run() {
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
       {"RecvTimeout", RecvTimeout},
       {"SplitNamesJobRanks", SplitNamesJobRanks},
+      {"CollectiveTimeout", CollectiveTimeout},
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<double> failed(checks.size(), 0);
