@@ -21,9 +21,10 @@ to rank 0 stops the job (every rank agrees to stop) and mpirun must exit
 with 0. A fault expected to end the job must end it with a non-zero status, an
 `Error: rank k of N: ...` line naming a rank of the faulty host (the
 stopped rank itself for stop) within --comm_timeout plus --slack seconds of
-the fault (the matrix notes when the first line printed names another), mpirun naming the killed rank for kill, the job over within
---slack more, and no stack trace; a stopped rank's own error must say that
-it was stopped. Every run has its own
+the fault (the matrix notes when the first line printed names another),
+mpirun naming the killed rank for kill, the job over within --slack more,
+and no stack trace; a stopped rank's own error must say that it was
+stopped. Every run has its own
 deadline (--run-timeout); a run still going then is a HANG.
 
 Prints one line per run and the matrix (fault, expected, observed, time to

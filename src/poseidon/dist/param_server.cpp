@@ -228,8 +228,8 @@ void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
   std::memcpy(&header, msg, sizeof(header));
   if (header.iter != iter || header.block != block.id) {
     *status = Status::Failure(StrCat(
-        "the shard of rank ", comm_->JobRank(b.shard), " sent the sum of block ",
-        header.block, " of iteration ", header.iter, ", rank ",
+        "the shard of rank ", comm_->JobRank(b.shard),
+        " sent the sum of block ", header.block, " of iteration ", header.iter, ", rank ",
         comm_->JobRank(comm_->rank()),
         " expected block ", block.id, " of iteration ", iter));
     return;
