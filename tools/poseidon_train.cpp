@@ -476,12 +476,22 @@ int TrainDistributed() {
     {
       dist::Trainer<float> trainer(param, &comm, TrainerOptionsFromFlags(
                                                      param, &signals));
-      const Clock::time_point start = Clock::now();
-      const int iterations = RunSolver(trainer.solver());
-      LogGpuMemory();
-      trainer.Finish();
-      summary = TrainingSummaryLine(*trainer.solver(), start, iterations,
-                                    FLAGS_threads * size);
+      try {
+        const Clock::time_point start = Clock::now();
+        const int iterations = RunSolver(trainer.solver());
+        LogGpuMemory();
+        trainer.Finish();
+        summary = TrainingSummaryLine(*trainer.solver(), start, iterations,
+                                      FLAGS_threads * size);
+      } catch (const std::exception& e) {
+        // Abort before the trainer's destructor frees the exchanges'
+        // buffers: after a timeout MPI may still write into them (Note [MPI
+        // timeouts] in dist/mpi_communicator.hpp). Found with
+        // scripts/fault_matrix.py: a rank stopped and continued, its waits
+        // all run out, unwound into a heap corrupted by a late receive.
+        if (size > 1) comm.Abort(e.what());
+        throw;
+      }
     }  // joins the trainer's communication threads before the barrier
     Status s = comm.Barrier();
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());

@@ -93,6 +93,11 @@ struct TransportContext {
   // Elements of every learnable param of the net, by net id (for the
   // parameter server's block partition).
   std::vector<size_t> param_counts;
+  // May be empty: called on a communication thread when group g's exchange
+  // of `iter` has ended without error (PS, SFB and ring transports; the
+  // host level marks its slices' exchange done in shared memory, Note
+  // [Deadline ladder] in host_transport.cpp).
+  std::function<void(int g, int64_t iter)> on_exchanged;
 };
 
 template <typename Dtype>
@@ -200,6 +205,11 @@ class Completions {
   static constexpr std::chrono::milliseconds kDefaultSlack{-1};
 
   void Finish(int g, int64_t iter, const Status& status);
+  // Called by Finish, outside the lock, for every exchange that ended
+  // without error (TransportContext::on_exchanged). Set before any Finish.
+  void set_on_finish(std::function<void(int, int64_t)> f) {
+    on_finish_ = std::move(f);
+  }
   // Whether Wait(g, iter) would return or throw at once: the exchange
   // ended, or an exchange of any group failed.
   bool Done(int g, int64_t iter);
@@ -217,6 +227,7 @@ class Completions {
   Communicator* comm_;
   std::vector<std::string> names_;
   std::chrono::milliseconds timeout_;  // 0: no deadline
+  std::function<void(int, int64_t)> on_finish_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int64_t> done_;   // GUARDED_BY(mu_)

@@ -85,6 +85,7 @@ void Completions::Finish(int g, int64_t iter, const Status& status) {
     progress_ = std::chrono::steady_clock::now();
   }
   cv_.notify_all();
+  if (status.ok() && on_finish_) on_finish_(g, iter);
 }
 
 bool Completions::Done(int g, int64_t iter) {
@@ -165,7 +166,9 @@ class RingTransport final : public Transport<Dtype> {
         groups_(std::move(groups)),
         slots_(groups_, context.slots),
         completions_(context.comm, GroupNames(groups_)),
-        bytes_(groups_.size()) {}
+        bytes_(groups_.size()) {
+    completions_.set_on_finish(context.on_exchanged);
+  }
 
   const char* name() const override { return "ALLREDUCE (ring)"; }
   Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }
