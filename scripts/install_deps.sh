@@ -22,6 +22,9 @@ PACKAGES=(
   # (clang's runtimes, libFuzzer included, are in libclang-rt-dev; llvm
   # has llvm-symbolizer for readable sanitizer reports)
   clang libclang-rt-dev llvm
+  # scripts/netns_cluster (multi-host tests in network namespaces): ip and
+  # tc, and iptables for link faults where the kernel has no netem qdisc
+  iproute2 iptables
 )
 
 missing=()

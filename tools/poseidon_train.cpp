@@ -89,7 +89,7 @@ DEFINE_bool(partitioned_data, false,
             "<source>.");
 DEFINE_int32(comm_timeout, 600,
              "Distributed: seconds a rank waits for a peer before it names "
-             "the peer and ends the job.");
+             "the peer and ends the job (at least 1).");
 DEFINE_double(data_timeout, 600,
               "Seconds a data layer waits for its prefetch thread's next "
               "batch before it fails naming the layer (a stuck data "
@@ -450,6 +450,9 @@ int TrainDistributed() {
       StrCat("poseidon_train: rank ", rank, " of ", size),
       "stopped by SIGTERM from mpirun, which ends every rank when one fails "
       "or the job is cancelled (a failing rank prints its error above)");
+  // A rank stopped and continued says so instead of blaming its peers
+  // (Note [Stopped ranks] in dist/communicator.cpp).
+  RecordContinues();
   if (Poseidon::mode() == Poseidon::GPU && rank == 0) {
     string how;
     dist::MpiCudaAware(&how);
@@ -473,21 +476,30 @@ int TrainDistributed() {
     {
       dist::Trainer<float> trainer(param, &comm, TrainerOptionsFromFlags(
                                                      param, &signals));
-      const Clock::time_point start = Clock::now();
-      const int iterations = RunSolver(trainer.solver());
-      LogGpuMemory();
-      trainer.Finish();
-      summary = TrainingSummaryLine(*trainer.solver(), start, iterations,
-                                    FLAGS_threads * size);
+      try {
+        const Clock::time_point start = Clock::now();
+        const int iterations = RunSolver(trainer.solver());
+        LogGpuMemory();
+        trainer.Finish();
+        summary = TrainingSummaryLine(*trainer.solver(), start, iterations,
+                                      FLAGS_threads * size);
+      } catch (const std::exception& e) {
+        // Abort before the trainer's destructor frees the exchanges'
+        // buffers: after a timeout MPI may still write into them (Note [MPI
+        // timeouts] in dist/mpi_communicator.hpp). Found with
+        // scripts/fault_matrix.py: a rank stopped and continued, its waits
+        // all run out, unwound into a heap corrupted by a late receive.
+        if (size > 1) comm.Abort(e.what());
+        throw;
+      }
     }  // joins the trainer's communication threads before the barrier
     Status s = comm.Barrier();
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
     if (rank == 0) LOG(INFO) << summary;
   } catch (const std::exception& e) {
+    if (size > 1) comm.Abort(e.what());  // prints "Error: rank k of N: ..."
     std::fprintf(stderr, "Error: rank %d of %d: %s\n", rank, size, e.what());
-    std::fflush(stderr);
-    if (size == 1) return 1;
-    comm.Abort(StrCat("rank ", rank, " failed: ", e.what()));
+    return 1;
   }
   return 0;
 }
@@ -736,6 +748,12 @@ int main(int argc, char** argv) {
     }
     poseidon::SetDataTimeout(std::chrono::milliseconds(
         static_cast<int64_t>(FLAGS_data_timeout * 1000 + 0.5)));
+  }
+  // Every wait on a peer has a deadline (docs/reliability.md).
+  if (FLAGS_comm_timeout < 1) {
+    std::fprintf(stderr, "Error: --comm_timeout must be a positive number of "
+                 "seconds, got %d\n", FLAGS_comm_timeout);
+    return 1;
   }
   if (argc != 2) {
     gflags::ShowUsageWithFlagsRestrict(argv[0], "tools/poseidon_train");

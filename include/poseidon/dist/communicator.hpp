@@ -154,13 +154,23 @@ class Communicator {
   // rank among them. The default puts every rank on a host of its own.
   virtual int HostKey() const { return rank(); }
 
+  // Rank r of this communicator as the whole job numbers it (MPI_COMM_WORLD,
+  // or the loopback world it was split from): every message names ranks
+  // this way, so that an error inside a communicator made by Split names
+  // the same rank that mpirun and the other errors do.
+  virtual int JobRank(int r) const { return r; }
+
   // Collective: the ranks passing the same `color` form a new communicator,
-  // ranked by `key` (ties by this rank), with this communicator's timeout.
+  // ranked by `key` (ties by this rank), whose blocking waits give up after
+  // `timeout` (the host level gives waits between hosts a later deadline
+  // than waits within one: Note [Deadline ladder] in host_transport.cpp).
   // Used for the host level (DiscoverHosts). Throws DistributedError where
   // the implementation cannot split.
-  virtual std::unique_ptr<Communicator> Split(int color, int key) {
+  virtual std::unique_ptr<Communicator> Split(
+      int color, int key, std::chrono::milliseconds timeout) {
     (void)color;
     (void)key;
+    (void)timeout;
     POSEIDON_THROW(DistributedError, "this communicator cannot be split");
   }
 
@@ -178,6 +188,21 @@ class Communicator {
   // test can observe it, and returns.
   virtual void Abort(const std::string& why) = 0;
 };
+
+// The deadline of a thread's wait for work that communication threads do
+// through `comm` (an exchange, an agreement): the communicator's timeout
+// plus a quarter of it, at least a second, so that the communication
+// threads' own deadlines, whose errors name the peer, fire first (Note
+// [Completion deadlines] in transport.cpp). Zero when the communicator has
+// no deadline (MpiOptions: timeout <= 0): wait without one.
+std::chrono::milliseconds RelayTimeout(const Communicator* comm);
+
+// For a message about a wait that began at `wait_start`, with deadline
+// `timeout`, and ran out: "" or, when this process was stopped (SIGSTOP)
+// and continued meanwhile, a note saying so, to append. May sleep 100 ms
+// (call it holding no lock). Note [Stopped ranks] in communicator.cpp.
+std::string StoppedNote(std::chrono::steady_clock::time_point wait_start,
+                        std::chrono::milliseconds timeout);
 
 // Marks a training thread's wait on communication (Communicator::
 // BeginUrgent) for as long as it lives.

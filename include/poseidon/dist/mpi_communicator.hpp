@@ -111,14 +111,18 @@ class MpiCommunicator final : public Communicator {
   bool OnOneHost() const override;
   int HostKey() const override;
   // MPI_Comm_split: a communicator with its own progress thread.
-  std::unique_ptr<Communicator> Split(int color, int key) override;
+  std::unique_ptr<Communicator> Split(
+      int color, int key, std::chrono::milliseconds timeout) override;
+  // Through MPI_Group_translate_ranks to MPI_COMM_WORLD.
+  int JobRank(int r) const override;
   // POSIX shared memory (shm_open), sized up front with posix_fallocate and
   // refused when it would take more than half of /dev/shm's free space.
   std::unique_ptr<SharedMemory> MapSharedMemory(
       size_t bytes_per_rank) override;
   void BeginUrgent() override;
   void EndUrgent() override;
-  // Logs and calls MPI_Abort on MPI_COMM_WORLD: every rank of the job ends.
+  // Prints "Error: rank k of N: why" (job numbering) to stderr and calls
+  // MPI_Abort on MPI_COMM_WORLD: every rank of the job ends.
   [[noreturn]] void Abort(const std::string& why) override;
 
  private:

@@ -93,6 +93,11 @@ struct TransportContext {
   // Elements of every learnable param of the net, by net id (for the
   // parameter server's block partition).
   std::vector<size_t> param_counts;
+  // May be empty: called on a communication thread when group g's exchange
+  // of `iter` has ended without error (PS, SFB and ring transports; the
+  // host level marks its slices' exchange done in shared memory, Note
+  // [Deadline ladder] in host_transport.cpp).
+  std::function<void(int g, int64_t iter)> on_exchanged;
 };
 
 template <typename Dtype>
@@ -189,18 +194,30 @@ class ByteCounts {
 // The completion bookkeeping of transports whose exchanges run on
 // communication threads: per group, the last iteration whose exchange ended
 // and the first failure. Finish may be called from any thread; Done and Wait
-// from the training thread.
+// from the training thread. See Note [Completion deadlines].
 class Completions {
  public:
-  // `slack` lengthens Wait's deadline beyond the communicator's timeout,
-  // for tasks that end themselves with a better-named error after it.
+  // Wait's deadline is RelayTimeout(comm), or the communicator's timeout
+  // plus `slack` when given, for tasks that end themselves with a
+  // better-named error later.
   Completions(Communicator* comm, std::vector<std::string> names,
-              std::chrono::milliseconds slack = std::chrono::milliseconds(0));
+              std::chrono::milliseconds slack = kDefaultSlack);
+  static constexpr std::chrono::milliseconds kDefaultSlack{-1};
 
   void Finish(int g, int64_t iter, const Status& status);
+  // Called by Finish, outside the lock, for every exchange that ended
+  // without error (TransportContext::on_exchanged). Set before any Finish.
+  void set_on_finish(std::function<void(int, int64_t)> f) {
+    on_finish_ = std::move(f);
+  }
+  // Whether Wait(g, iter) would return or throw at once: the exchange
+  // ended, or an exchange of any group failed.
   bool Done(int g, int64_t iter);
-  // Waits until Done(g, iter); throws DistributedError on a failure, or when
-  // no exchange of this transport ended for the communicator's timeout.
+  // Waits until the exchange of (g, iter) ended; throws DistributedError on
+  // a failure of any group's exchange (the job cannot go on), or when no
+  // exchange of this transport ended for the deadline (see the
+  // constructor), counted from the later of the last exchange's end and the
+  // start of this wait.
   void Wait(int g, int64_t iter, const char* transport);
   // A callback for CommThread::Post's on_failure: the task of `iter` of g
   // failed.
@@ -209,11 +226,13 @@ class Completions {
  private:
   Communicator* comm_;
   std::vector<std::string> names_;
-  std::chrono::milliseconds slack_;
+  std::chrono::milliseconds timeout_;  // 0: no deadline
+  std::function<void(int, int64_t)> on_finish_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int64_t> done_;   // GUARDED_BY(mu_)
   std::vector<Status> error_;   // GUARDED_BY(mu_)
+  Status first_error_;          // GUARDED_BY(mu_): of any group
   std::chrono::steady_clock::time_point progress_;  // GUARDED_BY(mu_)
 };
 

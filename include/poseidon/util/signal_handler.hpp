@@ -14,6 +14,7 @@
 #ifndef POSEIDON_UTIL_SIGNAL_HANDLER_HPP_
 #define POSEIDON_UTIL_SIGNAL_HANDLER_HPP_
 
+#include <chrono>
 #include <string>
 
 #include "poseidon/solver.hpp"
@@ -31,6 +32,18 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name);
 // one line. Call again to change the line (after MPI names the rank); the
 // text is copied, at most 511 bytes. Other signals keep their handlers.
 void InstallTerminationMessage(const string& who, const string& why);
+
+// Notes the time of every SIGCONT from now on: the process had been stopped
+// (SIGSTOP, SIGTSTP) and goes on. A stopped process finds, when continued,
+// every deadline of its waits past; the distributed layer then says that
+// this rank was stopped instead of blaming the peer it waited for (Note
+// [Stopped ranks] in dist/communicator.cpp). SIGCONT still continues the
+// process. Idempotent; async-signal-safe handler (clock_gettime).
+void RecordContinues();
+
+// When the last SIGCONT arrived since RecordContinues (steady clock), or
+// the clock's epoch when none did.
+std::chrono::steady_clock::time_point LastContinued();
 
 class SignalHandler {
  public:

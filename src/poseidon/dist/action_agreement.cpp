@@ -96,11 +96,19 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll,
   auto ready = [&] { return sums_.count(due) > 0 || !error_.ok(); };
   if (!ready()) {
     UrgentScope urgent(comm_);
-    POSEIDON_REQUIRE(cv_.wait_for(lock, comm_->timeout(), ready),
-                     DistributedError, "rank ", comm_->rank(),
+    // The allreduce's own deadline, naming the peer, comes first; this one
+    // is a fallback (RelayTimeout).
+    const std::chrono::milliseconds timeout = RelayTimeout(comm_);
+    const auto start = std::chrono::steady_clock::now();
+    if (timeout.count() <= 0) cv_.wait(lock, ready);
+    if (!cv_.wait_for(lock, timeout, ready)) {
+      lock.unlock();  // StoppedNote may sleep
+      POSEIDON_THROW(DistributedError, "rank ", comm_->rank(),
                      ": agreeing on the signal action of iteration ", due,
-                     ": nothing arrived for ", FormatSeconds(comm_->timeout()),
-                     "; a peer may have died (--comm_timeout)");
+                     ": nothing arrived for ", FormatSeconds(timeout),
+                     "; a peer may have died (--comm_timeout)",
+                     StoppedNote(start, timeout));
+    }
   }
   POSEIDON_REQUIRE(error_.ok(), DistributedError, "rank ", comm_->rank(),
                    ": agreeing on the signal action: ", error_.message());

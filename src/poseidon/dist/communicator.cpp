@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <thread>
 #include <vector>
+
+#include "poseidon/util/signal_handler.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -80,6 +83,43 @@ HostLayout DiscoverHosts(Communicator* comm) {
   layout.uniform = std::all_of(sizes.begin(), sizes.end(),
                                [&](int k) { return k == sizes[0]; });
   return layout;
+}
+
+// Note [Stopped ranks]
+// A rank stopped with SIGSTOP (or by a debugger, or the machine suspending
+// it) runs no thread; its peers time out waiting for it and name it. When
+// it is continued (mpirun sends SIGCONT before the SIGTERM that ends it),
+// every deadline of its own waits has passed, and it would report that it
+// waited for its peers in vain, naming them: found with
+// scripts/fault_matrix.py, where the stopped rank's "Error:" line blamed the
+// rank that had named it. poseidon_train records SIGCONT
+// (RecordContinues in util/signal_handler.hpp), and every timeout message
+// of the distributed layer appends StoppedNote: that this rank itself was
+// stopped during the wait. Every thread resumes at once, and the SIGCONT
+// handler runs on one of them when the kernel gets to it, possibly after
+// the thread whose wait ran out has looked: a wait that ended well after
+// its deadline (the thread could not run then) gives the handler 100 ms.
+std::string StoppedNote(std::chrono::steady_clock::time_point wait_start,
+                        std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  auto continued = LastContinued();
+  if (continued <= wait_start &&
+      Clock::now() - (wait_start + timeout) > std::chrono::milliseconds(200)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    continued = LastContinued();
+  }
+  if (continued <= wait_start) return "";
+  const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - continued);
+  return StrCat("; but this rank was itself stopped (SIGSTOP) and "
+                "continued ", FormatSeconds(ago), " ago, during this wait: "
+                "it is more likely that the others waited for this rank");
+}
+
+std::chrono::milliseconds RelayTimeout(const Communicator* comm) {
+  const std::chrono::milliseconds t = comm->timeout();
+  if (t.count() <= 0) return std::chrono::milliseconds(0);
+  return t + std::max(std::chrono::milliseconds(1000), t / 4);
 }
 
 std::string FormatSeconds(std::chrono::milliseconds d) {

@@ -16,6 +16,41 @@
 namespace poseidon {
 namespace dist {
 
+// Note [Deadline ladder]
+// With the host level a rank waits on the ranks of its host, through flags
+// in shared memory, and on the ranks of other hosts, over the network (the
+// cross communicator). When a rank stops, every rank that depends on it,
+// directly or through another, times out in the end; the first error
+// printed ends the job (MPI_Abort), so it should be the one closest to the
+// cause. The deadlines therefore climb by one step (a tenth of
+// --comm_timeout, at least 2 s: more than the skew between the starts of
+// the waits, about an iteration):
+//
+//   a rank of this host, for its own work           --comm_timeout
+//   a rank of another host (cross communicator)     + 1 step
+//   a rank of this host that is in its exchange
+//   between hosts (it has handed its slice over,
+//   and the exchange has not ended)                 + 2 steps
+//
+// The third kind is told from the first by two more counters in shared
+// memory: every rank marks its slice's (its factors') exchange between
+// hosts as started and as ended (TransportContext::on_exchanged), so a
+// waiting rank knows whether a late one is stuck in its own work (named at
+// --comm_timeout) or waits for another host (whose error, naming a rank
+// there, comes a step earlier than this rank's). Found with
+// scripts/fault_matrix.py on 2 hosts x 2 ranks: with one deadline for all,
+// a stopped rank's partner was named first by a rank of the other host;
+// with the first two rungs only, a cut link made a rank name its partner,
+// which was only waiting for the other host, and nobody named a rank
+// behind the cut before the job ended.
+namespace {
+
+std::chrono::milliseconds LadderStep(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(2000), timeout / 10);
+}
+
+}  // namespace
+
 std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
                                        std::string* why_not) {
   HostLayout layout = DiscoverHosts(comm);
@@ -27,8 +62,11 @@ std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
   }
   auto hosts = std::make_unique<HostComms>();
   // Both splits on every rank, in this order: each is collective.
-  hosts->local = comm->Split(layout.host, layout.local_rank);
-  hosts->cross = comm->Split(layout.local_rank, layout.host);
+  // See Note [Deadline ladder].
+  const std::chrono::milliseconds t = comm->timeout();
+  hosts->local = comm->Split(layout.host, layout.local_rank, t);
+  hosts->cross = comm->Split(layout.local_rank, layout.host,
+                             t.count() > 0 ? t + LadderStep(t) : t);
   CHECK_EQ(hosts->local->rank(), layout.local_rank);
   CHECK_EQ(hosts->cross->rank(), layout.host);
   hosts->layout = std::move(layout);
@@ -38,8 +76,15 @@ std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
 namespace {
 
 // The counters of a group's control line in a rank's part of the host's
-// shared memory (an iteration + 1; 0 = none yet).
-enum Counter { kPublished = 0, kSummed = 1, kReleased = 2 };
+// shared memory (an iteration + 1; 0 = none yet). kCrossing and kCrossed
+// bracket the rank's exchange between hosts (Note [Deadline ladder]).
+enum Counter {
+  kPublished = 0,
+  kSummed = 1,
+  kReleased = 2,
+  kCrossing = 3,
+  kCrossed = 4
+};
 constexpr size_t kLine = SharedMemory::kAlignment;
 
 // Shared between both kinds: the host's memory, laid out per group as
@@ -96,6 +141,12 @@ class HostMemory {
   std::atomic<int64_t>* Flag(int g, int rank, Counter c) const {
     return SharedFlag(memory_->part(rank) + offsets_[g], c);
   }
+  bool Below(int g, int rank, Counter c, int64_t iter) const {
+    return Flag(g, rank, c)->load(std::memory_order_acquire) < iter + 1;
+  }
+  std::string What(int g, int64_t iter) const {
+    return StrCat("host level, layer '", names_[g], "', iteration ", iter);
+  }
   void Raise(int g, Counter c, int64_t iter) {
     Flag(g, local_->rank(), c)->store(iter + 1, std::memory_order_release);
   }
@@ -111,12 +162,34 @@ class HostMemory {
   void WaitAll(int g, Counter c, int64_t iter, const char* doing) const {
     WaitForRanks(
         local_->size(),
-        [&](int r) {
-          return Flag(g, r, c)->load(std::memory_order_acquire) < iter + 1;
-        },
-        memory_->timeout(), job_ranks_[local_->rank()],
-        StrCat("host level, layer '", names_[g], "', iteration ", iter),
-        doing, &job_ranks_);
+        [&](int r) { return Below(g, r, c, iter); }, memory_->timeout(),
+        job_ranks_[local_->rank()], What(g, iter), doing, &job_ranks_);
+  }
+  // The same for a counter that the ranks raise after their exchange
+  // between hosts: a late rank still in that exchange (kCrossing raised,
+  // kCrossed not) gets two steps more (Note [Deadline ladder]); one that is
+  // not is named at the timeout as `stuck`.
+  void WaitAllAfterCross(int g, Counter c, int64_t iter, const char* stuck,
+                         const char* crossing) const {
+    const std::chrono::milliseconds t = memory_->timeout();
+    auto in_cross = [&](int r) {
+      return !Below(g, r, kCrossing, iter) && Below(g, r, kCrossed, iter);
+    };
+    const auto start = std::chrono::steady_clock::now();
+    WaitForRanks(
+        local_->size(),
+        [&](int r) { return Below(g, r, c, iter) && !in_cross(r); }, t,
+        job_ranks_[local_->rank()], What(g, iter), stuck, &job_ranks_);
+    if (t.count() <= 0) {
+      WaitAll(g, c, iter, crossing);
+      return;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        t + 2 * LadderStep(t) - (std::chrono::steady_clock::now() - start));
+    WaitForRanks(
+        local_->size(), [&](int r) { return Below(g, r, c, iter); },
+        std::max(left, std::chrono::milliseconds(1)),
+        job_ranks_[local_->rank()], What(g, iter), crossing, &job_ranks_);
   }
 
  private:
@@ -156,6 +229,10 @@ class HostDenseTransport final : public Transport<Dtype> {
     inner.collective = cross_thread_.get();
     inner.slots = memory_->slots();
     inner.param_counts.clear();
+    // See Note [Deadline ladder]: the slice of group outer_[i] crossed.
+    inner.on_exchanged = [this](int i, int64_t iter) {
+      memory_->Raise(outer_[i], kCrossed, iter);
+    };
     std::vector<ExchangeSpec> slices;
     for (size_t g = 0; g < groups_.size(); ++g) {
       size_t begin, end;
@@ -169,6 +246,7 @@ class HostDenseTransport final : public Transport<Dtype> {
       s.params = {static_cast<int>(inner.param_counts.size())};
       s.offsets = {0};
       inner_index_[g] = static_cast<int>(slices.size());
+      outer_.push_back(static_cast<int>(g));
       inner.param_counts.push_back(s.count);
       slices.push_back(std::move(s));
     }
@@ -217,8 +295,10 @@ class HostDenseTransport final : public Transport<Dtype> {
       posted_.Wait(g, iter, name());
       Finalize(g, iter);
     }
-    memory_->WaitAll(g, kSummed, iter,
-                     "finish their slices' exchange between hosts");
+    memory_->WaitAllAfterCross(
+        g, kSummed, iter,
+        "sum their slices (they are not in an exchange between hosts)",
+        "finish their slices' exchange between hosts");
   }
 
   void Read(int g, int64_t iter, size_t offset, size_t count, Dtype scale,
@@ -265,12 +345,16 @@ class HostDenseTransport final : public Transport<Dtype> {
         SumInOrder(parts, end_[g] - begin_[g], Dtype(1),
                    inner_->Stage(i, iter));
       }
+      memory_->Raise(g, kCrossing, iter);
       if (timeline) {
         timeline->Complete(timeline->Lane("host"), groups_[g].name,
                            "host sum", t0, timeline->NowMicros(),
                            {{"iter", iter}});
       }
       inner_->Post(i, iter);
+    } else {  // nothing to exchange
+      memory_->Raise(g, kCrossing, iter);
+      memory_->Raise(g, kCrossed, iter);
     }
     posted_.Finish(g, iter, Status::OK());
   }
@@ -298,6 +382,7 @@ class HostDenseTransport final : public Transport<Dtype> {
   std::vector<int64_t> first_iter_, finalized_;
   std::vector<size_t> begin_, end_;  // this rank's slice of each group
   std::vector<int> inner_index_;     // -1: empty slice
+  std::vector<int> outer_;           // the group of each inner index
   std::string name_;
   // Destroyed in reverse: the host thread, then the cross thread, then the
   // inner transport their tasks use.
@@ -373,6 +458,7 @@ class HostSfbTransport final : public Transport<Dtype> {
     const size_t per = spec.payload;
     const int l = hosts_->local->rank();
     Communicator* cross = hosts_->cross.get();
+    memory_->Raise(g, kCrossing, iter);  // Note [Deadline ladder]
     const Status st = cross->Allgather(factors_[g][Slot(iter)].data(),
                                        per * sizeof(Dtype),
                                        memory_->Slot(g, l, iter));
@@ -382,9 +468,12 @@ class HostSfbTransport final : public Transport<Dtype> {
       done_.Finish(g, iter, st);
       return;
     }
+    memory_->Raise(g, kCrossed, iter);
     memory_->Raise(g, kPublished, iter);
-    memory_->WaitAll(g, kPublished, iter,
-                     "gather their factors from the other hosts");
+    memory_->WaitAllAfterCross(
+        g, kPublished, iter,
+        "gather their factors (they are not in an exchange between hosts)",
+        "gather their factors from the other hosts");
     // Every rank's factors, in the job's rank order: the bits of the flat
     // transport.
     RebuildFromFactors<Dtype>(

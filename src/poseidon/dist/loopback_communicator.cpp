@@ -50,6 +50,10 @@ struct LoopbackWorld::State {
   std::string abort_reason;  // guarded by abort_mu; set once
   LoopbackWorld* parent = nullptr;  // see set_parent
   LoopbackWorld* self = nullptr;
+  // A world made by Split: its ranks as the parent's job numbers them
+  // (Communicator::JobRank); empty for a world of its own. Set once, by
+  // the rank that makes the world, before any other rank finds it.
+  std::vector<int> job_ranks;
   // Sub-worlds made by Split, by (split number, color): the first rank to
   // reach a split makes the world, the others find it.
   std::mutex split_mu;
@@ -72,10 +76,14 @@ class LoopbackCommunicator final : public Communicator {
   std::chrono::milliseconds timeout() const override {
     return world_->options.timeout;
   }
+  int JobRank(int r) const override {
+    const std::vector<int>& job = world_->job_ranks;
+    return r >= 0 && r < static_cast<int>(job.size()) ? job[r] : r;
+  }
 
   Status Send(const void* buf, size_t bytes, int dest, int tag) override {
-    const std::string what =
-        StrCat("Send of ", bytes, " bytes to rank ", dest, " tag ", tag);
+    const std::string what = StrCat("Send of ", bytes, " bytes to rank ",
+                                    JobRank(dest), " tag ", tag);
     Status s = CheckPeer(what, dest, tag);
     if (!s.ok()) return s;
     auto msg = std::make_shared<Message>();
@@ -87,15 +95,15 @@ class LoopbackCommunicator final : public Communicator {
   }
 
   Status Recv(void* buf, size_t bytes, int src, int tag) override {
-    const std::string what =
-        StrCat("Recv of ", bytes, " bytes from rank ", src, " tag ", tag);
+    const std::string what = StrCat("Recv of ", bytes, " bytes from rank ",
+                                    JobRank(src), " tag ", tag);
     Status s = CheckPeer(what, src, tag);
     if (!s.ok()) return s;
     std::shared_ptr<Message> msg;
     s = Take(what, src, tag, &msg);
     if (!s.ok()) return s;
     if (msg->payload.size() != bytes) {
-      return Fail(what, ": rank ", src, " sent ", msg->payload.size(),
+      return Fail(what, ": rank ", JobRank(src), " sent ", msg->payload.size(),
                   " bytes, this rank expected ", bytes);
     }
     if (bytes > 0) std::memcpy(buf, msg->payload.data(), bytes);
@@ -114,7 +122,8 @@ class LoopbackCommunicator final : public Communicator {
     return o.shared_memory ? 0 : rank_;
   }
 
-  std::unique_ptr<Communicator> Split(int color, int key) override;
+  std::unique_ptr<Communicator> Split(
+      int color, int key, std::chrono::milliseconds timeout) override;
 
   std::unique_ptr<SharedMemory> MapSharedMemory(
       size_t bytes_per_rank) override {
@@ -149,7 +158,8 @@ class LoopbackCommunicator final : public Communicator {
   Status Broadcast(void* buf, size_t bytes, int root) override {
     const uint64_t seq = ++collective_seq_;
     const std::string what =
-        StrCat("Broadcast #", seq, " of ", bytes, " bytes from root ", root);
+        StrCat("Broadcast #", seq, " of ", bytes, " bytes from root ",
+               JobRank(root));
     if (root < 0 || root >= size()) {
       return Fail(what, ": no such rank (world of ", size(), ")");
     }
@@ -187,10 +197,11 @@ class LoopbackCommunicator final : public Communicator {
     {
       std::lock_guard<std::mutex> lock(world_->abort_mu);
       if (world_->abort_reason.empty()) {
-        world_->abort_reason = StrCat("rank ", rank_, " aborted: ", why);
+        world_->abort_reason =
+            StrCat("rank ", JobRank(rank_), " aborted: ", why);
       }
     }
-    LOG(ERROR) << "rank " << rank_ << " aborted: " << why;
+    LOG(ERROR) << "rank " << JobRank(rank_) << " aborted: " << why;
     if (!world_->aborted.exchange(true) && world_->parent != nullptr &&
         world_->parent->abort_reason().empty()) {
       // A sub-communicator's failure ends the whole job.
@@ -212,7 +223,8 @@ class LoopbackCommunicator final : public Communicator {
   template <typename... Args>
   Status Fail(const std::string& what, Args&&... args) const {
     return Status::Failure(
-        StrCat("rank ", rank_, ": ", what, std::forward<Args>(args)...));
+        StrCat("rank ", JobRank(rank_), ": ", what,
+               std::forward<Args>(args)...));
   }
 
   Status Aborted(const std::string& what) const {
@@ -254,7 +266,7 @@ class LoopbackCommunicator final : public Communicator {
   Status TimedOut(const std::string& what, int peer) const {
     return Fail(what, ": timed out after ",
                 FormatSeconds(world_->options.timeout), " waiting for rank ",
-                peer);
+                JobRank(peer));
   }
 
   // Waits for the oldest message from `src` with `tag` in this rank's mailbox.
@@ -285,7 +297,8 @@ class LoopbackCommunicator final : public Communicator {
     if (!s.ok()) return s;
     const Message& msg = **out;
     if (std::strcmp(msg.collective, kind) != 0 || msg.seq != seq) {
-      return Fail(what, ": rank ", src, " issued ", msg.collective, " #",
+      return Fail(what, ": rank ", JobRank(src), " issued ", msg.collective,
+                  " #",
                   msg.seq, " instead; every rank must issue the same ",
                   "collectives in the same order");
     }
@@ -307,7 +320,8 @@ class LoopbackCommunicator final : public Communicator {
       Status s = TakeCollective(what, kind, seq, r, &msg);
       if (!s.ok()) return s;
       if (msg->payload.size() != bytes) {
-        return Fail(what, ": rank ", r, " contributed ", msg->payload.size(),
+        return Fail(what, ": rank ", JobRank(r), " contributed ",
+                    msg->payload.size(),
                     " bytes, this rank ", bytes);
       }
       if (bytes > 0) std::memcpy(out + r * bytes, msg->payload.data(), bytes);
@@ -387,8 +401,10 @@ class SplitCommunicator final : public Communicator {
       size_t bytes_per_rank) override {
     return comm_->MapSharedMemory(bytes_per_rank);
   }
-  std::unique_ptr<Communicator> Split(int color, int key) override {
-    return comm_->Split(color, key);
+  int JobRank(int r) const override { return comm_->JobRank(r); }
+  std::unique_ptr<Communicator> Split(
+      int color, int key, std::chrono::milliseconds timeout) override {
+    return comm_->Split(color, key, timeout);
   }
   void Abort(const std::string& why) override { comm_->Abort(why); }
 
@@ -397,12 +413,13 @@ class SplitCommunicator final : public Communicator {
   Communicator* comm_;
 };
 
-std::unique_ptr<Communicator> LoopbackCommunicator::Split(int color, int key) {
+std::unique_ptr<Communicator> LoopbackCommunicator::Split(
+    int color, int key, std::chrono::milliseconds timeout) {
   const uint64_t seq = ++split_seq_;
   const int32_t mine[3] = {color, key, HostKey()};
   std::vector<int32_t> all(3 * static_cast<size_t>(size()));
   const Status s = Allgather(mine, sizeof(mine), all.data());
-  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", rank_,
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", JobRank(rank_),
                    ": splitting the communicator: ", s.message());
   // The members, ranked by (key, rank), and whether they share a host.
   std::vector<std::pair<int, int>> members;  // (key, old rank)
@@ -426,9 +443,13 @@ std::unique_ptr<Communicator> LoopbackCommunicator::Split(int color, int key) {
       LoopbackOptions options = world_->options;
       options.shared_memory = one_host;
       options.ranks_per_host = 0;
+      options.timeout = timeout;
       slot = std::make_shared<LoopbackWorld>(
           static_cast<int>(members.size()), options);
       slot->set_parent(world_->self);
+      for (const auto& member : members) {
+        slot->state_->job_ranks.push_back(JobRank(member.second));
+      }
     }
     sub = slot;
   }

@@ -141,6 +141,10 @@ struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
+  // This communicator's ranks in MPI_COMM_WORLD, and its size: every
+  // message names ranks by these (Communicator::JobRank).
+  std::vector<int> job_ranks;
+  int job_size = 1;
   MpiOptions options;
   std::mutex broken_mu;
   std::string broken;           // guarded by broken_mu; see Note [MPI timeouts]
@@ -160,10 +164,15 @@ struct MpiCommunicator::Impl {
   // [Progress thread]); touches only `ops` and the MPI requests in them.
   std::thread progress;
 
+  int Job(int r) const {
+    return r >= 0 && r < static_cast<int>(job_ranks.size()) ? job_ranks[r] : r;
+  }
+  int self() const { return Job(rank); }
+
   template <typename... Args>
   Status Fail(const std::string& what, Args&&... args) const {
     return Status::Failure(
-        StrCat("rank ", rank, ": ", what, std::forward<Args>(args)...));
+        StrCat("rank ", self(), ": ", what, std::forward<Args>(args)...));
   }
 
   Status CheckUsable(const std::string& what) {
@@ -175,7 +184,8 @@ struct MpiCommunicator::Impl {
 
   Status CheckPeer(const std::string& what, int peer, int tag, size_t bytes) {
     if (peer < 0 || peer >= size) {
-      return Fail(what, ": no such rank (job of ", size, " ranks)");
+      return Fail(what, ": no such rank (communicator of ", size,
+                  " ranks)");
     }
     if (tag < 0 || tag > kMaxTag) {
       return Fail(what, ": tag is outside 0..", kMaxTag);
@@ -211,6 +221,7 @@ struct MpiCommunicator::Impl {
       return Status::OK();
     };
     if (waiter.pending == 0) return first_result();
+    const auto start = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu);
     const bool was_idle = ops.empty();
     for (MpiOp* op : list) {
@@ -225,6 +236,11 @@ struct MpiCommunicator::Impl {
     if (waiter.finished.wait_for(lock, options.timeout, finished)) {
       return first_result();
     }
+    // StoppedNote may sleep: not under mu (the progress thread needs it).
+    lock.unlock();
+    const std::string note = StoppedNote(start, options.timeout);
+    lock.lock();
+    if (finished()) return first_result();
     Status s;
     bool leaves_request = false;
     for (MpiOp* op : list) {
@@ -233,7 +249,7 @@ struct MpiCommunicator::Impl {
       if (s.ok()) {
         s = Fail(op->what, ": timed out after ",
                  FormatSeconds(options.timeout), " waiting for ",
-                 waiting_for);
+                 waiting_for, note);
       }
       leaves_request = leaves_request || !op->probe;
     }
@@ -252,29 +268,29 @@ struct MpiCommunicator::Impl {
       int found = 0;
       MPI_Message message;
       MPI_Status status;
-      POSEIDON_MPI_CHECK(rank, op->what,
+      POSEIDON_MPI_CHECK(self(), op->what,
                          MPI_Improbe(op->src, op->tag, comm, &found, &message,
                                      &status));
       if (!found) return Status::OK();
       int count = 0;
-      POSEIDON_MPI_CHECK(rank, op->what,
+      POSEIDON_MPI_CHECK(self(), op->what,
                          MPI_Get_count(&status, MPI_BYTE, &count));
       if (static_cast<size_t>(count) != op->bytes) {
         std::vector<char> sink(std::max(count, 1));
-        POSEIDON_MPI_CHECK(rank, op->what,
+        POSEIDON_MPI_CHECK(self(), op->what,
                            MPI_Mrecv(sink.data(), count, MPI_BYTE, &message,
                                      MPI_STATUS_IGNORE));
         *complete = true;
-        return Fail(op->what, ": rank ", op->src, " sent ", count,
+        return Fail(op->what, ": rank ", Job(op->src), " sent ", count,
                     " bytes, this rank expected ", op->bytes);
       }
-      POSEIDON_MPI_CHECK(rank, op->what,
+      POSEIDON_MPI_CHECK(self(), op->what,
                          MPI_Imrecv(op->buf, count, MPI_BYTE, &message,
                                     &op->request));
       op->probe = false;
     }
     int flag = 0;
-    POSEIDON_MPI_CHECK(rank, op->what,
+    POSEIDON_MPI_CHECK(self(), op->what,
                        MPI_Test(&op->request, &flag, MPI_STATUS_IGNORE));
     *complete = flag != 0;
     return Status::OK();
@@ -326,7 +342,11 @@ struct MpiCommunicator::Impl {
     MpiOp op;
     op.what = what;
     op.request = request;
-    return Await({&op}, "every rank to join");
+    // MPI does not say which rank has not joined; with two there is one.
+    return Await({&op}, size == 2
+                            ? StrCat("rank ", Job(1 - rank), " to join")
+                            : std::string("every rank to join (MPI does not "
+                                          "tell which one is missing)"));
   }
 };
 
@@ -347,14 +367,18 @@ MpiCommunicator::MpiCommunicator(void* comm, MpiOptions options)
   Start();
 }
 
-std::unique_ptr<Communicator> MpiCommunicator::Split(int color, int key) {
+std::unique_ptr<Communicator> MpiCommunicator::Split(
+    int color, int key, std::chrono::milliseconds timeout) {
   MPI_Comm split = MPI_COMM_NULL;
   const int rc = MPI_Comm_split(impl_->comm, color, key, &split);
-  POSEIDON_REQUIRE(rc == MPI_SUCCESS, DistributedError, "rank ", impl_->rank,
-                   ": MPI_Comm_split failed with code ", rc);
-  return std::unique_ptr<Communicator>(
-      new MpiCommunicator(&split, impl_->options));
+  POSEIDON_REQUIRE(rc == MPI_SUCCESS, DistributedError, "rank ",
+                   impl_->self(), ": MPI_Comm_split failed with code ", rc);
+  MpiOptions options = impl_->options;
+  options.timeout = timeout;
+  return std::unique_ptr<Communicator>(new MpiCommunicator(&split, options));
 }
+
+int MpiCommunicator::JobRank(int r) const { return impl_->Job(r); }
 
 int MpiCommunicator::HostKey() const { return impl_->host_key; }
 
@@ -363,6 +387,22 @@ void MpiCommunicator::Start() {
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
+  // The job's numbering of this communicator's ranks, for messages.
+  MPI_Comm_size(MPI_COMM_WORLD, &impl_->job_size);
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  std::vector<int> mine(impl_->size);
+  for (int r = 0; r < impl_->size; ++r) mine[r] = r;
+  impl_->job_ranks.assign(impl_->size, MPI_UNDEFINED);
+  if (MPI_Comm_group(impl_->comm, &group) == MPI_SUCCESS &&
+      MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS) {
+    MPI_Group_translate_ranks(group, impl_->size, mine.data(), world,
+                              impl_->job_ranks.data());
+  }
+  if (group != MPI_GROUP_NULL) MPI_Group_free(&group);
+  if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+  for (int r = 0; r < impl_->size; ++r) {
+    if (impl_->job_ranks[r] == MPI_UNDEFINED) impl_->job_ranks[r] = r;
+  }
   // The ranks that share this host's memory, as mpirun placed them.
   MPI_Comm local = MPI_COMM_NULL;
   rc = MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank,
@@ -403,21 +443,21 @@ std::chrono::milliseconds MpiCommunicator::timeout() const {
 }
 
 Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
-  const std::string what =
-      StrCat("Send of ", bytes, " bytes to rank ", dest, " tag ", tag);
+  const std::string what = StrCat("Send of ", bytes, " bytes to rank ",
+                                  impl_->Job(dest), " tag ", tag);
   Status s = impl_->CheckPeer(what, dest, tag, bytes);
   if (!s.ok()) return s;
   MpiOp op;
   op.what = what;
-  POSEIDON_MPI_CHECK(impl_->rank, what,
+  POSEIDON_MPI_CHECK(impl_->self(), what,
                      MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest,
                                tag, impl_->comm, &op.request));
-  return impl_->Await({&op}, StrCat("rank ", dest, " to receive"));
+  return impl_->Await({&op}, StrCat("rank ", impl_->Job(dest), " to receive"));
 }
 
 Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
-  const std::string what =
-      StrCat("Recv of ", bytes, " bytes from rank ", src, " tag ", tag);
+  const std::string what = StrCat("Recv of ", bytes, " bytes from rank ",
+                                  impl_->Job(src), " tag ", tag);
   Status s = impl_->CheckPeer(what, src, tag, bytes);
   if (!s.ok()) return s;
   // See Note [Progress thread] for why a receive starts as a probe.
@@ -428,18 +468,18 @@ Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
   op.tag = tag;
   op.buf = buf;
   op.bytes = bytes;
-  return impl_->Await({&op}, StrCat("rank ", src));
+  return impl_->Await({&op}, StrCat("rank ", impl_->Job(src)));
 }
 
 Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
                                  int dest, void* recv, size_t recv_bytes,
                                  int src, int tag) {
   MpiOp out;
-  out.what = StrCat("Send of ", send_bytes, " bytes to rank ", dest, " tag ",
-                    tag);
+  out.what = StrCat("Send of ", send_bytes, " bytes to rank ",
+                    impl_->Job(dest), " tag ", tag);
   MpiOp in;
-  in.what =
-      StrCat("Recv of ", recv_bytes, " bytes from rank ", src, " tag ", tag);
+  in.what = StrCat("Recv of ", recv_bytes, " bytes from rank ",
+                   impl_->Job(src), " tag ", tag);
   Status s = impl_->CheckPeer(out.what, dest, tag, send_bytes);
   if (s.ok()) s = impl_->CheckPeer(in.what, src, tag, recv_bytes);
   if (!s.ok()) return s;
@@ -448,10 +488,11 @@ Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
   in.tag = tag;
   in.buf = recv;
   in.bytes = recv_bytes;
-  POSEIDON_MPI_CHECK(impl_->rank, out.what,
+  POSEIDON_MPI_CHECK(impl_->self(), out.what,
                      MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE,
                                dest, tag, impl_->comm, &out.request));
-  return impl_->Await({&out, &in}, StrCat("rank ", dest, " and rank ", src));
+  return impl_->Await({&out, &in}, StrCat("rank ", impl_->Job(dest),
+                                          " and rank ", impl_->Job(src)));
 }
 
 Status MpiCommunicator::AllreduceSum(float* buf, size_t count) {
@@ -465,7 +506,8 @@ Status MpiCommunicator::AllreduceSum(double* buf, size_t count) {
 Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
   const uint64_t seq = ++impl_->collective_seq;
   const std::string what =
-      StrCat("Broadcast #", seq, " of ", bytes, " bytes from root ", root);
+      StrCat("Broadcast #", seq, " of ", bytes, " bytes from root ",
+             impl_->Job(root));
   if (root < 0 || root >= impl_->size) {
     return impl_->Fail(what, ": no such rank (job of ", impl_->size, " ranks)");
   }
@@ -476,7 +518,7 @@ Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
     const int len = static_cast<int>(std::min(kMaxMessageBytes, bytes - begin));
     MPI_Request request;
     POSEIDON_MPI_CHECK(
-        impl_->rank, what,
+        impl_->self(), what,
         MPI_Ibcast(data + begin, len, MPI_BYTE, root, impl_->comm, &request));
     s = impl_->Collective(what, request);
     if (!s.ok()) return s;
@@ -496,7 +538,7 @@ Status MpiCommunicator::Allgather(const void* send, size_t bytes, void* recv) {
   if (!s.ok()) return s;
   MPI_Request request;
   POSEIDON_MPI_CHECK(
-      impl_->rank, what,
+      impl_->self(), what,
       MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
                      static_cast<int>(bytes), MPI_BYTE, impl_->comm, &request));
   return impl_->Collective(what, request);
@@ -508,7 +550,7 @@ Status MpiCommunicator::Barrier() {
   Status s = impl_->CheckUsable(what);
   if (!s.ok()) return s;
   MPI_Request request;
-  POSEIDON_MPI_CHECK(impl_->rank, what, MPI_Ibarrier(impl_->comm, &request));
+  POSEIDON_MPI_CHECK(impl_->self(), what, MPI_Ibarrier(impl_->comm, &request));
   return impl_->Collective(what, request);
 }
 
@@ -572,7 +614,7 @@ std::unique_ptr<SharedMemory> MpiCommunicator::MapSharedMemory(
   }
   int mapped = base != MAP_FAILED ? 1 : 0;
   if (!mapped) {
-    LOG(WARNING) << "rank " << d.rank << ": mapping shared memory " << name
+    LOG(WARNING) << "rank " << d.self() << ": mapping shared memory " << name
                  << ": " << std::strerror(errno);
   }
   std::vector<int> all(d.size, 0);
@@ -603,8 +645,16 @@ void MpiCommunicator::EndUrgent() {
 }
 
 void MpiCommunicator::Abort(const std::string& why) {
-  LOG(ERROR) << "rank " << impl_->rank << " of " << impl_->size
-             << " aborting the job: " << why;
+  // One line per rank, whichever thread aborts first (the training thread's
+  // error, a parameter-server shard's), in the job's numbering as mpirun's
+  // messages; a second thread waits for the first to end the process.
+  static std::atomic<bool> aborting{false};
+  if (aborting.exchange(true)) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  std::fprintf(stderr, "Error: rank %d of %d: %s\n", impl_->self(),
+               impl_->job_size, why.c_str());
+  std::fflush(stderr);
   google::FlushLogFiles(google::GLOG_INFO);
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -141,14 +141,15 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
                             timeline_->NowMicros(), {{"iter", iter}});
       }
       if (!s.ok()) {
-        comm_->Abort(StrCat("parameter server shard ", comm_->rank(), ": ",
+        comm_->Abort(StrCat("parameter server shard of rank ",
+                            comm_->JobRank(comm_->rank()), ": ",
                             s.message()));
         return;
       }
     }
   }, [this](const Status& s) {
-    comm_->Abort(StrCat("parameter server shard ", comm_->rank(), ": ",
-                        s.message()));
+    comm_->Abort(StrCat("parameter server shard of rank ",
+                        comm_->JobRank(comm_->rank()), ": ", s.message()));
   });
   for (int t = 0; t < num_push; ++t) {
     push_[t]->Post([this, iter, shared, pending, t, num_push] {
@@ -200,8 +201,10 @@ void ParamServer<Dtype>::Push(int64_t iter, const BlockRef& block,
   if (b.shard != comm_->rank()) counters_->Add(block.id, bytes);
   if (!s.ok()) {
     *status = Status::Failure(StrCat("push of block ", block.id,
-                                     " (iteration ", iter, ") to shard ",
-                                     b.shard, ": ", s.message()));
+                                     " (iteration ", iter,
+                                     ") to the shard of rank ",
+                                     comm_->JobRank(b.shard), ": ",
+                                     s.message()));
   }
 }
 
@@ -215,16 +218,19 @@ void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
   if (b.shard != comm_->rank()) counters_->Add(block.id, bytes);
   if (!s.ok()) {
     *status = Status::Failure(StrCat("pull of block ", block.id,
-                                     " (iteration ", iter, ") from shard ",
-                                     b.shard, ": ", s.message()));
+                                     " (iteration ", iter,
+                                     ") from the shard of rank ",
+                                     comm_->JobRank(b.shard), ": ",
+                                     s.message()));
     return;
   }
   BlockHeader header;
   std::memcpy(&header, msg, sizeof(header));
   if (header.iter != iter || header.block != block.id) {
     *status = Status::Failure(StrCat(
-        "shard ", b.shard, " sent the sum of block ", header.block,
-        " of iteration ", header.iter, ", rank ", comm_->rank(),
+        "the shard of rank ", comm_->JobRank(b.shard),
+        " sent the sum of block ", header.block, " of iteration ", header.iter, ", rank ",
+        comm_->JobRank(comm_->rank()),
         " expected block ", block.id, " of iteration ", iter));
     return;
   }
@@ -246,7 +252,8 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
     Status s = comm_->Recv(msg, bytes, r, PushTag(block));
     if (r != comm_->rank()) counters_->Add(block, bytes);
     if (!s.ok()) {
-      return Status::Failure(StrCat("waiting for rank ", r, "'s push of block ",
+      return Status::Failure(StrCat("waiting for rank ", comm_->JobRank(r),
+                                    "'s push of block ",
                                     block, " (iteration ", iter,
                                     "): ", s.message()));
     }
@@ -254,7 +261,8 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
     std::memcpy(&header, msg, sizeof(header));
     if (header.iter != iter || header.block != block || header.rank != r) {
       return Status::Failure(StrCat(
-          "rank ", r, " pushed block ", header.block, " of iteration ",
+          "rank ", comm_->JobRank(r), " pushed block ", header.block,
+          " of iteration ",
           header.iter, ", expected block ", block, " of iteration ", iter,
           " (did the ranks start from different solver states?)"));
     }
@@ -273,7 +281,8 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
     if (r != comm_->rank()) counters_->Add(block, bytes);
     if (!s.ok()) {
       return Status::Failure(StrCat("sending the sum of block ", block,
-                                    " (iteration ", iter, ") to rank ", r,
+                                    " (iteration ", iter, ") to rank ",
+                                    comm_->JobRank(r),
                                     ": ", s.message()));
     }
   }

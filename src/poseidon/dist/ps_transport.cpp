@@ -23,6 +23,7 @@ class PsTransport final : public Transport<Dtype> {
         groups_(std::move(groups)),
         slots_(groups_, context.slots),
         completions_(context.comm, GroupNames(groups_)) {
+    completions_.set_on_finish(context.on_exchanged);
     partition_ = std::make_unique<BlockPartition>(
         context.param_counts, sizeof(Dtype),
         static_cast<size_t>(context.param->block_size()),

@@ -24,6 +24,7 @@ class SfbTransport final : public Transport<Dtype> {
         groups_(std::move(groups)),
         completions_(context.comm, GroupNames(groups_)),
         bytes_(groups_.size()) {
+    completions_.set_on_finish(context.on_exchanged);
     const int W = context.comm->size();
     for (const ExchangeSpec& g : groups_) {
       CHECK_EQ(g.payload, static_cast<size_t>(g.rows) * (g.M + g.N))

@@ -187,7 +187,8 @@ void WaitForRanks(int ranks, const std::function<bool(int)>& behind,
     }
     POSEIDON_THROW(DistributedError, "rank ", self, ": ", what,
                    ": timed out after ", FormatSeconds(timeout),
-                   " waiting for ", who, " to ", doing);
+                   " waiting for ", who, " to ", doing,
+                   StoppedNote(start, timeout));
   }
 }
 

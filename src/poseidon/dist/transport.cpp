@@ -38,11 +38,36 @@ std::vector<std::string> GroupNames(const std::vector<ExchangeSpec>& groups) {
 
 // ---- Completions ------------------------------------------------------------
 
+// Note [Completion deadlines]
+// The training thread waits for an exchange through Completions::Wait; the
+// communication threads that run the exchange wait inside the communicator,
+// each operation with its own deadline (--comm_timeout) and an error naming
+// the peer it waited for. Three rules keep the training thread's wait short
+// and its error named:
+//
+// - A failure of any group ends every wait. The communication threads run
+//   their tasks in order, so after one exchange failed (say the pull of
+//   conv2's sum from a dead rank, after a whole timeout) the next task (the
+//   pull of conv1's) would wait a whole timeout more before it failed in
+//   turn, while the training thread waited for conv1: found on link faults
+//   between hosts (docs/reliability.md), where the job ended after twice
+//   the timeout with a message that named no rank. Now the first failure,
+//   with its peer, ends the job.
+// - Wait's own deadline is a fallback for a task stuck outside the
+//   communicator; it runs a quarter beyond the timeout (RelayTimeout), so
+//   that the communicator's errors, which name the peer, come first.
+// - That deadline counts from the later of the last exchange's end and the
+//   start of the wait: a wait that follows a long stretch without exchanges
+//   (a test phase, a snapshot) must not fail at once because the last
+//   exchange ended long ago.
+
 Completions::Completions(Communicator* comm, std::vector<std::string> names,
                          std::chrono::milliseconds slack)
     : comm_(comm),
       names_(std::move(names)),
-      slack_(slack),
+      timeout_(slack == kDefaultSlack || comm->timeout().count() <= 0
+                   ? RelayTimeout(comm)
+                   : comm->timeout() + slack),
       done_(names_.size(), -1),
       error_(names_.size()),
       progress_(std::chrono::steady_clock::now()) {}
@@ -54,44 +79,54 @@ void Completions::Finish(int g, int64_t iter, const Status& status) {
       error_[g] = Status::Failure(StrCat("layer '", names_[g],
                                          "', iteration ", iter, ": ",
                                          status.message()));
+      if (first_error_.ok()) first_error_ = error_[g];
     }
     done_[g] = std::max(done_[g], iter);
     progress_ = std::chrono::steady_clock::now();
   }
   cv_.notify_all();
+  if (status.ok() && on_finish_) on_finish_(g, iter);
 }
 
 bool Completions::Done(int g, int64_t iter) {
   std::lock_guard<std::mutex> lock(mu_);
-  return done_[g] >= iter || !error_[g].ok();
+  return done_[g] >= iter || !first_error_.ok();
 }
 
 void Completions::Wait(int g, int64_t iter, const char* transport) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto ready = [&] { return done_[g] >= iter || !error_[g].ok(); };
+  auto ready = [&] { return done_[g] >= iter || !first_error_.ok(); };
   if (!ready()) {
     // See Note [Polling on a shared core] in mpi_communicator.hpp.
     UrgentScope urgent(comm_);
-    const auto timeout = comm_->timeout() + slack_;
+    if (timeout_.count() <= 0) cv_.wait(lock, ready);  // no deadline
+    const auto timeout = timeout_;
+    const auto start = std::chrono::steady_clock::now();
     // A wait ends in failure only when no exchange of this transport ended
     // for a whole timeout: a slow but moving exchange is not a dead peer.
+    // See Note [Completion deadlines].
     while (!ready()) {
-      const auto deadline = progress_ + timeout;
+      const auto deadline = std::max(progress_, start) + timeout;
       if (cv_.wait_until(lock, deadline, ready)) break;
-      if (std::chrono::steady_clock::now() >= progress_ + timeout) {
-        POSEIDON_THROW(DistributedError, "rank ", comm_->rank(),
+      if (std::chrono::steady_clock::now() >=
+          std::max(progress_, start) + timeout) {
+        lock.unlock();  // StoppedNote may sleep
+        POSEIDON_THROW(DistributedError, "rank ",
+                       comm_->JobRank(comm_->rank()),
                        ": gradient exchange (", transport, ") of layer '",
                        names_[g], "', iteration ", iter,
                        ": no exchange finished for ",
                        FormatSeconds(timeout),
-                       "; a peer may have died (--comm_timeout)");
+                       "; a peer may have died (--comm_timeout)",
+                       StoppedNote(start, timeout));
       }
     }
   }
-  if (!error_[g].ok()) {
-    POSEIDON_THROW(DistributedError, "rank ", comm_->rank(),
+  const Status& error = error_[g].ok() ? first_error_ : error_[g];
+  if (!error.ok()) {
+    POSEIDON_THROW(DistributedError, "rank ", comm_->JobRank(comm_->rank()),
                    ": gradient exchange failed (", transport, "): ",
-                   error_[g].message());
+                   error.message());
   }
 }
 
@@ -131,7 +166,9 @@ class RingTransport final : public Transport<Dtype> {
         groups_(std::move(groups)),
         slots_(groups_, context.slots),
         completions_(context.comm, GroupNames(groups_)),
-        bytes_(groups_.size()) {}
+        bytes_(groups_.size()) {
+    completions_.set_on_finish(context.on_exchanged);
+  }
 
   const char* name() const override { return "ALLREDUCE (ring)"; }
   Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }

@@ -2,11 +2,13 @@
 #include "poseidon/util/signal_handler.hpp"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace poseidon {
@@ -66,6 +68,40 @@ void InstallTerminationMessage(const string& who, const string& why) {
   POSEIDON_REQUIRE(sigaction(SIGTERM, &action, nullptr) == 0, Error,
                    "cannot install the SIGTERM handler: ",
                    std::strerror(errno));
+}
+
+namespace {
+
+// Nanoseconds on CLOCK_MONOTONIC (std::chrono::steady_clock's clock) of the
+// last SIGCONT; 0 when none.
+std::atomic<int64_t> g_continued_ns{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free,
+              "the SIGCONT time needs a lock-free atomic");
+
+extern "C" void HandleContinue(int) {
+  struct timespec now;
+  if (clock_gettime(CLOCK_MONOTONIC, &now) == 0) {
+    g_continued_ns.store(static_cast<int64_t>(now.tv_sec) * 1000000000 +
+                         now.tv_nsec);
+  }
+}
+
+}  // namespace
+
+void RecordContinues() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = &HandleContinue;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  POSEIDON_REQUIRE(sigaction(SIGCONT, &action, nullptr) == 0, Error,
+                   "cannot install the SIGCONT handler: ",
+                   std::strerror(errno));
+}
+
+std::chrono::steady_clock::time_point LastContinued() {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(g_continued_ns.load()));
 }
 
 SolverAction ParseSolverAction(const string& value, const string& flag_name) {

@@ -358,6 +358,73 @@ std::string RecvTimeout(Communicator* main_comm) {
   return result;
 }
 
+// A communicator made by Split numbers its ranks anew, but its messages
+// name ranks as the job does (JobRank), and its waits end at the timeout
+// given to Split. Ranks in reverse order: split rank 0 is the job's last.
+std::string SplitNamesJobRanks(Communicator* c) {
+  const int n = c->size();
+  std::unique_ptr<Communicator> split =
+      c->Split(0, n - 1 - c->rank(), std::chrono::milliseconds(300));
+  if (split->rank() != n - 1 - c->rank()) {
+    return StrCat("split rank ", split->rank(), ", expected ",
+                  n - 1 - c->rank());
+  }
+  for (int r = 0; r < n; ++r) {
+    if (split->JobRank(r) != n - 1 - r) {
+      return StrCat("JobRank(", r, ") = ", split->JobRank(r), ", expected ",
+                    n - 1 - r);
+    }
+  }
+  if (split->timeout() != std::chrono::milliseconds(300)) {
+    return "the split communicator did not take the timeout given to Split";
+  }
+  std::string result;
+  if (n >= 2 && c->rank() == 0) {
+    // Job rank 1 is split rank n - 2; nobody sends.
+    int v = 0;
+    Status s = split->Recv(&v, 4, n - 2, 5);
+    if (s.ok()) {
+      result = "a Recv nobody sent to succeeded";
+    } else if (!Contains(s.message(), StrCat("rank 0: Recv of 4 bytes from "
+                                             "rank 1 tag 5: timed out after "
+                                             "0.3 s waiting for rank 1"))) {
+      result = StrCat("message does not name the job's ranks: ",
+                      s.message());
+    }
+  }
+  std::string e = Expect(c->Barrier(), "barrier after the split's timeout");
+  return e.empty() ? result : e;
+}
+
+// A collective that times out names the rank missing when it can: with two
+// ranks, the other one (MPI does not tell which rank has not joined).
+std::string CollectiveTimeout(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  const int n = c.size();
+  std::string result;
+  if (c.rank() != 0) {  // rank 0 joins only after the others gave up
+    Status s = c.Barrier();
+    const std::string want =
+        n == 2 ? "Barrier #1: timed out after 0.2 s waiting for rank 0 to join"
+               : "waiting for every rank to join (MPI does not tell which one "
+                 "is missing)";
+    if (s.ok()) {
+      result = "a Barrier without rank 0 succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message());
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // Completes the others' pending barrier (their communicator is unusable
+  // after the timeout, by design).
+  if (c.rank() == 0) e = Expect(c.Barrier(), "late barrier of rank 0");
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
 int Run() {
   MpiOptions options;
   options.timeout = std::chrono::seconds(20);
@@ -377,6 +444,8 @@ int Run() {
       {"DeterministicAllreduceFloat", DeterministicAllreduce<float>},
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
       {"RecvTimeout", RecvTimeout},
+      {"SplitNamesJobRanks", SplitNamesJobRanks},
+      {"CollectiveTimeout", CollectiveTimeout},
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<double> failed(checks.size(), 0);

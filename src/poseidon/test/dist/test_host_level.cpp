@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "poseidon/dist/host_level.hpp"
@@ -86,8 +88,40 @@ TEST(HostLevelTest, DiscoverHostsAndSplit) {
           EXPECT_EQ(shm->part(k)[0], static_cast<char>(r / 3 * 3 + k));
         }
         ASSERT_TRUE(hosts->local->Barrier().ok());
+        // Messages name the job's ranks (cross rank 1 of rank 1 is rank 4).
+        for (int k = 0; k < 3; ++k) {
+          EXPECT_EQ(hosts->local->JobRank(k), r / 3 * 3 + k);
+        }
+        EXPECT_EQ(hosts->cross->JobRank(0), r % 3);
+        EXPECT_EQ(hosts->cross->JobRank(1), r % 3 + 3);
       },
       Hosts(3));
+}
+
+// Note [Deadline ladder]: waits between hosts end a step after those within
+// one, and a cross communicator's errors name the job's ranks.
+TEST(HostLevelTest, SplitCommunicatorsClimbTheDeadlineLadder) {
+  LoopbackOptions options = Hosts(2);
+  options.timeout = std::chrono::milliseconds(500);
+  std::string error;
+  RunRanks(
+      4,
+      [&](int r, Communicator* comm) {
+        std::string why_not;
+        std::unique_ptr<HostComms> hosts = SplitByHost(comm, &why_not);
+        ASSERT_NE(hosts, nullptr) << why_not;
+        EXPECT_EQ(hosts->local->timeout().count(), 500);
+        EXPECT_EQ(hosts->cross->timeout().count(), 500 + 2000);
+        if (r == 1) {
+          // Cross rank 1 of rank 1 is rank 3, who sends nothing.
+          int v = 0;
+          error = hosts->cross->Recv(&v, 4, 1, 7).message();
+        }
+      },
+      options);
+  EXPECT_EQ(error,
+            "rank 1: Recv of 4 bytes from rank 3 tag 7: timed out after 2.5 "
+            "s waiting for rank 3");
 }
 
 TEST(HostLevelTest, NoHostLevelForOneRankPerHostOrUnevenHosts) {
@@ -282,6 +316,53 @@ TEST(HostLevelTest, AStalledRankOfTheHostIsNamed) {
   EXPECT_NE(error.find("waiting for rank 1 to publish their gradients"),
             std::string::npos)
       << "error: '" << error << "'";
+}
+
+// One rank stops in the middle of training (its training thread never
+// posts again; its communication threads live on). The first error of the
+// job, the one a real job prints before MPI_Abort ends it, must name that
+// rank, not its partner on the same host that only waits for it (found
+// with scripts/fault_matrix.py, 2 hosts x 2 ranks, SIGSTOP), over the
+// parameter server and SFB between hosts.
+TEST(HostLevelTest, TheFirstErrorNamesTheStoppedRank) {
+  using Clock = std::chrono::steady_clock;
+  for (auto comm_type :
+       {DistributedParameter::PS, DistributedParameter::SFB}) {
+    const std::string name = DistributedParameter::CommType_Name(comm_type);
+    LoopbackOptions options = Hosts(2);
+    options.timeout = std::chrono::milliseconds(1000);
+    std::mutex mu;
+    std::vector<std::pair<Clock::time_point, std::string>> errors;
+    RunRanks(
+        4,
+        [&](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 4, false});
+          auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+          Synchronizer<double> sync(solver.get(), comm, Dist(comm_type));
+          if (r == 3) {
+            try {
+              solver->Step(2);
+            } catch (const DistributedError&) {
+              // Its last exchange may fail once the others gave up on it.
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5000));
+            return;
+          }
+          try {
+            solver->Step(50);
+          } catch (const DistributedError& e) {
+            std::lock_guard<std::mutex> lock(mu);
+            errors.emplace_back(Clock::now(), e.what());
+          }
+        },
+        options);
+    ASSERT_FALSE(errors.empty()) << name;
+    std::sort(errors.begin(), errors.end());
+    std::string all;
+    for (const auto& e : errors) all += "\n  " + e.second;
+    EXPECT_NE(errors[0].second.find("rank 3"), std::string::npos)
+        << name << ": the first error does not name rank 3:" << all;
+  }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/psd_run: the mpirun line it builds from a cluster config.json
-# (--dry-run), its config errors (exit 2 naming the file and the key), and,
-# when Open MPI is installed, a real 2-rank run on localhost whose per-rank
-# output lands in the -o folder.
+# (--dry-run), its config errors (exit 2 naming the file and the key), its
+# ending of an mpirun that stays after a rank failed (--abort-grace, with a
+# stand-in mpirun), and, when Open MPI is installed, a real 2-rank run on
+# localhost whose per-rank output lands in the -o folder.
 # Usage: test_psd_run.sh SOURCE_DIR
 set -uo pipefail
 PSD_RUN="$(cd "$1" && pwd)/scripts/psd_run"
@@ -140,6 +141,43 @@ expect_error "host name with a comma" "'worker_nodes' entry \"a,b\" is not a hos
 echo '{"worker_nodes": ["-np"]}' > dash.json
 expect_error "host name like an option" "entry \"-np\" is not a host name" \
   -c dash.json --dry-run true
+
+# ---- an mpirun that stays after a rank failed (--abort-grace) -------------
+# mpirun waits for the daemons of every host after a rank aborts, and one
+# behind a cut link never answers (docs/reliability.md, "Link faults"):
+# psd_run ends it --abort-grace seconds after the failure. A stand-in mpirun
+# on PATH prints what Open MPI prints and then hangs, or exits by itself.
+mkdir -p fakebin
+cat > fakebin/mpirun <<'SH'
+#!/bin/sh
+echo "Error: rank 1 of 2: rank 1: Recv from rank 0 tag 3: timed out" >&2
+echo "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD" >&2
+[ -n "${FAKE_MPIRUN_EXIT:-}" ] && exit "$FAKE_MPIRUN_EXIT"
+exec sleep 300
+SH
+chmod +x fakebin/mpirun
+echo '{"worker_nodes": ["h0", "h1"]}' > fake.json
+start=$(date +%s)
+PATH="$WORK/fakebin:$PATH" timeout 60 "$PSD_RUN" --abort-grace 1 -c fake.json \
+  true > grace.txt 2> graceerr.txt
+rc=$?
+took=$(( $(date +%s) - start ))
+if [ $rc -eq 1 ] && [ $took -lt 15 ]; then
+  ok "a hanging mpirun is ended after --abort-grace (status 1, ${took} s)"
+else
+  fail "hanging mpirun: status $rc after ${took} s (wanted 1, under 15 s)"
+  cat graceerr.txt
+fi
+expect_in "says why it ended mpirun" \
+  "psd_run: mpirun is still running 1 s after a rank failed (Error: rank 1" \
+  graceerr.txt
+expect_in "passes mpirun's stderr through" \
+  "MPI_ABORT was invoked on rank 1" graceerr.txt
+PATH="$WORK/fakebin:$PATH" FAKE_MPIRUN_EXIT=3 timeout 60 "$PSD_RUN" \
+  --abort-grace 1 -c fake.json true > /dev/null 2> graceerr.txt
+rc=$?
+[ $rc -eq 3 ] && ok "an mpirun that ends by itself keeps its status (3)" ||
+  { fail "mpirun's own status: $rc, wanted 3"; cat graceerr.txt; }
 
 # ---- a real run on localhost ------------------------------------------------
 if command -v mpirun > /dev/null; then

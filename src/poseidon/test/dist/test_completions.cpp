@@ -1,0 +1,194 @@
+// Completions (dist/transport.hpp): the training thread's wait for the
+// exchanges that communication threads run, and its deadlines (Note
+// [Completion deadlines] in transport.cpp); and a rank that stops in the
+// middle of training, named by the others within the timeout over each
+// transport.
+//
+// Threads: each test finishes exchanges from a helper thread while the test
+// thread waits, or runs one thread per rank (RunRanks).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "poseidon/dist/loopback_communicator.hpp"
+#include "poseidon/dist/shared_flags.hpp"
+#include "poseidon/dist/synchronizer.hpp"
+#include "poseidon/dist/transport.hpp"
+#include "poseidon/solver_factory.hpp"
+#include "poseidon/util/signal_handler.hpp"
+#include "sync_test_util.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+LoopbackOptions Timeout(int ms) {
+  LoopbackOptions options;
+  options.timeout = milliseconds(ms);
+  return options;
+}
+
+TEST(CompletionsTest, AFailedGroupEndsTheWaitForAnother) {
+  // Found on a link cut between hosts: the pull thread failed conv2's
+  // exchange after a timeout, and the training thread, waiting for conv1
+  // (queued behind it), waited a whole timeout more and then failed with a
+  // message that named no rank.
+  LoopbackWorld world(1, Timeout(3000));
+  Completions completions(world.rank(0), {"conv1", "conv2"});
+  EXPECT_FALSE(completions.Done(0, 0));
+  std::thread comm([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    completions.Finish(1, 0,
+                       Status::Failure("pull of block 3 from shard 1: rank "
+                                       "0: Recv from rank 1: timed out"));
+  });
+  const Clock::time_point start = Clock::now();
+  std::string error;
+  try {
+    completions.Wait(0, 0, "PS");
+  } catch (const DistributedError& e) {
+    error = e.what();
+  }
+  comm.join();
+  EXPECT_LT(SecondsSince(start), 1.5) << "waited for conv1's own deadline";
+  EXPECT_NE(error.find("layer 'conv2', iteration 0: pull of block 3 from "
+                       "shard 1: rank 0: Recv from rank 1: timed out"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(completions.Done(0, 0)) << "a failure makes every wait end";
+}
+
+TEST(CompletionsTest, AWaitAfterALongPauseIsNotCutShort) {
+  // The last exchange ended long before this wait began (a test phase or a
+  // snapshot in between): the wait still has its whole deadline.
+  LoopbackWorld world(1, Timeout(200));
+  Completions completions(world.rank(0), {"ip1"});
+  completions.Finish(0, 0, Status::OK());
+  std::this_thread::sleep_for(milliseconds(1500));  // > the 1.2 s deadline
+  std::thread comm([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    completions.Finish(0, 1, Status::OK());
+  });
+  EXPECT_NO_THROW(completions.Wait(0, 1, "PS"));
+  comm.join();
+}
+
+TEST(CompletionsTest, AStuckExchangeFailsAfterTheRelayTimeout) {
+  LoopbackWorld world(1, Timeout(200));
+  EXPECT_EQ(RelayTimeout(world.rank(0)).count(), 1200);
+  Completions completions(world.rank(0), {"ip1"});
+  const Clock::time_point start = Clock::now();
+  std::string error;
+  try {
+    completions.Wait(0, 0, "SFB");
+  } catch (const DistributedError& e) {
+    error = e.what();
+  }
+  const double waited = SecondsSince(start);
+  EXPECT_GE(waited, 1.15);
+  EXPECT_LT(waited, 5.0);
+  EXPECT_NE(error.find("gradient exchange (SFB) of layer 'ip1', iteration 0: "
+                       "no exchange finished for 1.2 s"),
+            std::string::npos)
+      << error;
+}
+
+// Note [Stopped ranks]: a wait that ran out while this process was stopped
+// (a SIGCONT arrived during it) says so instead of only blaming the peer.
+TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
+  RecordContinues();
+  auto wait = [](bool continued) {
+    std::thread signaller;
+    if (continued) {
+      signaller = std::thread([] {
+        std::this_thread::sleep_for(milliseconds(100));
+        kill(getpid(), SIGCONT);
+      });
+    }
+    std::string error;
+    try {
+      WaitForRanks(2, [](int r) { return r == 1; }, milliseconds(300), 0,
+                   "host level, layer 'ip1', iteration 3",
+                   "publish their gradients");
+    } catch (const DistributedError& e) {
+      error = e.what();
+    }
+    if (signaller.joinable()) signaller.join();
+    return error;
+  };
+  const std::string plain = wait(false);
+  EXPECT_EQ(plain,
+            "rank 0: host level, layer 'ip1', iteration 3: timed out after "
+            "0.3 s waiting for rank 1 to publish their gradients");
+  const std::string stopped = wait(true);
+  EXPECT_EQ(stopped.find(plain + "; but this rank was itself stopped "
+                                 "(SIGSTOP) and continued "),
+            0u)
+      << stopped;
+  EXPECT_NE(stopped.find("it is more likely that the others waited for this "
+                         "rank"),
+            std::string::npos)
+      << stopped;
+}
+
+// A rank that stops responding in the middle of training (its training
+// thread never posts again) is named by rank 0 within about the timeout,
+// over each transport, without shared memory (as between hosts).
+TEST(CompletionsTest, ARankThatStopsMidTrainingIsNamed) {
+  using sync_test::Dist;
+  using sync_test::MakeSolver;
+  using sync_test::RunRanks;
+  constexpr int kTimeoutMs = 1000;
+  for (auto comm_type : {DistributedParameter::PS, DistributedParameter::SFB,
+                         DistributedParameter::ALLREDUCE}) {
+    const std::string name = DistributedParameter::CommType_Name(comm_type);
+    std::atomic<int64_t> stalled_at{0};
+    std::string error;
+    double after = -1;
+    RunRanks(
+        2,
+        [&](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 2, false});
+          auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+          Synchronizer<double> sync(solver.get(), comm, Dist(comm_type));
+          if (r == 1) {
+            solver->Step(2);
+            stalled_at = Clock::now().time_since_epoch().count();
+            std::this_thread::sleep_for(milliseconds(4 * kTimeoutMs));
+            return;
+          }
+          try {
+            solver->Step(50);
+          } catch (const DistributedError& e) {
+            error = e.what();
+            after = std::chrono::duration<double>(
+                        Clock::now().time_since_epoch() -
+                        Clock::duration(stalled_at.load()))
+                        .count();
+          }
+        },
+        Timeout(kTimeoutMs));
+    EXPECT_NE(error.find("rank 1"), std::string::npos)
+        << name << ": error '" << error << "'";
+    // The communicator's deadline (1 s) from the exchange posted after rank
+    // 1 stopped, not two of them in a row nor the fallback (1.25 s + 1 s).
+    EXPECT_GT(after, 0) << name;
+    EXPECT_LT(after, 1.8) << name << ": error '" << error << "'";
+  }
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace poseidon
