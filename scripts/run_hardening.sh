@@ -101,9 +101,11 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # under ASan) is run by the regular configurations. Left out as well, by
 # name, until they stop depending on the machine's speed: two tests of the
 # distributed layer that expect AUTO to pick shared-memory ALLREDUCE, which
-# the time-based cost model rejects when the build runs slower (ASan); see
-# docs/reliability.md.
-SLOW_BUILD_FLAKES='SharedMemoryTest.PlanUsesSharedMemoryOnlyWhenAllowed:SharedMemoryTest.AStalledRankIsNamed'
+# the time-based cost model rejects when the build runs slower (ASan), and
+# the host level's deadline-ladder test, whose order of named errors rests
+# on one-second steps that an instrumented build overruns (it named the
+# healthy partner under TSan); see docs/reliability.md.
+SLOW_BUILD_FLAKES='SharedMemoryTest.PlanUsesSharedMemoryOnlyWhenAllowed:SharedMemoryTest.AStalledRankIsNamed:HostLevelTest.TheFirstErrorNamesTheStoppedRank'
 ASAN_TEST_FILTER=${ASAN_TEST_FILTER:--*GPU*:*ModelCorpus*:$SLOW_BUILD_FLAKES}
 asan_tests() {
   local bin="$ASAN_BUILD_DIR/test/poseidon_tests" pids=() rc=0 i
