@@ -50,9 +50,16 @@ mkdir -p "$CORPUS"
 CORPUS=$(cd "$CORPUS" && pwd)
 SEEDS="$CORPUS/seeds"
 # Scratch files (LMDBs, images) are written per execution: memory is faster.
-if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
-  export TMPDIR=/dev/shm
+# The harnesses make their scratch directories under one folder of this run,
+# removed at the end (a harness ended by libFuzzer's time limit or a crash
+# cannot always remove its own).
+SCRATCH_PARENT=${TMPDIR:-}
+if [ -z "$SCRATCH_PARENT" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  SCRATCH_PARENT=/dev/shm
 fi
+TMPDIR=$(mktemp -d "${SCRATCH_PARENT:-/tmp}/poseidon_fuzz.XXXXXX") || exit 1
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 rm -rf "$SEEDS"
 "$BUILD_DIR/fuzz/fuzz_seeds" "$SEEDS" || exit 1
 
