@@ -101,6 +101,13 @@ std::unique_ptr<DB> NewLevelDB();
 void RemoveLMDB(const string& source);
 void RemoveLevelDB(const string& source);
 
+// For the backends: whether `path` exists, and the key under which a
+// process shares one opening of a database directory (its absolute path
+// without "." or ".." parts, symbolic links or a trailing '/'; `source`
+// itself when it cannot be resolved).
+bool PathExists(const string& path);
+string ResolvedPath(const string& source);
+
 // A closed DB for a backend as a DataParameter names it, or as a tool's
 // --backend flag does ("lmdb" or "leveldb", in any case). An unknown name
 // throws ConfigError listing the two.

@@ -12,7 +12,7 @@ namespace dist {
 SolverAction AgreeOnAction(Communicator* comm, SolverAction local) {
   const int n = comm->size();
   int32_t action = static_cast<int32_t>(local);
-  auto require = [comm](const Status& s) {
+  auto require = [](const Status& s) {
     // The communicator's message already names this rank and the peer.
     POSEIDON_REQUIRE(s.ok(), DistributedError,
                      "agreeing on the signal action: ", s.message());

@@ -101,9 +101,9 @@ std::unique_ptr<emulation::SharedRegion> ShareParams(
   if (auto* sgd = dynamic_cast<SGDSolver<Dtype>*>(solver)) {
     for (const auto& h : sgd->history()) mems.push_back(h->data().get());
   }
-  constexpr size_t kAlign = 64;
+  auto aligned = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
   size_t total = 0;
-  for (SyncedMemory* m : mems) total += (m->size() + kAlign - 1) / kAlign * kAlign;
+  for (SyncedMemory* m : mems) total += aligned(m->size());
   const size_t key = std::hash<std::string>()(
       StrCat(profile, "|", solver->net()->name(), "|", total, "|",
              sizeof(Dtype)));
@@ -113,7 +113,7 @@ std::unique_ptr<emulation::SharedRegion> ShareParams(
   size_t offset = 0;
   for (SyncedMemory* m : mems) {
     m->set_cpu_data(region->data() + offset);
-    offset += (m->size() + kAlign - 1) / kAlign * kAlign;
+    offset += aligned(m->size());
   }
   LOG(INFO) << "Emulation: " << mems.size() << " parameter, gradient and "
             << "history blobs (" << FormatBytes(double(total))

@@ -7,15 +7,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 namespace poseidon {
 namespace db {
 namespace {
-
-bool Exists(const string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
-}
 
 // The file that marks a database of each backend.
 const char* MarkerFile(DataParameter::DB backend) {
@@ -27,6 +24,19 @@ string ShownName(DataParameter::DB backend) {
 }
 
 }  // namespace
+
+bool PathExists(const string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+string ResolvedPath(const string& source) {
+  std::error_code ec;
+  string resolved = std::filesystem::weakly_canonical(source, ec).string();
+  if (ec) resolved = source;
+  while (resolved.size() > 1 && resolved.back() == '/') resolved.pop_back();
+  return resolved;
+}
 
 DataParameter::DB ParseBackend(const string& backend) {
   string lower = backend;
@@ -58,9 +68,9 @@ std::unique_ptr<DB> GetDB(const string& backend) {
 }
 
 std::optional<DataParameter::DB> DetectBackend(const string& source) {
-  const bool lmdb = Exists(source + "/" + MarkerFile(DataParameter::LMDB));
+  const bool lmdb = PathExists(source + "/" + MarkerFile(DataParameter::LMDB));
   const bool leveldb =
-      Exists(source + "/" + MarkerFile(DataParameter::LEVELDB));
+      PathExists(source + "/" + MarkerFile(DataParameter::LEVELDB));
   if (lmdb == leveldb) return std::nullopt;
   return lmdb ? DataParameter::LMDB : DataParameter::LEVELDB;
 }

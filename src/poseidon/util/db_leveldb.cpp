@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,20 +57,6 @@ std::map<string, std::weak_ptr<Handle>>& OpenHandles() {
   return *handles;
 }
 
-// The key of a directory in OpenHandles(): its absolute path without "."
-// or ".." parts, symbolic links or a trailing '/'.
-string ResolvedPath(const string& source) {
-  std::error_code ec;
-  string resolved = std::filesystem::weakly_canonical(source, ec).string();
-  if (ec) resolved = source;
-  while (resolved.size() > 1 && resolved.back() == '/') resolved.pop_back();
-  return resolved;
-}
-
-bool Exists(const string& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0;
-}
 
 // The options BVLC Caffe opens a LevelDB with (db_leveldb.cpp): 64 KiB
 // blocks, a 256 MiB write buffer, at most 100 open files; the rest are
@@ -237,12 +222,12 @@ void LevelDB::Open(const string& source, Mode mode) {
   if (mode != Mode::NEW) {
     // LevelDB would create the directory, or its LOCK and LOG files in a
     // directory of something else, before finding no database there.
-    POSEIDON_REQUIRE(Exists(source), IOError, "cannot open LevelDB '", source,
-                     "': ", std::strerror(ENOENT));
-    POSEIDON_REQUIRE(Exists(source + "/CURRENT"), IOError,
+    POSEIDON_REQUIRE(PathExists(source), IOError, "cannot open LevelDB '",
+                     source, "': ", std::strerror(ENOENT));
+    POSEIDON_REQUIRE(PathExists(source + "/CURRENT"), IOError,
                      "cannot open LevelDB '", source,
                      "': it holds no LevelDB database (no CURRENT file)",
-                     Exists(source + "/data.mdb")
+                     PathExists(source + "/data.mdb")
                          ? "; it is an LMDB (data.mdb): read it with "
                            "backend LMDB"
                          : "");

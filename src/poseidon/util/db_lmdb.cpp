@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -196,10 +195,7 @@ class LMDB final : public DB {
 void LMDB::Open(const string& source, Mode mode) {
   Close();
   if (mode == Mode::READ) {
-    std::error_code ec;
-    string key = std::filesystem::weakly_canonical(source, ec).string();
-    if (ec) key = source;
-    while (key.size() > 1 && key.back() == '/') key.pop_back();
+    const string key = ResolvedPath(source);
     std::lock_guard<std::mutex> lock(g_env_mu);
     shared_ = OpenEnvs()[key].lock();
     if (!shared_) {
