@@ -8,9 +8,11 @@
 #   numpy, pytest,       Debian's python3-* packages when $PYTHON is Debian's
 #   protobuf, pybind11,  own /usr/bin/python3 (they match the C++ protobuf),
 #   pillow, six, pydot,  else pip into $PYTHON (protobuf pinned to the
-#   matplotlib           release line of the installed protoc)
+#   matplotlib, scipy,   release line of the installed protoc)
+#   scikit-image
 # (six: BVLC's pycaffe scripts and tests import it; pydot: caffe.draw;
-# matplotlib: tools/extra/plot_training_log.py and the demo's curve.)
+# matplotlib: tools/extra/plot_training_log.py and the demo's curve;
+# scikit-image and scipy: caffe.io.resize_image, as in BVLC's pycaffe.)
 # pybind11 must be >= 2.12 when numpy is 2.x (numpy 2 ABI support).
 set -euo pipefail
 
@@ -87,6 +89,11 @@ py_has matplotlib || {
   missing_apt+=(python3-matplotlib)
   missing_pip+=(matplotlib)
 }
+py_has scipy.ndimage || { missing_apt+=(python3-scipy); missing_pip+=(scipy); }
+py_has skimage.transform || {
+  missing_apt+=(python3-skimage)
+  missing_pip+=(scikit-image)
+}
 
 if [ ${#missing_apt[@]} -gt 0 ] && [ "$is_debian_python" -eq 1 ]; then
   echo "install_python_deps: apt ${missing_apt[*]}"
@@ -118,10 +125,10 @@ if ! py_has atheris && [ "$is_debian_python" -eq 0 ]; then
 fi
 
 "$PYTHON" - <<'EOF'
-import numpy, pybind11, pytest, google.protobuf, matplotlib
+import numpy, pybind11, pytest, google.protobuf, matplotlib, scipy, skimage
 print("install_python_deps: numpy %s, pybind11 %s, protobuf %s, pytest %s, "
-      "matplotlib %s"
+      "matplotlib %s, scipy %s, scikit-image %s"
       % (numpy.__version__, pybind11.__version__,
          google.protobuf.__version__, pytest.__version__,
-         matplotlib.__version__))
+         matplotlib.__version__, scipy.__version__, skimage.__version__))
 EOF

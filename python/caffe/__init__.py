@@ -18,7 +18,9 @@ from ._caffe import (TRAIN, TEST, Blob, BlobVec, Error, ConfigError,
                      layer_type_list, solver_type_list, init_log, log,
                      has_gpu, gpu_device_count, rank, world_size,
                      is_distributed)
-from ._caffe import __version__
+# __version__: the Caffe release whose pycaffe API this is ('1.0.0', as
+# BVLC's); poseidon_version: Poseidon's own release.
+from ._caffe import __version__, poseidon_version
 from .pycaffe import (Net, Layer, Solver, SGDSolver, NesterovSolver,
                       AdaGradSolver, RMSPropSolver, AdaDeltaSolver,
                       AdamSolver, get_solver, solver_from_param, NCCL, Timer,

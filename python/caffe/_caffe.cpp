@@ -605,7 +605,10 @@ void BindSettings(py::module_& m) {
 PYBIND11_MODULE(_caffe, m) {
   namespace pp = poseidon::python;
   m.doc() = "Poseidon's C++ core for the pycaffe-compatible `caffe` package";
-  m.attr("__version__") = POSEIDON_VERSION_STRING;
+  // Scripts compare caffe.__version__ with Caffe releases,
+  // so it is the Caffe version whose API this is; Poseidon's is separate.
+  m.attr("__version__") = CAFFE_VERSION_STRING;
+  m.attr("poseidon_version") = POSEIDON_VERSION_STRING;
   pp::RegisterErrors(m);
   pp::BindBlob(m);
   pp::BindLayer(m);

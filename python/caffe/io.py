@@ -4,7 +4,8 @@
   K x H x W arrays a net's input expects (resize, transpose, channel swap,
   raw scale, mean subtraction, input scale) and back.
 - load_image, resize_image, oversample: image helpers (load_image needs
-  Pillow; resizing is done here with numpy).
+  Pillow; resize_image uses scikit-image and scipy as BVLC's does, with a
+  numpy fallback for orders 0 and 1 when they are missing).
 - blobproto_to_array, array_to_blobproto, arraylist_to_blobprotovector_str,
   blobprotovector_str_to_arraylist, array_to_datum, datum_to_array:
   conversions to and from caffe_pb2 messages.
@@ -107,6 +108,7 @@ def load_image(filename, color=True):
 
 
 def _resize_axis(img, axis, new_len, interp_order):
+    """The numpy fallback of resize_image along one axis (orders 0 and 1)."""
     old_len = img.shape[axis]
     if old_len == new_len:
         return img
@@ -126,23 +128,85 @@ def _resize_axis(img, axis, new_len, interp_order):
             np.take(img, hi, axis=axis) * frac)
 
 
-def resize_image(im, new_dims, interp_order=1):
-    """Resizes an H x W x K image to new_dims (height, width).
+def _numpy_resize(im, h, w, interp_order):
+    out = _resize_axis(np.asarray(im, dtype=np.float32), 0, h, interp_order)
+    out = _resize_axis(out, 1, w, interp_order)
+    return np.ascontiguousarray(out, dtype=np.float32)
 
-    interp_order: 0 nearest neighbour, 1 bilinear (others are treated as 1).
-    Returns float32 new_dims[0] x new_dims[1] x K.
+
+def _resizers():
+    """(skimage.transform.resize, scipy.ndimage.zoom), or None when either
+    is not installed. Imported on first use: they take a while to load and
+    `import caffe` should not pay for it."""
+    global _RESIZERS
+    if _RESIZERS is None:
+        try:
+            from skimage.transform import resize
+            from scipy.ndimage import zoom
+            _RESIZERS = (resize, zoom)
+        except ImportError:
+            _RESIZERS = False
+    return _RESIZERS or None
+
+
+_RESIZERS = None
+
+
+def resize_image(im, new_dims, interp_order=1):
+    """Resizes an H x W x K image to new_dims (height, width), as BVLC's
+    pycaffe does.
+
+    interp_order: the spline order, 0 (nearest neighbour) to 5; 1, bilinear,
+    is the default. Images of 1 or 3 channels go through
+    skimage.transform.resize (mode 'constant'; its defaults otherwise, so it
+    smooths before downsampling) with their value range mapped to [0, 1] and
+    back, so values outside [0, 1] survive; a constant image gives that
+    constant at the new size. Other channel counts go through
+    scipy.ndimage.zoom with the per-axis scale. Returns float32
+    new_dims[0] x new_dims[1] x K.
+
+    Needs scikit-image and scipy (scripts/install_python_deps.sh). Without
+    them orders 0 and 1 fall back to a plain numpy nearest/bilinear resize
+    (no smoothing, edges clamped: close to, not equal to, BVLC's values) and
+    other orders raise ImportError.
     """
-    im = np.asarray(im, dtype=np.float32)
+    im = np.asarray(im)
     if im.ndim != 3:
         raise ValueError('resize_image needs an H x W x K array, got shape '
                          '{}'.format(im.shape))
     h, w = int(new_dims[0]), int(new_dims[1])
     if h <= 0 or w <= 0:
         raise ValueError('resize_image: bad new_dims {}'.format(new_dims))
-    order = 0 if interp_order == 0 else 1
-    out = _resize_axis(im, 0, h, order)
-    out = _resize_axis(out, 1, w, order)
-    return np.ascontiguousarray(out, dtype=np.float32)
+    if (isinstance(interp_order, bool) or
+            not isinstance(interp_order, (int, np.integer)) or
+            not 0 <= interp_order <= 5):
+        raise ValueError('resize_image: interp_order must be an integer '
+                         'from 0 to 5, got {!r}'.format(interp_order))
+    channels = im.shape[-1]
+    if channels in (1, 3):
+        # A constant image would divide by zero below.
+        im_min, im_max = im.min(), im.max()
+        if not im_max > im_min:
+            return np.full((h, w, channels), im_min, dtype=np.float32)
+    resizers = _resizers()
+    if resizers is None:
+        if interp_order > 1:
+            raise ImportError(
+                'caffe.io.resize_image with interp_order={} needs '
+                'scikit-image and scipy (pip install scikit-image scipy, or '
+                'scripts/install_python_deps.sh); without them only orders '
+                '0 and 1 work'.format(interp_order))
+        return _numpy_resize(im, h, w, interp_order)
+    resize, zoom = resizers
+    if channels in (1, 3):
+        span = im_max - im_min
+        unit = resize((im - im_min) / span, (h, w), order=interp_order,
+                      mode='constant')
+        out = unit * span + im_min
+    else:
+        scale = (float(h) / im.shape[0], float(w) / im.shape[1], 1.0)
+        out = zoom(im, scale, order=interp_order)
+    return out.astype(np.float32)
 
 
 def oversample(images, crop_dims):

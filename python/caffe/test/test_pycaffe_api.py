@@ -60,10 +60,20 @@ def test_pycaffe_top_level_names(name):
     assert hasattr(caffe, name), name
 
 
-def test_version_is_the_project_version():
-    assert re.match(r'^\d+\.\d+\.\d+$', caffe.__version__)
+def test_version_is_caffes_and_poseidon_version_the_projects():
+    # As BVLC's pycaffe (its CAFFE_VERSION), so that scripts comparing
+    # caffe.__version__ with Caffe releases take the Caffe 1.0 paths.
+    assert caffe.__version__ == '1.0.0'
+    assert tuple(int(x) for x in caffe.__version__.split('.')) >= (1, 0)
+    cmake = os.path.join(os.path.dirname(__file__), '..', '..', '..',
+                         'CMakeLists.txt')
+    with open(cmake) as f:
+        project = re.search(r'project\(Poseidon VERSION ([0-9.]+)', f.read())
+    assert project, 'no project(Poseidon VERSION ...) in CMakeLists.txt'
+    assert caffe.poseidon_version == project.group(1)
     import poseidon
-    assert poseidon.__version__ == caffe.__version__
+    assert poseidon.__version__ == '1.0.0'
+    assert poseidon.poseidon_version == caffe.poseidon_version
 
 
 def test_submodules_import_as_in_pycaffe():

@@ -7,35 +7,17 @@
 # line naming the problem).
 # Usage: test_convert_backends.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 ROOT=$(cd "$1" && pwd)
 export POSEIDON_BUILD_DIR=$(cd "$2" && pwd)
 TOOLS="$POSEIDON_BUILD_DIR/tools"
-WORK=$(mktemp -d /tmp/poseidon_backends.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-passed=0
-failed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-# check NAME COMMAND...: the command must exit 0.
-check() {
-  local name=$1
-  shift
-  if "$@" > out.txt 2> err.txt; then ok "$name"; else
-    fail "$name: exit status $?"; tail -5 err.txt; fi
-}
+enter_workdir poseidon_backends
 # expect_error NAME PATTERN COMMAND...: exit status 1 and PATTERN (an
-# extended regex) on an "Error:" line of stderr.
+# extended regex) on an "Error..." line of stderr.
 expect_error() {
   local name=$1 pattern=$2
   shift 2
-  "$@" > out.txt 2> err.txt
-  local rc=$?
-  if [ "$rc" -eq 1 ] && grep -E '^Error' err.txt | grep -Eq -- "$pattern"; then
-    ok "$name: $(grep -m1 '^Error' err.txt)"
-  else
-    fail "$name: exit status $rc, stderr:"; tail -5 err.txt
-  fi
+  expect_status "$name" 1 "^Error.*$pattern" "$@"
 }
 
 # 12 examples of 4x4 pixels in MNIST's idx format, and 3 CIFAR-10 batches'
@@ -179,5 +161,4 @@ expect_error "compute_image_mean --backend=leveldb on neither" \
 [ "$(ls not_a_db)" = README ] && ok "nothing written into it" ||
   fail "not_a_db now holds: $(ls not_a_db | tr '\n' ' ')"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

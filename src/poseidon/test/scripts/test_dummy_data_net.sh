@@ -5,18 +5,12 @@
 # protobuf is installed, and a swapped net runs under `poseidon_train time`.
 # Usage: test_dummy_data_net.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 SOURCE_DIR=$(cd "$1" && pwd)
 BUILD_DIR=$(cd "$2" && pwd)
 TOOL="$SOURCE_DIR/scripts/dummy_data_net"
 TRAIN="$BUILD_DIR/tools/poseidon_train"
-WORK=$(mktemp -d /tmp/poseidon_dummy_net.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-passed=0
-failed=0
-
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+enter_workdir poseidon_dummy_net
 
 # dims FILE: the dim values of every shape, one shape per line.
 dims() {
@@ -28,9 +22,9 @@ for block in re.findall(r"shape \{([^}]*)\}", text):
 PY
 }
 
-# check NAME FILE WANTED_SHAPES: FILE has no data layer left, and its shapes
+# check_shapes NAME FILE WANTED_SHAPES: FILE has no data layer left, and its shapes
 # (one per line) are WANTED_SHAPES.
-check() {
+check_shapes() {
   local name=$1 file=$2 wanted=$3
   local types='"(Data|ImageData|MemoryData|HDF5Data|WindowData)"|DATA$'
   if grep -Eq "type: ($types)" "$file"; then
@@ -48,7 +42,7 @@ check() {
 # 1. AlexNet's train_val: two Data layers (TRAIN 256, TEST 50), crop 227.
 "$TOOL" "$SOURCE_DIR/models/alexnet/train_val.prototxt" -o alexnet.pt \
   2> /dev/null
-check "Data with crop_size" alexnet.pt "256 3 227 227
+check_shapes "Data with crop_size" alexnet.pt "256 3 227 227
 256
 50 3 227 227
 50"
@@ -65,7 +59,7 @@ fi
 # 2. --batch, --data-shape (channels from the flag, size from the crop).
 "$TOOL" --batch 2 --data-shape 1,256,256 \
   "$SOURCE_DIR/models/alexnet/train_val.prototxt" > batch.pt
-check "--batch and --data-shape" batch.pt "2 1 227 227
+check_shapes "--batch and --data-shape" batch.pt "2 1 227 227
 2
 2 1 227 227
 2"
@@ -80,7 +74,7 @@ else
 fi
 "$TOOL" --data-shape 1,28,28 "$SOURCE_DIR/models/lenet/train_val.prototxt" \
   -o lenet.pt
-check "uncropped Data with --data-shape" lenet.pt "64 1 28 28
+check_shapes "uncropped Data with --data-shape" lenet.pt "64 1 28 28
 64
 100 1 28 28
 100"
@@ -104,7 +98,7 @@ layer { name: "ip" type: "InnerProduct" bottom: "img" top: "ip"
   inner_product_param { num_output: 3 } param: [{lr_mult: 1}, {lr_mult: 2}] }
 NET
 "$TOOL" --top-shape x=10 --top-shape y=2,2 others.prototxt -o others.pt
-check "ImageData, MemoryData, HDF5Data, WindowData" others.pt "5 1 40 30
+check_shapes "ImageData, MemoryData, HDF5Data, WindowData" others.pt "5 1 40 30
 5
 4 2 6 7
 4
@@ -128,7 +122,7 @@ fi
 "$TOOL" --data-shape 1,28,28 --batch 2 \
   "$SOURCE_DIR/examples/fashion_mnist/lenet_v1_train_test.prototxt" -o v1.pt
 if grep -q "type: DUMMY_DATA" v1.pt && ! grep -q "type: DATA" v1.pt; then
-  check "V1 net" v1.pt "2 1 28 28
+  check_shapes "V1 net" v1.pt "2 1 28 28
 2
 2 1 28 28
 2"
@@ -195,5 +189,4 @@ for net in lenet.pt v1.pt batch.pt; do
   fi
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -4,15 +4,10 @@
 # (exit 1 with an "Error:" line): K < 1, a missing source, an existing part.
 # Usage: test_partition_data.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 SCRIPT="$(cd "$1" && pwd)/scripts/partition_data"
 export POSEIDON_BUILD_DIR=$(cd "$2" && pwd)
-WORK=$(mktemp -d /tmp/poseidon_partition.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-passed=0
-failed=0
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+enter_workdir poseidon_partition
 
 # 7 examples of 2x2 pixels in idx format, converted to an LMDB.
 python3 - <<'PY'
@@ -39,17 +34,12 @@ done
 [ -f src_lmdb_2/data.mdb ] && [ ! -e src_lmdb_3 ] && ok "3 parts created" ||
   fail "parts: $(ls)"
 
-# expect_error NAME PATTERN ARGS...
+# expect_error NAME PATTERN ARGS...: partition_data ARGS exits 1 with
+# PATTERN in its stderr.
 expect_error() {
   local name=$1 pattern=$2
   shift 2
-  "$SCRIPT" "$@" > out.txt 2> err.txt
-  local rc=$?
-  if [ "$rc" -eq 1 ] && grep -Eq -- "$pattern" err.txt; then
-    ok "$name: $(grep -m1 '^Error' err.txt)"
-  else
-    fail "$name: exit status $rc, stderr:"; cat err.txt
-  fi
+  expect_status "$name" 1 "$pattern" "$SCRIPT" "$@"
 }
 expect_error "existing part" "^Error: .*'src_lmdb_0' already exists" \
   --parts=2 src_lmdb
@@ -58,5 +48,4 @@ expect_error "missing source" "^Error: .*no_such_lmdb" --parts=2 no_such_lmdb
 [ ! -e no_such_lmdb_0 ] && ok "nothing created for a missing source" ||
   fail "no_such_lmdb_0 was created"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

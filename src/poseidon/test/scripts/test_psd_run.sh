@@ -6,36 +6,16 @@
 # localhost whose per-rank output lands in the -o folder.
 # Usage: test_psd_run.sh SOURCE_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 PSD_RUN="$(cd "$1" && pwd)/scripts/psd_run"
-WORK=$(mktemp -d /tmp/poseidon_psd_run.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-passed=0
-failed=0
-
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
-
-# expect_in NAME TEXT FILE: FILE holds the fixed string TEXT.
-expect_in() {
-  if grep -qF -- "$2" "$3"; then ok "$1"; else
-    fail "$1: '$2' not in:"; cat "$3"; fi
-}
+enter_workdir poseidon_psd_run
 
 # expect_error NAME PATTERN ARGS...: psd_run ARGS exits 2 with PATTERN (an
 # extended regex) in its stderr.
 expect_error() {
   local name=$1 pattern=$2
   shift 2
-  "$PSD_RUN" "$@" > out.txt 2> err.txt
-  local rc=$?
-  if [ "$rc" -ne 2 ]; then
-    fail "$name: exit status $rc, wanted 2"; cat err.txt; return
-  fi
-  if ! grep -Eq -- "$pattern" err.txt; then
-    fail "$name: stderr lacks /$pattern/:"; cat err.txt; return
-  fi
-  ok "$name: $(head -1 err.txt)"
+  expect_status "$name" 2 "$pattern" "$PSD_RUN" "$@"
 }
 
 # ---- the dry-run line for 3 nodes with user, pem and virtualenv ------------
@@ -202,5 +182,4 @@ else
   echo "skip real run: mpirun not installed"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
