@@ -23,6 +23,33 @@ set(POSEIDON_DEPS PkgConfig::GLOG PkgConfig::GFLAGS PkgConfig::LMDB
     ${LEVELDB_LIBRARY} PkgConfig::OPENBLAS ZLIB::ZLIB Threads::Threads)
 set(POSEIDON_DEFINITIONS "")
 
+# oneDNN (libdnnl-dev) for the float GEMM on AVX-512 CPUs (util/sgemm.hpp).
+# Debian builds it on OpenMP; Poseidon sets the calling thread's OpenMP
+# thread count, so it links libgomp itself. Only util/sgemm.cpp sees oneDNN
+# (USE_DNNL is defined for that file alone: CMakeLists.txt).
+set(POSEIDON_HAVE_DNNL OFF)
+if(USE_DNNL)
+  find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
+  find_library(DNNL_LIBRARY dnnl)
+  find_library(GOMP_LIBRARY NAMES gomp libgomp.so.1)
+  if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY AND GOMP_LIBRARY AND
+     EXISTS ${DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_config.h)
+    file(STRINGS ${DNNL_INCLUDE_DIR}/oneapi/dnnl/dnnl_config.h DNNL_RUNTIME
+         REGEX "^#define DNNL_CPU_RUNTIME ")
+  endif()
+  if(DNNL_RUNTIME MATCHES "DNNL_RUNTIME_OMP")
+    list(APPEND POSEIDON_DEPS ${DNNL_LIBRARY} ${GOMP_LIBRARY})
+    set(POSEIDON_HAVE_DNNL ON)
+    message(STATUS "oneDNN (float GEMM on AVX-512 CPUs): ${DNNL_LIBRARY}")
+  elseif(DNNL_LIBRARY)
+    message(WARNING "oneDNN at ${DNNL_LIBRARY} is not an OpenMP build "
+                    "(${DNNL_RUNTIME}); float GEMM stays on OpenBLAS")
+  else()
+    message(STATUS "oneDNN not found (apt-get install libdnnl-dev): float "
+                   "GEMM stays on OpenBLAS")
+  endif()
+endif()
+
 if(USE_OPENCV)
   # Only the image modules are needed; Debian splits them into packages that
   # ship no CMake config, so find the headers and libraries directly.

@@ -27,6 +27,7 @@
 #include "poseidon/util/device_select.hpp"
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
+#include "poseidon/util/sgemm.hpp"
 #include "poseidon/util/signal_handler.hpp"
 #include "poseidon/util/timeline.hpp"
 #ifdef USE_MPI
@@ -766,6 +767,8 @@ int main(int argc, char** argv) {
                  "or device_query)\n", argv[1]);
     return 1;
   }
+  // Which float GEMM the CPU path uses (util/sgemm.hpp).
+  LOG(INFO) << poseidon::SgemmDescription();
   try {
     return it->second();
   } catch (const poseidon::Error& e) {

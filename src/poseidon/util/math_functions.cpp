@@ -1,4 +1,5 @@
-// CPU kernels: OpenBLAS where a routine exists, the element-wise bodies of
+// CPU kernels: OpenBLAS where a routine exists (float GEMM through
+// util/sgemm.hpp, which may choose oneDNN), the element-wise bodies of
 // kernels/math_kernels.hpp (shared with the GPU) otherwise.
 #include "poseidon/util/math_functions.hpp"
 
@@ -8,6 +9,7 @@
 #include "poseidon/kernels/math_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
 #include "poseidon/util/parallel.hpp"
+#include "poseidon/util/sgemm.hpp"
 
 namespace poseidon {
 
@@ -17,8 +19,7 @@ void cpu_gemm<float>(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
                      float beta, float* C) {
   int lda = (trans_a == CblasNoTrans) ? K : M;
   int ldb = (trans_b == CblasNoTrans) ? N : K;
-  cblas_sgemm(CblasRowMajor, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
-              beta, C, N);
+  Sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
 }
 
 template <>
@@ -36,8 +37,7 @@ namespace {
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,
           float alpha, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
-              ldc);
+  Sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K,

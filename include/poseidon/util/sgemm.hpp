@@ -1,0 +1,65 @@
+// The single-precision GEMM behind cpu_gemm<float> and
+// cpu_gemm_parallel<float> (util/math_functions.hpp), chosen once per
+// process: oneDNN's dnnl_sgemm on CPUs with AVX-512 when the build has
+// oneDNN (USE_DNNL) and POSEIDON_KERNELS is not "blas", OpenBLAS's
+// cblas_sgemm (the reference) otherwise. The environment variable
+// POSEIDON_SGEMM=openblas|onednn, when set, chooses the GEMM alone (the
+// hand-written kernels stay as POSEIDON_KERNELS says), for comparisons.
+// Double precision always uses OpenBLAS. Thread-safe.
+//
+// Note [Float GEMM]
+// The OpenBLAS that Debian ships chooses its kernels by CPU, but machines
+// set up with OPENBLAS_CORETYPE=Haswell (as the development machines are)
+// pin it to its AVX2 kernels, and other users have other BLAS builds.
+// oneDNN picks its JIT kernels from CPUID and ignores that variable; on the
+// products convolutions produce it was 1.1-1.9x OpenBLAS single-threaded
+// (scripts/bench/bench_gemm.cpp; figures in README's CPU section). BLIS
+// 0.9.0 as Debian builds it has no AVX-512 sub-configuration and ran at
+// 0.6-1.2x OpenBLAS-on-AVX2, so it is not used.
+// Threads: Debian's oneDNN runs on OpenMP. While Poseidon's pool
+// (util/parallel.hpp) has more than one thread, each calling thread sets
+// its own OpenMP thread count to 1 before calling oneDNN, so the pool's
+// workers each run one single-threaded product and no OpenMP team spins
+// beside them (the reason OpenBLAS runs single-threaded then; Note [One
+// thread pool] in common.cpp). With one pool thread oneDNN keeps OpenMP's
+// own setting (OMP_NUM_THREADS, else every core), as OpenBLAS keeps its.
+#ifndef POSEIDON_UTIL_SGEMM_HPP_
+#define POSEIDON_UTIL_SGEMM_HPP_
+
+#include <cblas.h>
+
+namespace poseidon {
+
+enum class SgemmBackend { kOpenBlas, kOneDnn };
+
+// The backend this process uses (decided on the first call).
+SgemmBackend ActiveSgemmBackend();
+
+// A line for start-up logs: the backend, its version and why it was chosen.
+const char* SgemmDescription();
+
+// Row-major C = alpha * op(A) * op(B) + beta * C with leading dimensions, as
+// cblas_sgemm with CblasRowMajor. With beta == 0, C is not read (NaN in C
+// does not propagate), as in BLAS.
+void Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
+           int K, float alpha, const float* A, int lda, const float* B,
+           int ldb, float beta, float* C, int ldc);
+
+// The same product through a given backend: for tests and comparisons.
+// kOneDnn must be available (SgemmBackendAvailable).
+void SgemmWith(SgemmBackend backend, CBLAS_TRANSPOSE trans_a,
+               CBLAS_TRANSPOSE trans_b, int M, int N, int K, float alpha,
+               const float* A, int lda, const float* B, int ldb, float beta,
+               float* C, int ldc);
+
+// True when this build has the backend (oneDNN: built with USE_DNNL).
+bool SgemmBackendAvailable(SgemmBackend backend);
+
+// The number of OpenMP threads a oneDNN product called from this thread
+// runs on, as last set for it (Note [Float GEMM]); 0 without oneDNN. For
+// tests.
+int OneDnnThreadsOfThisThread();
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_SGEMM_HPP_
