@@ -105,7 +105,8 @@ TEST_F(BlockMessageTest, ValidPushAndSumDecode) {
 TEST_F(BlockMessageTest, TruncatedMessageNamesThePeer) {
   std::vector<char> msg = Encode(3, 0, 1);
   const std::string e =
-      Error(msg, sizeof(BlockHeader) - 1, Want(BlockMessageKind::kPush, 1, 3, 0));
+      Error(msg, sizeof(BlockHeader) - 1,
+            Want(BlockMessageKind::kPush, 1, 3, 0));
   EXPECT_TRUE(Names(e, "rank 11's push of block 0 (iteration 3)"));
   EXPECT_TRUE(Names(e, "truncated message of 15 bytes"));
 }
@@ -115,7 +116,8 @@ TEST_F(BlockMessageTest, LengthThatDisagreesWithTheHeader) {
   // disagrees with the header's block.
   std::vector<char> msg = Encode(3, 2, 1);
   msg.resize(msg.size() + sizeof(float));
-  std::string e = Error(msg, msg.size(), Want(BlockMessageKind::kPush, 1, 3, 2));
+  std::string e =
+      Error(msg, msg.size(), Want(BlockMessageKind::kPush, 1, 3, 2));
   EXPECT_TRUE(Names(e, "rank 11's push"));
   EXPECT_TRUE(Names(e, "28 bytes disagree with its header, whose block 2 "
                        "needs 16 + 2 x 4 bytes"));
