@@ -24,7 +24,8 @@
 // failed shard cannot serve any rank, so it aborts the job (comm->Abort)
 // with a message naming the shard, the block and the peer. Pushes carry
 // (iteration, block) so a shard that receives a push of another iteration
-// or block than it expects names both.
+// or block than it expects names both; every message is checked by
+// DecodeBlockMessage (wire.hpp) before its payload is used.
 #ifndef POSEIDON_DIST_PARAM_SERVER_HPP_
 #define POSEIDON_DIST_PARAM_SERVER_HPP_
 
@@ -37,6 +38,7 @@
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/communicator.hpp"
 #include "poseidon/dist/tags.hpp"
+#include "poseidon/dist/wire.hpp"
 
 namespace poseidon {
 class Timeline;
@@ -85,6 +87,10 @@ class ParamServer {
   void Push(int64_t iter, const BlockRef& block, Status* status);
   void Pull(int64_t iter, const BlockRef& block, Status* status);
   Status Serve(int64_t iter, int block);
+  // DecodeBlockMessage of a push or sum received from `peer`, as a Status
+  // naming this rank too (the communication threads do not throw).
+  Status Decode(BlockMessageKind kind, int peer, int64_t iter, int block,
+                const char* msg, size_t bytes) const;
 
   Communicator* comm_;
   const BlockPartition* partition_;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "poseidon/dist/wire.hpp"
+
 namespace poseidon {
 namespace dist {
 
@@ -22,8 +24,10 @@ SolverAction AgreeOnAction(Communicator* comm, SolverAction local) {
   UrgentScope urgent(comm);
   if (comm->rank() == 0) {
     for (int r = 1; r < n; ++r) {
-      int32_t theirs = 0;
-      require(comm->Recv(&theirs, sizeof(theirs), r, kActionTag));
+      int32_t received = 0;
+      require(comm->Recv(&received, sizeof(received), r, kActionTag));
+      const int32_t theirs = static_cast<int32_t>(
+          DecodeAction(&received, sizeof(received), comm->JobRank(r)));
       // STOP (1) wins over SNAPSHOT (2), which wins over NONE (0).
       auto rank_of = [](int32_t a) { return a == 1 ? 2 : a == 2 ? 1 : 0; };
       if (rank_of(theirs) > rank_of(action)) action = theirs;
@@ -33,7 +37,9 @@ SolverAction AgreeOnAction(Communicator* comm, SolverAction local) {
     }
   } else {
     require(comm->Send(&action, sizeof(action), 0, kActionTag));
-    require(comm->Recv(&action, sizeof(action), 0, kActionTag));
+    int32_t agreed = 0;
+    require(comm->Recv(&agreed, sizeof(agreed), 0, kActionTag));
+    return DecodeAction(&agreed, sizeof(agreed), comm->JobRank(0));
   }
   return static_cast<SolverAction>(action);
 }
@@ -50,12 +56,6 @@ double Code(SolverAction a, int ranks) {
   return a == SolverAction::STOP       ? ranks + 1.0
          : a == SolverAction::SNAPSHOT ? 1.0
                                        : 0.0;
-}
-
-SolverAction Decode(double sum, int ranks) {
-  if (sum > ranks) return SolverAction::STOP;
-  if (sum > 0) return SolverAction::SNAPSHOT;
-  return SolverAction::NONE;
 }
 
 }  // namespace
@@ -114,7 +114,7 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll,
                    ": agreeing on the signal action: ", error_.message());
   const double sum = sums_[due];
   sums_.erase(sums_.begin(), sums_.upper_bound(due));
-  return Decode(sum, W);
+  return DecodeActionSum(sum, W);  // wire.hpp
 }
 
 }  // namespace dist

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "poseidon/dist/wire.hpp"
 #include "poseidon/util/signal_handler.hpp"
 
 namespace poseidon {
@@ -61,28 +62,9 @@ HostLayout DiscoverHosts(Communicator* comm) {
   const Status s = comm->Allgather(&mine, sizeof(mine), keys.data());
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
                    ": finding which ranks share a host: ", s.message());
-  HostLayout layout;
-  layout.host_of.assign(n, -1);
-  layout.local_rank_of.assign(n, 0);
-  std::vector<int32_t> host_keys;  // in order of first appearance
-  std::vector<int> sizes;
-  for (int r = 0; r < n; ++r) {
-    auto it = std::find(host_keys.begin(), host_keys.end(), keys[r]);
-    int h = static_cast<int>(it - host_keys.begin());
-    if (it == host_keys.end()) {
-      host_keys.push_back(keys[r]);
-      sizes.push_back(0);
-    }
-    layout.host_of[r] = h;
-    layout.local_rank_of[r] = sizes[h]++;
-  }
-  layout.hosts = static_cast<int>(host_keys.size());
-  layout.host = layout.host_of[comm->rank()];
-  layout.local_rank = layout.local_rank_of[comm->rank()];
-  layout.local_size = sizes[layout.host];
-  layout.uniform = std::all_of(sizes.begin(), sizes.end(),
-                               [&](int k) { return k == sizes[0]; });
-  return layout;
+  return LayoutFromHostKeys(keys.data(), keys.size() * sizeof(int32_t), n,
+                            comm->rank(),
+                            [comm](int r) { return comm->JobRank(r); });
 }
 
 // Note [Stopped ranks]

@@ -14,13 +14,6 @@ namespace poseidon {
 namespace dist {
 namespace {
 
-// Leads every push and every sum sent back.
-struct BlockHeader {
-  int64_t iter;
-  int32_t block;
-  int32_t rank;
-};
-
 int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
 
 // A message buffer of `bytes` bytes owned by the calling thread, reused
@@ -194,9 +187,8 @@ void ParamServer<Dtype>::Push(int64_t iter, const BlockRef& block,
   const ParamBlock& b = partition_->blocks()[block.id];
   const size_t bytes = sizeof(BlockHeader) + b.count * sizeof(Dtype);
   char* msg = ThreadBuffer(bytes);
-  const BlockHeader header{iter, block.id, comm_->rank()};
-  std::memcpy(msg, &header, sizeof(header));
-  std::memcpy(msg + sizeof(header), block.data, b.count * sizeof(Dtype));
+  EncodeBlockMessage({iter, block.id, comm_->rank()}, block.data,
+                     b.count * sizeof(Dtype), msg);
   Status s = comm_->Send(msg, bytes, b.shard, PushTag(block.id));
   if (b.shard != comm_->rank()) counters_->Add(block.id, bytes);
   if (!s.ok()) {
@@ -224,17 +216,13 @@ void ParamServer<Dtype>::Pull(int64_t iter, const BlockRef& block,
                                      s.message()));
     return;
   }
-  BlockHeader header;
-  std::memcpy(&header, msg, sizeof(header));
-  if (header.iter != iter || header.block != block.id) {
-    *status = Status::Failure(StrCat(
-        "the shard of rank ", comm_->JobRank(b.shard),
-        " sent the sum of block ", header.block, " of iteration ", header.iter, ", rank ",
-        comm_->JobRank(comm_->rank()),
-        " expected block ", block.id, " of iteration ", iter));
+  Status decoded = Decode(BlockMessageKind::kSum, b.shard, iter, block.id,
+                          msg, bytes);
+  if (!decoded.ok()) {
+    *status = decoded;
     return;
   }
-  std::memcpy(block.data, msg + sizeof(header),
+  std::memcpy(block.data, msg + sizeof(BlockHeader),
               b.count * sizeof(Dtype));
 }
 
@@ -257,16 +245,11 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
                                     block, " (iteration ", iter,
                                     "): ", s.message()));
     }
-    BlockHeader header;
-    std::memcpy(&header, msg, sizeof(header));
-    if (header.iter != iter || header.block != block || header.rank != r) {
-      return Status::Failure(StrCat(
-          "rank ", comm_->JobRank(r), " pushed block ", header.block,
-          " of iteration ",
-          header.iter, ", expected block ", block, " of iteration ", iter,
-          " (did the ranks start from different solver states?)"));
-    }
-    const Dtype* g = reinterpret_cast<const Dtype*>(msg + sizeof(header));
+    Status decoded = Decode(BlockMessageKind::kPush, r, iter, block, msg,
+                            bytes);
+    if (!decoded.ok()) return decoded;
+    const Dtype* g =
+        reinterpret_cast<const Dtype*>(msg + sizeof(BlockHeader));
     emulation::DilatedCompute dilated;  // Note [Time dilation]
     if (r == 0) {
       std::memcpy(sum, g, b.count * sizeof(Dtype));
@@ -274,8 +257,8 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
       for (size_t i = 0; i < b.count; ++i) sum[i] = sum[i] + g[i];
     }
   }
-  const BlockHeader header{iter, block, comm_->rank()};
-  std::memcpy(out, &header, sizeof(header));
+  EncodeBlockMessage({iter, block, comm_->rank()}, sum,
+                     b.count * sizeof(Dtype), out);
   for (int r = 0; r < n; ++r) {
     Status s = comm_->Send(out, bytes, r, PullTag(block));
     if (r != comm_->rank()) counters_->Add(block, bytes);
@@ -285,6 +268,28 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
                                     comm_->JobRank(r),
                                     ": ", s.message()));
     }
+  }
+  return Status::OK();
+}
+
+template <typename Dtype>
+Status ParamServer<Dtype>::Decode(BlockMessageKind kind, int peer,
+                                  int64_t iter, int block, const char* msg,
+                                  size_t bytes) const {
+  BlockExpectation want;
+  want.kind = kind;
+  want.peer = peer;
+  want.peer_job = comm_->JobRank(peer);
+  want.ranks = comm_->size();
+  want.iter = iter;
+  want.block = block;
+  want.partition = partition_;
+  want.dtype_bytes = sizeof(Dtype);
+  try {
+    DecodeBlockMessage(msg, bytes, want);
+  } catch (const DistributedError& e) {
+    return Status::Failure(StrCat("rank ", comm_->JobRank(comm_->rank()),
+                                  ": ", e.what()));
   }
   return Status::OK();
 }

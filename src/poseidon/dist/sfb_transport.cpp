@@ -7,6 +7,7 @@
 
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/dist/transport.hpp"
+#include "poseidon/dist/wire.hpp"
 #include "poseidon/util/emulation.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
@@ -88,6 +89,12 @@ class SfbTransport final : public Transport<Dtype> {
                                 gathered_[g][s].data());
     bytes_.Add(g, static_cast<uint64_t>(2) * (W - 1) * per * sizeof(Dtype));
     if (!st.ok()) return st;
+    try {
+      CheckFactorMessage(gathered_[g][s].size() * sizeof(Dtype), W,
+                         spec.rows, spec.M, spec.N, sizeof(Dtype), spec.name);
+    } catch (const DistributedError& e) {
+      return Status::Failure(e.what());
+    }
     const Dtype* gathered = gathered_[g][s].data();
     RebuildFromFactors<Dtype>(
         spec, W, [&](int r) { return gathered + r * per; },

@@ -22,6 +22,7 @@
 #include "poseidon/dist/shared_flags.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/dist/transport.hpp"
+#include "poseidon/dist/wire.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
 #include "poseidon/util/emulation.hpp"
 #include "poseidon/util/math_functions.hpp"
@@ -118,16 +119,6 @@ string SerializeDeterministic(const google::protobuf::Message& m) {
   coded.Trim();
   return out;
 }
-
-// What every rank must agree on before training together.
-struct Fingerprint {
-  uint64_t net = 0;
-  uint64_t solver = 0;
-  int64_t num_layers = 0;
-  int64_t num_params = 0;
-  int64_t param_elements = 0;
-  int64_t dtype_bytes = 0;
-};
 
 }  // namespace
 
@@ -240,25 +231,8 @@ void Synchronizer<Dtype>::Impl::CheckAgreement() {
                    "rank ", comm->rank(),
                    ": comparing start-up settings with the other ranks: ",
                    s.message());
-  for (int r = 1; r < comm->size(); ++r) {
-    const Fingerprint& a = all[0];
-    const Fingerprint& b = all[r];
-    POSEIDON_REQUIRE(
-        a.net == b.net && a.num_layers == b.num_layers &&
-            a.num_params == b.num_params &&
-            a.param_elements == b.param_elements,
-        ConfigError, "rank ", r, " was started with a different train net ",
-        "than rank 0 (", b.num_layers, " layers, ", b.num_params,
-        " learnable blobs, ", b.param_elements, " parameters vs ",
-        a.num_layers, ", ", a.num_params, ", ", a.param_elements,
-        "); every rank must load the same net and solver files");
-    POSEIDON_REQUIRE(a.solver == b.solver, ConfigError, "rank ", r,
-                     " was started with different solver settings than rank "
-                     "0; every rank must load the same solver file");
-    POSEIDON_REQUIRE(a.dtype_bytes == b.dtype_bytes, ConfigError, "rank ", r,
-                     " trains in ", b.dtype_bytes * 8, "-bit floats, rank 0 in ",
-                     a.dtype_bytes * 8);
-  }
+  CheckFingerprints(all.data(), all.size() * sizeof(Fingerprint),
+                    comm->size(), [this](int r) { return comm->JobRank(r); });
 }
 
 template <typename Dtype>
@@ -577,7 +551,11 @@ bool Synchronizer<Dtype>::Impl::MakeHostTransports(
   const Status s = comm->Allgather(&failed, sizeof(failed), all.data());
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
                    ": agreeing on the host level: ", s.message());
-  if (std::count(all.begin(), all.end(), 0) != comm->size()) return false;
+  if (!DecodeHostFlags(all.data(), all.size() * sizeof(int32_t),
+                       comm->size(),
+                       [this](int r) { return comm->JobRank(r); })) {
+    return false;
+  }
   for (auto& [kind, t] : made) transports[kind] = std::move(t);
   return true;
 }
