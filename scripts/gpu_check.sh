@@ -6,10 +6,11 @@
 #   scripts/gpu_check.sh               build with CUDA here, then run the
 #                                      checks here (a machine with a GPU and
 #                                      Poseidon's build dependencies)
-#   scripts/gpu_check.sh pack          build with CUDA here (OpenCV, HDF5 and
-#                                      MPI off) and pack the binaries, the
-#                                      libraries a bare CUDA machine lacks and
-#                                      the Fashion-MNIST files into
+#   scripts/gpu_check.sh pack          build with CUDA here (OpenCV, HDF5,
+#                                      oneDNN and MPI off) and pack the
+#                                      binaries, the libraries a bare CUDA
+#                                      machine lacks and the Fashion-MNIST
+#                                      files into
 #                                      .gpu_pack/poseidon_gpu.tar.xz
 #   scripts/gpu_check.sh run [ARCHIVE] on the GPU machine: unpack ARCHIVE
 #                                      (default .gpu_pack/poseidon_gpu.tar.xz)
@@ -31,7 +32,7 @@ pack() {
   bash scripts/install_deps.sh
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUSE_CUDA=ON \
     -DUSE_CUDNN=ON -DUSE_OPENCV=OFF -DUSE_HDF5=OFF -DUSE_MPI=OFF \
-    -DBUILD_python=OFF >/dev/null
+    -DUSE_DNNL=OFF -DBUILD_python=OFF >/dev/null
   cmake --build "$build" -j "${JOBS:-$(nproc)}"
   local stage
   stage=$(mktemp -d)/poseidon_gpu
