@@ -26,12 +26,45 @@ namespace {
 
 using dist::BlockPartition;
 
+// What the scripted communicators below share: the collectives (neither
+// AgreeOnAction nor ParamServer uses one) and the delivery of a scripted
+// message into a Recv buffer, refused when its size is not the one asked
+// for, as the real communicators refuse it.
+class ScriptedBase : public dist::Communicator {
+ public:
+  explicit ScriptedBase(const char* user) : user_(user) {}
+  Status AllreduceSum(float*, size_t) override { return Unused(); }
+  Status AllreduceSum(double*, size_t) override { return Unused(); }
+  Status Broadcast(void*, size_t, int) override { return Unused(); }
+  Status Allgather(const void*, size_t, void*) override { return Unused(); }
+  Status Barrier() override { return Unused(); }
+
+ protected:
+  static Status Deliver(const std::string& what, int src,
+                        const std::string& msg, void* buf, size_t bytes) {
+    if (msg.size() != bytes) {
+      return Status::Failure(StrCat(what, ": rank ", src, " sent ",
+                                    msg.size(), " bytes, this rank expected ",
+                                    bytes));
+    }
+    if (bytes > 0) std::memcpy(buf, msg.data(), bytes);
+    return Status::OK();
+  }
+
+ private:
+  Status Unused() const {
+    LOG(FATAL) << user_ << " used a collective";
+    return Status::OK();
+  }
+  const char* user_;
+};
+
 // Rank `rank` of 3: Recv hands out the scripted messages by source, Send
 // succeeds; nothing else is used by AgreeOnAction.
-class ScriptedCommunicator final : public dist::Communicator {
+class ScriptedCommunicator final : public ScriptedBase {
  public:
   ScriptedCommunicator(int rank, std::vector<std::string> from)
-      : rank_(rank), from_(std::move(from)) {}
+      : ScriptedBase("AgreeOnAction"), rank_(rank), from_(std::move(from)) {}
   int rank() const override { return rank_; }
   int size() const override { return 3; }
   Status Send(const void*, size_t, int, int) override { return Status::OK(); }
@@ -41,29 +74,13 @@ class ScriptedCommunicator final : public dist::Communicator {
                                     " bytes from rank ", src, " tag ", tag);
     if (taken_[src]) return Status::Failure(what + ": no more messages");
     taken_[src] = true;
-    const std::string& msg = from_[src];
-    if (msg.size() != bytes) {
-      return Status::Failure(StrCat(what, ": rank ", src, " sent ",
-                                    msg.size(), " bytes, this rank expected ",
-                                    bytes));
-    }
-    if (bytes > 0) std::memcpy(buf, msg.data(), bytes);
-    return Status::OK();
+    return Deliver(what, src, from_[src], buf, bytes);
   }
-  Status AllreduceSum(float*, size_t) override { return Unused(); }
-  Status AllreduceSum(double*, size_t) override { return Unused(); }
-  Status Broadcast(void*, size_t, int) override { return Unused(); }
-  Status Allgather(const void*, size_t, void*) override { return Unused(); }
-  Status Barrier() override { return Unused(); }
   void Abort(const std::string& why) override {
     LOG(FATAL) << "Abort in the harness: " << why;
   }
 
  private:
-  static Status Unused() {
-    LOG(FATAL) << "AgreeOnAction used a collective";
-    return Status::OK();
-  }
   int rank_;
   std::vector<std::string> from_;
   bool taken_[3] = {false, false, false};
@@ -73,10 +90,10 @@ class ScriptedCommunicator final : public dist::Communicator {
 // order per tag, waiting for it as MPI would), what it sends rank 1 is
 // dropped, and rank 1's messages are the scripted records, each tag's
 // record taken once. Abort fails every later and pending Recv.
-class PeerScriptCommunicator final : public dist::Communicator {
+class PeerScriptCommunicator final : public ScriptedBase {
  public:
   explicit PeerScriptCommunicator(std::function<std::string(int tag)> peer)
-      : peer_(std::move(peer)) {}
+      : ScriptedBase("ParamServer"), peer_(std::move(peer)) {}
   int rank() const override { return 0; }
   int size() const override { return 2; }
   Status Send(const void* buf, size_t bytes, int dest, int tag) override {
@@ -112,19 +129,8 @@ class PeerScriptCommunicator final : public dist::Communicator {
       }
       if (aborted_) return Status::Failure(what + ": aborted");
     }
-    if (msg.size() != bytes) {
-      return Status::Failure(StrCat(what, ": rank ", src, " sent ",
-                                    msg.size(), " bytes, this rank expected ",
-                                    bytes));
-    }
-    if (bytes > 0) std::memcpy(buf, msg.data(), bytes);
-    return Status::OK();
+    return Deliver(what, src, msg, buf, bytes);
   }
-  Status AllreduceSum(float*, size_t) override { return Unused(); }
-  Status AllreduceSum(double*, size_t) override { return Unused(); }
-  Status Broadcast(void*, size_t, int) override { return Unused(); }
-  Status Allgather(const void*, size_t, void*) override { return Unused(); }
-  Status Barrier() override { return Unused(); }
   void Abort(const std::string& why) override {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_ = true;
@@ -133,10 +139,6 @@ class PeerScriptCommunicator final : public dist::Communicator {
   }
 
  private:
-  static Status Unused() {
-    LOG(FATAL) << "ParamServer used a collective";
-    return Status::OK();
-  }
   std::function<std::string(int)> peer_;
   std::mutex mu_;
   std::condition_variable cv_;
