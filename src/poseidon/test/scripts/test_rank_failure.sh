@@ -62,7 +62,7 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
 else
   cat "$WORK/job.log" | grep -v "^I[0-9]" | tail -40
   fail "rank failure: exit $rc, rank 0 lines $lines0, rank 2 lines $lines2," \
-      "stack trace lines $traces"
+       "stack trace lines $traces"
 fi
 
 # 2. SIGTERM to a lone poseidon_train.
