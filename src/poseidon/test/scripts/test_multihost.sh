@@ -153,7 +153,7 @@ check_run() {
     fail "$name (status $status, ${secs}s)"
   elif [ $links_ok -ne 1 ]; then
     fail "$name: a link carried under $MIN_LINK_BYTES bytes one way" \
-      "(did the ranks talk over the network?)"
+         "(did the ranks talk over the network?)"
   else
     ok "$name (${secs}s)"
   fi
