@@ -45,5 +45,6 @@ for model in $models; do
      "($((SECONDS - start)) s)"
 done
 
+# shellcheck disable=SC2154  # passed: counted by test_lib.sh
 [ "$passed" -gt 0 ] || fail "no models/*/deploy.prototxt ran"
 finish
