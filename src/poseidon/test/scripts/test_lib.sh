@@ -7,22 +7,29 @@
 #
 # Each check prints one line, "ok   NAME" or "FAIL NAME" (followed by what
 # explains the failure), and counts it. finish prints the closing
-# "N passed, N failed" line and exits 1 when any check failed, else 0.
+# "N passed, N failed" line and exits 1 when any check failed, else 0;
+# fatal does the same at once after a failure later checks cannot outlive.
 # Commands run by check and expect_status write their stdout to out.txt and
 # their stderr to err.txt in the current folder, for later checks to read.
 
 passed=0
 failed=0
 
-# ok NAME / fail NAME: count one passed / failed check.
-ok() { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+# ok NAME... / fail NAME...: count one passed / failed check (the words
+# joined by spaces). $last_check holds the line printed.
+ok() { last_check="ok   $*"; echo "$last_check"; passed=$((passed + 1)); }
+fail() { last_check="FAIL $*"; echo "$last_check"; failed=$((failed + 1)); }
 
-# enter_workdir PREFIX: make /tmp/PREFIX.XXXXXX, remove it at exit, cd there;
-# $WORK names it.
-enter_workdir() {
-  WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+# make_workdir PREFIX: make /tmp/PREFIX.XXXXXX, removed at exit; $WORK names
+# it. (For scripts that stay in the folder they were started in.)
+make_workdir() {
+  WORK=$(mktemp -d "/tmp/$1.XXXXXX") || exit 1
   trap 'rm -rf "$WORK"' EXIT
+}
+
+# enter_workdir PREFIX: make_workdir, then cd there.
+enter_workdir() {
+  make_workdir "$1"
   cd "$WORK" || exit 1
 }
 
@@ -62,4 +69,11 @@ finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ] && exit 0
   exit 1
+}
+
+# fatal NAME...: fail NAME, then finish: for a failed step (a setup, or a
+# check the rest depend on) after which running on would only mislead.
+fatal() {
+  fail "$@"
+  finish
 }

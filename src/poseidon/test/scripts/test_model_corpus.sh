@@ -9,15 +9,13 @@
 # ModelTest.*vgg19_22k builds them.
 # Usage: test_model_corpus.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 SOURCE_DIR=$(cd "$1" && pwd)
 BUILD_DIR=$(cd "$2" && pwd)
 TOOL="$SOURCE_DIR/scripts/dummy_data_net"
 TRAIN="$BUILD_DIR/tools/poseidon_train"
-WORK=$(mktemp -d /tmp/poseidon_corpus.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+make_workdir poseidon_corpus
 cd "$SOURCE_DIR"
-passed=0
-failed=0
 SKIP_RUN="vgg19_22k"
 DATA_TYPES='"(Data|ImageData|MemoryData|HDF5Data|WindowData)"'
 DATA_TYPES+='|(DATA|IMAGE_DATA|MEMORY_DATA|HDF5_DATA|WINDOW_DATA)$'
@@ -33,11 +31,9 @@ run() {
   if "$TRAIN" time --model="$model" --iterations=1 "$@" > "$WORK/log" 2>&1 &&
      grep -q "backward: " "$WORK/log" &&
      grep -q "Average Forward-Backward" "$WORK/log"; then
-    echo "ok   $name ($((SECONDS - start)) s)"
-    passed=$((passed + 1))
+    ok "$name ($((SECONDS - start)) s)"
   else
-    echo "FAIL $name"; grep -E "Error|error|Check" "$WORK/log" | tail -5
-    failed=$((failed + 1))
+    fail "$name"; grep -E "Error|error|Check" "$WORK/log" | tail -5
   fi
 }
 
@@ -62,8 +58,8 @@ for net in $nets; do
       batch=1 ;; *) batch=2 ;; esac
     if ! "$TOOL" --batch "$batch" --data-shape "$(data_shape "$net")" \
         "$net" -o "$out" 2> "$WORK/err"; then
-      echo "FAIL $net: dummy_data_net"; cat "$WORK/err"
-      failed=$((failed + 1)); continue
+      fail "$net: dummy_data_net"; cat "$WORK/err"
+      continue
     fi
     if echo "$net" | grep -Eq "$SKIP_RUN"; then
       echo "skip $net: swapped only (too slow to run here)"; continue
@@ -83,5 +79,6 @@ for net in $nets; do
   fi
 done
 
-echo "$count nets; $passed runs passed, $failed failed"
-[ "$failed" = 0 ] && [ "$count" -gt 0 ]
+echo "$count nets found"
+[ "$count" -gt 0 ] || fail "no net prototxt under models/ or examples/"
+finish

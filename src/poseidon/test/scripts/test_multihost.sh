@@ -20,6 +20,7 @@ set -uo pipefail
 
 SKIP=77
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/test_lib.sh"
 SOURCE_DIR=$(cd "$HERE/../../../.." && pwd)
 CLUSTER=$SOURCE_DIR/scripts/netns_cluster
 RSH=$SOURCE_DIR/scripts/netns_rsh
@@ -77,8 +78,7 @@ if ! "$CLUSTER" up "$HOSTS" ${RATE:+--rate "$RATE"} --prefix "$PREFIX" \
   if grep -q "not permitted" "$WORK/up.err"; then
     skip "network namespaces are not permitted"
   fi
-  echo "FAIL multihost_netns: netns_cluster up failed"
-  exit 1
+  fatal "multihost_netns: netns_cluster up failed"
 fi
 mapfile -t HOST_ADDRS < "$WORK/hosts.txt"
 echo "cluster: ${#HOST_ADDRS[@]} hosts ${HOST_ADDRS[*]}, links capped at" \
@@ -120,8 +120,6 @@ link_counters() {
   fi
 }
 
-passed=0
-failed=0
 SUMMARY=()
 
 # check_run NAME FUNCTION [HOSTS]: runs FUNCTION (which returns non-zero on
@@ -138,7 +136,7 @@ check_run() {
   after=$(link_counters)
   local secs
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
-  local links_ok=1 line
+  local links_ok=1
   echo "bytes through the ${RATE:-uncapped} links during $name:"
   printf '  %-12s %14s %14s\n' host sent received
   i=0
@@ -152,18 +150,14 @@ check_run() {
     i=$((i + 1))
   done < <(echo "$before") 3< <(echo "$after")
   if [ $status -ne 0 ]; then
-    line="FAIL $name (status $status, ${secs}s)"
-    failed=$((failed + 1))
+    fail "$name (status $status, ${secs}s)"
   elif [ $links_ok -ne 1 ]; then
-    line="FAIL $name: a link carried under $MIN_LINK_BYTES bytes one way"
-    line+=" (did the ranks talk over the network?)"
-    failed=$((failed + 1))
+    fail "$name: a link carried under $MIN_LINK_BYTES bytes one way" \
+         "(did the ranks talk over the network?)"
   else
-    line="ok   $name (${secs}s)"
-    passed=$((passed + 1))
+    ok "$name (${secs}s)"
   fi
-  echo "$line"
-  SUMMARY+=("$line")
+  SUMMARY+=("$last_check")
 }
 
 # ---- the runs ---------------------------------------------------------------------
@@ -296,5 +290,4 @@ check_run "host level, 2 hosts x 2 ranks, on and off" train_host_level 2
 # ---- summary ------------------------------------------------------------------------
 echo "==== multihost_netns summary (links capped at ${RATE:-no rate})"
 printf '%s\n' "${SUMMARY[@]}"
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+finish

@@ -9,17 +9,12 @@
 #      and one line.
 # Usage: test_rank_failure.sh BUILD_DIR MPIEXEC   (from the repo root)
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 BUILD_DIR=$(cd "$1" && pwd)
 MPIEXEC=${2:-mpirun}
 TRAIN="$BUILD_DIR/tools/poseidon_train"
-WORK=$(mktemp -d /tmp/poseidon_rankfail.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+make_workdir poseidon_rankfail
 export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-
-passed=0
-failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
 
 cat > "$WORK/net.prototxt" <<'EOF'
 name: "tiny"
@@ -66,8 +61,8 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
   ok "rank 1 failed: its error printed, ranks 0 and 2 one line each (exit $rc)"
 else
   cat "$WORK/job.log" | grep -v "^I[0-9]" | tail -40
-  bad "rank failure: exit $rc, rank 0 lines $lines0, rank 2 lines $lines2," \
-      "stack trace lines $traces"
+  fail "rank failure: exit $rc, rank 0 lines $lines0, rank 2 lines $lines2," \
+       "stack trace lines $traces"
 fi
 
 # 2. SIGTERM to a lone poseidon_train.
@@ -87,8 +82,7 @@ if [ "$rc" -eq 143 ] &&
   ok "a lone poseidon_train ends on SIGTERM with one line (exit 143)"
 else
   tail -20 "$WORK/alone.log"
-  bad "lone poseidon_train on SIGTERM: exit $rc"
+  fail "lone poseidon_train on SIGTERM: exit $rc"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -17,19 +17,15 @@
 #      object times, so they are compared by what they load into.)
 # Usage: test_snapshot_kill.sh BUILD_DIR   (from the repository root)
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 BUILD_DIR=$(cd "$1" && pwd)
 TRAIN="$BUILD_DIR/tools/poseidon_train"
-WORK=$(mktemp -d /tmp/poseidon_snapkill.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+make_workdir poseidon_snapkill
 export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-passed=0
-failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
-
 BUILD_DIR="$BUILD_DIR" bash examples/fashion_mnist/create_fashion_mnist.sh \
-  > "$WORK/data.log" 2>&1 || { tail "$WORK/data.log"; exit 1; }
+  > "$WORK/data.log" 2>&1 ||
+  { tail "$WORK/data.log"; fatal "create_fashion_mnist.sh failed"; }
 
 # solver PREFIX OUT [FORMAT]: 40 iterations, snapshots every 20 (in FORMAT,
 # default BINARYPROTO), tests every 10.
@@ -49,7 +45,7 @@ solver() {
 mkdir -p "$WORK/a"
 solver "$WORK/a/lenet" "$WORK/a.prototxt"
 "$TRAIN" train --solver="$WORK/a.prototxt" > "$WORK/a.log" 2>&1 \
-  || { tail "$WORK/a.log"; bad "the uninterrupted run failed"; }
+  || { tail "$WORK/a.log"; fail "the uninterrupted run failed"; }
 
 # kill_while_writing NAME FILE_SUFFIX: runs to iteration 40, pauses half way
 # through writing the snapshot file ending in FILE_SUFFIX, SIGKILLs it, then
@@ -70,7 +66,7 @@ kill_while_writing() {
     sleep 0.1
   done
   if ! grep -q "POSEIDON_TEST_PAUSE_WRITING: paused" "$log"; then
-    tail "$log"; bad "$name: the run never reached the paused write"
+    tail "$log"; fail "$name: the run never reached the paused write"
     kill -9 "$pid" 2> /dev/null; wait "$pid" 2> /dev/null
     return
   fi
@@ -89,7 +85,7 @@ kill_while_writing() {
        "iteration-20 snapshot intact and no lenet_iter_40$suffix"
   else
     ls -l "$dir"; tail -3 "$WORK/$name.test.log" 2> /dev/null
-    bad "$name: after SIGKILL the snapshots are not as expected"
+    fail "$name: after SIGKILL the snapshots are not as expected"
   fi
   rm -f "$dir"/*.tmp.*
   # The resumed run writes binary snapshots, compared byte for byte.
@@ -102,7 +98,7 @@ kill_while_writing() {
        "uninterrupted run's byte for byte"
   else
     tail -5 "$WORK/$name.resume.log"
-    bad "$name: the resumed run's iteration-40 weights differ"
+    fail "$name: the resumed run's iteration-40 weights differ"
   fi
 }
 
@@ -110,5 +106,4 @@ kill_while_writing model .caffemodel
 kill_while_writing state .solverstate
 kill_while_writing hdf5 .caffemodel.h5 HDF5
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -6,14 +6,12 @@
 # the training nets' backward passes run in test_model_corpus.sh.
 # Usage: test_time_models.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 SOURCE_DIR=$(cd "$1" && pwd)
 BUILD_DIR=$(cd "$2" && pwd)
 TRAIN="$BUILD_DIR/tools/poseidon_train"
-WORK=$(mktemp -d /tmp/poseidon_time_models.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+make_workdir poseidon_time_models
 cd "$SOURCE_DIR"
-passed=0
-failed=0
 
 models=$(ls -d models/*/ | xargs -n1 basename)
 for model in $models; do
@@ -23,8 +21,8 @@ for model in $models; do
   sed -E '0,/dim: [0-9]+/s//dim: 1/' "$deploy" > "$net"
   start=$SECONDS
   if ! "$TRAIN" time --model="$net" --iterations=1 > "$WORK/log" 2>&1; then
-    echo "FAIL $model: exit status $?"; grep -E "Error|Check" "$WORK/log"
-    failed=$((failed + 1)); continue
+    fail "$model: exit status $?"; grep -E "Error|Check" "$WORK/log"
+    continue
   fi
   # Every layer named in the net has both per-layer lines.
   missing=""
@@ -39,14 +37,14 @@ for model in $models; do
   if [ -n "$missing" ] || [ "$layers" = 0 ] ||
      ! grep -q "Average Forward pass: " "$WORK/log" ||
      ! grep -q "Average Forward-Backward: " "$WORK/log"; then
-    echo "FAIL $model: per-layer lines missing for:$missing"
-    failed=$((failed + 1)); continue
+    fail "$model: per-layer lines missing for:$missing"
+    continue
   fi
   ms=$(grep -o "Average Forward pass: [0-9.]*" "$WORK/log" | awk '{print $4}')
-  echo "ok   $model: $layers layers, forward $ms ms at batch 1" \
-       "($((SECONDS - start)) s)"
-  passed=$((passed + 1))
+  ok "$model: $layers layers, forward $ms ms at batch 1" \
+     "($((SECONDS - start)) s)"
 done
 
-echo "$passed models passed, $failed failed"
-[ "$failed" = 0 ] && [ "$passed" -gt 0 ]
+# shellcheck disable=SC2154  # passed: counted by test_lib.sh
+[ "$passed" -gt 0 ] || fail "no models/*/deploy.prototxt ran"
+finish

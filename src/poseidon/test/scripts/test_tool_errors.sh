@@ -4,31 +4,17 @@
 # problem, and never damage files already written.
 # Usage: test_tool_errors.sh BUILD_DIR
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 BUILD_DIR=$(cd "$1" && pwd)
 TRAIN="$BUILD_DIR/tools/poseidon_train"
-WORK=$(mktemp -d /tmp/poseidon_errors.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-passed=0
-failed=0
+enter_workdir poseidon_errors
 
 # expect_error NAME PATTERN COMMAND...: runs COMMAND, wants exit 1 and
 # PATTERN (an extended regex) in its stderr.
 expect_error() {
   local name=$1 pattern=$2
   shift 2
-  "$@" > out.txt 2> err.txt
-  local rc=$?
-  if [ "$rc" -ne 1 ]; then
-    echo "FAIL $name: exit status $rc, wanted 1"; tail -5 err.txt
-    failed=$((failed + 1)); return
-  fi
-  if ! grep -Eq -e "$pattern" err.txt; then
-    echo "FAIL $name: stderr lacks /$pattern/:"; grep -E "Error" err.txt | tail -3
-    failed=$((failed + 1)); return
-  fi
-  echo "ok   $name: $(grep -m1 '^Error' err.txt)"
-  passed=$((passed + 1))
+  expect_status "$name" 1 "$pattern" "$@"
 }
 
 # A small valid net over random data, and a solver for it.
@@ -92,7 +78,7 @@ expect_error missing_solver "no_such_solver.prototxt" \
 # 8. Corrupt and truncated weights. First write a good snapshot.
 "$TRAIN" train --solver="$(solver_for good.prototxt)" > /dev/null 2>&1
 if [ ! -s snap_iter_4.caffemodel ]; then
-  echo "FAIL setup: no snapshot written"; failed=$((failed + 1))
+  fail "setup: no snapshot written"
 else
   head -c 50 snap_iter_4.caffemodel > truncated.caffemodel
   expect_error truncated_caffemodel "truncated.caffemodel.*(truncated|corrupt)" \
@@ -116,14 +102,12 @@ last=$(ls -v snap_iter_*.caffemodel 2>/dev/null | tail -1)
 # the loss itself may already be huge.)
 if [ -n "$last" ] && "$TRAIN" test --model=good.prototxt --weights="$last" \
      --iterations=1 > /dev/null 2>&1; then
-  echo "ok   nan_snapshot_intact: $last loads"
-  passed=$((passed + 1))
+  ok "nan_snapshot_intact: $last loads"
 else
-  echo "FAIL nan_snapshot_intact: last snapshot '$last' missing or unusable"
-  failed=$((failed + 1))
+  fail "nan_snapshot_intact: last snapshot '$last' missing or unusable"
 fi
 if ls ./*.tmp.* > /dev/null 2>&1; then
-  echo "FAIL: temporary files left"; failed=$((failed + 1))
+  fail "nan_no_temporary_files: $(ls ./*.tmp.*)"
 fi
 
 # 10. Flags: both --snapshot and --weights; unknown action.
@@ -141,8 +125,7 @@ expect_error bad_network_gbits "--network_gbits must be positive" \
 expect_error gpu_list_malformed "--gpu=0,x" \
   "$TRAIN" train --solver="$(solver_for good.prototxt)" --gpu=0,x
 if "$TRAIN" device_query > out.txt 2> err.txt && grep -q "No GPU" err.txt; then
-  echo "ok   device_query: $(grep -m1 'No GPU' err.txt | sed 's/.*\] //')"
-  passed=$((passed + 1))
+  ok "device_query: $(grep -m1 'No GPU' err.txt | sed 's/.*\] //')"
   expect_error gpu_without_gpu "--gpu=0.*(built without CUDA|no GPU is available)" \
     "$TRAIN" train --solver="$(solver_for good.prototxt)" --gpu=0
   # A solver stating solver_mode: GPU (as the model zoo's do) trains on the
@@ -151,18 +134,14 @@ if "$TRAIN" device_query > out.txt 2> err.txt && grep -q "No GPU" err.txt; then
     "$(solver_for good.prototxt)" > solver_gpu.prototxt
   if "$TRAIN" train --solver=solver_gpu.prototxt > out.txt 2> err.txt &&
      grep -q "solver_mode: GPU.*training on the CPU" err.txt; then
-    echo "ok   solver_mode_gpu_without_gpu: trained on the CPU with a warning"
-    passed=$((passed + 1))
+    ok "solver_mode_gpu_without_gpu: trained on the CPU with a warning"
   else
-    echo "FAIL solver_mode_gpu_without_gpu:"; tail -5 err.txt
-    failed=$((failed + 1))
+    fail "solver_mode_gpu_without_gpu:"; tail -5 err.txt
   fi
 elif grep -q "Device id" err.txt; then
-  echo "ok   device_query: $(grep -m1 'Name:' err.txt | sed 's/.*\] //')"
-  passed=$((passed + 1))
+  ok "device_query: $(grep -m1 'Name:' err.txt | sed 's/.*\] //')"
 else
-  echo "FAIL device_query:"; tail -5 err.txt; failed=$((failed + 1))
+  fail "device_query:"; tail -5 err.txt
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -16,22 +16,18 @@
 #      the rank, and the last snapshot is intact.
 # Usage: test_train_distributed.sh BUILD_DIR MPIEXEC   (from the repo root)
 set -uo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 BUILD_DIR=$(cd "$1" && pwd)
 MPIEXEC=${2:-mpirun}
 TRAIN="$BUILD_DIR/tools/poseidon_train"
 ITERS=${ITERS:-600}
-WORK=$(mktemp -d /tmp/poseidon_dist.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+make_workdir poseidon_dist
 MPI=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none)
 export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-passed=0
-failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
-
 BUILD_DIR="$BUILD_DIR" bash examples/fashion_mnist/create_fashion_mnist.sh \
-  > "$WORK/data.log" 2>&1 || { tail "$WORK/data.log"; exit 1; }
+  > "$WORK/data.log" 2>&1 ||
+  { tail "$WORK/data.log"; fatal "create_fashion_mnist.sh failed"; }
 
 # A solver and net with batch $1 per rank, the given iterations and prefix.
 make_solver() {
@@ -56,7 +52,7 @@ expect_job_error() {
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$pattern" "$log"; then
     ok "$name (exit $rc)"
   else
-    tail "$log"; bad "$name: exit $rc, /$pattern/ not in the output"
+    tail "$log"; fail "$name: exit $rc, /$pattern/ not in the output"
   fi
 }
 accuracy() { grep "Test net output #0: accuracy" "$1" | tail -1 | sed 's/.*= //'; }
@@ -66,10 +62,10 @@ mkdir -p "$WORK/one" "$WORK/two"
 make_solver 64 "$ITERS" "$WORK/one/lenet" "$WORK/one.prototxt"
 make_solver 32 "$ITERS" "$WORK/two/lenet" "$WORK/two.prototxt"
 "$TRAIN" train --solver="$WORK/one.prototxt" > "$WORK/one.log" 2>&1 \
-  || { tail "$WORK/one.log"; bad "one process training failed"; }
+  || { tail "$WORK/one.log"; fail "one process training failed"; }
 timeout 600 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/two.prototxt" \
   --timeline="$WORK/trace.json" > "$WORK/two.log" 2>&1 \
-  || { tail -20 "$WORK/two.log"; bad "mpirun -np 2 training failed"; }
+  || { tail -20 "$WORK/two.log"; fail "mpirun -np 2 training failed"; }
 a1=$(accuracy "$WORK/one.log")
 a2=$(accuracy "$WORK/two.log")
 echo "accuracy after $ITERS iterations: one process (batch 64) $a1," \
@@ -78,7 +74,7 @@ if awk -v a="$a1" -v b="$a2" \
      'BEGIN { d = a - b; exit !(a > 0.75 && d < 0.01 && d > -0.01) }'; then
   ok "2 ranks match one process: $a2 vs $a1"
 else
-  bad "2 ranks reach $a2, one process $a1"
+  fail "2 ranks reach $a2, one process $a1"
 fi
 if [ "$(grep -c 'Test net output #0' "$WORK/two.log")" -ge 1 ] &&
    grep -q "Distributed training: 2 ranks" "$WORK/two.log" &&
@@ -87,11 +83,11 @@ if [ "$(grep -c 'Test net output #0' "$WORK/two.log")" -ge 1 ] &&
    grep -q "predicted by the cost model" "$WORK/two.log"; then
   ok "plan, settings and traffic logged"
 else
-  bad "the distributed log lacks the plan/settings/traffic lines"
+  fail "the distributed log lacks the plan/settings/traffic lines"
 fi
 n_snap=$(ls "$WORK/two" | grep -c "caffemodel")
 [ "$n_snap" -eq 2 ] && ok "rank 0 alone wrote the 2 snapshots" \
-  || bad "expected 2 caffemodels, found $n_snap"
+  || fail "expected 2 caffemodels, found $n_snap"
 if python3 - "$WORK" <<'PY'
 import json, sys
 for r in (0, 1):
@@ -101,19 +97,19 @@ for r in (0, 1):
     assert any(c and ("push" in c or c in ("SFB", "ALLREDUCE")) for c in cats), cats
 PY
 then ok "timeline per rank with compute and communication events"
-else bad "timeline files missing or incomplete"; fi
+else fail "timeline files missing or incomplete"; fi
 
 # 1b. Four ranks with batch 16 each: the same samples per iteration again.
 make_solver 16 "$ITERS" "$WORK/four16/lenet" "$WORK/four16.prototxt"
 mkdir -p "$WORK/four16"
 timeout 600 "${MPI[@]}" -np 4 "$TRAIN" train --solver="$WORK/four16.prototxt" \
-  > "$WORK/four16.log" 2>&1 || { tail -20 "$WORK/four16.log"; bad "np 4 failed"; }
+  > "$WORK/four16.log" 2>&1 || { tail -20 "$WORK/four16.log"; fail "np 4 failed"; }
 a4=$(accuracy "$WORK/four16.log")
 if awk -v a="$a1" -v b="$a4" \
      'BEGIN { d = a - b; exit !(b > 0.75 && d < 0.01 && d > -0.01) }'; then
   ok "4 ranks (batch 16 each) match one process: $a4 vs $a1"
 else
-  bad "4 ranks reach $a4, one process $a1"
+  fail "4 ranks reach $a4, one process $a1"
 fi
 
 # 1c. Device workers: one process with --threads=2 of batch 32, and 2 ranks
@@ -122,9 +118,9 @@ mkdir -p "$WORK/thr" "$WORK/thr2"
 make_solver 32 "$ITERS" "$WORK/thr/lenet" "$WORK/thr.prototxt"
 make_solver 16 "$ITERS" "$WORK/thr2/lenet" "$WORK/thr2.prototxt"
 "$TRAIN" train --solver="$WORK/thr.prototxt" --threads=2 > "$WORK/thr.log" 2>&1 \
-  || { tail "$WORK/thr.log"; bad "--threads=2 failed"; }
+  || { tail "$WORK/thr.log"; fail "--threads=2 failed"; }
 timeout 600 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/thr2.prototxt" \
-  --threads=2 > "$WORK/thr2.log" 2>&1 || { tail "$WORK/thr2.log"; bad "np 2 --threads=2 failed"; }
+  --threads=2 > "$WORK/thr2.log" 2>&1 || { tail "$WORK/thr2.log"; fail "np 2 --threads=2 failed"; }
 at=$(accuracy "$WORK/thr.log")
 at2=$(accuracy "$WORK/thr2.log")
 if awk -v a="$a1" -v b="$at" -v c="$at2" 'BEGIN { d = a - b; e = a - c;
@@ -132,7 +128,7 @@ if awk -v a="$a1" -v b="$at" -v c="$at2" 'BEGIN { d = a - b; e = a - c;
    grep -q "Device workers: 2" "$WORK/thr.log"; then
   ok "device workers match one process: --threads=2 $at, 2 ranks x 2 threads $at2 vs $a1"
 else
-  bad "device workers: --threads=2 $at, 2 ranks x 2 threads $at2, one process $a1"
+  fail "device workers: --threads=2 $at, 2 ranks x 2 threads $at2, one process $a1"
 fi
 
 # 2. Four ranks on partitioned data, every layer over the ring allreduce.
@@ -157,10 +153,10 @@ if ls -d "$WORK"/train_3 > /dev/null 2>&1; then
      ! grep -q "shared memory" "$WORK/four.log"; then
     ok "4 ranks on partitions, ring allreduce over MPI: accuracy $a4 after 200 iterations"
   else
-    tail -20 "$WORK/four.log"; bad "4 ranks on partitions: accuracy '$a4'"
+    tail -20 "$WORK/four.log"; fail "4 ranks on partitions: accuracy '$a4'"
   fi
 else
-  bad "scripts/partition_data made no partitions (see its usage)"
+  fail "scripts/partition_data made no partitions (see its usage)"
 fi
 
 # 3. The 2-rank snapshot resumes in one process.
@@ -174,7 +170,7 @@ if "$TRAIN" train --solver="$WORK/resume.prototxt" \
 assert {'forward','backward'} <= {e.get('cat') for e in t['traceEvents']}" \
      "$WORK/alone.json"
 then ok "a 2-rank snapshot resumes with 1 rank (with a one-process timeline)"
-else tail "$WORK/resume.log"; bad "resume of the 2-rank snapshot failed"; fi
+else tail "$WORK/resume.log"; fail "resume of the 2-rank snapshot failed"; fi
 
 # 4a. Different solver files on different ranks.
 sed -e "s/^momentum: .*/momentum: 0.8/" "$WORK/two.prototxt" > "$WORK/other.prototxt"
@@ -214,13 +210,13 @@ for pid in $(pgrep -f "solver=$WORK/kill.prototxt"); do
   fi
 done
 if [ -z "$victim" ]; then
-  bad "could not find rank 1 to kill"; kill "$job" 2> /dev/null
+  fail "could not find rank 1 to kill"; kill "$job" 2> /dev/null
 else
   start=$(date +%s.%N)
   kill -9 "$victim"
   for _ in $(seq 1 150); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$job" 2> /dev/null; then
-    bad "the job still runs 15 s after rank 1 was killed"; kill -9 "$job"
+    fail "the job still runs 15 s after rank 1 was killed"; kill -9 "$job"
   else
     wait "$job"; rc=$?
     took=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
@@ -231,7 +227,7 @@ else
          --iterations=1 > "$WORK/kill_test.log" 2>&1; then
       ok "killed rank 1: job ended in ${took}s (exit $rc), $(basename "$last") intact"
     else
-      tail "$WORK/kill.log"; bad "killed rank: took ${took}s, exit $rc"
+      tail "$WORK/kill.log"; fail "killed rank: took ${took}s, exit $rc"
     fi
   fi
 fi
@@ -262,18 +258,18 @@ if [ -n "$stopped" ]; then
   for _ in $(seq 1 200); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$job" 2> /dev/null; then
     kill -CONT "$stopped"; kill -9 "$job" "$stopped" 2> /dev/null
-    bad "a stopped rank hung the job for 20 s"
+    fail "a stopped rank hung the job for 20 s"
   else
     wait "$job"; rc=$?
     if [ "$rc" -ne 0 ] && grep -q "rank 1" "$WORK/stall.log" &&
        grep -qi "timed out\|timeout\|gave up" "$WORK/stall.log"; then
       ok "a stopped rank is named after --comm_timeout (exit $rc)"
     else
-      tail "$WORK/stall.log"; bad "stalled rank: exit $rc"
+      tail "$WORK/stall.log"; fail "stalled rank: exit $rc"
     fi
   fi
 else
-  kill "$job"; bad "could not find rank 1 for the stall test"
+  kill "$job"; fail "could not find rank 1 for the stall test"
 fi
 
 # 5. Signals reaching one rank act on all: SIGHUP to rank 1 snapshots on
@@ -302,19 +298,18 @@ if [ -n "$rank1" ]; then
   kill -INT "$rank1"
   for _ in $(seq 1 150); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$job" 2> /dev/null; then
-    kill -9 "$job"; bad "SIGINT to rank 1 did not stop the job"
+    kill -9 "$job"; fail "SIGINT to rank 1 did not stop the job"
   else
     wait "$job"; rc=$?
     if [ "$rc" -eq 0 ] && ls "$WORK/sig"/*.caffemodel > /dev/null 2>&1 &&
        grep -q "Optimization stopped early" "$WORK/sig.log"; then
       ok "SIGHUP to rank 1 snapshotted, SIGINT to rank 1 stopped every rank"
     else
-      tail "$WORK/sig.log"; bad "signals: exit $rc, snapshots: $(ls "$WORK/sig")"
+      tail "$WORK/sig.log"; fail "signals: exit $rc, snapshots: $(ls "$WORK/sig")"
     fi
   fi
 else
-  kill "$job"; bad "could not find rank 1 for the signal test"
+  kill "$job"; fail "could not find rank 1 for the signal test"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
