@@ -20,8 +20,10 @@ for model in $models; do
   net="$WORK/$model.prototxt"
   sed -E '0,/dim: [0-9]+/s//dim: 1/' "$deploy" > "$net"
   start=$SECONDS
-  if ! "$TRAIN" time --model="$net" --iterations=1 > "$WORK/log" 2>&1; then
-    fail "$model: exit status $?"; grep -E "Error|Check" "$WORK/log"
+  status=0
+  "$TRAIN" time --model="$net" --iterations=1 > "$WORK/log" 2>&1 || status=$?
+  if [ "$status" -ne 0 ]; then
+    fail "$model: exit status $status"; grep -E "Error|Check" "$WORK/log"
     continue
   fi
   # Every layer named in the net has both per-layer lines.
