@@ -16,13 +16,22 @@
 // (scripts/bench/bench_gemm.cpp; figures in README's CPU section). BLIS
 // 0.9.0 as Debian builds it has no AVX-512 sub-configuration and ran at
 // 0.6-1.2x OpenBLAS-on-AVX2, so it is not used.
-// Threads: Debian's oneDNN runs on OpenMP. While Poseidon's pool
-// (util/parallel.hpp) has more than one thread, each calling thread sets
-// its own OpenMP thread count to 1 before calling oneDNN, so the pool's
-// workers each run one single-threaded product and no OpenMP team spins
-// beside them (the reason OpenBLAS runs single-threaded then; Note [One
-// thread pool] in common.cpp). With one pool thread oneDNN keeps OpenMP's
-// own setting (OMP_NUM_THREADS, else every core), as OpenBLAS keeps its.
+// Threads: Debian's oneDNN runs on OpenMP. Every thread that calls oneDNN
+// first sets its own OpenMP thread count to 1, so oneDNN runs one
+// single-threaded product per calling thread and never starts an OpenMP
+// team; the parallelism is Poseidon's pool's (util/parallel.hpp: the
+// convolutions split the batch, cpu_gemm_parallel splits columns). Two
+// reasons. Beside the pool, an OpenMP team's spinning threads take turns
+// with the pool's on the same cores (the reason OpenBLAS runs
+// single-threaded then; Note [One thread pool] in common.cpp). And with
+// one pool thread (POSEIDON_NUM_THREADS=1, as psd_run sets for several
+// ranks per host), letting oneDNN start teams of every core's size
+// oversubscribed the cores, and in one CI run of the link-fault matrix
+// (4 ranks on 2 cores) two ranks hung inside GOMP_parallel's first team
+// start-up and died in malloc with a corrupted heap; we did not find the
+// cause and keep OpenMP teams out of the process instead. So one pool
+// thread means one thread for the float GEMM too (OpenBLAS, the
+// reference, keeps its own setting then).
 #ifndef POSEIDON_UTIL_SGEMM_HPP_
 #define POSEIDON_UTIL_SGEMM_HPP_
 
@@ -56,8 +65,8 @@ void SgemmWith(SgemmBackend backend, CBLAS_TRANSPOSE trans_a,
 bool SgemmBackendAvailable(SgemmBackend backend);
 
 // The number of OpenMP threads a oneDNN product called from this thread
-// runs on, as last set for it (Note [Float GEMM]); 0 without oneDNN. For
-// tests.
+// runs on (1 once it has called oneDNN: Note [Float GEMM]); 0 without
+// oneDNN. For tests.
 int OneDnnThreadsOfThisThread();
 
 }  // namespace poseidon

@@ -30,16 +30,13 @@ void OpenBlasSgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
 }
 
 #ifdef USE_DNNL
-// Sets the calling thread's OpenMP thread count for oneDNN (Note [Float
-// GEMM]): 1 while the pool has several threads, OpenMP's own otherwise.
+// Holds the calling thread's OpenMP thread count at 1 (Note [Float GEMM]):
+// oneDNN then never starts an OpenMP team.
 void SetOneDnnThreads() {
-  thread_local int initial = 0;  // this thread's OpenMP default
-  thread_local int current = 0;
-  if (initial == 0) initial = current = omp_get_max_threads();
-  const int want = Poseidon::num_threads() > 1 ? 1 : initial;
-  if (want != current) {
-    omp_set_num_threads(want);
-    current = want;
+  thread_local bool set = false;
+  if (!set) {
+    omp_set_num_threads(1);
+    set = true;
   }
 }
 
