@@ -6,7 +6,6 @@
 #include <string>
 
 #include "poseidon/common.hpp"
-#include "poseidon/util/avx512.hpp"
 
 #ifdef USE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -74,32 +73,23 @@ SgemmBackend Choose() {
                          ? "this build has no oneDNN (USE_DNNL=OFF)"
                          : "use openblas or onednn");
   }
-#ifdef USE_DNNL
-  if (Avx512KernelsAvailable()) return SgemmBackend::kOneDnn;
-#endif
+  // OpenBLAS unless asked otherwise: Note [Float GEMM].
   return SgemmBackend::kOpenBlas;
 }
 
 std::string Describe(SgemmBackend backend) {
-  if (const char* force = std::getenv("POSEIDON_SGEMM")) {
-    if (backend == SgemmBackend::kOpenBlas &&
-        std::strcmp(force, "openblas") == 0) {
-      return "OpenBLAS cblas_sgemm (POSEIDON_SGEMM=openblas)";
-    }
-  }
 #ifdef USE_DNNL
   if (backend == SgemmBackend::kOneDnn) {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." +
            std::to_string(v->minor) + "." + std::to_string(v->patch) +
-           " dnnl_sgemm (AVX-512 CPU; POSEIDON_KERNELS=blas selects "
-           "OpenBLAS)";
+           " dnnl_sgemm (POSEIDON_SGEMM=onednn)";
   }
-  const char* why = "no AVX-512 or POSEIDON_KERNELS=blas";
+  return "OpenBLAS cblas_sgemm (POSEIDON_SGEMM=onednn selects oneDNN's)";
 #else
-  const char* why = "built without oneDNN (USE_DNNL=OFF)";
+  (void)backend;
+  return "OpenBLAS cblas_sgemm (built without oneDNN: USE_DNNL=OFF)";
 #endif
-  return std::string("OpenBLAS cblas_sgemm (") + why + ")";
 }
 
 }  // namespace
