@@ -22,12 +22,15 @@ BlockHeader DecodeBlockMessage(const void* data, size_t bytes,
                                const BlockExpectation& want) {
   CHECK(want.partition != nullptr);
   const bool push = want.kind == BlockMessageKind::kPush;
-  const std::string what =
-      push ? StrCat("rank ", want.peer_job, "'s push of block ", want.block,
-                    " (iteration ", want.iter, ")")
-           : StrCat("the sum of block ", want.block, " (iteration ",
-                    want.iter, ") from the shard of rank ", want.peer_job);
-  POSEIDON_REQUIRE(bytes >= sizeof(BlockHeader), DistributedError, what,
+  // Built only for an error: this runs for every block a rank receives.
+  auto what = [&] {
+    return push ? StrCat("rank ", want.peer_job, "'s push of block ",
+                         want.block, " (iteration ", want.iter, ")")
+                : StrCat("the sum of block ", want.block, " (iteration ",
+                         want.iter, ") from the shard of rank ",
+                         want.peer_job);
+  };
+  POSEIDON_REQUIRE(bytes >= sizeof(BlockHeader), DistributedError, what(),
                    ": truncated message of ", bytes,
                    " bytes, shorter than its ", sizeof(BlockHeader),
                    "-byte header");
@@ -36,34 +39,34 @@ BlockHeader DecodeBlockMessage(const void* data, size_t bytes,
   const std::vector<ParamBlock>& blocks = want.partition->blocks();
   POSEIDON_REQUIRE(header.block >= 0 &&
                        static_cast<size_t>(header.block) < blocks.size(),
-                   DistributedError, what, ": its header names block ",
+                   DistributedError, what(), ": its header names block ",
                    header.block, ", but the partition has ", blocks.size(),
                    " blocks");
   POSEIDON_REQUIRE(header.rank >= 0 && header.rank < want.ranks,
-                   DistributedError, what, ": its header names sender rank ",
+                   DistributedError, what(), ": its header names sender rank ",
                    header.rank, ", but the job has ", want.ranks, " ranks");
   const ParamBlock& named = blocks[header.block];
   // Division, not multiplication: no count can overflow the comparison.
   const size_t payload = bytes - sizeof(BlockHeader);
   POSEIDON_REQUIRE(payload % want.dtype_bytes == 0 &&
                        payload / want.dtype_bytes == named.count,
-                   DistributedError, what, ": ", bytes,
+                   DistributedError, what(), ": ", bytes,
                    " bytes disagree with its header, whose block ",
                    header.block, " needs ", sizeof(BlockHeader), " + ",
                    named.count, " x ", want.dtype_bytes, " bytes");
   if (push) {
-    POSEIDON_REQUIRE(header.rank == want.peer, DistributedError, what,
+    POSEIDON_REQUIRE(header.rank == want.peer, DistributedError, what(),
                      ": its header says rank ", header.rank,
                      " pushed it (a message of another kind or sender)");
   } else {
     POSEIDON_REQUIRE(header.rank == want.peer && named.shard == want.peer,
-                     DistributedError, what, ": its header says shard ",
+                     DistributedError, what(), ": its header says shard ",
                      header.rank, " summed block ", header.block,
                      ", which shard ", named.shard,
                      " owns (a message of another kind or sender)");
   }
   POSEIDON_REQUIRE(header.block == want.block && header.iter == want.iter,
-                   DistributedError, what, ": it carries block ",
+                   DistributedError, what(), ": it carries block ",
                    header.block, " of iteration ", header.iter, ", expected ",
                    "block ", want.block, " of iteration ", want.iter,
                    push ? " (did the ranks start from different solver "
