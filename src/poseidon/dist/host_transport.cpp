@@ -43,6 +43,14 @@ namespace dist {
 // with the first two rungs only, a cut link made a rank name its partner,
 // which was only waiting for the other host, and nobody named a rank
 // behind the cut before the job ended.
+// A rank's exchange may end without its training thread going on (it
+// stopped right after handing its slice over): the rank is then no longer
+// in its exchange, and the waiting rank names it a timeout after the
+// exchange ended, not two steps after its wait began. Seen as a flaky
+// HostLevelTest.TheFirstErrorNamesTheStoppedRank under load (1 run in 12):
+// with the extension decided once, rank 2 kept waiting 5 s for a partner
+// that had long finished its exchange, and a rank of the other host, on
+// the rung between, named rank 2 first.
 namespace {
 
 std::chrono::milliseconds LadderStep(std::chrono::milliseconds timeout) {
@@ -168,28 +176,42 @@ class HostMemory {
   // The same for a counter that the ranks raise after their exchange
   // between hosts: a late rank still in that exchange (kCrossing raised,
   // kCrossed not) gets two steps more (Note [Deadline ladder]); one that is
-  // not is named at the timeout as `stuck`.
+  // not is named at the timeout as `stuck`, counted from when the wait
+  // began or, for a rank that was in its exchange then, from when it left
+  // it (its training thread may have stopped right after).
   void WaitAllAfterCross(int g, Counter c, int64_t iter, const char* stuck,
                          const char* crossing) const {
     const std::chrono::milliseconds t = memory_->timeout();
-    auto in_cross = [&](int r) {
-      return !Below(g, r, kCrossing, iter) && Below(g, r, kCrossed, iter);
-    };
-    const auto start = std::chrono::steady_clock::now();
-    WaitForRanks(
-        local_->size(),
-        [&](int r) { return Below(g, r, c, iter) && !in_cross(r); }, t,
-        job_ranks_[local_->rank()], What(g, iter), stuck, &job_ranks_);
     if (t.count() <= 0) {
       WaitAll(g, c, iter, crossing);
       return;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        t + 2 * LadderStep(t) - (std::chrono::steady_clock::now() - start));
-    WaitForRanks(
-        local_->size(), [&](int r) { return Below(g, r, c, iter); },
-        std::max(left, std::chrono::milliseconds(1)),
-        job_ranks_[local_->rank()], What(g, iter), crossing, &job_ranks_);
+    auto in_cross = [&](int r) {
+      return !Below(g, r, kCrossing, iter) && Below(g, r, kCrossed, iter);
+    };
+    const auto start = std::chrono::steady_clock::now();
+    // At most two rounds: the counters only grow, so a rank that left
+    // its exchange never enters it again for this iteration.
+    for (;;) {
+      // Until every rank is done or in its exchange; `stuck` at t.
+      WaitForRanks(
+          local_->size(),
+          [&](int r) { return Below(g, r, c, iter) && !in_cross(r); }, t,
+          job_ranks_[local_->rank()], What(g, iter), stuck, &job_ranks_);
+      if (All(g, c, iter)) return;
+      // Until nobody is in an exchange between hosts; `crossing` at two
+      // steps past t from the start.
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(
+              t + 2 * LadderStep(t) -
+              (std::chrono::steady_clock::now() - start));
+      WaitForRanks(
+          local_->size(),
+          [&](int r) { return Below(g, r, c, iter) && in_cross(r); },
+          std::max(left, std::chrono::milliseconds(1)),
+          job_ranks_[local_->rank()], What(g, iter), crossing, &job_ranks_);
+      if (All(g, c, iter)) return;
+    }
   }
 
  private:
