@@ -47,7 +47,11 @@
 
 namespace poseidon {
 
-enum class SgemmBackend { kOpenBlas, kOneDnn };
+enum class SgemmBackend {
+  kOpenBlas,  // OpenBLAS's cblas_sgemm: the reference
+  kOneDnn,    // oneDNN's dnnl_sgemm (USE_DNNL builds)
+  kAvx512,    // Poseidon's AVX-512 kernel (util/sgemm_avx512.hpp)
+};
 
 // The backend this process uses (decided on the first call).
 SgemmBackend ActiveSgemmBackend();
@@ -63,13 +67,14 @@ void Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
            int ldb, float beta, float* C, int ldc);
 
 // The same product through a given backend: for tests and comparisons.
-// kOneDnn must be available (SgemmBackendAvailable).
+// The backend must be available (SgemmBackendAvailable).
 void SgemmWith(SgemmBackend backend, CBLAS_TRANSPOSE trans_a,
                CBLAS_TRANSPOSE trans_b, int M, int N, int K, float alpha,
                const float* A, int lda, const float* B, int ldb, float beta,
                float* C, int ldc);
 
-// True when this build has the backend (oneDNN: built with USE_DNNL).
+// True when this build and CPU have the backend (oneDNN: built with
+// USE_DNNL; the AVX-512 kernel: Avx512KernelsAvailable()).
 bool SgemmBackendAvailable(SgemmBackend backend);
 
 // The number of OpenMP threads a oneDNN product called from this thread
