@@ -93,12 +93,14 @@ SgemmBackend Choose() {
 }
 
 std::string Describe(SgemmBackend backend) {
-  const bool forced = std::getenv("POSEIDON_SGEMM") != nullptr;
+  const char* env = std::getenv("POSEIDON_SGEMM");
+  const std::string asked = env != nullptr ? env : "";
   switch (backend) {
     case SgemmBackend::kAvx512:
-      return forced ? "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=avx512)"
-                    : "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=openblas "
-                      "selects OpenBLAS)";
+      return asked == "avx512"
+                 ? "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=avx512)"
+                 : "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=openblas "
+                   "selects OpenBLAS)";
     case SgemmBackend::kOneDnn: {
 #ifdef USE_DNNL
       const dnnl_version_t* v = dnnl_version();
@@ -112,7 +114,7 @@ std::string Describe(SgemmBackend backend) {
     case SgemmBackend::kOpenBlas:
       break;
   }
-  if (forced && std::strcmp(std::getenv("POSEIDON_SGEMM"), "openblas") == 0) {
+  if (asked == "openblas") {
     return "OpenBLAS cblas_sgemm (POSEIDON_SGEMM=openblas)";
   }
   return Avx512KernelsAvailable()
