@@ -10,8 +10,8 @@ PACKAGES=(
   liblmdb-dev lmdb-utils
   libleveldb-dev        # the LevelDB backend of util/db (Caffe's default)
   libopenblas-dev
-  # the float GEMM on AVX-512 CPUs (oneDNN; util/fast_gemm) and BLIS, which
-  # scripts/bench/bench_gemm compares with OpenBLAS
+  # oneDNN (the opt-in float GEMM, POSEIDON_SGEMM=onednn; util/sgemm.hpp)
+  # and BLIS, which scripts/bench/bench_gemm compares with OpenBLAS
   libdnnl-dev libblis-dev
   openmpi-bin libopenmpi-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev

@@ -1,5 +1,6 @@
 // bench_gemm: single-precision GEMM throughput of OpenBLAS (as Poseidon
-// links it), oneDNN's dnnl_sgemm and BLIS's bli_sgemm on the products the
+// links it), oneDNN's dnnl_sgemm, BLIS's bli_sgemm and Poseidon's own
+// AVX-512 kernel (util/sgemm_avx512.hpp; on AVX-512 CPUs) on the products the
 // convolutions of ResNet-50, VGG-16 and GoogLeNet produce, plus square
 // matrices. A benchmark, not a test: the figures depend on the machine and
 // what else runs on it, so the libraries are timed interleaved (one call of
@@ -13,7 +14,10 @@
 // gradient dcol(K,N) = W(M,K)^T * dY(M,N) ("dgrad", TN), with M the output
 // channels, K = Cin * kh * kw and N the output pixels of the images in one
 // call. Threads: 1 runs each library single-threaded (Poseidon's case when
-// its own pool has more than one thread), 2 lets each library use two.
+// its own pool has more than one thread), 2 lets each library use two
+// (Poseidon's kernel, single-threaded by design, then gets the columns split
+// over two std::threads started per call, as cpu_gemm_parallel splits them
+// over the pool).
 // OpenBLAS's cblas.h first: blis.h may bring a cblas.h of its own.
 #include <cblas.h>
 #include <blis.h>
@@ -30,6 +34,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "poseidon/util/avx512.hpp"
+#include "poseidon/util/sgemm_avx512.hpp"
 
 extern "C" void omp_set_num_threads(int n);
 
@@ -104,15 +111,48 @@ void Blis(const Problem& p, float* c) {
             const_cast<float*>(p.b.data()), rsb, csb, &beta, c, p.ldc, 1);
 }
 
+int g_threads = 1;  // for Poseidon's kernel: SetThreads
+
+void Avx512Part(const Problem& p, float* c, int n0, int n1) {
+  const float* b = p.s.tb == 'N' ? p.b.data() + n0
+                                 : p.b.data() + static_cast<size_t>(n0) * p.ldb;
+  poseidon::Avx512Sgemm(p.s.ta == 'N' ? CblasNoTrans : CblasTrans,
+                        p.s.tb == 'N' ? CblasNoTrans : CblasTrans, p.s.m,
+                        n1 - n0, p.s.k, 1.f, p.a.data(), p.lda, b, p.ldb,
+                        p.s.beta, c + n0, p.ldc);
+}
+
+void Avx512(const Problem& p, float* c) {
+  if (g_threads == 1) {
+    Avx512Part(p, c, 0, p.s.n);
+    return;
+  }
+  // Columns in multiples of 16 per thread, the last thread the rest.
+  std::vector<std::thread> helpers;
+  const int per = (p.s.n / g_threads + 15) / 16 * 16;
+  for (int t = 1; t < g_threads; ++t) {
+    const int n0 = std::min(p.s.n, t * per);
+    const int n1 = t + 1 == g_threads ? p.s.n : std::min(p.s.n, n0 + per);
+    helpers.emplace_back([&p, c, n0, n1] { Avx512Part(p, c, n0, n1); });
+  }
+  Avx512Part(p, c, 0, std::min(p.s.n, per));
+  for (std::thread& t : helpers) t.join();
+}
+
 using Fn = void (*)(const Problem&, float*);
 struct Lib {
   const char* name;
   Fn fn;
 };
-const Lib kLibs[] = {{"openblas", OpenBlas}, {"onednn", Dnnl}, {"blis", Blis}};
-constexpr int kNumLibs = 3;
+const Lib kLibs[] = {{"openblas", OpenBlas},
+                     {"onednn", Dnnl},
+                     {"blis", Blis},
+                     {"avx512", Avx512}};
+constexpr int kNumLibs = 4;
+int g_num_libs = kNumLibs;  // 3 where the CPU has no AVX-512
 
 void SetThreads(int n) {
+  g_threads = n;
   openblas_set_num_threads(n);
   omp_set_num_threads(n);  // oneDNN (OpenMP build)
   bli_thread_set_num_threads(n);
@@ -184,6 +224,11 @@ int main(int argc, char** argv) {
               v->patch, v->cpu_runtime);
   std::printf("BLIS %s (arch %s)\n", bli_info_get_version_str(),
               bli_arch_string(bli_arch_query_id()));
+  if (!poseidon::Avx512KernelsAvailable()) {
+    g_num_libs = kNumLibs - 1;
+    std::printf("Poseidon's AVX-512 kernel: not on this CPU (or "
+                "POSEIDON_KERNELS=blas)\n");
+  }
   std::printf("GFLOP/s, median of %d interleaved repeats; ratio = lib / "
               "openblas\n", reps);
 
@@ -191,11 +236,13 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   for (int threads : thread_counts) {
     SetThreads(threads);
-    std::printf("\n== %d thread(s)\n%-58s %9s %9s %9s %7s %7s\n", threads,
-                "product (M x N x K, op)", "openblas", "onednn", "blis",
-                "dnnl/ob", "blis/ob");
+    std::printf("\n== %d thread(s)\n%-58s %9s %9s %9s %9s %7s %7s %7s\n",
+                threads, "product (M x N x K, op)", "openblas", "onednn",
+                "blis", "avx512", "dnnl/ob", "blis/ob", "avx/ob");
     std::vector<double> log_ratio_sum(kNumLibs, 0.0);
-    int count = 0;
+    std::vector<double> conv_log_ratio_sum(kNumLibs, 0.0);
+    std::vector<double> ratio_min(kNumLibs, 1e30), ratio_max(kNumLibs, 0);
+    int count = 0, conv_count = 0;
     for (const Shape& s : Shapes()) {
       if (!filter.empty() && s.name.find(filter) == std::string::npos) {
         continue;
@@ -210,7 +257,7 @@ int main(int argc, char** argv) {
       for (float& x : p.b) x = dist(gen);
       // Check the libraries agree before timing them (beta = 0 here).
       std::vector<std::vector<float>> out(kNumLibs);
-      for (int l = 0; l < kNumLibs; ++l) {
+      for (int l = 0; l < g_num_libs; ++l) {
         out[l].assign(p.c.size(), 0.f);
         Shape zero = s;
         zero.beta = 0;
@@ -218,7 +265,7 @@ int main(int argc, char** argv) {
         q.s = zero;
         kLibs[l].fn(q, out[l].data());
       }
-      for (int l = 1; l < kNumLibs; ++l) {
+      for (int l = 1; l < g_num_libs; ++l) {
         const float d = MaxRelDiff(out[0], out[l]);
         if (d > 1e-3f * std::max(1, s.k / 256)) {
           std::fprintf(stderr, "bench_gemm: %s: %s differs from openblas by "
@@ -229,30 +276,58 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * s.m * s.n * s.k;
       std::vector<std::vector<double>> secs(kNumLibs);
       for (int r = 0; r < reps; ++r) {
-        for (int l = 0; l < kNumLibs; ++l) {
+        for (int l = 0; l < g_num_libs; ++l) {
           // Let the previous library's spinning threads go to sleep.
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
           secs[l].push_back(Seconds(kLibs[l].fn, p, p.c.data(), 0.05));
         }
       }
-      double gf[kNumLibs];
-      for (int l = 0; l < kNumLibs; ++l) gf[l] = flops / Median(secs[l]) / 1e9;
+      double gf[kNumLibs] = {1, 1, 1, 0};
+      for (int l = 0; l < g_num_libs; ++l) {
+        gf[l] = flops / Median(secs[l]) / 1e9;
+      }
       char label[128];
       std::snprintf(label, sizeof(label), "%s %dx%dx%d %c%c", s.name.c_str(),
                     s.m, s.n, s.k, s.ta, s.tb);
-      std::printf("%-58s %9.1f %9.1f %9.1f %7.2f %7.2f\n", label, gf[0], gf[1],
-                  gf[2], gf[1] / gf[0], gf[2] / gf[0]);
+      std::printf("%-58s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f\n", label,
+                  gf[0], gf[1], gf[2], gf[3], gf[1] / gf[0], gf[2] / gf[0],
+                  gf[3] / gf[0]);
       std::fflush(stdout);
-      for (int l = 0; l < kNumLibs; ++l) {
+      for (int l = 0; l < g_num_libs; ++l) {
         log_ratio_sum[l] += std::log(gf[l] / gf[0]);
+        ratio_min[l] = std::min(ratio_min[l], gf[l] / gf[0]);
+        ratio_max[l] = std::max(ratio_max[l], gf[l] / gf[0]);
+        if (s.name.find("square") == std::string::npos) {
+          conv_log_ratio_sum[l] += std::log(gf[l] / gf[0]);
+        }
       }
       ++count;
+      if (s.name.find("square") == std::string::npos) ++conv_count;
     }
     if (count > 0) {
-      std::printf("geometric mean ratio over %d products: onednn/openblas "
-                  "%.2f, blis/openblas %.2f\n", count,
-                  std::exp(log_ratio_sum[1] / count),
-                  std::exp(log_ratio_sum[2] / count));
+      std::printf("geometric mean ratio over %d products (range): "
+                  "onednn/openblas %.2f (%.2f-%.2f), blis/openblas %.2f "
+                  "(%.2f-%.2f)", count, std::exp(log_ratio_sum[1] / count),
+                  ratio_min[1], ratio_max[1],
+                  std::exp(log_ratio_sum[2] / count), ratio_min[2],
+                  ratio_max[2]);
+      if (g_num_libs == kNumLibs) {
+        std::printf(", avx512/openblas %.2f (%.2f-%.2f)",
+                    std::exp(log_ratio_sum[3] / count), ratio_min[3],
+                    ratio_max[3]);
+      }
+      std::printf("\n");
+    }
+    if (conv_count > 0) {
+      std::printf("over the %d convolution products: onednn/openblas %.2f, "
+                  "blis/openblas %.2f", conv_count,
+                  std::exp(conv_log_ratio_sum[1] / conv_count),
+                  std::exp(conv_log_ratio_sum[2] / conv_count));
+      if (g_num_libs == kNumLibs) {
+        std::printf(", avx512/openblas %.2f",
+                    std::exp(conv_log_ratio_sum[3] / conv_count));
+      }
+      std::printf("\n");
     }
   }
   return 0;

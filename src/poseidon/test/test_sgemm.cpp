@@ -1,10 +1,13 @@
 // The float GEMM dispatch (util/sgemm.hpp): which backend a process gets,
-// and oneDNN against the OpenBLAS reference on awkward shapes, every
-// transpose, alpha/beta values (beta = 0 must not read C, so NaN there must
-// not propagate), padded leading dimensions, empty products, the
-// pool-split product, and oneDNN's thread count under Poseidon's pool.
+// and Poseidon's AVX-512 kernel and oneDNN against the OpenBLAS reference
+// on awkward shapes, every transpose, alpha/beta values (beta = 0 must not
+// read C, so NaN there must not propagate), padded leading dimensions,
+// empty products, the pool-split product, the AVX-512 kernel's bit-for-bit
+// determinism (Note [AVX-512 GEMM]) and oneDNN's thread count under
+// Poseidon's pool.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,32 +21,47 @@
 #include "poseidon/common.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/sgemm.hpp"
+#include "poseidon/util/sgemm_avx512.hpp"
 
 namespace poseidon {
 namespace {
 
 const CBLAS_TRANSPOSE kTrans[] = {CblasNoTrans, CblasTrans};
 
-// What the backend should be (Note [Float GEMM]): oneDNN only when
-// POSEIDON_SGEMM=onednn asks for it and the build has it.
+// What the backend should be (Note [Float GEMM]): OpenBLAS when
+// POSEIDON_SGEMM=openblas asks for it, oneDNN when POSEIDON_SGEMM=onednn
+// does and the build has it, otherwise the AVX-512 kernel where the CPU has
+// AVX-512 (and POSEIDON_KERNELS is not blas), else OpenBLAS.
 SgemmBackend ExpectedBackend() {
   const char* sgemm = std::getenv("POSEIDON_SGEMM");
-  if (sgemm != nullptr && std::strcmp(sgemm, "onednn") == 0 &&
-      SgemmBackendAvailable(SgemmBackend::kOneDnn)) {
+  const std::string asked = sgemm != nullptr ? sgemm : "";
+  if (asked == "openblas") return SgemmBackend::kOpenBlas;
+  if (asked == "onednn" && SgemmBackendAvailable(SgemmBackend::kOneDnn)) {
     return SgemmBackend::kOneDnn;
   }
-  return SgemmBackend::kOpenBlas;
+  return SgemmBackendAvailable(SgemmBackend::kAvx512)
+             ? SgemmBackend::kAvx512
+             : SgemmBackend::kOpenBlas;
+}
+
+const char* Name(SgemmBackend backend) {
+  switch (backend) {
+    case SgemmBackend::kOneDnn:
+      return "oneDNN";
+    case SgemmBackend::kAvx512:
+      return "AVX-512";
+    case SgemmBackend::kOpenBlas:
+      break;
+  }
+  return "OpenBLAS";
 }
 
 TEST(SgemmTest, BackendFollowsTheBuildAndTheEnvironment) {
   const SgemmBackend want = ExpectedBackend();
   EXPECT_EQ(ActiveSgemmBackend(), want)
-      << "expected " << (want == SgemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS")
-      << "; " << SgemmDescription();
+      << "expected " << Name(want) << "; " << SgemmDescription();
   const std::string text = SgemmDescription();
-  EXPECT_NE(text.find(want == SgemmBackend::kOneDnn ? "oneDNN" : "OpenBLAS"),
-            std::string::npos)
-      << text;
+  EXPECT_NE(text.find(Name(want)), std::string::npos) << text;
 }
 
 struct Case {
@@ -86,7 +104,11 @@ void ExpectAgreesWithOpenBlas(const Case& c, Gemm gemm, std::mt19937* gen) {
       const size_t at = static_cast<size_t>(i) * ldc + j;
       ASSERT_FALSE(std::isnan(got[at]))
           << c.Describe() << ": C(" << i << ", " << j << ") is NaN";
-      // Each entry sums K products of magnitude <= |alpha|, plus beta C.
+      // Each entry sums K products of magnitude <= |alpha| (mostly far
+      // less), plus beta C. The two sums differ only in rounding, which for
+      // these random terms stays near sqrt(K) 2^-24 |alpha| and well below
+      // the tolerance, whereas a term missing or counted twice (typical
+      // magnitude |alpha| / 4) exceeds it for K up to several thousand.
       const float tol = 1e-5f * (c.K * std::abs(c.alpha) + 1);
       ASSERT_NEAR(got[at], want[at], tol)
           << c.Describe() << ": C(" << i << ", " << j << ")";
@@ -160,10 +182,161 @@ TEST(SgemmTest, OneDnnAgreesWithOpenBlas) {
   }
 }
 
+#define SKIP_WITHOUT_AVX512()                                             \
+  if (!SgemmBackendAvailable(SgemmBackend::kAvx512)) {                    \
+    GTEST_SKIP() << "no AVX-512 on this CPU, or POSEIDON_KERNELS=blas";   \
+  }
+
+void Avx512(const Case& c, const float* A, int lda, const float* B, int ldb,
+            float* C, int ldc) {
+  SgemmWith(SgemmBackend::kAvx512, c.ta, c.tb, c.M, c.N, c.K, c.alpha, A,
+            lda, B, ldb, c.beta, C, ldc);
+}
+
+// The AVX-512 kernel itself, also when the process chose another backend.
+TEST(SgemmAvx512Test, AgreesWithOpenBlasOnAwkwardShapes) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 gen(13);
+  for (const Case& c : AwkwardCases()) {
+    ExpectAgreesWithOpenBlas(c, Avx512, &gen);
+    if (HasFatalFailure()) return;
+  }
+  // Sizes around the micro-tile (8 x 48) and vector (16) edges, every
+  // transpose, leading dimensions 0 or 5 past the minimum; 257 (past the
+  // 256 steps of an inner block) in a few shapes only, to keep the
+  // sanitizer builds quick.
+  const int sizes[] = {1, 2, 13, 31, 49, 100};
+  const float ab[][2] = {{1.f, 0.f}, {0.75f, 1.f}, {-1.5f, -0.5f}};
+  int n = 0;
+  for (CBLAS_TRANSPOSE ta : kTrans) {
+    for (CBLAS_TRANSPOSE tb : kTrans) {
+      for (int M : sizes) {
+        for (int N : sizes) {
+          for (int K : sizes) {
+            const int pad = ++n % 2 ? 0 : 5;
+            const auto& v = ab[n % 3];
+            ExpectAgreesWithOpenBlas({ta, tb, M, N, K, pad, v[0], v[1]},
+                                     Avx512, &gen);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+      for (const Case& c : {Case{ta, tb, 257, 257, 257, 5, 1.f, 0.f},
+                            Case{ta, tb, 257, 100, 31, 0, 0.75f, 1.f},
+                            Case{ta, tb, 13, 257, 257, 5, -1.5f, -0.5f}}) {
+        ExpectAgreesWithOpenBlas(c, Avx512, &gen);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Past every cache block: K in 2 or 3 blocks of at most 256 (beta applied
+// once, the later blocks accumulated), M past a block of 480 rows (B then
+// packed a block ahead), N past a block of 3072 columns; alpha = 0 (C =
+// beta C only).
+TEST(SgemmAvx512Test, AgreesWithOpenBlasAcrossCacheBlocks) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 gen(17);
+  for (CBLAS_TRANSPOSE ta : kTrans) {
+    for (CBLAS_TRANSPOSE tb : kTrans) {
+      for (const Case& c : {Case{ta, tb, 37, 45, 401, 3, 1.f, 0.f},
+                            Case{ta, tb, 9, 50, 700, 0, 1.f, 0.5f},
+                            Case{ta, tb, 493, 20, 200, 0, 0.5f, 1.f},
+                            Case{ta, tb, 3, 3100, 193, 1, -1.f, 0.5f},
+                            Case{ta, tb, 20, 20, 20, 2, 0.f, 0.5f},
+                            Case{ta, tb, 20, 20, 20, 2, 0.f, 0.f}}) {
+        ExpectAgreesWithOpenBlas(c, Avx512, &gen);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Note [AVX-512 GEMM]: C's bits depend on K only. The same product from
+// four threads at once, with A, B and C at different offsets (1..15 floats
+// past 64-byte alignment), computed whole or in row and column pieces,
+// gives the bits of the first call.
+TEST(SgemmAvx512Test, BitForBitWhateverTheThreadsAndAlignment) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 gen(19);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (CBLAS_TRANSPOSE ta : kTrans) {
+    for (CBLAS_TRANSPOSE tb : kTrans) {
+      const int M = 61, N = 147, K = 450;
+      const int lda = ta == CblasNoTrans ? K : M;
+      const int ldb = tb == CblasNoTrans ? N : K;
+      std::vector<float> A(static_cast<size_t>(M) * K);
+      std::vector<float> B(static_cast<size_t>(K) * N);
+      std::vector<float> C0(static_cast<size_t>(M) * N);
+      for (float& x : A) x = dist(gen);
+      for (float& x : B) x = dist(gen);
+      for (float& x : C0) x = dist(gen);
+      std::vector<float> want = C0;
+      SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.75f, A.data(), lda,
+                B.data(), ldb, 0.5f, want.data(), N);
+      // Thread t copies the operands to offset t * 4 + 1 floats (mod 16)
+      // and computes the product whole (t even) or in pieces (t odd: rows
+      // 0..29, 30..M across column pieces 0..16, 17..N).
+      constexpr int kThreads = 4;
+      std::vector<std::vector<float>> got(kThreads);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+          const size_t off = (4 * t + 1) % 16;
+          std::vector<float> a(A.size() + 16), b(B.size() + 16),
+              c(C0.size() + 16);
+          std::copy(A.begin(), A.end(), a.begin() + off);
+          std::copy(B.begin(), B.end(), b.begin() + off);
+          std::copy(C0.begin(), C0.end(), c.begin() + off);
+          const float* pa = a.data() + off;
+          const float* pb = b.data() + off;
+          float* pc = c.data() + off;
+          if (t % 2 == 0) {
+            SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.75f, pa, lda,
+                      pb, ldb, 0.5f, pc, N);
+          } else {
+            for (const int r0 : {0, 30}) {
+              const int r1 = r0 == 0 ? 30 : M;
+              for (const int c0 : {0, 17}) {
+                const int c1 = c0 == 0 ? 17 : N;
+                const float* a0 = ta == CblasNoTrans
+                                      ? pa + static_cast<size_t>(r0) * lda
+                                      : pa + r0;
+                const float* b0 = tb == CblasNoTrans
+                                      ? pb + c0
+                                      : pb + static_cast<size_t>(c0) * ldb;
+                SgemmWith(SgemmBackend::kAvx512, ta, tb, r1 - r0, c1 - c0, K,
+                          0.75f, a0, lda, b0, ldb, 0.5f,
+                          pc + static_cast<size_t>(r0) * N + c0, N);
+              }
+            }
+          }
+          got[t].assign(pc, pc + C0.size());
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      for (int t = 0; t < kThreads; ++t) {
+        ASSERT_EQ(std::memcmp(got[t].data(), want.data(),
+                              want.size() * sizeof(float)),
+                  0)
+            << (ta == CblasTrans ? 'T' : 'N') << (tb == CblasTrans ? 'T' : 'N')
+            << ": thread " << t << " got other bits";
+      }
+      std::vector<float> again = C0;  // the same call once more
+      SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.75f, A.data(), lda,
+                B.data(), ldb, 0.5f, again.data(), N);
+      ASSERT_EQ(std::memcmp(again.data(), want.data(),
+                            want.size() * sizeof(float)),
+                0);
+    }
+  }
+}
+
 // Empty products: nothing to do for M or N = 0; K = 0 leaves beta * C.
 TEST(SgemmTest, EmptyProducts) {
-  for (SgemmBackend backend :
-       {SgemmBackend::kOpenBlas, SgemmBackend::kOneDnn}) {
+  for (SgemmBackend backend : {SgemmBackend::kOpenBlas, SgemmBackend::kOneDnn,
+                                SgemmBackend::kAvx512}) {
     if (!SgemmBackendAvailable(backend)) continue;
     std::vector<float> A(4, 1.f), B(4, 1.f), C = {1.f, 2.f, 3.f, 4.f};
     SgemmWith(backend, CblasNoTrans, CblasNoTrans, 2, 2, 0, 1.f, A.data(), 1,

@@ -1,6 +1,7 @@
 // CPU kernels: OpenBLAS where a routine exists (float GEMM through
-// util/sgemm.hpp, which may choose oneDNN), the element-wise bodies of
-// kernels/math_kernels.hpp (shared with the GPU) otherwise.
+// util/sgemm.hpp, Poseidon's AVX-512 kernel on CPUs with AVX-512), the
+// element-wise bodies of kernels/math_kernels.hpp (shared with the GPU)
+// otherwise.
 #include "poseidon/util/math_functions.hpp"
 
 #include <algorithm>

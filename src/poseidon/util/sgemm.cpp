@@ -1,4 +1,5 @@
-// The float GEMM dispatch: oneDNN or OpenBLAS (Note [Float GEMM]).
+// The float GEMM dispatch: Poseidon's AVX-512 kernel, OpenBLAS or oneDNN
+// (Note [Float GEMM]).
 #include "poseidon/util/sgemm.hpp"
 
 #include <cstdlib>
@@ -6,6 +7,8 @@
 #include <string>
 
 #include "poseidon/common.hpp"
+#include "poseidon/util/avx512.hpp"
+#include "poseidon/util/sgemm_avx512.hpp"
 
 #ifdef USE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -62,34 +65,62 @@ void OneDnnSgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
 #endif
 
 SgemmBackend Choose() {
-  if (const char* force = std::getenv("POSEIDON_SGEMM")) {
-    if (std::strcmp(force, "openblas") == 0) return SgemmBackend::kOpenBlas;
-    if (std::strcmp(force, "onednn") == 0 &&
-        SgemmBackendAvailable(SgemmBackend::kOneDnn)) {
+  const SgemmBackend fallback = Avx512KernelsAvailable()
+                                    ? SgemmBackend::kAvx512
+                                    : SgemmBackend::kOpenBlas;
+  const char* force = std::getenv("POSEIDON_SGEMM");
+  if (force == nullptr) return fallback;  // Note [Float GEMM]
+  if (std::strcmp(force, "openblas") == 0) return SgemmBackend::kOpenBlas;
+  if (std::strcmp(force, "avx512") == 0) {
+    if (SgemmBackendAvailable(SgemmBackend::kAvx512)) {
+      return SgemmBackend::kAvx512;
+    }
+    LOG(WARNING) << "Ignoring POSEIDON_SGEMM=avx512: "
+                 << "this CPU has no AVX-512 or POSEIDON_KERNELS=blas";
+    return fallback;
+  }
+  if (std::strcmp(force, "onednn") == 0) {
+    if (SgemmBackendAvailable(SgemmBackend::kOneDnn)) {
       return SgemmBackend::kOneDnn;
     }
-    LOG(WARNING) << "Ignoring POSEIDON_SGEMM=\"" << force << "\": "
-                 << (std::strcmp(force, "onednn") == 0
-                         ? "this build has no oneDNN (USE_DNNL=OFF)"
-                         : "use openblas or onednn");
+    LOG(WARNING) << "Ignoring POSEIDON_SGEMM=onednn: "
+                 << "this build has no oneDNN (USE_DNNL=OFF)";
+    return fallback;
   }
-  // OpenBLAS unless asked otherwise: Note [Float GEMM].
-  return SgemmBackend::kOpenBlas;
+  LOG(WARNING) << "Ignoring POSEIDON_SGEMM=\"" << force
+               << "\": use avx512, openblas or onednn";
+  return fallback;
 }
 
 std::string Describe(SgemmBackend backend) {
+  const char* env = std::getenv("POSEIDON_SGEMM");
+  const std::string asked = env != nullptr ? env : "";
+  switch (backend) {
+    case SgemmBackend::kAvx512:
+      return asked == "avx512"
+                 ? "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=avx512)"
+                 : "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=openblas "
+                   "selects OpenBLAS)";
+    case SgemmBackend::kOneDnn: {
 #ifdef USE_DNNL
-  if (backend == SgemmBackend::kOneDnn) {
-    const dnnl_version_t* v = dnnl_version();
-    return "oneDNN " + std::to_string(v->major) + "." +
-           std::to_string(v->minor) + "." + std::to_string(v->patch) +
-           " dnnl_sgemm (POSEIDON_SGEMM=onednn)";
-  }
-  return "OpenBLAS cblas_sgemm (POSEIDON_SGEMM=onednn selects oneDNN's)";
+      const dnnl_version_t* v = dnnl_version();
+      return "oneDNN " + std::to_string(v->major) + "." +
+             std::to_string(v->minor) + "." + std::to_string(v->patch) +
+             " dnnl_sgemm (POSEIDON_SGEMM=onednn)";
 #else
-  (void)backend;
-  return "OpenBLAS cblas_sgemm (built without oneDNN: USE_DNNL=OFF)";
+      break;
 #endif
+    }
+    case SgemmBackend::kOpenBlas:
+      break;
+  }
+  if (asked == "openblas") {
+    return "OpenBLAS cblas_sgemm (POSEIDON_SGEMM=openblas)";
+  }
+  return Avx512KernelsAvailable()
+             ? "OpenBLAS cblas_sgemm"
+             : "OpenBLAS cblas_sgemm (no AVX-512 on this CPU, or "
+               "POSEIDON_KERNELS=blas)";
 }
 
 }  // namespace
@@ -106,17 +137,30 @@ const char* SgemmDescription() {
 }
 
 bool SgemmBackendAvailable(SgemmBackend backend) {
+  switch (backend) {
+    case SgemmBackend::kOpenBlas:
+      return true;
+    case SgemmBackend::kAvx512:
+      return Avx512KernelsAvailable();
+    case SgemmBackend::kOneDnn:
 #ifdef USE_DNNL
-  return true;
+      return true;
 #else
-  return backend == SgemmBackend::kOpenBlas;
+      return false;
 #endif
+  }
+  return false;
 }
 
 void SgemmWith(SgemmBackend backend, CBLAS_TRANSPOSE trans_a,
                CBLAS_TRANSPOSE trans_b, int M, int N, int K, float alpha,
                const float* A, int lda, const float* B, int ldb, float beta,
                float* C, int ldc) {
+  if (backend == SgemmBackend::kAvx512) {
+    Avx512Sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                ldc);
+    return;
+  }
 #ifdef USE_DNNL
   if (backend == SgemmBackend::kOneDnn) {
     OneDnnSgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
