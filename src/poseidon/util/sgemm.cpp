@@ -71,20 +71,21 @@ SgemmBackend Choose() {
   const char* force = std::getenv("POSEIDON_SGEMM");
   if (force == nullptr) return fallback;  // Note [Float GEMM]
   if (std::strcmp(force, "openblas") == 0) return SgemmBackend::kOpenBlas;
-  if (std::strcmp(force, "avx512") == 0) {
-    if (SgemmBackendAvailable(SgemmBackend::kAvx512)) {
-      return SgemmBackend::kAvx512;
-    }
-    LOG(WARNING) << "Ignoring POSEIDON_SGEMM=avx512: "
-                 << "this CPU has no AVX-512 or POSEIDON_KERNELS=blas";
-    return fallback;
-  }
-  if (std::strcmp(force, "onednn") == 0) {
-    if (SgemmBackendAvailable(SgemmBackend::kOneDnn)) {
-      return SgemmBackend::kOneDnn;
-    }
-    LOG(WARNING) << "Ignoring POSEIDON_SGEMM=onednn: "
-                 << "this build has no oneDNN (USE_DNNL=OFF)";
+  // The backends that may be missing, and why.
+  const struct {
+    const char* name;
+    SgemmBackend backend;
+    const char* missing;
+  } optional[] = {
+      {"avx512", SgemmBackend::kAvx512,
+       "this CPU has no AVX-512 or POSEIDON_KERNELS=blas"},
+      {"onednn", SgemmBackend::kOneDnn,
+       "this build has no oneDNN (USE_DNNL=OFF)"},
+  };
+  for (const auto& o : optional) {
+    if (std::strcmp(force, o.name) != 0) continue;
+    if (SgemmBackendAvailable(o.backend)) return o.backend;
+    LOG(WARNING) << "Ignoring POSEIDON_SGEMM=" << o.name << ": " << o.missing;
     return fallback;
   }
   LOG(WARNING) << "Ignoring POSEIDON_SGEMM=\"" << force
