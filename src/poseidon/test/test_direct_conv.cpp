@@ -99,8 +99,8 @@ void CheckDirectConv(const DirectConv::Geometry& g) {
   // sqrt(n) roundings of its size: the tolerance grows with the number of
   // positions summed once that passes 100.
   const double dw_tol =
-      1e-5 * std::max(1.0, std::sqrt(static_cast<double>(images) * OH * OW) /
-                               10.0);
+      1e-5 *
+      std::max(1.0, std::sqrt(static_cast<double>(images) * OH * OW) / 10.0);
   ExpectNear(dw_want, dw.data(), dw_tol, "weight gradient");
   DirectConv::Geometry b = g;
   std::swap(b.channels, b.outputs);
