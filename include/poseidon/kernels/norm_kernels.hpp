@@ -13,9 +13,8 @@
 // loop per row, the rows split over the thread pool; with many (the GPU),
 // neighbouring threads read neighbouring elements and there are enough of
 // them to fill the device. The layers then add the parts up with a gemv
-// against a ones vector. Each part accumulates in double, in several
-// independent sums so that a CPU loop is not bound by the latency of one
-// chain of additions.
+// against a ones vector. Each part adds in short vectorizable blocks whose
+// totals accumulate in double (Note [Blocked sums]).
 //
 // Element-wise bodies run once per row (`spans`, RowSpans): a whole row
 // per index on the CPU (no division per element, a loop that vectorizes),
@@ -70,10 +69,123 @@ POSEIDON_HD_INLINE RowSpans MakeRowSpans(bool on_gpu, int rows, int row_len) {
   return {row_len, chunk, per_row, rows * per_row};
 }
 
+// ---- blocked sums
+//
+// Note [Blocked sums]
+// A row sum that converts every element to double and adds it to one of a
+// few double chains is bound by the conversions and the latency of those
+// chains, not by memory. BlockedSums adds the elements in blocks of
+// kSumBlock: within a block, kSumLanes independent sums in Dtype (lane l
+// takes the block's elements l, l + kSumLanes, ...), a loop the compiler
+// keeps in vector registers; at the end of the block the lanes are folded
+// pairwise (still Dtype) and the block's total is added to a double. So a
+// float value goes through at most kSumBlock / kSumLanes + log2(kSumLanes)
+// = 20 float roundings, each relative to part of one block's sum of
+// magnitudes, instead of one per element of the row as a plain float sum
+// would; blocks add up in double. The order of the additions depends only
+// on the number of elements: the result is the same on every run and for
+// every thread count.
+//
+// A part of a row is the elements first, first + step, first + 2 step, ...
+// (step 1 on the CPU, RowParts on the GPU); the step-1 loop is compiled
+// separately so that it vectorizes.
+
+constexpr int kSumLanes = 16;
+constexpr int kSumBlock = 256;
+
+// out[q] += the sum over the part's n elements k of the kSums values
+// term(k, v) writes to v[0 .. kSums).
+template <int kSums, bool kUnitStep, typename Dtype, typename Term>
+POSEIDON_HD_INLINE void BlockedSumsWithStep(const Term& term, int first, int n,
+                                            int step_arg, double* out) {
+  const int step = kUnitStep ? 1 : step_arg;
+  for (int b = 0; b < n; b += kSumBlock) {
+    const int len = hd::min(kSumBlock, n - b);
+    const int base = first + b * step;
+    Dtype acc[kSums][kSumLanes];
+    for (int q = 0; q < kSums; ++q) {
+      for (int l = 0; l < kSumLanes; ++l) acc[q][l] = Dtype(0);
+    }
+    int j = 0;
+    for (; j + kSumLanes <= len; j += kSumLanes) {
+      for (int l = 0; l < kSumLanes; ++l) {
+        Dtype v[kSums];
+        term(base + (j + l) * step, v);
+        for (int q = 0; q < kSums; ++q) acc[q][l] += v[q];
+      }
+    }
+    for (int l = 0; j + l < len; ++l) {
+      Dtype v[kSums];
+      term(base + (j + l) * step, v);
+      for (int q = 0; q < kSums; ++q) acc[q][l] += v[q];
+    }
+    for (int w = kSumLanes / 2; w >= 1; w /= 2) {
+      for (int q = 0; q < kSums; ++q) {
+        for (int l = 0; l < w; ++l) acc[q][l] += acc[q][l + w];
+      }
+    }
+    for (int q = 0; q < kSums; ++q) out[q] += static_cast<double>(acc[q][0]);
+  }
+}
+
+template <int kSums, typename Dtype, typename Term>
+POSEIDON_HD_INLINE void BlockedSums(const Term& term, int first, int n,
+                                    int step, double* out) {
+  if (step == 1) {
+    BlockedSumsWithStep<kSums, true, Dtype>(term, first, n, 1, out);
+  } else {
+    BlockedSumsWithStep<kSums, false, Dtype>(term, first, n, step, out);
+  }
+}
+
+// The terms: v = {x[k]}; {x[k], x[k] * y[k]}; {(x[k] - m)^2}; and
+// {x[k] - m, (x[k] - m)^2}.
+template <typename Dtype>
+struct TermX {
+  const Dtype* x;
+  POSEIDON_HD_INLINE void operator()(int k, Dtype* v) const { v[0] = x[k]; }
+};
+template <typename Dtype>
+struct TermXAndXY {
+  const Dtype* x;
+  const Dtype* y;
+  POSEIDON_HD_INLINE void operator()(int k, Dtype* v) const {
+    v[0] = x[k];
+    v[1] = x[k] * y[k];
+  }
+};
+template <typename Dtype>
+struct TermSquaredDeviation {
+  const Dtype* x;
+  Dtype m;
+  POSEIDON_HD_INLINE void operator()(int k, Dtype* v) const {
+    const Dtype d = x[k] - m;
+    v[0] = d * d;
+  }
+};
+template <typename Dtype>
+struct TermShiftedMoments {
+  const Dtype* x;
+  Dtype m;
+  POSEIDON_HD_INLINE void operator()(int k, Dtype* v) const {
+    const Dtype d = x[k] - m;
+    v[0] = d;
+    v[1] = d * d;
+  }
+};
+
 // ---- partial sums (index i = row * parts + part)
 
+// The first element of part `part` of row `row` and how many it has.
+POSEIDON_HD_INLINE int PartFirst(int row, int part, int row_len) {
+  return row * row_len + part;
+}
+POSEIDON_HD_INLINE int PartCount(int part, int parts, int row_len) {
+  return (row_len - part + parts - 1) / parts;
+}
+
 // sum_x[i] = sum of x over the part's elements, and sum_xy[i] that of x * y
-// when y is not null.
+// when y is not null (Note [Blocked sums]).
 template <typename Dtype>
 struct RowPartialSums {
   static constexpr int kCostPerIndex = 1024;
@@ -85,33 +197,18 @@ struct RowPartialSums {
   int parts;
   POSEIDON_HD void operator()(int i) const {
     const int row = i / parts;
-    const int end = (row + 1) * row_len;
-    const int s = parts;
-    int k = row * row_len + (i - row * parts);
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    const int part = i - row * parts;
+    const int first = PartFirst(row, part, row_len);
+    const int n = PartCount(part, parts, row_len);
+    double acc[2] = {0, 0};
     if (y == nullptr) {
-      for (; k + 3 * s < end; k += 4 * s) {
-        a0 += x[k];
-        a1 += x[k + s];
-        a2 += x[k + 2 * s];
-        a3 += x[k + 3 * s];
-      }
-      for (; k < end; k += s) a0 += x[k];
-      sum_x[i] = static_cast<Dtype>((a0 + a1) + (a2 + a3));
+      BlockedSums<1, Dtype>(TermX<Dtype>{x}, first, n, parts, acc);
+      sum_x[i] = static_cast<Dtype>(acc[0]);
       return;
     }
-    for (; k + s < end; k += 2 * s) {
-      a0 += x[k];
-      a1 += static_cast<double>(x[k]) * y[k];
-      a2 += x[k + s];
-      a3 += static_cast<double>(x[k + s]) * y[k + s];
-    }
-    if (k < end) {
-      a0 += x[k];
-      a1 += static_cast<double>(x[k]) * y[k];
-    }
-    sum_x[i] = static_cast<Dtype>(a0 + a2);
-    sum_xy[i] = static_cast<Dtype>(a1 + a3);
+    BlockedSums<2, Dtype>(TermXAndXY<Dtype>{x, y}, first, n, parts, acc);
+    sum_x[i] = static_cast<Dtype>(acc[0]);
+    sum_xy[i] = static_cast<Dtype>(acc[1]);
   }
 };
 
@@ -129,24 +226,13 @@ struct RowPartialSquaredDeviations {
   int center_mod;
   POSEIDON_HD void operator()(int i) const {
     const int row = i / parts;
-    const int end = (row + 1) * row_len;
-    const int s = parts;
-    const Dtype m = center[row % center_mod];
-    int k = row * row_len + (i - row * parts);
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (; k + 3 * s < end; k += 4 * s) {
-      const double d0 = x[k] - m, d1 = x[k + s] - m;
-      const double d2 = x[k + 2 * s] - m, d3 = x[k + 3 * s] - m;
-      a0 += d0 * d0;
-      a1 += d1 * d1;
-      a2 += d2 * d2;
-      a3 += d3 * d3;
-    }
-    for (; k < end; k += s) {
-      const double d = x[k] - m;
-      a0 += d * d;
-    }
-    out[i] = static_cast<Dtype>((a0 + a1) + (a2 + a3));
+    const int part = i - row * parts;
+    double acc[1] = {0};
+    BlockedSums<1, Dtype>(
+        TermSquaredDeviation<Dtype>{x, center[row % center_mod]},
+        PartFirst(row, part, row_len), PartCount(part, parts, row_len), parts,
+        acc);
+    out[i] = static_cast<Dtype>(acc[0]);
   }
 };
 
