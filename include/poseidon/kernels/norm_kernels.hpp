@@ -236,6 +236,34 @@ struct RowPartialSquaredDeviations {
   }
 };
 
+// sum_d[i] and sum_d2[i]: the sums of d and d^2 over the part's elements,
+// d = x - shift with shift = x[(row % shift_mod) * row_len], the first
+// element of row row % shift_mod (for BatchNorm's (item, channel) rows,
+// channel c's first element in item 0: one shift per channel). Shifting by
+// a value of the data keeps E[d^2] - E[d]^2 free of the cancellation that
+// E[x^2] - E[x]^2 suffers when the mean is large against the spread.
+template <typename Dtype>
+struct RowPartialShiftedMoments {
+  static constexpr int kCostPerIndex = 1024;
+  const Dtype* x;
+  Dtype* sum_d;
+  Dtype* sum_d2;
+  int row_len;
+  int parts;
+  int shift_mod;
+  POSEIDON_HD void operator()(int i) const {
+    const int row = i / parts;
+    const int part = i - row * parts;
+    double acc[2] = {0, 0};
+    BlockedSums<2, Dtype>(
+        TermShiftedMoments<Dtype>{x, x[(row % shift_mod) * row_len]},
+        PartFirst(row, part, row_len), PartCount(part, parts, row_len), parts,
+        acc);
+    sum_d[i] = static_cast<Dtype>(acc[0]);
+    sum_d2[i] = static_cast<Dtype>(acc[1]);
+  }
+};
+
 // ---- MVN
 
 // std[g] = sqrt(var[g]) + eps
@@ -299,15 +327,20 @@ struct MVNBackward {
 // ---- BatchNorm
 
 // With batch statistics, per channel c (run for max(channels, 1) indices
-// so that an empty channel axis still counts the batch):
+// so that an empty channel axis still counts the batch), from the moments
+// about shift_c = x[c * spatial] (RowPartialShiftedMoments; 0 when x is
+// null, an empty batch) that mean and var hold on entry:
+//   mean[c] = shift_c + E[d],   var[c] = max(E[d^2] - E[d]^2, 0)
 //   inv_std[c] = 1 / sqrt(var[c] + eps)
 //   running_mean[c] = maf * running_mean[c] + mean[c]
 //   running_var[c]  = maf * running_var[c] + correction * var[c]
 //   factor[0]       = maf * factor[0] + 1        (once, by c = 0)
 template <typename Dtype>
 struct BatchNormUpdateStatistics {
-  const Dtype* mean;
-  const Dtype* var;
+  const Dtype* x;
+  int spatial;
+  Dtype* mean;
+  Dtype* var;
   Dtype* inv_std;
   Dtype* running_mean;
   Dtype* running_var;
@@ -319,6 +352,12 @@ struct BatchNormUpdateStatistics {
   POSEIDON_HD void operator()(int c) const {
     if (c == 0) factor[0] = factor[0] * maf + Dtype(1);
     if (c >= channels) return;
+    const double shift = x == nullptr ? 0.0 : x[c * spatial];
+    const double e1 = mean[c];
+    const double e2 = var[c];
+    const double v = e2 - e1 * e1;
+    mean[c] = static_cast<Dtype>(shift + e1);
+    var[c] = static_cast<Dtype>(v > 0 ? v : 0.0);
     inv_std[c] = Dtype(1) / hd::sqrt(var[c] + eps);
     running_mean[c] = mean[c] + maf * running_mean[c];
     running_var[c] = correction * var[c] + maf * running_var[c];

@@ -15,6 +15,7 @@
 namespace poseidon {
 namespace {
 
+using kernels::RowPartialShiftedMoments;
 using kernels::RowPartialSquaredDeviations;
 using kernels::RowPartialSums;
 
@@ -109,6 +110,41 @@ TYPED_TEST(NormKernelsTest, RowPartialSquaredDeviationsMatchDouble) {
             e += d * d;
           }
           EXPECT_NEAR(out[r * parts + p], e, this->Tolerance(e, e))
+              << "row " << r << " part " << p;
+        }
+      }
+    }
+  }
+}
+
+// BatchNorm's moments about the first value of each "channel" (rows r and
+// r + 2 share one).
+TYPED_TEST(NormKernelsTest, RowPartialShiftedMomentsMatchDouble) {
+  using Dtype = TypeParam;
+  const int rows = 4, shift_mod = 2;
+  for (int row_len : kRowLens) {
+    for (int parts : kParts) {
+      if (parts > row_len) continue;
+      SCOPED_TRACE(testing::Message()
+                   << "row_len " << row_len << " parts " << parts);
+      const auto x = this->Random(rows * row_len, 100.0, 3.0, row_len * parts);
+      std::vector<Dtype> sd(rows * parts, Dtype(-7)), sd2(rows * parts);
+      const RowPartialShiftedMoments<Dtype> f{x.data(), sd.data(), sd2.data(),
+                                              row_len, parts, shift_mod};
+      for (int i = 0; i < rows * parts; ++i) f(i);
+      for (int r = 0; r < rows; ++r) {
+        const Dtype shift = x[(r % shift_mod) * row_len];
+        for (int p = 0; p < parts; ++p) {
+          double e1 = 0, e2 = 0, m1 = 0;
+          for (int k = p; k < row_len; k += parts) {
+            const double d = static_cast<Dtype>(x[r * row_len + k] - shift);
+            e1 += d;
+            e2 += d * d;
+            m1 += std::abs(d);
+          }
+          EXPECT_NEAR(sd[r * parts + p], e1, this->Tolerance(m1, e1))
+              << "row " << r << " part " << p;
+          EXPECT_NEAR(sd2[r * parts + p], e2, this->Tolerance(e2, e2))
               << "row " << r << " part " << p;
         }
       }
