@@ -18,7 +18,8 @@ namespace kernels {
 // kSumBlock: within a block, kSumLanes independent sums in Dtype (lane l
 // takes the block's elements l, l + kSumLanes, ...), a loop the compiler
 // keeps in vector registers; at the end of the block the lanes are folded
-// pairwise (still Dtype) and the block's total is added to a double. So a
+// pairwise (still Dtype; the block's last len % kSumLanes elements go to
+// one more sum) and the block's total is added to a double. So a
 // float value goes through at most kSumBlock / kSumLanes + log2(kSumLanes)
 // = 20 float roundings, each relative to part of one block's sum of
 // magnitudes, instead of one per element of the row as a plain float sum
@@ -31,13 +32,24 @@ namespace kernels {
 // kernels/norm_kernels.hpp); the step-1 loop is compiled separately so
 // that it vectorizes.
 
+// GCC's loop vectorizer, given the lane loop of a term with two sums,
+// vectorizes across the block loop with shuffles and runs several times
+// slower than the straight-line (SLP) vectorization of the lanes that the
+// loop is written for; so it is off for this function in GCC host builds.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define POSEIDON_LANES_NO_LOOP_VECTORIZE \
+  __attribute__((optimize("no-tree-loop-vectorize")))
+#else
+#define POSEIDON_LANES_NO_LOOP_VECTORIZE
+#endif
+
 constexpr int kSumLanes = 16;
 constexpr int kSumBlock = 256;
 
 // out[q] += the sum over the n elements k of the kSums values
 // term(k, v) writes to v[0 .. kSums).
 template <int kSums, bool kUnitStep, typename Dtype, typename Term>
-POSEIDON_HD_INLINE void BlockedSumsWithStep(const Term& term, int first, int n,
+POSEIDON_HD_INLINE POSEIDON_LANES_NO_LOOP_VECTORIZE void BlockedSumsWithStep(const Term& term, int first, int n,
                                             int step_arg, double* out) {
   const int step = kUnitStep ? 1 : step_arg;
   for (int b = 0; b < n; b += kSumBlock) {
@@ -55,17 +67,23 @@ POSEIDON_HD_INLINE void BlockedSumsWithStep(const Term& term, int first, int n,
         for (int q = 0; q < kSums; ++q) acc[q][l] += v[q];
       }
     }
-    for (int l = 0; j + l < len; ++l) {
-      Dtype v[kSums];
-      term(base + (j + l) * step, v);
-      for (int q = 0; q < kSums; ++q) acc[q][l] += v[q];
-    }
     for (int w = kSumLanes / 2; w >= 1; w /= 2) {
       for (int q = 0; q < kSums; ++q) {
         for (int l = 0; l < w; ++l) acc[q][l] += acc[q][l + w];
       }
     }
-    for (int q = 0; q < kSums; ++q) out[q] += static_cast<double>(acc[q][0]);
+    // The last len % kSumLanes elements in one more sum each: indexing the
+    // lanes by a variable here would keep them in memory, not registers.
+    Dtype tail[kSums];
+    for (int q = 0; q < kSums; ++q) tail[q] = Dtype(0);
+    for (; j < len; ++j) {
+      Dtype v[kSums];
+      term(base + j * step, v);
+      for (int q = 0; q < kSums; ++q) tail[q] += v[q];
+    }
+    for (int q = 0; q < kSums; ++q) {
+      out[q] += static_cast<double>(acc[q][0]) + static_cast<double>(tail[q]);
+    }
   }
 }
 
