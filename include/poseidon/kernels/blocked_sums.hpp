@@ -49,8 +49,8 @@ constexpr int kSumBlock = 256;
 // out[q] += the sum over the n elements k of the kSums values
 // term(k, v) writes to v[0 .. kSums).
 template <int kSums, bool kUnitStep, typename Dtype, typename Term>
-POSEIDON_HD_INLINE POSEIDON_LANES_NO_LOOP_VECTORIZE void BlockedSumsWithStep(const Term& term, int first, int n,
-                                            int step_arg, double* out) {
+POSEIDON_HD_INLINE POSEIDON_LANES_NO_LOOP_VECTORIZE void BlockedSumsWithStep(
+    const Term& term, int first, int n, int step_arg, double* out) {
   const int step = kUnitStep ? 1 : step_arg;
   for (int b = 0; b < n; b += kSumBlock) {
     const int len = hd::min(kSumBlock, n - b);

@@ -176,8 +176,7 @@ void EltwiseLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
       if (propagate_down[k]) down.push_back(k);
     }
     const int num_down = static_cast<int>(down.size());
-    for (int first = 0; first < num_down;
-         first += kernels::kEltwiseMaxInputs) {
+    for (int first = 0; first < num_down; first += kernels::kEltwiseMaxInputs) {
       kernels::EltwiseSumBackward<Dtype> f{};
       f.dy = dy;
       f.num = std::min(kernels::kEltwiseMaxInputs, num_down - first);

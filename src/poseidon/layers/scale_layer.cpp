@@ -154,11 +154,11 @@ struct ScaleBackwardRows {
       const int first = base + c;
       const int n = inner - c < kChunk ? inner - c : kChunk;
       if (x != nullptr && row_dy != nullptr) {
-        kernels::BlockedSums<2, Dtype>(kernels::TermXAndXY<Dtype>{dy, x},
-                                       first, n, 1, both);
+        kernels::BlockedSums<2, Dtype>(kernels::TermXAndXY<Dtype>{dy, x}, first,
+                                       n, 1, both);
       } else if (x != nullptr) {
-        kernels::BlockedSums<1, Dtype>(kernels::TermXY<Dtype>{dy, x}, first,
-                                       n, 1, dyx);
+        kernels::BlockedSums<1, Dtype>(kernels::TermXY<Dtype>{dy, x}, first, n,
+                                       1, dyx);
       } else if (row_dy != nullptr) {
         kernels::BlockedSums<1, Dtype>(kernels::TermX<Dtype>{dy}, first, n, 1,
                                        only_dy);
@@ -199,9 +199,9 @@ void ScaleLayer<Dtype>::BackwardCpu(const Dtype* dy, const Dtype* x,
   row_sums_.Reshape({2, rows});
   Dtype* row_dy_x = row_sums_.mutable_cpu_data();
   Dtype* row_dy = row_dy_x + rows;
-  const ScaleBackwardRows<Dtype> f{dy, x, scale, dx, row_dy_x,
-                                   db != nullptr ? row_dy : nullptr,
-                                   v.dim, v.inner};
+  const ScaleBackwardRows<Dtype> f{
+      dy,    x,      scale, dx, row_dy_x, db != nullptr ? row_dy : nullptr,
+      v.dim, v.inner};
   const long work = static_cast<long>(rows) * v.inner;
   if (v.inner > 0 && rows > 0) {
     if (work < (1L << 16) || ParallelForWorkers(rows) <= 1) {
@@ -246,12 +246,11 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                    this->blobs_[bias_param_id_]->mutable_cpu_diff());
     }
     // A learned scale accumulates; a bottom's diff is overwritten.
-    BackwardCpu(
-        dy, x, propagate_down[0] ? scale->cpu_data() : nullptr,
-        propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
-        scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
-        fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
-                   : nullptr);
+    BackwardCpu(dy, x, propagate_down[0] ? scale->cpu_data() : nullptr,
+                propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
+                scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
+                fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
+                           : nullptr);
     return;
   }
 

@@ -33,7 +33,9 @@ Reference ReferenceBatchNorm(const Blob<Dtype>& x, const vector<Dtype>& dy,
   r.y.assign(x.count(), 0);
   r.dx.assign(x.count(), 0);
   const Dtype* v = x.cpu_data();
-  auto at = [&](int n, int c, int s) { return (n * channels + c) * spatial + s; };
+  auto at = [&](int n, int c, int s) {
+    return (n * channels + c) * spatial + s;
+  };
   for (int c = 0; c < channels; ++c) {
     for (int n = 0; n < num; ++n) {
       for (int s = 0; s < spatial; ++s) r.mean[c] += v[at(n, c, s)];
@@ -84,8 +86,9 @@ TYPED_TEST(BatchNormReferenceTest, AwkwardShapesForwardAndBackward) {
   using Dtype = TypeParam;
   const bool is_float = sizeof(Dtype) == 4;
   const vector<vector<int>> shapes = {
-      {1, 3, 7, 7}, {2, 17, 13, 17}, {1, 17, 1, 1}, {5, 3, 1, 1},
-      {3, 3, 2, 300}, {4, 17}, {9}};
+      {1, 3, 7, 7}, {2, 17, 13, 17}, {1, 17, 1, 1},
+      {5, 3, 1, 1}, {3, 3, 2, 300},  {4, 17},
+      {9}};
   for (const vector<int>& shape : shapes) {
     for (bool in_place : {false, true}) {
       Blob<Dtype> x(shape);
@@ -135,7 +138,8 @@ TYPED_TEST(BatchNormReferenceTest, AwkwardShapesForwardAndBackward) {
       layer.Backward(top_vec, {true}, bottom_vec);
       const double dtol = is_float ? 2e-4 : 1e-9;
       for (int i = 0; i < x.count(); ++i) {
-        ASSERT_NEAR(io.cpu_diff()[i], ref.dx[i], dtol * (1 + std::abs(ref.dx[i])))
+        ASSERT_NEAR(io.cpu_diff()[i], ref.dx[i],
+                    dtol * (1 + std::abs(ref.dx[i])))
             << "dx element " << i;
       }
     }

@@ -58,8 +58,9 @@ TYPED_TEST(NormKernelsTest, RowPartialSumsMatchDouble) {
         const auto x = this->Random(rows * row_len, 0.5, 2.0, row_len);
         const auto y = this->Random(rows * row_len, -1.0, 1.5, parts);
         std::vector<Dtype> sx(rows * parts, Dtype(-7)), sxy(rows * parts);
-        const RowPartialSums<Dtype> f{x.data(), with_y ? y.data() : nullptr,
-                                      sx.data(), sxy.data(), row_len, parts};
+        const RowPartialSums<Dtype> f{x.data(),  with_y ? y.data() : nullptr,
+                                      sx.data(), sxy.data(),
+                                      row_len,   parts};
         for (int i = 0; i < rows * parts; ++i) f(i);
         for (int r = 0; r < rows; ++r) {
           for (int p = 0; p < parts; ++p) {
@@ -130,7 +131,7 @@ TYPED_TEST(NormKernelsTest, RowPartialShiftedMomentsMatchDouble) {
       const auto x = this->Random(rows * row_len, 100.0, 3.0, row_len * parts);
       std::vector<Dtype> sd(rows * parts, Dtype(-7)), sd2(rows * parts);
       const RowPartialShiftedMoments<Dtype> f{x.data(), sd.data(), sd2.data(),
-                                              row_len, parts, shift_mod};
+                                              row_len,  parts,     shift_mod};
       for (int i = 0; i < rows * parts; ++i) f(i);
       for (int r = 0; r < rows; ++r) {
         const Dtype shift = x[(r % shift_mod) * row_len];

@@ -32,8 +32,8 @@ struct Case {
 TYPED_TEST(ScaleReferenceTest, AwkwardShapesMatchDouble) {
   using Dtype = TypeParam;
   const bool is_float = sizeof(Dtype) == 4;
-  const vector<vector<int>> shapes = {{1, 3, 7, 7},  {2, 17, 13, 17},
-                                      {1, 17, 1, 1}, {3, 3, 1, 1},
+  const vector<vector<int>> shapes = {{1, 3, 7, 7},   {2, 17, 13, 17},
+                                      {1, 17, 1, 1},  {3, 3, 1, 1},
                                       {2, 3, 50, 50}, {4, 17}};
   vector<Case> cases;
   for (bool bias : {false, true}) {
@@ -88,15 +88,15 @@ TYPED_TEST(ScaleReferenceTest, AwkwardShapesMatchDouble) {
       for (int i = 0; i < x.count(); ++i) {
         const int d = (i / inner) % dim;
         const double y = sv[d] * x.cpu_data()[i] + bv[d];
-        ASSERT_NEAR(out->cpu_data()[i], y, (is_float ? 1e-5 : 1e-13) *
-                                               (1 + std::abs(y)))
+        ASSERT_NEAR(out->cpu_data()[i], y,
+                    (is_float ? 1e-5 : 1e-13) * (1 + std::abs(y)))
             << "y element " << i;
       }
 
       // Learned diffs start nonzero: they must accumulate.
       const int param_scale = k.from_bottom ? -1 : 0;
-      const int param_bias = k.bias ? static_cast<int>(layer.blobs().size()) - 1
-                                    : -1;
+      const int param_bias =
+          k.bias ? static_cast<int>(layer.blobs().size()) - 1 : -1;
       for (auto& blob : layer.blobs()) {
         cpu_set(blob->count(), Dtype(0.5), blob->mutable_cpu_diff());
       }
@@ -151,10 +151,10 @@ TYPED_TEST(ScaleReferenceTest, AwkwardShapesMatchDouble) {
         const int d = (i / inner) % dim;
         // Without dE/dx the bottom's diff is left alone (in place it is
         // dE/dy's buffer).
-        const double expected = k.grad_x ? sv[d] * dy_blob.cpu_data()[i]
-                                         : (k.in_place
-                                                ? dy_blob.cpu_data()[i]
-                                                : bottom_diff_before.cpu_diff()[i]);
+        const double expected =
+            k.grad_x ? sv[d] * dy_blob.cpu_data()[i]
+                     : (k.in_place ? dy_blob.cpu_data()[i]
+                                   : bottom_diff_before.cpu_diff()[i]);
         ASSERT_NEAR(io.cpu_diff()[i], expected,
                     (is_float ? 1e-6 : 1e-14) * (1 + std::abs(expected)))
             << "dE/dx element " << i;
