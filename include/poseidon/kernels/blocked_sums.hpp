@@ -46,28 +46,38 @@ namespace kernels {
 constexpr int kSumLanes = 16;
 constexpr int kSumBlock = 256;
 
+// Note [Short sums]
+// Folding kSumLanes lanes costs a fixed number of dependent shuffles and
+// additions per sum; on short runs (BatchNorm on 7x7 maps sums 49 elements
+// per row) that is a large share of the work. Runs shorter than kShortSum
+// use kShortLanes lanes, a shorter fold; which width a run gets depends
+// on n alone, so the order of additions is still fixed by n.
+constexpr int kShortSum = 64;
+constexpr int kShortLanes = 8;
+
 // out[q] += the sum over the n elements k of the kSums values
 // term(k, v) writes to v[0 .. kSums).
-template <int kSums, bool kUnitStep, typename Dtype, typename Term>
+template <int kSums, bool kUnitStep, int kLanes, typename Dtype,
+          typename Term>
 POSEIDON_HD_INLINE POSEIDON_LANES_NO_LOOP_VECTORIZE void BlockedSumsWithStep(
     const Term& term, int first, int n, int step_arg, double* out) {
   const int step = kUnitStep ? 1 : step_arg;
   for (int b = 0; b < n; b += kSumBlock) {
     const int len = hd::min(kSumBlock, n - b);
     const int base = first + b * step;
-    Dtype acc[kSums][kSumLanes];
+    Dtype acc[kSums][kLanes];
     for (int q = 0; q < kSums; ++q) {
-      for (int l = 0; l < kSumLanes; ++l) acc[q][l] = Dtype(0);
+      for (int l = 0; l < kLanes; ++l) acc[q][l] = Dtype(0);
     }
     int j = 0;
-    for (; j + kSumLanes <= len; j += kSumLanes) {
-      for (int l = 0; l < kSumLanes; ++l) {
+    for (; j + kLanes <= len; j += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
         Dtype v[kSums];
         term(base + (j + l) * step, v);
         for (int q = 0; q < kSums; ++q) acc[q][l] += v[q];
       }
     }
-    for (int w = kSumLanes / 2; w >= 1; w /= 2) {
+    for (int w = kLanes / 2; w >= 1; w /= 2) {
       for (int q = 0; q < kSums; ++q) {
         for (int l = 0; l < w; ++l) acc[q][l] += acc[q][l + w];
       }
@@ -90,10 +100,20 @@ POSEIDON_HD_INLINE POSEIDON_LANES_NO_LOOP_VECTORIZE void BlockedSumsWithStep(
 template <int kSums, typename Dtype, typename Term>
 POSEIDON_HD_INLINE void BlockedSums(const Term& term, int first, int n,
                                     int step, double* out) {
-  if (step == 1) {
-    BlockedSumsWithStep<kSums, true, Dtype>(term, first, n, 1, out);
+  // See Note [Short sums].
+  if (n < kShortSum) {
+    if (step == 1) {
+      BlockedSumsWithStep<kSums, true, kShortLanes, Dtype>(term, first, n, 1,
+                                                           out);
+    } else {
+      BlockedSumsWithStep<kSums, false, kShortLanes, Dtype>(term, first, n,
+                                                            step, out);
+    }
+  } else if (step == 1) {
+    BlockedSumsWithStep<kSums, true, kSumLanes, Dtype>(term, first, n, 1, out);
   } else {
-    BlockedSumsWithStep<kSums, false, Dtype>(term, first, n, step, out);
+    BlockedSumsWithStep<kSums, false, kSumLanes, Dtype>(term, first, n, step,
+                                                        out);
   }
 }
 
