@@ -97,6 +97,23 @@ struct EltwiseMaxBackward {
   }
 };
 
+// SUM backward for up to kEltwiseMaxInputs bottoms in one pass over dy:
+// dx[k] = coeff[k] * dy. Each element of dy is read before any dx of that
+// element is written, so one dx may be dy (an in-place bottom) as long as
+// no later chunk reads dy (the layer puts that bottom in the last chunk).
+template <typename Dtype>
+struct EltwiseSumBackward {
+  const Dtype* dy;
+  Dtype* dx[kEltwiseMaxInputs];
+  Dtype coeff[kEltwiseMaxInputs];
+  int num;
+  static constexpr int kCostPerIndex = 2;
+  POSEIDON_HD void operator()(int i) const {
+    const Dtype g = dy[i];
+    for (int k = 0; k < num; ++k) dx[k][i] = coeff[k] * g;
+  }
+};
+
 // PROD backward with stable_prod_grad for one bottom k: dx = dy times the
 // other bottoms' values, multiplied in the order of the bottoms (x holds
 // them without x_k; later chunks resume from dx).

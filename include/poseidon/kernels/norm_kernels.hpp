@@ -13,9 +13,8 @@
 // loop per row, the rows split over the thread pool; with many (the GPU),
 // neighbouring threads read neighbouring elements and there are enough of
 // them to fill the device. The layers then add the parts up with a gemv
-// against a ones vector. Each part accumulates in double, in several
-// independent sums so that a CPU loop is not bound by the latency of one
-// chain of additions.
+// against a ones vector. Each part adds in short vectorizable blocks whose
+// totals accumulate in double (Note [Blocked sums]).
 //
 // Element-wise bodies run once per row (`spans`, RowSpans): a whole row
 // per index on the CPU (no division per element, a loop that vectorizes),
@@ -24,6 +23,7 @@
 #ifndef POSEIDON_KERNELS_NORM_KERNELS_HPP_
 #define POSEIDON_KERNELS_NORM_KERNELS_HPP_
 
+#include "poseidon/kernels/blocked_sums.hpp"
 #include "poseidon/util/hd.hpp"
 
 namespace poseidon {
@@ -70,10 +70,41 @@ POSEIDON_HD_INLINE RowSpans MakeRowSpans(bool on_gpu, int rows, int row_len) {
   return {row_len, chunk, per_row, rows * per_row};
 }
 
+// ---- terms for BlockedSums (kernels/blocked_sums.hpp): {(x[k] - m)^2}
+// and {x[k] - m, (x[k] - m)^2}.
+
+template <typename Dtype>
+struct TermSquaredDeviation {
+  const Dtype* x;
+  Dtype m;
+  POSEIDON_HD_INLINE void operator()(int k, Dtype* v) const {
+    const Dtype d = x[k] - m;
+    v[0] = d * d;
+  }
+};
+template <typename Dtype>
+struct TermShiftedMoments {
+  const Dtype* x;
+  Dtype m;
+  POSEIDON_HD_INLINE void operator()(int k, Dtype* v) const {
+    const Dtype d = x[k] - m;
+    v[0] = d;
+    v[1] = d * d;
+  }
+};
+
 // ---- partial sums (index i = row * parts + part)
 
+// The first element of part `part` of row `row` and how many it has.
+POSEIDON_HD_INLINE int PartFirst(int row, int part, int row_len) {
+  return row * row_len + part;
+}
+POSEIDON_HD_INLINE int PartCount(int part, int parts, int row_len) {
+  return (row_len - part + parts - 1) / parts;
+}
+
 // sum_x[i] = sum of x over the part's elements, and sum_xy[i] that of x * y
-// when y is not null.
+// when y is not null (Note [Blocked sums]).
 template <typename Dtype>
 struct RowPartialSums {
   static constexpr int kCostPerIndex = 1024;
@@ -85,33 +116,18 @@ struct RowPartialSums {
   int parts;
   POSEIDON_HD void operator()(int i) const {
     const int row = i / parts;
-    const int end = (row + 1) * row_len;
-    const int s = parts;
-    int k = row * row_len + (i - row * parts);
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    const int part = i - row * parts;
+    const int first = PartFirst(row, part, row_len);
+    const int n = PartCount(part, parts, row_len);
+    double acc[2] = {0, 0};
     if (y == nullptr) {
-      for (; k + 3 * s < end; k += 4 * s) {
-        a0 += x[k];
-        a1 += x[k + s];
-        a2 += x[k + 2 * s];
-        a3 += x[k + 3 * s];
-      }
-      for (; k < end; k += s) a0 += x[k];
-      sum_x[i] = static_cast<Dtype>((a0 + a1) + (a2 + a3));
+      BlockedSums<1, Dtype>(TermX<Dtype>{x}, first, n, parts, acc);
+      sum_x[i] = static_cast<Dtype>(acc[0]);
       return;
     }
-    for (; k + s < end; k += 2 * s) {
-      a0 += x[k];
-      a1 += static_cast<double>(x[k]) * y[k];
-      a2 += x[k + s];
-      a3 += static_cast<double>(x[k + s]) * y[k + s];
-    }
-    if (k < end) {
-      a0 += x[k];
-      a1 += static_cast<double>(x[k]) * y[k];
-    }
-    sum_x[i] = static_cast<Dtype>(a0 + a2);
-    sum_xy[i] = static_cast<Dtype>(a1 + a3);
+    BlockedSums<2, Dtype>(TermXAndXY<Dtype>{x, y}, first, n, parts, acc);
+    sum_x[i] = static_cast<Dtype>(acc[0]);
+    sum_xy[i] = static_cast<Dtype>(acc[1]);
   }
 };
 
@@ -129,24 +145,41 @@ struct RowPartialSquaredDeviations {
   int center_mod;
   POSEIDON_HD void operator()(int i) const {
     const int row = i / parts;
-    const int end = (row + 1) * row_len;
-    const int s = parts;
-    const Dtype m = center[row % center_mod];
-    int k = row * row_len + (i - row * parts);
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (; k + 3 * s < end; k += 4 * s) {
-      const double d0 = x[k] - m, d1 = x[k + s] - m;
-      const double d2 = x[k + 2 * s] - m, d3 = x[k + 3 * s] - m;
-      a0 += d0 * d0;
-      a1 += d1 * d1;
-      a2 += d2 * d2;
-      a3 += d3 * d3;
-    }
-    for (; k < end; k += s) {
-      const double d = x[k] - m;
-      a0 += d * d;
-    }
-    out[i] = static_cast<Dtype>((a0 + a1) + (a2 + a3));
+    const int part = i - row * parts;
+    double acc[1] = {0};
+    BlockedSums<1, Dtype>(
+        TermSquaredDeviation<Dtype>{x, center[row % center_mod]},
+        PartFirst(row, part, row_len), PartCount(part, parts, row_len), parts,
+        acc);
+    out[i] = static_cast<Dtype>(acc[0]);
+  }
+};
+
+// sum_d[i] and sum_d2[i]: the sums of d and d^2 over the part's elements,
+// d = x - shift with shift = x[(row % shift_mod) * row_len], the first
+// element of row row % shift_mod (for BatchNorm's (item, channel) rows,
+// channel c's first element in item 0: one shift per channel). Shifting by
+// a value of the data keeps E[d^2] - E[d]^2 free of the cancellation that
+// E[x^2] - E[x]^2 suffers when the mean is large against the spread.
+template <typename Dtype>
+struct RowPartialShiftedMoments {
+  static constexpr int kCostPerIndex = 1024;
+  const Dtype* x;
+  Dtype* sum_d;
+  Dtype* sum_d2;
+  int row_len;
+  int parts;
+  int shift_mod;
+  POSEIDON_HD void operator()(int i) const {
+    const int row = i / parts;
+    const int part = i - row * parts;
+    double acc[2] = {0, 0};
+    BlockedSums<2, Dtype>(
+        TermShiftedMoments<Dtype>{x, x[(row % shift_mod) * row_len]},
+        PartFirst(row, part, row_len), PartCount(part, parts, row_len), parts,
+        acc);
+    sum_d[i] = static_cast<Dtype>(acc[0]);
+    sum_d2[i] = static_cast<Dtype>(acc[1]);
   }
 };
 
@@ -213,15 +246,20 @@ struct MVNBackward {
 // ---- BatchNorm
 
 // With batch statistics, per channel c (run for max(channels, 1) indices
-// so that an empty channel axis still counts the batch):
+// so that an empty channel axis still counts the batch), from the moments
+// about shift_c = x[c * spatial] (RowPartialShiftedMoments; 0 when x is
+// null, an empty batch) that mean and var hold on entry:
+//   mean[c] = shift_c + E[d],   var[c] = max(E[d^2] - E[d]^2, 0)
 //   inv_std[c] = 1 / sqrt(var[c] + eps)
 //   running_mean[c] = maf * running_mean[c] + mean[c]
 //   running_var[c]  = maf * running_var[c] + correction * var[c]
 //   factor[0]       = maf * factor[0] + 1        (once, by c = 0)
 template <typename Dtype>
 struct BatchNormUpdateStatistics {
-  const Dtype* mean;
-  const Dtype* var;
+  const Dtype* x;
+  int spatial;
+  Dtype* mean;
+  Dtype* var;
   Dtype* inv_std;
   Dtype* running_mean;
   Dtype* running_var;
@@ -233,6 +271,12 @@ struct BatchNormUpdateStatistics {
   POSEIDON_HD void operator()(int c) const {
     if (c == 0) factor[0] = factor[0] * maf + Dtype(1);
     if (c >= channels) return;
+    const double shift = x == nullptr ? 0.0 : x[c * spatial];
+    const double e1 = mean[c];
+    const double e2 = var[c];
+    const double v = e2 - e1 * e1;
+    mean[c] = static_cast<Dtype>(shift + e1);
+    var[c] = static_cast<Dtype>(v > 0 ? v : 0.0);
     inv_std[c] = Dtype(1) / hd::sqrt(var[c] + eps);
     running_mean[c] = mean[c] + maf * running_mean[c];
     running_var[c] = correction * var[c] + maf * running_var[c];

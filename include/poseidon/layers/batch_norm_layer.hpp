@@ -31,8 +31,11 @@
 // Channel statistics are partial sums per (item, channel) plane (one
 // contiguous loop per plane on the CPU, many coalesced parts per plane on
 // the GPU) added up by two gemv calls against a ones vector; then one
-// element-wise pass. Forward reads the bottom three times (mean, squared
-// deviations, output), Backward the top diff and output twice. The running
+// element-wise pass. Forward reads the bottom twice: once for the sums of
+// d and d^2 about a per-channel shift (channel c's first value, d = x -
+// shift; var = E[d^2] - E[d]^2, clamped at 0, which does not cancel when
+// the mean is large against the spread), once for the output. Backward
+// reads the top diff and output twice. The running
 // statistics and the factor blobs[2] are read and updated where the pass
 // runs, so a GPU pass never waits for the host.
 #ifndef POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_

@@ -19,8 +19,9 @@
 //
 // One body for both devices (kernels/eltwise_kernels.hpp): each pass is one
 // functor over the elements reading every bottom (up to 16 per launch;
-// more are combined in chunks with the same arithmetic). MAX keeps the
-// index of the winning bottom per element on the device that computes.
+// more are combined in chunks with the same arithmetic); SUM's backward
+// writes every bottom's diff in one pass over dE/dy. MAX keeps the index of
+// the winning bottom per element on the device that computes.
 #ifndef POSEIDON_LAYERS_ELTWISE_LAYER_HPP_
 #define POSEIDON_LAYERS_ELTWISE_LAYER_HPP_
 

@@ -26,8 +26,10 @@
 //
 // One body for both devices: y = s * x (+ b) by a channel functor
 // (kernels/channel_kernels.hpp; with the bias in the same pass when s and b
-// cover the same axes), dE/dx likewise. dE/ds and dE/db: the CPU sums rows
-// in order (dot products); the GPU forms dE/dy * x and sums it with two gemv
+// cover the same axes). Backward on the CPU: one pass over dE/dy that sums
+// dE/dy * x and dE/dy per row and writes dE/dx (Note [Scale backward in one
+// pass] in scale_layer.cpp). On the GPU: dE/dx by the channel functor;
+// dE/ds and dE/db: the GPU forms dE/dy * x and sums it with two gemv
 // calls against a ones vector (ScaleGradientOnDevice below; BiasGradient in
 // bias_layer.hpp), with no host round trip. The product goes to bottom[0]'s
 // diff when dE/dx overwrites it afterwards, else to a scratch blob.
@@ -79,6 +81,12 @@ class ScaleLayer final : public Layer<Dtype> {
   Blob<Dtype>* ScaleBlob(const vector<Blob<Dtype>*>& bottom) const {
     return bottom.size() > 1 ? bottom[1] : this->blobs_[0].get();
   }
+  // The CPU's backward in one pass over dE/dy (Note [Scale backward in one
+  // pass], scale_layer.cpp): dx = scale * dy unless scale is null; ds
+  // (+)= sum dy * x unless x is null (accumulating when accumulate_ds);
+  // db += sum dy unless db is null. dx may be dy.
+  void BackwardCpu(const Dtype* dy, const Dtype* x, const Dtype* scale,
+                   Dtype* dx, Dtype* ds, bool accumulate_ds, Dtype* db);
 
   AxisBroadcast view_;
   // Sets up the bias term (its filler, given blobs and shape checks); its
@@ -91,6 +99,8 @@ class ScaleLayer final : public Layer<Dtype> {
   Blob<Dtype> saved_input_;
   // GPU: dE/dy * x, unless bottom[0]'s diff can hold it (see the top).
   Blob<Dtype> product_;
+  // CPU: per (outer, dim) row, the sums of dE/dy * x and of dE/dy.
+  Blob<Dtype> row_sums_;
   ChannelReducer<Dtype> reducer_;
 };
 

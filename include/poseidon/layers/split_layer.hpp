@@ -7,7 +7,8 @@
 //
 // Bottom: one blob of any shape. Tops: one or more, each shaped like the
 // bottom. No parameters. Not in-place (a top may not be the bottom).
-// Backward is a chain of math::add/axpy calls on the pass's device.
+// Backward sums the tops' diffs in one pass over them (Eltwise's SUM body,
+// kernels/eltwise_kernels.hpp, up to 16 tops per pass) on the pass's device.
 #ifndef POSEIDON_LAYERS_SPLIT_LAYER_HPP_
 #define POSEIDON_LAYERS_SPLIT_LAYER_HPP_
 

@@ -7,6 +7,8 @@ POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseProd);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseMax);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseMaxBackward);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
+    poseidon::kernels::EltwiseSumBackward);
+POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
     poseidon::kernels::EltwiseProdBackward);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
     poseidon::kernels::EltwiseProdQuotientBackward);

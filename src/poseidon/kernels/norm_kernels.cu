@@ -6,6 +6,8 @@
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::RowPartialSums);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
     poseidon::kernels::RowPartialSquaredDeviations);
+POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(
+    poseidon::kernels::RowPartialShiftedMoments);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNStd);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNNormalize);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::MVNBackward);

@@ -110,20 +110,20 @@ void BatchNormLayer<Dtype>::BatchStatistics(Poseidon::Brew dev,
   const int m = num * spatial;
   Dtype* mean = mean_.mutable_data_on(dev);
   Dtype* var = variance_.mutable_data_on(dev);
+  // One pass over x: the moments about a per-channel shift, turned into
+  // the mean and the variance by BatchNormUpdateStatistics.
+  const Dtype* shift_source = nullptr;
   if (m > 0) {
     const int rows = num * channels_;
     const int parts = kernels::RowParts(dev == Poseidon::GPU, rows, spatial);
-    const Dtype* x = bottom.data_on(dev);
+    shift_source = bottom.data_on(dev);
     Dtype* partial = partials_.mutable_data_on(dev);
+    Dtype* partial_d2 = partial + rows * parts;
     for_each(dev, rows * parts,
-             kernels::RowPartialSums<Dtype>{x, nullptr, partial, nullptr,
-                                            spatial, parts});
+             kernels::RowPartialShiftedMoments<Dtype>{
+                 shift_source, partial, partial_d2, spatial, parts, channels_});
     ChannelSums(dev, num, parts, Dtype(1) / m, partial, mean);
-    // Two passes (mean, then squared deviations): no cancellation.
-    for_each(dev, rows * parts,
-             kernels::RowPartialSquaredDeviations<Dtype>{
-                 x, mean, partial, spatial, parts, channels_});
-    ChannelSums(dev, num, parts, Dtype(1) / m, partial, var);
+    ChannelSums(dev, num, parts, Dtype(1) / m, partial_d2, var);
   } else {
     math::set<Dtype>(dev, channels_, Dtype(0), mean);
     math::set<Dtype>(dev, channels_, Dtype(0), var);
@@ -131,7 +131,7 @@ void BatchNormLayer<Dtype>::BatchStatistics(Poseidon::Brew dev,
   const Dtype correction = m > 1 ? Dtype(m) / Dtype(m - 1) : Dtype(1);
   for_each(dev, std::max(channels_, 1),
            kernels::BatchNormUpdateStatistics<Dtype>{
-               mean, var, inv_std_.mutable_data_on(dev),
+               shift_source, spatial, mean, var, inv_std_.mutable_data_on(dev),
                this->blobs_[0]->mutable_data_on(dev),
                this->blobs_[1]->mutable_data_on(dev),
                this->blobs_[2]->mutable_data_on(dev), channels_, eps_,

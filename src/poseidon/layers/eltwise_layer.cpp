@@ -168,13 +168,29 @@ void EltwiseLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   if (aliased >= 0) order.push_back(aliased);
 
   const Dtype* dy = top[0]->diff_on(dev);
+  if (op_ == EltwiseParameter::SUM) {
+    // One pass over dE/dy for up to kEltwiseMaxInputs bottoms; the aliased
+    // bottom, last in `order`, is in the last chunk.
+    vector<int> down;
+    for (int k : order) {
+      if (propagate_down[k]) down.push_back(k);
+    }
+    const int num_down = static_cast<int>(down.size());
+    for (int first = 0; first < num_down; first += kernels::kEltwiseMaxInputs) {
+      kernels::EltwiseSumBackward<Dtype> f{};
+      f.dy = dy;
+      f.num = std::min(kernels::kEltwiseMaxInputs, num_down - first);
+      for (int j = 0; j < f.num; ++j) {
+        f.dx[j] = bottom[down[first + j]]->mutable_diff_on(dev);
+        f.coeff[j] = coeffs_[down[first + j]];
+      }
+      for_each(dev, count, f);
+    }
+    return;
+  }
   for (int k : order) {
     if (!propagate_down[k]) continue;
     switch (op_) {
-      case EltwiseParameter::SUM:
-        math::scale<Dtype>(dev, count, coeffs_[k], dy,
-                           bottom[k]->mutable_diff_on(dev));
-        break;
       case EltwiseParameter::PROD:
         ProdGradient(dev, top, bottom, k);
         break;

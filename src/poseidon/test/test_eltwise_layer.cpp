@@ -396,6 +396,57 @@ TYPED_TEST(EltwiseLayerTest, MoreBottomsThanOneKernelTakes) {
   }
 }
 
+// SUM's one-pass backward with some bottoms switched off: their diffs stay
+// as they were; the others get coeff * dE/dy, in place (the top is bottom
+// `aliased`, switched on or off) and not, across kernel chunks.
+TYPED_TEST(EltwiseLayerTest, SumBackwardSkipsBottomsNotPropagated) {
+  using Dtype = typename TestFixture::Dtype;
+  const int num = kernels::kEltwiseMaxInputs + 5;
+  const vector<int> shape = {1, 17, 13, 17};
+  LayerParameter param = this->Param(EltwiseParameter::SUM);
+  vector<double> coeff(num);
+  vector<bool> down(num);
+  for (int k = 0; k < num; ++k) {
+    coeff[k] = k % 4 == 0 ? 1 : 0.5 * (k % 5) - 1.25;
+    param.mutable_eltwise_param()->add_coeff(float(coeff[k]));
+    down[k] = k % 3 != 1;
+  }
+  Blob<Dtype> top_diff(shape);
+  test::FillGaussian(&top_diff);
+  for (int aliased : {-1, 0, 1, num - 2}) {
+    SCOPED_TRACE(testing::Message() << "top is bottom " << aliased);
+    vector<std::unique_ptr<Blob<Dtype>>> blobs;
+    vector<Blob<Dtype>*> bottoms;
+    for (int k = 0; k < num; ++k) {
+      blobs.emplace_back(new Blob<Dtype>(shape));
+      test::FillGaussian(blobs.back().get());
+      cpu_set(blobs.back()->count(), Dtype(k + 100),
+              blobs.back()->mutable_cpu_diff());
+      bottoms.push_back(blobs.back().get());
+    }
+    Blob<Dtype> own_top;
+    vector<Blob<Dtype>*> top_vec = {aliased < 0 ? &own_top : bottoms[aliased]};
+    EltwiseLayer<Dtype> layer(param);
+    layer.SetUp(bottoms, top_vec);
+    layer.Forward(bottoms, top_vec);
+    const int count = top_diff.count();
+    cpu_copy(count, top_diff.cpu_data(), top_vec[0]->mutable_cpu_diff());
+    layer.Backward(top_vec, down, bottoms);
+    for (int k = 0; k < num; ++k) {
+      for (int i = 0; i < count; ++i) {
+        const double dy = top_diff.cpu_data()[i];
+        // A bottom switched off keeps its diff, which in place is dE/dy.
+        const double expected = down[k]        ? coeff[k] * dy
+                                : k == aliased ? dy
+                                               : k + 100;
+        ASSERT_NEAR(bottoms[k]->cpu_diff()[i], expected,
+                    1e-6 * (1 + std::fabs(expected)))
+            << "bottom " << k << " element " << i;
+      }
+    }
+  }
+}
+
 TYPED_TEST(EltwiseLayerTest, Registered) {
   using Dtype = typename TestFixture::Dtype;
   auto layer =

@@ -1,9 +1,12 @@
 // SplitLayer: tops alias the bottom, backward sums the top diffs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <memory>
 #include <vector>
 
 #include "gradient_checker.hpp"
+#include "poseidon/kernels/eltwise_kernels.hpp"
 #include "poseidon/layers/split_layer.hpp"
 #include "test_util.hpp"
 
@@ -102,6 +105,48 @@ TYPED_TEST(SplitLayerTest, SingleAndTwoTops) {
     const double factor = tops == 1 ? 1 : 3;
     for (int i = 0; i < this->bottom_.count(); ++i) {
       EXPECT_NEAR(this->bottom_.cpu_diff()[i], factor * i, 1e-4);
+    }
+  }
+}
+
+// More tops than one pass of the summing body takes, on awkward shapes,
+// against a sum in double in the order of the tops.
+TYPED_TEST(SplitLayerTest, ManyTopsMatchDouble) {
+  using Dtype = typename TypeParam::Dtype;
+  for (const vector<int>& shape :
+       {vector<int>{1, 3, 7, 7}, vector<int>{2, 17, 13, 17},
+        vector<int>{1, 17, 1, 1}}) {
+    for (int tops : {2, 3, kernels::kEltwiseMaxInputs,
+                     kernels::kEltwiseMaxInputs + 1, 35}) {
+      Blob<Dtype> bottom(shape);
+      SCOPED_TRACE(testing::Message()
+                   << bottom.shape_string() << ", " << tops << " tops");
+      vector<std::unique_ptr<Blob<Dtype>>> blobs;
+      vector<Blob<Dtype>*> top_vec;
+      for (int t = 0; t < tops; ++t) {
+        blobs.emplace_back(new Blob<Dtype>());
+        top_vec.push_back(blobs.back().get());
+      }
+      vector<Blob<Dtype>*> bottom_vec = {&bottom};
+      SplitLayer<Dtype> layer(this->Param());
+      layer.SetUp(bottom_vec, top_vec);
+      layer.Forward(bottom_vec, top_vec);
+      for (Blob<Dtype>* t : top_vec) {
+        Blob<Dtype> g(shape);
+        test::FillGaussian(&g);
+        cpu_copy(g.count(), g.cpu_data(), t->mutable_cpu_diff());
+      }
+      layer.Backward(top_vec, {true}, bottom_vec);
+      for (int i = 0; i < bottom.count(); ++i) {
+        double sum = 0, mass = 0;
+        for (Blob<Dtype>* t : top_vec) {
+          sum += t->cpu_diff()[i];
+          mass += std::fabs(t->cpu_diff()[i]);
+        }
+        ASSERT_NEAR(bottom.cpu_diff()[i], sum,
+                    (sizeof(Dtype) == 4 ? 1e-6 : 1e-14) * (1 + mass))
+            << "element " << i;
+      }
     }
   }
 }
