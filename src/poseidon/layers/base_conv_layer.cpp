@@ -45,8 +45,10 @@ namespace poseidon {
 // these GEMMs (32 output channels by ~512 columns is too small to split
 // well), so the batched path instead runs whole chunks on T threads
 // (ParallelFor) with single-threaded BLAS inside. kAuto then batches even
-// when one image fills a GEMM (chunks of one image) and caps the chunk at
-// ceil(N / T) images so every thread gets a chunk. Each worker has its own
+// when one image fills a GEMM (chunks of one image), caps the chunk at
+// ceil(N / T) images so every thread gets a chunk, and sizes the chunks so
+// that the threads get the same number of them (ResNet-50's 14 x 14 layers
+// at batch 8 on 2 threads ran 3 + 3 + 2 images, one thread doing 6). Each worker has its own
 // slice of col_buffer_ and out_buffer_ (max_buffer_bytes bounds one slice)
 // and, in Backward, its own weight-gradient accumulator; the accumulators
 // are added to the weight diff in worker order, and ParallelFor's split
@@ -277,7 +279,14 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
       // See Note [Parallel chunks] for the threaded choice.
       chunk = std::min(fit, wanted);
       if (threads > 1) {
-        chunk = std::min<size_t>(chunk, (num + threads - 1) / threads);
+        // As many images per chunk as allowed, in a number of chunks that
+        // the threads share evenly: 8 images of 14 x 14 (3 wanted) in
+        // chunks of 3, 3 and 2 would leave one thread 6 of them.
+        const size_t t = static_cast<size_t>(threads);
+        const size_t n = static_cast<size_t>(num);
+        const size_t cap = std::min<size_t>(chunk, (n + t - 1) / t);
+        const size_t rounds = (n + t * cap - 1) / (t * cap);
+        chunk = (n + t * rounds - 1) / (t * rounds);
       }
       break;
   }

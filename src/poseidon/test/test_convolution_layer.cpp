@@ -357,12 +357,16 @@ TYPED_TEST(ConvolutionLayerTest, AutoAlgorithmChoiceThreaded) {
     int chunk;
   };
   // With several threads every 2-D layer batches, in chunks of at most
-  // ceil(N / threads) images.
+  // ceil(N / threads) images, as many chunks per thread.
   const Case cases[] = {
       {{64, 3, 32, 32}, 2, true, 1},  // one image fills a GEMM
       {{64, 32, 8, 8}, 2, true, 8},   // 32 chunks anyway
       {{5, 32, 8, 8}, 2, true, 3},    // capped so both threads get one
       {{5, 32, 8, 8}, 4, true, 2},
+      // 196 positions want 3 images, but chunks of 3, 3, 2 leave one
+      // thread 6 of the 8: four chunks of 2 instead.
+      {{8, 32, 14, 14}, 2, true, 2},
+      {{12, 32, 14, 14}, 2, true, 3},
       {{1, 32, 8, 8}, 2, false, 1},  // a single image
   };
   for (const Case& c : cases) {
