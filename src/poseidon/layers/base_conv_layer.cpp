@@ -48,10 +48,11 @@ namespace poseidon {
 // when one image fills a GEMM (chunks of one image), caps the chunk at
 // ceil(N / T) images so every thread gets a chunk, and sizes the chunks so
 // that the threads get the same number of them (ResNet-50's 14 x 14 layers
-// at batch 8 on 2 threads ran 3 + 3 + 2 images, one thread doing 6). Each worker has its own
-// slice of col_buffer_ and out_buffer_ (max_buffer_bytes bounds one slice)
-// and, in Backward, its own weight-gradient accumulator; the accumulators
-// are added to the weight diff in worker order, and ParallelFor's split
+// at batch 8 on 2 threads ran 3 + 3 + 2 images, one thread doing 6).
+// Each worker has its own slice of col_buffer_ and out_buffer_
+// (max_buffer_bytes bounds one slice) and, in Backward, its own
+// weight-gradient accumulator; the accumulators are added to the weight
+// diff in worker order, and ParallelFor's split
 // depends only on the chunk and thread counts, so results are the same
 // from run to run for a given T (they differ from T = 1 by rounding only).
 // The bias terms split the images the same way. With T == 1, or a single
