@@ -501,11 +501,10 @@ void BaseConvolutionLayer<Dtype>::BackwardChunk(
   if (weight_diff != nullptr) {
     Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
     for (int g = 0; g < group_; ++g) {
-      cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
-                      static_cast<int>(columns), Dtype(1),
-                      od + g * out_per_group * columns,
-                      col + g * kernel_dim_ * columns, Dtype(1),
-                      weight_diff + g * w_step);
+      cpu_gemm<Dtype>(
+          CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
+          static_cast<int>(columns), Dtype(1), od + g * out_per_group * columns,
+          col + g * kernel_dim_ * columns, Dtype(1), weight_diff + g * w_step);
     }
   }
   if (input_diff != nullptr) {
