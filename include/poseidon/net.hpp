@@ -35,6 +35,11 @@
 
 namespace poseidon {
 
+template <typename Dtype>
+class BatchNormLayer;
+template <typename Dtype>
+class ScaleLayer;
+
 // Whether `filename` is an HDF5 file (its superblock signature at offset 0
 // or after a user block); false for a missing or unreadable file. Needs no
 // HDF5 library.
@@ -169,6 +174,16 @@ class Net {
 
   void set_debug_info(bool value) { debug_info_ = value; }
 
+  // Note [BatchNorm + Scale] (net_fold.cpp): on the CPU, an in-place Scale
+  // layer right after a BatchNorm is folded into it for the passes that
+  // run both. On unless POSEIDON_FOLD_BN_SCALE=0 in the environment at
+  // construction; the setter turns it off or on again (tests, benchmarks).
+  void set_fold_batch_norm_scale(bool on) { fold_enabled_ = on; }
+  // The BatchNorm + Scale pairs that fold (whether or not folding is on).
+  int num_batch_norm_scale_folds() const {
+    return static_cast<int>(folds_.size());
+  }
+
   // Benchmarks only (the emulated-cluster benchmark): instead of running
   // layer i, Forward/Backward sleep forward_ms[i] / backward_ms[i], measured
   // beforehand with `poseidon_train time`; hooks still run, and blobs keep
@@ -210,6 +225,27 @@ class Net {
   void BackwardDebugInfo(int layer_id) const;
   void UpdateDebugInfo(int param_id) const;
 
+  // See Note [BatchNorm + Scale] (net_fold.cpp).
+  struct BatchNormScaleFold {
+    int batch_norm_layer;
+    BatchNormLayer<Dtype>* batch_norm;
+    ScaleLayer<Dtype>* scale;
+  };
+  void FindBatchNormScaleFolds();
+  // Whether this pass folds: on, on the CPU, no debug_info, not emulated.
+  bool FoldingNow() const;
+  // The fold whose BatchNorm (Scale) is layer `layer`, or null.
+  const BatchNormScaleFold* FoldOfBatchNorm(int layer) const;
+  const BatchNormScaleFold* FoldOfScale(int layer) const;
+  // Unsets what a pass set on the folded layers.
+  void ClearFolds();
+  struct ClearFoldsAtExit {
+    Net* net;  // null: nothing to clear
+    ~ClearFoldsAtExit() {
+      if (net != nullptr) net->ClearFolds();
+    }
+  };
+
   string name_;
   Phase phase_ = TRAIN;
   vector<shared_ptr<Layer<Dtype>>> layers_;
@@ -245,6 +281,9 @@ class Net {
   bool debug_info_ = false;
   vector<double> emulated_forward_ms_;
   vector<double> emulated_backward_ms_;
+  bool fold_enabled_ = true;
+  vector<BatchNormScaleFold> folds_;
+  vector<int> fold_of_layer_;  // per layer: its fold's index, or -1
   CallbackList<int> before_forward_;
   CallbackList<int> after_forward_;
   CallbackList<int> before_backward_;

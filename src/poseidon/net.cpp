@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include "poseidon/layers/batch_norm_layer.hpp"  // Note [BatchNorm + Scale]
+#include "poseidon/layers/scale_layer.hpp"
 #include "poseidon/util/insert_splits.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/upgrade_proto.hpp"
@@ -185,6 +187,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     blob_names_index_[blob_names_[i]] = static_cast<int>(i);
   }
   ShareWeights();
+  FindBatchNormScaleFolds();
   LOG(INFO) << "Network '" << name_ << "' (" << Phase_Name(phase_)
             << ") built: " << layers_.size() << " layers, "
             << learnable_params_.size() << " learnable parameter blobs";
@@ -484,15 +487,29 @@ template <typename Dtype>
 Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   CHECK_GE(start, 0);
   CHECK_LT(end, static_cast<int>(layers_.size()));
+  // See Note [BatchNorm + Scale] (net_fold.cpp).
+  const bool fold = FoldingNow();
+  const ClearFoldsAtExit clear{fold ? this : nullptr};
+  int hooked = -1;  // a folded Scale whose before-forward hooks have run
   Dtype loss = 0;
   for (int i = start; i <= end; ++i) {
-    before_forward_.Run(i);
+    if (i != hooked) before_forward_.Run(i);
     if (!emulated_forward_ms_.empty()) {
       SleepMilliseconds(emulated_forward_ms_[i]);
       after_forward_.Run(i);
       continue;
     }
+    const BatchNormScaleFold* f =
+        fold && i < end ? FoldOfBatchNorm(i) : nullptr;
+    if (f != nullptr) {
+      before_forward_.Run(i + 1);
+      hooked = i + 1;
+      f->batch_norm->FoldScaleForward(f->scale->scale_cpu_data(),
+                                      f->scale->bias_cpu_data());
+      f->scale->FoldForward(&f->batch_norm->normalized());
+    }
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    if (f != nullptr) f->batch_norm->FoldScaleForward(nullptr, nullptr);
     if (debug_info_) ForwardDebugInfo(i);
     after_forward_.Run(i);
   }
@@ -520,13 +537,29 @@ template <typename Dtype>
 void Net<Dtype>::BackwardFromTo(int start, int end) {
   CHECK_GE(end, 0);
   CHECK_LT(start, static_cast<int>(layers_.size()));
+  // See Note [BatchNorm + Scale] (net_fold.cpp).
+  const bool fold = FoldingNow();
+  const ClearFoldsAtExit clear{fold ? this : nullptr};
   for (int i = start; i >= end; --i) {
     before_backward_.Run(i);
     if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
       SleepMilliseconds(emulated_backward_ms_[i]);
     } else if (layer_need_backward_[i]) {
+      const BatchNormScaleFold* f = fold ? FoldOfScale(i) : nullptr;
+      if (f != nullptr) {
+        const int bn = f->batch_norm_layer;
+        if (bn < end || !layer_need_backward_[bn] ||
+            !bottom_need_backward_[bn][0] || !bottom_need_backward_[i][0]) {
+          f = nullptr;
+        }
+      }
+      if (f != nullptr) f->scale->FoldBackward(true);
       layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i],
                            bottom_vecs_[i]);
+      if (f != nullptr) {
+        f->scale->FoldBackward(false);
+        f->batch_norm->FoldScaleBackward(f->scale->channel_sums());
+      }
       if (debug_info_) BackwardDebugInfo(i);
     }
     after_backward_.Run(i);

@@ -329,6 +329,36 @@ struct BatchNormNormalize {
   }
 };
 
+// BatchNorm with a Scale folded in (Note [BatchNorm + Scale] in net_fold.cpp):
+// x_norm = (x - mean[c]) * inv_std[c], y = scale[c] * x_norm + bias[c]
+// (bias null: no bias). y may be x.
+template <typename Dtype>
+struct BatchNormNormalizeScale {
+  static constexpr int kCostPerIndex = kCpuRowChunk;
+  const Dtype* x;
+  const Dtype* mean;
+  const Dtype* inv_std;
+  const Dtype* scale;
+  const Dtype* bias;
+  Dtype* y;
+  Dtype* x_norm;
+  int channels;
+  RowSpans spans;
+  POSEIDON_HD void operator()(int i) const {
+    const RowSpan s = spans.Of(i);
+    const int c = s.row % channels;
+    const Dtype m = mean[c];
+    const Dtype inv = inv_std[c];
+    const Dtype g = scale[c];
+    const Dtype b = bias == nullptr ? Dtype(0) : bias[c];
+    for (int k = s.begin; k < s.end; ++k) {
+      const Dtype v = (x[k] - m) * inv;
+      x_norm[k] = v;
+      y[k] = v * g + b;
+    }
+  }
+};
+
 // Batch statistics: dx = (dy - mean_dy[c] - y * mean_dy_y[c]) * inv_std[c].
 // Global statistics (mean_dy null): dx = dy * inv_std[c]. dx may be dy.
 template <typename Dtype>

@@ -38,6 +38,14 @@
 // reads the top diff and output twice. The running
 // statistics and the factor blobs[2] are read and updated where the pass
 // runs, so a GPU pass never waits for the host.
+//
+// Folded Scale (CPU; Note [BatchNorm + Scale] in net_fold.cpp): when the Net
+// folds the in-place Scale layer after this one into it, Forward writes
+// y = s_c * x_hat + b_c (x_hat the normalised value, kept for Backward)
+// and Backward takes dE/dy of the Scale's output with the per-channel
+// sums the Scale's backward left:
+//   dE/dx = s_c (dE/dy - mean(dE/dy) - x_hat mean(dE/dy x_hat)) / sqrt(var_c + eps)
+// (global statistics: s_c dE/dy / sqrt(var_c + eps)).
 #ifndef POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 #define POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 
@@ -61,6 +69,24 @@ class BatchNormLayer final : public Layer<Dtype> {
   const char* type() const override { return "BatchNorm"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
+
+  // Note [BatchNorm + Scale] (net_fold.cpp), set by the Net around one pass and
+  // cleared after it. Forward: y = scale[c] * x_hat + bias[c] (bias may be
+  // null) instead of x_hat; scale null: plain BatchNorm. Backward:
+  // `channel_sums` holds 3 x channels values, the sums over the batch of
+  // dE/dy and of dE/dy * x_hat and the scale s_c, of the Scale layer's
+  // output; null: plain BatchNorm. Pointers to CPU memory that must stay
+  // valid for the pass.
+  void FoldScaleForward(const Dtype* scale, const Dtype* bias) {
+    folded_scale_ = scale;
+    folded_bias_ = bias;
+  }
+  void FoldScaleBackward(const Dtype* channel_sums) {
+    folded_sums_ = channel_sums;
+  }
+  // x_hat of the last Forward (what a plain Forward writes to the top).
+  const Blob<Dtype>& normalized() const { return x_norm_; }
+  int channels() const { return channels_; }
 
  protected:
   void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
@@ -96,7 +122,11 @@ class BatchNormLayer final : public Layer<Dtype> {
   Blob<Dtype> row_sums_;  // num x channels
   Blob<Dtype> mean_dy_;   // per channel, Backward
   Blob<Dtype> mean_dy_y_;
+  Blob<Dtype> gain_;  // folded backward: s_c / sqrt(var_c + eps)
   OnesVector<Dtype> ones_;
+  const Dtype* folded_scale_ = nullptr;
+  const Dtype* folded_bias_ = nullptr;
+  const Dtype* folded_sums_ = nullptr;
 };
 
 }  // namespace poseidon

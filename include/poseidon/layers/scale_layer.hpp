@@ -70,6 +70,27 @@ class ScaleLayer final : public Layer<Dtype> {
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // Note [BatchNorm + Scale] (net_fold.cpp). Whether this layer, set up on
+  // `bottom` and `top`, can fold into a BatchNorm over axis 1 whose top is
+  // bottom[0]: in place, a learned scale over axis 1 alone, the bias (if
+  // any) over the same axis.
+  bool FoldableIntoBatchNorm(const vector<Blob<Dtype>*>& bottom,
+                             const vector<Blob<Dtype>*>& top) const;
+  // Set by the Net around one pass (CPU), cleared after it. Forward: the
+  // BatchNorm before has written y already and x is its `x_hat`; nothing
+  // to do. Backward: only the parameter gradients and channel_sums();
+  // dE/dy stays in the diff for the BatchNorm to finish.
+  void FoldForward(const Blob<Dtype>* x_hat) { fold_input_ = x_hat; }
+  void FoldBackward(bool on) { fold_backward_ = on; }
+  // After a folded Backward: 3 x channels values, the sums over the batch
+  // of dE/dy and of dE/dy * x, and the scale the pass used.
+  const Dtype* channel_sums() const { return channel_sums_.cpu_data(); }
+  // The learned scale and the bias (null without bias_term), on the CPU.
+  const Dtype* scale_cpu_data() const { return this->blobs_[0]->cpu_data(); }
+  const Dtype* bias_cpu_data() const {
+    return bias_layer_ ? this->blobs_[bias_param_id_]->cpu_data() : nullptr;
+  }
+
  protected:
   void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
                  const vector<Blob<Dtype>*>& top) override;
@@ -84,9 +105,11 @@ class ScaleLayer final : public Layer<Dtype> {
   // The CPU's backward in one pass over dE/dy (Note [Scale backward in one
   // pass], scale_layer.cpp): dx = scale * dy unless scale is null; ds
   // (+)= sum dy * x unless x is null (accumulating when accumulate_ds);
-  // db += sum dy unless db is null. dx may be dy.
+  // db += sum dy unless db is null; sums (when not null, x not null):
+  // per channel d, sum dy and then sum dy * x, overwritten. dx may be dy.
   void BackwardCpu(const Dtype* dy, const Dtype* x, const Dtype* scale,
-                   Dtype* dx, Dtype* ds, bool accumulate_ds, Dtype* db);
+                   Dtype* dx, Dtype* ds, bool accumulate_ds, Dtype* db,
+                   Dtype* sums);
 
   AxisBroadcast view_;
   // Sets up the bias term (its filler, given blobs and shape checks); its
@@ -97,6 +120,13 @@ class ScaleLayer final : public Layer<Dtype> {
   AxisBroadcast bias_view_;
   // x, kept by Forward when computing in place.
   Blob<Dtype> saved_input_;
+  // Note [BatchNorm + Scale]: the BatchNorm's x_hat while a folded Forward
+  // runs; x_source_ is where the last Forward's x is (null: saved_input_
+  // in place, else bottom[0]).
+  const Blob<Dtype>* fold_input_ = nullptr;
+  const Blob<Dtype>* x_source_ = nullptr;
+  bool fold_backward_ = false;
+  Blob<Dtype> channel_sums_;
   // GPU: dE/dy * x, unless bottom[0]'s diff can hold it (see the top).
   Blob<Dtype> product_;
   // CPU: per (outer, dim) row, the sums of dE/dy * x and of dE/dy.

@@ -157,6 +157,17 @@ void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   const kernels::RowSpans spans = kernels::MakeRowSpans(
       dev == Poseidon::GPU, Num(*bottom[0]) * channels_, Spatial(*bottom[0]));
   const Dtype* x = bottom[0]->data_on(dev);
+  if (folded_scale_ != nullptr) {
+    // See Note [BatchNorm + Scale] in net_fold.cpp.
+    CHECK(dev == Poseidon::CPU) << "a Scale is folded into BatchNorm "
+                                << this->layer_param_.name() << " on the GPU";
+    for_each(dev, spans.count,
+             kernels::BatchNormNormalizeScale<Dtype>{
+                 x, mean_.cpu_data(), inv_std_.cpu_data(), folded_scale_,
+                 folded_bias_, top[0]->mutable_cpu_data(),
+                 x_norm_.mutable_cpu_data(), channels_, spans});
+    return;
+  }
   for_each(dev, spans.count,
            kernels::BatchNormNormalize<Dtype>{
                x, mean_.data_on(dev), inv_std_.data_on(dev),
@@ -178,6 +189,34 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   const Dtype* y = x_norm_.data_on(dev);
   const Dtype* mean_dy = nullptr;
   const Dtype* mean_dy_y = nullptr;
+  if (folded_sums_ != nullptr) {
+    // See Note [BatchNorm + Scale] in net_fold.cpp: the Scale's backward
+    // summed dE/dy and dE/dy * x_hat; dE/dx_hat = s_c dE/dy.
+    CHECK(dev == Poseidon::CPU) << "a Scale is folded into BatchNorm "
+                                << this->layer_param_.name() << " on the GPU";
+    const Dtype* sum_dy = folded_sums_;
+    const Dtype* sum_dy_y = folded_sums_ + channels_;
+    const Dtype* scale = folded_sums_ + 2 * channels_;
+    const Dtype* inv_std = inv_std_.cpu_data();
+    const int m = num * spatial;
+    const Dtype inv_m = m > 0 ? Dtype(1) / m : Dtype(0);
+    gain_.Reshape({channels_});
+    Dtype* gain = gain_.mutable_cpu_data();
+    Dtype* mdy = mean_dy_.mutable_cpu_data();
+    Dtype* mdyy = mean_dy_y_.mutable_cpu_data();
+    for (int c = 0; c < channels_; ++c) {
+      gain[c] = scale[c] * inv_std[c];
+      mdy[c] = sum_dy[c] * inv_m;
+      mdyy[c] = sum_dy_y[c] * inv_m;
+    }
+    const bool batch = !use_global_stats_;
+    const kernels::RowSpans spans = kernels::MakeRowSpans(false, rows, spatial);
+    for_each(dev, spans.count,
+             kernels::BatchNormBackward<Dtype>{
+                 dy, y, batch ? mdy : nullptr, batch ? mdyy : nullptr, gain,
+                 bottom[0]->mutable_cpu_diff(), channels_, spans});
+    return;
+  }
   if (!use_global_stats_) {
     // Per-channel means of dE/dy and dE/dy * y, complete before dx (which
     // may alias dy in place) is written.

@@ -94,6 +94,15 @@ template <typename Dtype>
 void ScaleLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
                                   const vector<Blob<Dtype>*>& bottom,
                                   const vector<Blob<Dtype>*>& top) {
+  if (fold_input_ != nullptr) {
+    // See Note [BatchNorm + Scale] in net_fold.cpp: y is written already.
+    CHECK(dev == Poseidon::CPU && top[0] == bottom[0])
+        << "Scale " << this->layer_param_.name()
+        << " folded into a BatchNorm off the CPU or not in place";
+    x_source_ = fold_input_;
+    return;
+  }
+  x_source_ = nullptr;
   if (top[0] == bottom[0]) {
     saved_input_.ReshapeLike(*bottom[0]);
     math::copy<Dtype>(dev, bottom[0]->count(), bottom[0]->data_on(dev),
@@ -190,18 +199,35 @@ void AddRowsOverOuter(const AxisBroadcast& v, const Dtype* rows,
 }  // namespace
 
 template <typename Dtype>
+bool ScaleLayer<Dtype>::FoldableIntoBatchNorm(
+    const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) const {
+  const ScaleParameter& param = this->layer_param_.scale_param();
+  if (bottom.size() != 1 || top[0] != bottom[0] ||
+      bottom[0]->num_axes() < 2 || param.num_axes() != 1) {
+    return false;
+  }
+  const int axis = param.axis() < 0 ? param.axis() + bottom[0]->num_axes()
+                                    : param.axis();
+  return axis == 1 && view_.dim == bottom[0]->shape(1) &&
+         (!bias_layer_ || bias_view_ == view_);
+}
+
+template <typename Dtype>
 void ScaleLayer<Dtype>::BackwardCpu(const Dtype* dy, const Dtype* x,
                                     const Dtype* scale, Dtype* dx, Dtype* ds,
-                                    bool accumulate_ds, Dtype* db) {
+                                    bool accumulate_ds, Dtype* db,
+                                    Dtype* sums) {
   const AxisBroadcast& v = view_;
   if (v.dim <= 0) return;
   const int rows = v.outer * v.dim;
   row_sums_.Reshape({2, rows});
   Dtype* row_dy_x = row_sums_.mutable_cpu_data();
   Dtype* row_dy = row_dy_x + rows;
-  const ScaleBackwardRows<Dtype> f{
-      dy,    x,      scale, dx, row_dy_x, db != nullptr ? row_dy : nullptr,
-      v.dim, v.inner};
+  const bool need_dy = db != nullptr || sums != nullptr;
+  const ScaleBackwardRows<Dtype> f{dy,       x,
+                                   scale,    dx,
+                                   row_dy_x, need_dy ? row_dy : nullptr,
+                                   v.dim,    v.inner};
   const long work = static_cast<long>(rows) * v.inner;
   if (v.inner > 0 && rows > 0) {
     if (work < (1L << 16) || ParallelForWorkers(rows) <= 1) {
@@ -217,6 +243,10 @@ void ScaleLayer<Dtype>::BackwardCpu(const Dtype* dy, const Dtype* x,
   }
   if (ds != nullptr) AddRowsOverOuter(v, row_dy_x, accumulate_ds, ds);
   if (db != nullptr) AddRowsOverOuter(v, row_dy, true, db);
+  if (sums != nullptr) {
+    AddRowsOverOuter(v, row_dy, false, sums);
+    AddRowsOverOuter(v, row_dy_x, false, sums + v.dim);
+  }
 }
 
 template <typename Dtype>
@@ -233,8 +263,26 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   const bool in_place = top[0] == bottom[0];
   Blob<Dtype>* scale = ScaleBlob(bottom);
   const Dtype* x = nullptr;
-  if (scale_grad) {
-    x = in_place ? saved_input_.data_on(dev) : bottom[0]->data_on(dev);
+  if (scale_grad || fold_backward_) {
+    x = x_source_ != nullptr ? x_source_->data_on(dev)
+        : in_place           ? saved_input_.data_on(dev)
+                             : bottom[0]->data_on(dev);
+  }
+  if (fold_backward_) {
+    // See Note [BatchNorm + Scale] in net_fold.cpp: the parameter gradients and
+    // the BatchNorm's channel sums, dE/dy left as it is.
+    CHECK(dev == Poseidon::CPU && learned && in_place && view_.dim > 0)
+        << "Scale " << this->layer_param_.name()
+        << " folded into a BatchNorm off the CPU or not in place";
+    channel_sums_.Reshape({3, view_.dim});
+    Dtype* sums = channel_sums_.mutable_cpu_data();
+    BackwardCpu(dy, x, nullptr, nullptr,
+                scale_grad ? scale->mutable_cpu_diff() : nullptr, true,
+                bias_grad ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
+                          : nullptr,
+                sums);
+    cpu_copy(view_.dim, scale->cpu_data(), sums + 2 * view_.dim);
+    return;
   }
 
   if (dev == Poseidon::CPU) {
@@ -250,7 +298,8 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                 propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
                 scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
                 fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
-                           : nullptr);
+                           : nullptr,
+                nullptr);
     return;
   }
 

@@ -1,0 +1,113 @@
+// Net: folding an in-place Scale layer into the BatchNorm before it on the
+// CPU (Note [BatchNorm + Scale]).
+#include <cstdlib>
+#include <cstring>
+
+#include "poseidon/layers/batch_norm_layer.hpp"
+#include "poseidon/layers/scale_layer.hpp"
+#include "poseidon/net.hpp"
+
+namespace poseidon {
+
+// Note [BatchNorm + Scale]
+// Caffe writes a learned batch normalisation as two layers, BatchNorm then
+// Scale (bias_term: true), both in place on one blob; ResNet-50 has 53 such
+// pairs. Run one after the other on the CPU they are memory-bound passes
+// over the whole activation: BatchNorm reads x for its statistics, reads
+// it again to write x_hat (top and its own copy for backward), Scale copies
+// its input for its own backward and writes s x_hat + b; backward reads
+// dE/dy and x_hat in Scale, then twice more in BatchNorm. Folded, the
+// passes are: statistics (read x), one pass writing x_hat and y; backward,
+// Scale's sums of dE/dy and dE/dy x_hat (which are also what BatchNorm
+// needs, scaled by s) and BatchNorm's one pass writing dE/dx.
+//
+// The layers stay as they are (names, blobs, pycaffe's view, the per-layer
+// hooks); the Net sets a fold on both around a pass that runs both:
+//  - Forward of the BatchNorm (layer l) writes y = s x_hat + b; the Scale
+//    (l + 1) does nothing and takes x_hat as its input for backward. The
+//    Scale's before-forward hooks run before the BatchNorm's forward, right
+//    after the BatchNorm's own, because its parameters are read there (the
+//    synchroniser waits in that hook for fresh parameters).
+//  - Backward of the Scale computes its parameter gradients as always plus
+//    the per-channel sums and the scale it used, and leaves dE/dy in the
+//    diff; its after-backward hooks see complete gradients. The BatchNorm
+//    then writes dE/dx = s (dE/dy - mean(dE/dy) - x_hat mean(dE/dy x_hat))
+//    / sqrt(var + eps) from those sums.
+// A pass that runs only one of the two (ForwardTo the BatchNorm, a
+// backward ending at the Scale, a BatchNorm that needs no backward) runs
+// them unfolded, and so do debug_info (which prints each layer's own
+// output), the GPU and emulated passes. Folded and unfolded results agree to
+// rounding (test_net_fold.cpp).
+//
+// A pair folds when layer l is a BatchNorm, layer l + 1 a Scale with a
+// learned scale over axis 1 alone (num_axes 1; the bias, if any, over the
+// same axis), in place on the BatchNorm's top, and no other layer reads that
+// top in between (a Split after the BatchNorm would sit between them).
+
+template <typename Dtype>
+void Net<Dtype>::FindBatchNormScaleFolds() {
+  const char* env = std::getenv("POSEIDON_FOLD_BN_SCALE");
+  if (env != nullptr && std::strcmp(env, "0") == 0) fold_enabled_ = false;
+  folds_.clear();
+  fold_of_layer_.assign(layers_.size(), -1);
+  for (size_t l = 0; l + 1 < layers_.size(); ++l) {
+    auto* bn = dynamic_cast<BatchNormLayer<Dtype>*>(layers_[l].get());
+    auto* scale = dynamic_cast<ScaleLayer<Dtype>*>(layers_[l + 1].get());
+    if (bn == nullptr || scale == nullptr || bottom_vecs_[l + 1].size() != 1 ||
+        bottom_vecs_[l + 1][0] != top_vecs_[l][0] ||
+        !scale->FoldableIntoBatchNorm(bottom_vecs_[l + 1], top_vecs_[l + 1])) {
+      continue;
+    }
+    fold_of_layer_[l] = fold_of_layer_[l + 1] = static_cast<int>(folds_.size());
+    folds_.push_back({static_cast<int>(l), bn, scale});
+  }
+  if (!folds_.empty()) {
+    LOG(INFO) << "Network '" << name_ << "': " << folds_.size()
+              << " Scale layer(s) fold into the BatchNorm before them on the "
+                 "CPU"
+              << (fold_enabled_ ? "" : " (off: POSEIDON_FOLD_BN_SCALE=0)");
+  }
+}
+
+template <typename Dtype>
+bool Net<Dtype>::FoldingNow() const {
+  return fold_enabled_ && !folds_.empty() &&
+         Poseidon::mode() == Poseidon::CPU && !debug_info_ &&
+         emulated_forward_ms_.empty();
+}
+
+template <typename Dtype>
+auto Net<Dtype>::FoldOfBatchNorm(int layer) const -> const BatchNormScaleFold* {
+  const int f = fold_of_layer_[layer];
+  return f >= 0 && folds_[f].batch_norm_layer == layer ? &folds_[f] : nullptr;
+}
+
+template <typename Dtype>
+auto Net<Dtype>::FoldOfScale(int layer) const -> const BatchNormScaleFold* {
+  const int f = fold_of_layer_[layer];
+  return f >= 0 && folds_[f].batch_norm_layer + 1 == layer ? &folds_[f]
+                                                           : nullptr;
+}
+
+template <typename Dtype>
+void Net<Dtype>::ClearFolds() {
+  for (const BatchNormScaleFold& f : folds_) {
+    f.batch_norm->FoldScaleForward(nullptr, nullptr);
+    f.batch_norm->FoldScaleBackward(nullptr);
+    f.scale->FoldForward(nullptr);
+    f.scale->FoldBackward(false);
+  }
+}
+
+#define POSEIDON_INSTANTIATE_NET_FOLD(Dtype)                                   \
+  template void Net<Dtype>::FindBatchNormScaleFolds();                         \
+  template bool Net<Dtype>::FoldingNow() const;                                \
+  template auto Net<Dtype>::FoldOfBatchNorm(int)                               \
+      const->const BatchNormScaleFold*;                                        \
+  template auto Net<Dtype>::FoldOfScale(int) const->const BatchNormScaleFold*; \
+  template void Net<Dtype>::ClearFolds();
+POSEIDON_INSTANTIATE_NET_FOLD(float)
+POSEIDON_INSTANTIATE_NET_FOLD(double)
+#undef POSEIDON_INSTANTIATE_NET_FOLD
+
+}  // namespace poseidon

@@ -1,0 +1,257 @@
+// Net's folding of an in-place Scale into the BatchNorm before it (Note
+// [BatchNorm + Scale] in net_fold.cpp): which pairs fold, and that a folded
+// net computes what the same net unfolded does, forward and backward,
+// whole and in pieces, with batch and global statistics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poseidon/net.hpp"
+#include "poseidon/util/io.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+struct Variant {
+  bool bn_in_place;
+  bool bias;
+  bool global_stats;
+  bool frozen_scale;  // lr_mult 0 on the Scale's parameters
+};
+
+string NetText(const Variant& v) {
+  const string bn_top = v.bn_in_place ? "c" : "b";
+  string scale_params;
+  if (v.frozen_scale) {
+    scale_params = "param { lr_mult: 0 }";
+    if (v.bias) scale_params += " param { lr_mult: 0 }";
+  }
+  return R"(
+    name: "bn_scale" force_backward: true
+    layer { name: "in" type: "Input" top: "x" top: "t" input_param {
+      shape { dim: 3 dim: 2 dim: 5 dim: 7 } shape { dim: 3 dim: 5 dim: 5 dim: 7 } } }
+    layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+      convolution_param { num_output: 5 kernel_size: 3 pad: 1
+        weight_filler { type: "gaussian" std: 0.5 }
+        bias_filler { type: "gaussian" std: 0.5 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "c" top: ")" +
+         bn_top + R"(" batch_norm_param { use_global_stats: )" +
+         (v.global_stats ? "true" : "false") + R"( } }
+    layer { name: "scale" type: "Scale" bottom: ")" +
+         bn_top + R"(" top: ")" + bn_top + R"(" )" + scale_params +
+         R"( scale_param { bias_term: )" + (v.bias ? "true" : "false") +
+         R"( filler { type: "gaussian" mean: 1 std: 0.5 }
+          bias_filler { type: "gaussian" std: 0.5 } } }
+    layer { name: "relu" type: "ReLU" bottom: ")" +
+         bn_top + R"(" top: ")" + bn_top + R"(" }
+    layer { name: "loss" type: "EuclideanLoss" bottom: ")" +
+         bn_top + R"(" bottom: "t" top: "loss" }
+  )";
+}
+
+NetParameter ParseNet(const string& text) {
+  NetParameter param;
+  ReadProtoFromTextString(text, "<test net>", &param);
+  return param;
+}
+
+template <typename Dtype>
+void FillRandom(Blob<Dtype>* blob, std::mt19937* gen, double lo, double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  Dtype* p = blob->mutable_cpu_data();
+  for (int i = 0; i < blob->count(); ++i) p[i] = static_cast<Dtype>(dist(*gen));
+}
+
+// Same parameters, statistics and inputs in both nets.
+template <typename Dtype>
+void CopyState(const Net<Dtype>& from, Net<Dtype>* to) {
+  ASSERT_EQ(from.params().size(), to->params().size());
+  for (size_t i = 0; i < from.params().size(); ++i) {
+    to->params()[i]->CopyFrom(*from.params()[i]);
+  }
+  for (const string& name : {"x", "t"}) {
+    to->blob_by_name(name)->CopyFrom(*from.blob_by_name(name));
+  }
+}
+
+template <typename Dtype>
+void ExpectClose(const Dtype* want, const Dtype* got, int n, double tol,
+                 const string& what) {
+  for (int i = 0; i < n; ++i) {
+    ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
+        << what << ": element " << i << " of " << n;
+  }
+}
+
+// Every blob's data, every parameter's data and diff, and the input diff.
+template <typename Dtype>
+void ExpectSameState(const Net<Dtype>& want, const Net<Dtype>& got,
+                     double tol, const string& when) {
+  for (const string& name : want.blob_names()) {
+    const Blob<Dtype>& a = *want.blob_by_name(name);
+    const Blob<Dtype>& b = *got.blob_by_name(name);
+    ExpectClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
+                when + ", blob " + name + " data");
+  }
+  for (size_t i = 0; i < want.params().size(); ++i) {
+    const Blob<Dtype>& a = *want.params()[i];
+    const Blob<Dtype>& b = *got.params()[i];
+    const string what = when + ", param " + std::to_string(i);
+    ExpectClose(a.cpu_data(), b.cpu_data(), a.count(), tol, what + " data");
+    ExpectClose(a.cpu_diff(), b.cpu_diff(), a.count(), tol, what + " diff");
+  }
+  const Blob<Dtype>& x = *want.blob_by_name("x");
+  ExpectClose(x.cpu_diff(), got.blob_by_name("x")->cpu_diff(), x.count(), tol,
+              when + ", blob x diff");
+}
+
+template <typename Dtype>
+class NetFoldTest : public ::testing::Test {
+ protected:
+  // A folded and an unfolded net in the same state.
+  void Build(const Variant& v) {
+    Poseidon::set_mode(Poseidon::CPU);
+    Poseidon::set_random_seed(1701);
+    folded_ = std::make_unique<Net<Dtype>>(ParseNet(NetText(v)));
+    plain_ = std::make_unique<Net<Dtype>>(ParseNet(NetText(v)));
+    plain_->set_fold_batch_norm_scale(false);
+    std::mt19937 gen(7);
+    FillRandom(folded_->blob_by_name("x").get(), &gen, -2, 3);
+    FillRandom(folded_->blob_by_name("t").get(), &gen, -1, 1);
+    if (v.global_stats) {
+      // Running sums: mean, variance (positive) and the factor.
+      const auto& bn = folded_->layer_by_name("bn")->blobs();
+      FillRandom(bn[0].get(), &gen, -1, 1);
+      FillRandom(bn[1].get(), &gen, 0.5, 2);
+      bn[2]->mutable_cpu_data()[0] = Dtype(1.5);
+    }
+    CopyState(*folded_, plain_.get());
+  }
+  double Tol() const { return sizeof(Dtype) == 4 ? 2e-4 : 1e-10; }
+
+  std::unique_ptr<Net<Dtype>> folded_, plain_;
+};
+TYPED_TEST_SUITE(NetFoldTest, test::TestDtypes);
+
+TYPED_TEST(NetFoldTest, MatchesTheUnfoldedNet) {
+  for (bool bn_in_place : {true, false}) {
+    for (bool bias : {true, false}) {
+      for (bool global_stats : {false, true}) {
+        for (bool frozen : {false, true}) {
+          const Variant v{bn_in_place, bias, global_stats, frozen};
+          SCOPED_TRACE(string("bn in place ") + (bn_in_place ? "yes" : "no") +
+                       ", bias " + (bias ? "yes" : "no") + ", global stats " +
+                       (global_stats ? "yes" : "no") + ", frozen scale " +
+                       (frozen ? "yes" : "no"));
+          this->Build(v);
+          ASSERT_EQ(this->folded_->num_batch_norm_scale_folds(), 1);
+          // Two iterations without clearing: diffs accumulate, running
+          // statistics move.
+          for (int it = 0; it < 2; ++it) {
+            for (Net<TypeParam>* net :
+                 {this->folded_.get(), this->plain_.get()}) {
+              net->Forward();
+              net->Backward();
+            }
+            ExpectSameState(*this->plain_, *this->folded_, this->Tol(),
+                            "iteration " + std::to_string(it));
+          }
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(NetFoldTest, PassesThatRunOneOfThePairRunUnfolded) {
+  this->Build({true, true, false, false});
+  Net<TypeParam>& net = *this->folded_;
+  const int bn = net.layer_index("bn");
+  const int last = static_cast<int>(net.layers().size()) - 1;
+  // Forward to the BatchNorm alone: its top holds x_hat, not s x_hat + b.
+  net.ForwardTo(bn);
+  this->plain_->ForwardTo(bn);
+  ExpectSameState(*this->plain_, net, this->Tol(), "forward to bn");
+  net.ForwardFrom(bn + 1);
+  this->plain_->ForwardFrom(bn + 1);
+  ExpectSameState(*this->plain_, net, this->Tol(), "forward from scale");
+  // Backward down to the Scale, then the rest: the Scale writes dE/dx.
+  net.BackwardFromTo(last, bn + 1);
+  this->plain_->BackwardFromTo(last, bn + 1);
+  ExpectSameState(*this->plain_, net, this->Tol(), "backward to scale");
+  net.BackwardFromTo(bn, 0);
+  this->plain_->BackwardFromTo(bn, 0);
+  ExpectSameState(*this->plain_, net, this->Tol(), "backward from bn");
+  // A whole pass after the pieces folds again and still agrees.
+  for (Net<TypeParam>* n : {this->folded_.get(), this->plain_.get()}) {
+    n->ClearParamDiffs();
+    n->Forward();
+    n->Backward();
+  }
+  ExpectSameState(*this->plain_, net, this->Tol(), "whole pass");
+}
+
+TYPED_TEST(NetFoldTest, ScaleHooksRunBeforeTheFoldedForward) {
+  // The synchroniser waits for a layer's fresh parameters in its
+  // before-forward hook: the Scale's must run before the BatchNorm's
+  // forward reads them, once per pass.
+  this->Build({true, true, false, false});
+  Net<TypeParam>& net = *this->folded_;
+  vector<string> events;
+  auto before = net.add_before_forward(
+      [&](int l) { events.push_back("before " + net.layer_names()[l]); });
+  auto after = net.add_after_forward(
+      [&](int l) { events.push_back("after " + net.layer_names()[l]); });
+  net.Forward();
+  const vector<string> want = {
+      "before in",    "after in",    "before conv", "after conv",
+      "before bn",    "before scale", "after bn",   "after scale",
+      "before relu",  "after relu",  "before loss", "after loss"};
+  EXPECT_EQ(events, want);
+}
+
+TEST(NetFoldPairsTest, OnlyInPlaceScalesOverChannelsFold) {
+  const string head = R"(
+    name: "pairs"
+    layer { name: "in" type: "Input" top: "x" top: "s2" input_param {
+      shape { dim: 2 dim: 3 dim: 4 dim: 4 } shape { dim: 3 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "x" top: "x" }
+  )";
+  struct Case {
+    string tail;
+    int folds;
+  };
+  const Case cases[] = {
+      {R"(layer { name: "s" type: "Scale" bottom: "x" top: "x"
+            scale_param { bias_term: true } })",
+       1},
+      // Not in place.
+      {R"(layer { name: "s" type: "Scale" bottom: "x" top: "y" })", 0},
+      // A scale over two axes, and one over axis 2.
+      {R"(layer { name: "s" type: "Scale" bottom: "x" top: "x"
+            scale_param { num_axes: 2 } })",
+       0},
+      {R"(layer { name: "s" type: "Scale" bottom: "x" top: "x"
+            scale_param { axis: 2 } })",
+       0},
+      // The Scale's output read by two layers: Splits after the Scale
+      // only, the pair still folds.
+      {R"(layer { name: "s" type: "Scale" bottom: "x" top: "x" }
+          layer { name: "r" type: "ReLU" bottom: "x" top: "r" }
+          layer { name: "q" type: "ReLU" bottom: "x" top: "q" })",
+       1},
+      // A Scale with its scale from a second bottom.
+      {R"(layer { name: "s" type: "Scale" bottom: "x" bottom: "s2" top: "x" })",
+       0},
+  };
+  for (const Case& c : cases) {
+    Net<float> net(ParseNet(head + c.tail));
+    EXPECT_EQ(net.num_batch_norm_scale_folds(), c.folds) << c.tail;
+  }
+}
+
+}  // namespace
+}  // namespace poseidon
