@@ -30,7 +30,9 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name);
 // trace glog's failure handler prints. mpirun sends SIGTERM to every other
 // rank when one rank fails or the job is cancelled; each then says so in
 // one line. Call again to change the line (after MPI names the rank); the
-// text is copied, at most 511 bytes. Other signals keep their handlers.
+// text is copied, at most 511 bytes. When a thread is waiting (a WaitNote,
+// util/wait_notes.hpp), the line ends "; waiting S s for WHAT" naming the
+// longest wait. Other signals keep their handlers.
 void InstallTerminationMessage(const string& who, const string& why);
 
 // Notes the time of every SIGCONT from now on: the process had been stopped

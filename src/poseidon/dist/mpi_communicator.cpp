@@ -26,6 +26,7 @@
 #include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT (Open MPI)
 #endif
 #include "poseidon/dist/sync_policy.hpp"  // FormatBytes
+#include "poseidon/util/wait_notes.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -221,6 +222,13 @@ struct MpiCommunicator::Impl {
       return Status::OK();
     };
     if (waiter.pending == 0) return first_result();
+    // See Note [Wait notes]: what a SIGTERM line names.
+    const MpiOp* first_pending = nullptr;
+    for (MpiOp* op : list) {
+      if (!op->done && first_pending == nullptr) first_pending = op;
+    }
+    const WaitNote wait_note(
+        StrCat(first_pending->what, ", waiting for ", waiting_for));
     const auto start = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu);
     const bool was_idle = ops.empty();

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "poseidon/dist/shared_flags.hpp"
 #include "poseidon/util/emulation.hpp"
+#include "poseidon/util/wait_notes.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -167,10 +169,16 @@ void WaitForRanks(int ranks, const std::function<bool(int)>& behind,
   };
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  std::optional<WaitNote> wait_note;  // Note [Wait notes]
   for (int round = 1; anyone_behind(); ++round) {
     if (round < 2000) {
       std::this_thread::yield();
     } else {
+      if (round == 2000) {
+        wait_note.emplace(StrCat("rank ", self, ": ", what,
+                                 ", waiting for the ranks of this host to ",
+                                 doing));
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     if (round % 256 != 0 || timeout.count() <= 0 ||

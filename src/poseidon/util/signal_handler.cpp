@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "poseidon/util/wait_notes.hpp"
+
 namespace poseidon {
 namespace {
 
@@ -41,10 +43,23 @@ char g_term_line[512];
 std::atomic<size_t> g_term_length{0};
 
 extern "C" void HandleTerminate(int signal) {
-  // Only async-signal-safe calls: write and _exit.
+  // Only async-signal-safe calls: write, _exit and DescribeLongestWait.
   const size_t length = g_term_length.load();
   if (length > 0) {
-    ssize_t unused = ::write(STDERR_FILENO, g_term_line, length);
+    // The line (ending in '\n'), with the longest wait under way, if any,
+    // before its end (Note [Wait notes]).
+    char line[sizeof(g_term_line) + kWaitNoteText + 64];
+    std::memcpy(line, g_term_line, length - 1);
+    size_t at = length - 1;
+    const size_t room = sizeof(line) - at - 3;
+    const size_t wait = DescribeLongestWait(line + at + 2, room);
+    if (wait > 0) {
+      line[at] = ';';
+      line[at + 1] = ' ';
+      at += 2 + wait;
+    }
+    line[at++] = '\n';
+    ssize_t unused = ::write(STDERR_FILENO, line, at);
     (void)unused;
   }
   ::_exit(128 + signal);

@@ -59,6 +59,9 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
    grep -q "Error: rank 1 of 3: .*missing.caffemodel" "$WORK/job.log" &&
    [ "$lines0" -eq 1 ] && [ "$lines2" -eq 1 ] && [ "$traces" -eq 0 ]; then
   ok "rank 1 failed: its error printed, ranks 0 and 2 one line each (exit $rc)"
+  # What the two were waiting for, if anything (Note [Wait notes]).
+  grep "^poseidon_train: rank [02] of 3: stopped by SIGTERM" "$WORK/job.log" |
+    sed 's/.*(a failing rank prints its error above)/     /'
 else
   cat "$WORK/job.log" | grep -v "^I[0-9]" | tail -40
   fail "rank failure: exit $rc, rank 0 lines $lines0, rank 2 lines $lines2," \
