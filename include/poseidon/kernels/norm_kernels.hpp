@@ -316,39 +316,23 @@ struct BatchNormNormalize {
   Dtype* x_norm;
   int channels;
   RowSpans spans;
+  // A Scale folded in (CPU; Note [BatchNorm + Scale] in net_fold.cpp):
+  // y = scale[c] * x_norm + bias[c] (bias null: none). Null: y = x_norm.
+  const Dtype* scale = nullptr;
+  const Dtype* bias = nullptr;
   POSEIDON_HD void operator()(int i) const {
     const RowSpan s = spans.Of(i);
     const int c = s.row % channels;
     const Dtype m = mean[c];
     const Dtype inv = inv_std[c];
-    for (int k = s.begin; k < s.end; ++k) {
-      const Dtype v = (x[k] - m) * inv;
-      y[k] = v;
-      x_norm[k] = v;
+    if (scale == nullptr) {
+      for (int k = s.begin; k < s.end; ++k) {
+        const Dtype v = (x[k] - m) * inv;
+        y[k] = v;
+        x_norm[k] = v;
+      }
+      return;
     }
-  }
-};
-
-// BatchNorm with a Scale folded in (Note [BatchNorm + Scale] in net_fold.cpp):
-// x_norm = (x - mean[c]) * inv_std[c], y = scale[c] * x_norm + bias[c]
-// (bias null: no bias). y may be x.
-template <typename Dtype>
-struct BatchNormNormalizeScale {
-  static constexpr int kCostPerIndex = kCpuRowChunk;
-  const Dtype* x;
-  const Dtype* mean;
-  const Dtype* inv_std;
-  const Dtype* scale;
-  const Dtype* bias;
-  Dtype* y;
-  Dtype* x_norm;
-  int channels;
-  RowSpans spans;
-  POSEIDON_HD void operator()(int i) const {
-    const RowSpan s = spans.Of(i);
-    const int c = s.row % channels;
-    const Dtype m = mean[c];
-    const Dtype inv = inv_std[c];
     const Dtype g = scale[c];
     const Dtype b = bias == nullptr ? Dtype(0) : bias[c];
     for (int k = s.begin; k < s.end; ++k) {

@@ -157,22 +157,15 @@ void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   const kernels::RowSpans spans = kernels::MakeRowSpans(
       dev == Poseidon::GPU, Num(*bottom[0]) * channels_, Spatial(*bottom[0]));
   const Dtype* x = bottom[0]->data_on(dev);
-  if (folded_scale_ != nullptr) {
-    // See Note [BatchNorm + Scale] in net_fold.cpp.
-    CHECK(dev == Poseidon::CPU) << "a Scale is folded into BatchNorm "
-                                << this->layer_param_.name() << " on the GPU";
-    for_each(dev, spans.count,
-             kernels::BatchNormNormalizeScale<Dtype>{
-                 x, mean_.cpu_data(), inv_std_.cpu_data(), folded_scale_,
-                 folded_bias_, top[0]->mutable_cpu_data(),
-                 x_norm_.mutable_cpu_data(), channels_, spans});
-    return;
-  }
+  // A folded Scale (Note [BatchNorm + Scale] in net_fold.cpp) is on the CPU.
+  CHECK(folded_scale_ == nullptr || dev == Poseidon::CPU)
+      << "a Scale is folded into BatchNorm " << this->layer_param_.name()
+      << " on the GPU";
   for_each(dev, spans.count,
            kernels::BatchNormNormalize<Dtype>{
                x, mean_.data_on(dev), inv_std_.data_on(dev),
                top[0]->mutable_data_on(dev), x_norm_.mutable_data_on(dev),
-               channels_, spans});
+               channels_, spans, folded_scale_, folded_bias_});
 }
 
 template <typename Dtype>

@@ -208,7 +208,7 @@ bool ScaleLayer<Dtype>::FoldableIntoBatchNorm(
   }
   const int axis = param.axis() < 0 ? param.axis() + bottom[0]->num_axes()
                                     : param.axis();
-  return axis == 1 && view_.dim == bottom[0]->shape(1) &&
+  return axis == 1 && view_.dim > 0 && view_.dim == bottom[0]->shape(1) &&
          (!bias_layer_ || bias_view_ == view_);
 }
 
