@@ -202,12 +202,12 @@ template <typename Dtype>
 bool ScaleLayer<Dtype>::FoldableIntoBatchNorm(
     const vector<Blob<Dtype>*>& bottom, const vector<Blob<Dtype>*>& top) const {
   const ScaleParameter& param = this->layer_param_.scale_param();
-  if (bottom.size() != 1 || top[0] != bottom[0] ||
-      bottom[0]->num_axes() < 2 || param.num_axes() != 1) {
+  if (bottom.size() != 1 || top[0] != bottom[0] || bottom[0]->num_axes() < 2 ||
+      param.num_axes() != 1) {
     return false;
   }
-  const int axis = param.axis() < 0 ? param.axis() + bottom[0]->num_axes()
-                                    : param.axis();
+  const int axis =
+      param.axis() < 0 ? param.axis() + bottom[0]->num_axes() : param.axis();
   return axis == 1 && view_.dim > 0 && view_.dim == bottom[0]->shape(1) &&
          (!bias_layer_ || bias_view_ == view_);
 }
@@ -224,10 +224,8 @@ void ScaleLayer<Dtype>::BackwardCpu(const Dtype* dy, const Dtype* x,
   Dtype* row_dy_x = row_sums_.mutable_cpu_data();
   Dtype* row_dy = row_dy_x + rows;
   const bool need_dy = db != nullptr || sums != nullptr;
-  const ScaleBackwardRows<Dtype> f{dy,       x,
-                                   scale,    dx,
-                                   row_dy_x, need_dy ? row_dy : nullptr,
-                                   v.dim,    v.inner};
+  const ScaleBackwardRows<Dtype> f{
+      dy, x, scale, dx, row_dy_x, need_dy ? row_dy : nullptr, v.dim, v.inner};
   const long work = static_cast<long>(rows) * v.inner;
   if (v.inner > 0 && rows > 0) {
     if (work < (1L << 16) || ParallelForWorkers(rows) <= 1) {
@@ -276,11 +274,11 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
         << " folded into a BatchNorm off the CPU or not in place";
     channel_sums_.Reshape({3, view_.dim});
     Dtype* sums = channel_sums_.mutable_cpu_data();
-    BackwardCpu(dy, x, nullptr, nullptr,
-                scale_grad ? scale->mutable_cpu_diff() : nullptr, true,
-                bias_grad ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
-                          : nullptr,
-                sums);
+    BackwardCpu(
+        dy, x, nullptr, nullptr,
+        scale_grad ? scale->mutable_cpu_diff() : nullptr, true,
+        bias_grad ? this->blobs_[bias_param_id_]->mutable_cpu_diff() : nullptr,
+        sums);
     cpu_copy(view_.dim, scale->cpu_data(), sums + 2 * view_.dim);
     return;
   }
@@ -294,12 +292,12 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                    this->blobs_[bias_param_id_]->mutable_cpu_diff());
     }
     // A learned scale accumulates; a bottom's diff is overwritten.
-    BackwardCpu(dy, x, propagate_down[0] ? scale->cpu_data() : nullptr,
-                propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
-                scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
-                fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff()
-                           : nullptr,
-                nullptr);
+    BackwardCpu(
+        dy, x, propagate_down[0] ? scale->cpu_data() : nullptr,
+        propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
+        scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
+        fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff() : nullptr,
+        nullptr);
     return;
   }
 
