@@ -76,6 +76,14 @@ void EltwiseLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
     const bool resume = first > 0;
     switch (op_) {
       case EltwiseParameter::SUM: {
+        if (num == 2 && !resume) {
+          for_each(dev, count,
+                   kernels::EltwiseSumOfTwo<Dtype>{
+                       bottom[first]->data_on(dev),
+                       bottom[first + 1]->data_on(dev), coeffs_[first],
+                       coeffs_[first + 1], y});
+          break;
+        }
         kernels::EltwiseSum<Dtype> f{};
         for (int k = 0; k < num; ++k) {
           f.x[k] = bottom[first + k]->data_on(dev);
