@@ -77,11 +77,11 @@ void EltwiseLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
     switch (op_) {
       case EltwiseParameter::SUM: {
         if (num == 2 && !resume) {
-          for_each(dev, count,
-                   kernels::EltwiseSumOfTwo<Dtype>{
-                       bottom[first]->data_on(dev),
-                       bottom[first + 1]->data_on(dev), coeffs_[first],
-                       coeffs_[first + 1], y});
+          for_each(
+              dev, count,
+              kernels::EltwiseSumOfTwo<Dtype>{
+                  bottom[first]->data_on(dev), bottom[first + 1]->data_on(dev),
+                  coeffs_[first], coeffs_[first + 1], y});
           break;
         }
         kernels::EltwiseSum<Dtype> f{};
