@@ -237,6 +237,9 @@ class Net {
   // The fold whose BatchNorm (Scale) is layer `layer`, or null.
   const BatchNormScaleFold* FoldOfBatchNorm(int layer) const;
   const BatchNormScaleFold* FoldOfScale(int layer) const;
+  // FoldOfScale(layer) when a backward pass down to layer `end` folds it:
+  // it runs the BatchNorm too, and both pass a gradient down.
+  const BatchNormScaleFold* FoldOfScaleForBackward(int layer, int end) const;
   // Unsets what a pass set on the folded layers.
   void ClearFolds();
   struct ClearFoldsAtExit {

@@ -509,7 +509,6 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
       f->scale->FoldForward(&f->batch_norm->normalized());
     }
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
-    if (f != nullptr) f->batch_norm->FoldScaleForward(nullptr, nullptr);
     if (debug_info_) ForwardDebugInfo(i);
     after_forward_.Run(i);
   }
@@ -545,14 +544,8 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
     if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
       SleepMilliseconds(emulated_backward_ms_[i]);
     } else if (layer_need_backward_[i]) {
-      const BatchNormScaleFold* f = fold ? FoldOfScale(i) : nullptr;
-      if (f != nullptr) {
-        const int bn = f->batch_norm_layer;
-        if (bn < end || !layer_need_backward_[bn] ||
-            !bottom_need_backward_[bn][0] || !bottom_need_backward_[i][0]) {
-          f = nullptr;
-        }
-      }
+      const BatchNormScaleFold* f =
+          fold ? FoldOfScaleForBackward(i, end) : nullptr;
       if (f != nullptr) f->scale->FoldBackward(true);
       layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i],
                            bottom_vecs_[i]);

@@ -90,6 +90,18 @@ auto Net<Dtype>::FoldOfScale(int layer) const -> const BatchNormScaleFold* {
 }
 
 template <typename Dtype>
+auto Net<Dtype>::FoldOfScaleForBackward(int layer, int end) const
+    -> const BatchNormScaleFold* {
+  const BatchNormScaleFold* f = FoldOfScale(layer);
+  if (f == nullptr) return nullptr;
+  const int bn = f->batch_norm_layer;
+  const bool folds = bn >= end && layer_need_backward_[bn] &&
+                     bottom_need_backward_[bn][0] &&
+                     bottom_need_backward_[layer][0];
+  return folds ? f : nullptr;
+}
+
+template <typename Dtype>
 void Net<Dtype>::ClearFolds() {
   for (const BatchNormScaleFold& f : folds_) {
     f.batch_norm->FoldScaleForward(nullptr, nullptr);
@@ -105,6 +117,8 @@ void Net<Dtype>::ClearFolds() {
   template auto Net<Dtype>::FoldOfBatchNorm(int)                               \
       const->const BatchNormScaleFold*;                                        \
   template auto Net<Dtype>::FoldOfScale(int) const->const BatchNormScaleFold*; \
+  template auto Net<Dtype>::FoldOfScaleForBackward(int, int)                   \
+      const->const BatchNormScaleFold*;                                        \
   template void Net<Dtype>::ClearFolds();
 POSEIDON_INSTANTIATE_NET_FOLD(float)
 POSEIDON_INSTANTIATE_NET_FOLD(double)

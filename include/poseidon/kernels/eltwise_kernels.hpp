@@ -35,21 +35,6 @@ struct EltwiseSum {
   }
 };
 
-// EltwiseSum of two bottoms (ResNet's shortcuts): the same sum in a loop
-// without the inner one over k, which the CPU vectorizes.
-template <typename Dtype>
-struct EltwiseSumOfTwo {
-  const Dtype* x0;
-  const Dtype* x1;
-  Dtype coeff0;
-  Dtype coeff1;
-  Dtype* y;
-  static constexpr int kCostPerIndex = 2;
-  POSEIDON_HD void operator()(int i) const {
-    y[i] = coeff0 * x0[i] + coeff1 * x1[i];
-  }
-};
-
 // y = prod_k x[k], starting from x[0] (or from y when resuming).
 template <typename Dtype>
 struct EltwiseProd {

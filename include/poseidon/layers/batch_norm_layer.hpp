@@ -44,8 +44,8 @@
 // y = s_c * x_hat + b_c (x_hat the normalised value, kept for Backward)
 // and Backward takes dE/dy of the Scale's output with the per-channel
 // sums the Scale's backward left:
-//   dE/dx = s_c (dE/dy - mean(dE/dy) - x_hat mean(dE/dy x_hat)) / sqrt(var_c + eps)
-// (global statistics: s_c dE/dy / sqrt(var_c + eps)).
+//   dE/dx = s_c (dE/dy - mean(dE/dy) - x_hat mean(dE/dy x_hat)) * inv_c
+// with inv_c = 1 / sqrt(var_c + eps) (global statistics: s_c dE/dy inv_c).
 #ifndef POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 #define POSEIDON_LAYERS_BATCH_NORM_LAYER_HPP_
 
@@ -86,7 +86,6 @@ class BatchNormLayer final : public Layer<Dtype> {
   }
   // x_hat of the last Forward (what a plain Forward writes to the top).
   const Blob<Dtype>& normalized() const { return x_norm_; }
-  int channels() const { return channels_; }
 
  protected:
   void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,

@@ -3,7 +3,6 @@
 #include "poseidon/util/gpu_for_each.cuh"
 
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseSum);
-POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseSumOfTwo);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseProd);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseMax);
 POSEIDON_INSTANTIATE_GPU_FOR_EACH_DTYPES(poseidon::kernels::EltwiseMaxBackward);

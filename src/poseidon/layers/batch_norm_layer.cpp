@@ -182,17 +182,17 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   const Dtype* y = x_norm_.data_on(dev);
   const Dtype* mean_dy = nullptr;
   const Dtype* mean_dy_y = nullptr;
+  const Dtype* inv_std = inv_std_.data_on(dev);
   if (folded_sums_ != nullptr) {
     // See Note [BatchNorm + Scale] in net_fold.cpp: the Scale's backward
-    // summed dE/dy and dE/dy * x_hat; dE/dx_hat = s_c dE/dy.
+    // summed dE/dy and dE/dy * x_hat; dE/dx_hat = s_c dE/dy, so the plain
+    // body below runs on dE/dy with the gain s_c / sqrt(var_c + eps).
     CHECK(dev == Poseidon::CPU) << "a Scale is folded into BatchNorm "
                                 << this->layer_param_.name() << " on the GPU";
     const Dtype* sum_dy = folded_sums_;
     const Dtype* sum_dy_y = folded_sums_ + channels_;
     const Dtype* scale = folded_sums_ + 2 * channels_;
-    const Dtype* inv_std = inv_std_.cpu_data();
-    const int m = num * spatial;
-    const Dtype inv_m = m > 0 ? Dtype(1) / m : Dtype(0);
+    const Dtype inv_m = Dtype(1) / (num * spatial);
     gain_.Reshape({channels_});
     Dtype* gain = gain_.mutable_cpu_data();
     Dtype* mdy = mean_dy_.mutable_cpu_data();
@@ -202,15 +202,12 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
       mdy[c] = sum_dy[c] * inv_m;
       mdyy[c] = sum_dy_y[c] * inv_m;
     }
-    const bool batch = !use_global_stats_;
-    const kernels::RowSpans spans = kernels::MakeRowSpans(false, rows, spatial);
-    for_each(dev, spans.count,
-             kernels::BatchNormBackward<Dtype>{
-                 dy, y, batch ? mdy : nullptr, batch ? mdyy : nullptr, gain,
-                 bottom[0]->mutable_cpu_diff(), channels_, spans});
-    return;
-  }
-  if (!use_global_stats_) {
+    inv_std = gain;
+    if (!use_global_stats_) {
+      mean_dy = mdy;
+      mean_dy_y = mdyy;
+    }
+  } else if (!use_global_stats_) {
     // Per-channel means of dE/dy and dE/dy * y, complete before dx (which
     // may alias dy in place) is written.
     const int parts = kernels::RowParts(gpu, rows, spatial);
@@ -228,9 +225,9 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   }
   const kernels::RowSpans spans = kernels::MakeRowSpans(gpu, rows, spatial);
   for_each(dev, spans.count,
-           kernels::BatchNormBackward<Dtype>{
-               dy, y, mean_dy, mean_dy_y, inv_std_.data_on(dev),
-               bottom[0]->mutable_diff_on(dev), channels_, spans});
+           kernels::BatchNormBackward<Dtype>{dy, y, mean_dy, mean_dy_y, inv_std,
+                                             bottom[0]->mutable_diff_on(dev),
+                                             channels_, spans});
 }
 
 INSTANTIATE_CLASS(BatchNormLayer);

@@ -266,23 +266,12 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
         : in_place           ? saved_input_.data_on(dev)
                              : bottom[0]->data_on(dev);
   }
-  if (fold_backward_) {
-    // See Note [BatchNorm + Scale] in net_fold.cpp: the parameter gradients and
-    // the BatchNorm's channel sums, dE/dy left as it is.
-    CHECK(dev == Poseidon::CPU && learned && in_place && view_.dim > 0)
-        << "Scale " << this->layer_param_.name()
-        << " folded into a BatchNorm off the CPU or not in place";
-    channel_sums_.Reshape({3, view_.dim});
-    Dtype* sums = channel_sums_.mutable_cpu_data();
-    BackwardCpu(
-        dy, x, nullptr, nullptr,
-        scale_grad ? scale->mutable_cpu_diff() : nullptr, true,
-        bias_grad ? this->blobs_[bias_param_id_]->mutable_cpu_diff() : nullptr,
-        sums);
-    cpu_copy(view_.dim, scale->cpu_data(), sums + 2 * view_.dim);
-    return;
-  }
-
+  // See Note [BatchNorm + Scale] in net_fold.cpp: folded, the pass leaves
+  // dE/dy as it is and sums per channel what the BatchNorm needs.
+  CHECK(!fold_backward_ ||
+        (dev == Poseidon::CPU && learned && in_place && view_.dim > 0))
+      << "Scale " << this->layer_param_.name()
+      << " folded into a BatchNorm off the CPU or not in place";
   if (dev == Poseidon::CPU) {
     // One pass (Note [Scale backward in one pass]); a bias over other axes
     // than the scale's gets its own.
@@ -291,13 +280,22 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
       BiasGradient(dev, bias_view_, dy, true, &reducer_,
                    this->blobs_[bias_param_id_]->mutable_cpu_diff());
     }
+    const bool write_dx = propagate_down[0] && !fold_backward_;
+    Dtype* sums = nullptr;
+    if (fold_backward_) {
+      channel_sums_.Reshape({3, view_.dim});
+      sums = channel_sums_.mutable_cpu_data();
+    }
     // A learned scale accumulates; a bottom's diff is overwritten.
     BackwardCpu(
-        dy, x, propagate_down[0] ? scale->cpu_data() : nullptr,
-        propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr,
+        dy, x, write_dx ? scale->cpu_data() : nullptr,
+        write_dx ? bottom[0]->mutable_cpu_diff() : nullptr,
         scale_grad ? scale->mutable_cpu_diff() : nullptr, learned,
         fused_bias ? this->blobs_[bias_param_id_]->mutable_cpu_diff() : nullptr,
-        nullptr);
+        sums);
+    if (sums != nullptr) {
+      cpu_copy(view_.dim, scale->cpu_data(), sums + 2 * view_.dim);
+    }
     return;
   }
 
