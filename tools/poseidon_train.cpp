@@ -127,6 +127,11 @@ DEFINE_string(timeline, "",
               "Write a Chrome-trace JSON (open it in Perfetto) of each "
               "layer's forward/backward and each exchange; with N ranks "
               "rank k writes FILE with .rank<k> before the extension.");
+DEFINE_bool(share_blob_diffs, true,
+            "train, time: on the CPU, let blobs whose backward lifetimes do "
+            "not overlap share their diffs' memory (Note [Shared diffs] in "
+            "src/poseidon/net_diffs.cpp); the net's inputs and outputs keep "
+            "theirs.");
 DEFINE_string(sigint_effect, "stop",
               "Optional; action to take when a SIGINT signal is received: "
               "snapshot, stop or none.");
@@ -402,6 +407,7 @@ dist::TrainerOptions TrainerOptionsFromFlags(const SolverParameter& param,
   options.emulate_compute = FLAGS_emulate_compute;
   options.emulate_dilation = FLAGS_emulate_dilation;
   options.emulate_shared_params = FLAGS_emulate_shared_params;
+  options.share_blob_diffs = FLAGS_share_blob_diffs;
   options.action = signals->GetActionFunction();
   return options;
 }
@@ -595,6 +601,7 @@ int Time() {
   vector<string> stages = SplitList(FLAGS_stage);
   PreparePythonLayers({NetOfModel(FLAGS_model)});
   Net<float> net(FLAGS_model, phase, FLAGS_level, &stages);
+  net.set_share_diffs(FLAGS_share_blob_diffs);
 
   LOG(INFO) << "Performing Forward";
   float initial_loss = 0;

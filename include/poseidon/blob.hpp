@@ -127,6 +127,9 @@ class Blob {
   // Aliases the other blob's data/diff memory (counts must match).
   void ShareData(const Blob& other);
   void ShareDiff(const Blob& other);
+  // Takes `memory` (at least count() elements) as the diff; the Net's
+  // shared-diff pool (Note [Shared diffs] in net_diffs.cpp).
+  void SetDiffMemory(shared_ptr<SyncedMemory> memory);
 
   bool ShapeEquals(const BlobProto& other) const;
 

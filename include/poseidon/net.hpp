@@ -184,6 +184,27 @@ class Net {
     return static_cast<int>(folds_.size());
   }
 
+  // Note [Shared diffs] (net_diffs.cpp): on the CPU, the diffs of the
+  // blobs inside the net share one pool, memory reused by blobs whose
+  // backward lifetimes do not overlap. Not pooled: the net's inputs and
+  // outputs, loss tops, the tops of layers without bottoms (data layers),
+  // blobs whose last reader writes no gradient, and KeepDiff's. Off by
+  // default, since a pooled diff holds its gradient only while Backward
+  // needs it and pycaffe scripts may read any diff afterwards;
+  // poseidon_train turns it on (--share_blob_diffs).
+  void set_share_diffs(bool on) { share_diffs_ = on; }
+  bool share_diffs() const { return share_diffs_; }
+  // Keeps `blob_name`'s diff out of the pool (its value stays readable
+  // after Backward); throws Error naming the blob when absent.
+  void KeepDiff(const string& blob_name);
+  // The last backward pass's pool: its bytes, the bytes its diffs would take
+  // apart, and how many blobs share it (all 0 when nothing is pooled).
+  size_t diff_pool_bytes() const { return diff_pool_bytes_; }
+  size_t pooled_diff_bytes() const { return pooled_diff_bytes_; }
+  int num_pooled_diffs() const;
+  // Whether blob `blob_id`'s diff is in the pool now.
+  bool diff_pooled(int blob_id) const;
+
   // Benchmarks only (the emulated-cluster benchmark): instead of running
   // layer i, Forward/Backward sleep forward_ms[i] / backward_ms[i], measured
   // beforehand with `poseidon_train time`; hooks still run, and blobs keep
@@ -249,6 +270,24 @@ class Net {
     }
   };
 
+  // See Note [Shared diffs] (net_diffs.cpp). PrepareDiffPool runs at the
+  // start of each backward pass and (re)binds the pool when the blobs'
+  // diffs or counts changed; ReleaseDiffPool gives each pooled blob (each
+  // group of blobs aliasing one diff) its own memory again.
+  struct DiffGroup {
+    vector<int> blobs;  // blob ids aliasing one diff (ShareDiff)
+    int first_layer;    // the span of layers that touch them
+    int last_layer;
+    size_t bytes;
+    size_t offset;                   // in the pool
+    shared_ptr<SyncedMemory> memory;  // the view the blobs were given
+  };
+  void PrepareDiffPool();
+  void PlanDiffPool();
+  void ReleaseDiffPool();
+  // Each blob's diff memory and count, as the pool was bound for them.
+  vector<std::pair<const SyncedMemory*, int>> DiffPoolKey() const;
+
   string name_;
   Phase phase_ = TRAIN;
   vector<shared_ptr<Layer<Dtype>>> layers_;
@@ -287,6 +326,13 @@ class Net {
   bool fold_enabled_ = true;
   vector<BatchNormScaleFold> folds_;
   vector<int> fold_of_layer_;  // per layer: its fold's index, or -1
+  bool share_diffs_ = false;
+  std::set<int> kept_diffs_;
+  vector<DiffGroup> diff_groups_;
+  vector<std::pair<const SyncedMemory*, int>> diff_pool_key_;
+  size_t diff_pool_bytes_ = 0;
+  size_t pooled_diff_bytes_ = 0;
+  bool diff_pool_logged_ = false;
   CallbackList<int> before_forward_;
   CallbackList<int> after_forward_;
   CallbackList<int> before_backward_;

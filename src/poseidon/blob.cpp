@@ -44,6 +44,9 @@ void Blob<Dtype>::Reshape(const vector<int>& shape) {
     capacity_ = count_;
     data_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype));
     diff_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype));
+  } else if (diff_->size() < static_cast<size_t>(count_) * sizeof(Dtype)) {
+    // A diff from SetDiffMemory, sized for a smaller shape.
+    diff_ = std::make_shared<SyncedMemory>(capacity_ * sizeof(Dtype));
   }
 }
 
@@ -210,6 +213,13 @@ template <typename Dtype>
 void Blob<Dtype>::ShareDiff(const Blob& other) {
   CHECK_EQ(count_, other.count());
   diff_ = other.diff();
+}
+
+template <typename Dtype>
+void Blob<Dtype>::SetDiffMemory(shared_ptr<SyncedMemory> memory) {
+  CHECK(memory);
+  CHECK_GE(memory->size(), static_cast<size_t>(count_) * sizeof(Dtype));
+  diff_ = std::move(memory);
 }
 
 namespace {

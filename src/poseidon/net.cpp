@@ -536,6 +536,7 @@ template <typename Dtype>
 void Net<Dtype>::BackwardFromTo(int start, int end) {
   CHECK_GE(end, 0);
   CHECK_LT(start, static_cast<int>(layers_.size()));
+  PrepareDiffPool();  // See Note [Shared diffs] (net_diffs.cpp).
   // See Note [BatchNorm + Scale] (net_fold.cpp).
   const bool fold = FoldingNow();
   const ClearFoldsAtExit clear{fold ? this : nullptr};

@@ -56,6 +56,9 @@ struct TrainerOptions {
   // parameters] in trainer.cpp).
   double emulate_dilation = 1;
   bool emulate_shared_params = false;
+  // Net::set_share_diffs on the training nets (Note [Shared diffs] in
+  // net_diffs.cpp); the synchroniser keeps the diffs it sends.
+  bool share_blob_diffs = false;
   // This process's own stop/snapshot requests (a signal handler); may be
   // empty.
   ActionCallback action;

@@ -118,6 +118,7 @@ void DeviceWorkers<Dtype>::Impl::Work(int t, Poseidon::DataShard shard,
     shard.count = ranks * T;
     Poseidon::set_data_shard(shard);
     net = std::make_unique<Net<Dtype>>(solver->train_net_param());
+    net->set_share_diffs(root->share_diffs());
     const vector<Blob<Dtype>*>& mine = net->learnable_params();
     const vector<Blob<Dtype>*>& theirs = root->learnable_params();
     CHECK_EQ(mine.size(), theirs.size());

@@ -518,7 +518,9 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   // weight and bias gradients (Collect overwrites the diffs), so the layer
   // need not compute them: for LeNet's ip1 that is a 500 x 800 x 64 product
   // per iteration off the training thread. Its backward still runs for the
-  // bottom diff, and the hooks fire either way.
+  // bottom diff, and the hooks fire either way. Stage reads the top's diff
+  // (U) after the layer's backward, possibly after the whole pass: it stays
+  // out of the shared-diff pool (Note [Shared diffs] in net_diffs.cpp).
   for (Group& g : groups) {
     if (g.kind != Kind::kSfb) continue;
     auto skip_param_grads = [&g](Net<Dtype>* n) {
@@ -526,6 +528,7 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
       for (size_t i = 0; i < layer->blobs().size(); ++i) {
         layer->set_param_propagate_down(static_cast<int>(i), false);
       }
+      n->KeepDiff(n->blob_names()[n->top_ids(g.push_layer)[0]]);
     };
     skip_param_grads(net);
     for (Net<Dtype>* replica : replicas) skip_param_grads(replica);

@@ -136,6 +136,8 @@ Trainer<Dtype>::Trainer(const SolverParameter& param, Communicator* comm,
     Poseidon::set_data_shard({rank * T, ranks * T, options_.partitioned_data});
   }
   solver_ = CreateSolver<Dtype>(param);
+  // Before DeviceWorkers, whose replicas copy the setting.
+  solver_->net()->set_share_diffs(options_.share_blob_diffs);
   if (!options_.emulate_compute.empty()) {
     emulation::SetDilation(options_.emulate_dilation);
     EmulateCompute(options_.emulate_compute, options_.emulate_dilation,

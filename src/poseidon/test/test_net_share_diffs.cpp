@@ -1,0 +1,306 @@
+// Net's shared-diff pool (Note [Shared diffs] in net_diffs.cpp): a net whose
+// blob diffs share memory computes the same gradients as one whose do not,
+// on graphs with in-place chains, Splits, Eltwise, Concat, diff-aliasing
+// layers, a Split top nobody writes a gradient for, and several losses; the
+// pool is smaller than the diffs apart; reshapes plan again; and the diffs
+// that are not pooled keep their values after Backward.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poseidon/net.hpp"
+#include "poseidon/util/io.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+// A residual block (conv, BatchNorm + Scale + ReLU in place, Eltwise with
+// the shortcut), pooling, a classifier read by a loss and by an Accuracy
+// layer (whose Split top never gets a gradient).
+const char kResidual[] = R"(
+  name: "residual" force_backward: true
+  layer { name: "in" type: "Input" top: "x" top: "label"
+    input_param { shape { dim: 4 dim: 3 dim: 8 dim: 8 } shape { dim: 4 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1"
+    convolution_param { num_output: 8 kernel_size: 3 pad: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "bn1" type: "BatchNorm" bottom: "c1" top: "c1" }
+  layer { name: "sc1" type: "Scale" bottom: "c1" top: "c1"
+    scale_param { bias_term: true filler { type: "gaussian" mean: 1 std: 0.3 }
+      bias_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+  layer { name: "conv2a" type: "Convolution" bottom: "c1" top: "c2a"
+    convolution_param { num_output: 4 kernel_size: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "relu2a" type: "ReLU" bottom: "c2a" top: "c2a" }
+  layer { name: "conv2b" type: "Convolution" bottom: "c2a" top: "c2b"
+    convolution_param { num_output: 8 kernel_size: 3 pad: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "sum" type: "Eltwise" bottom: "c1" bottom: "c2b" top: "s" }
+  layer { name: "relu_s" type: "ReLU" bottom: "s" top: "s" }
+  layer { name: "pool" type: "Pooling" bottom: "s" top: "p"
+    pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+  layer { name: "fc" type: "InnerProduct" bottom: "p" top: "fc"
+    inner_product_param { num_output: 5
+      weight_filler { type: "gaussian" std: 0.1 } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label"
+    top: "loss" }
+  layer { name: "acc" type: "Accuracy" bottom: "fc" bottom: "label"
+    top: "acc" }
+)";
+
+// Inception-style branches joined by Concat, Flatten and Reshape (which
+// share their diff with their bottom), a bottom that propagates nothing,
+// and two weighted losses, one on an inner blob.
+const char kBranches[] = R"(
+  name: "branches" force_backward: true
+  layer { name: "in" type: "Input" top: "x" top: "t" top: "u"
+    input_param { shape { dim: 3 dim: 4 dim: 6 dim: 6 } shape { dim: 3 dim: 6 }
+                  shape { dim: 3 dim: 9 dim: 6 dim: 6 } } }
+  layer { name: "b1" type: "Convolution" bottom: "x" top: "b1"
+    convolution_param { num_output: 2 kernel_size: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "b2" type: "Convolution" bottom: "x" top: "b2"
+    convolution_param { num_output: 3 kernel_size: 3 pad: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "b2_act" type: "Sigmoid" bottom: "b2" top: "b2" }
+  layer { name: "b3" type: "Pooling" bottom: "x" top: "b3"
+    pooling_param { pool: AVE kernel_size: 3 stride: 1 pad: 1 } }
+  layer { name: "b3_lrn" type: "LRN" bottom: "b3" top: "b3n" }
+  layer { name: "cat" type: "Concat" bottom: "b1" bottom: "b2" bottom: "b3n"
+    top: "cat" }
+  layer { name: "inner" type: "EuclideanLoss" bottom: "cat" bottom: "u"
+    top: "inner_loss" loss_weight: 0.5 propagate_down: true
+    propagate_down: false }
+  layer { name: "reshape" type: "Reshape" bottom: "cat" top: "r"
+    reshape_param { shape { dim: 0 dim: -1 dim: 6 dim: 6 } } }
+  layer { name: "flat" type: "Flatten" bottom: "r" top: "f" }
+  layer { name: "fc1" type: "InnerProduct" bottom: "f" top: "h"
+    inner_product_param { num_output: 7
+      weight_filler { type: "gaussian" std: 0.05 } } }
+  layer { name: "tanh" type: "TanH" bottom: "h" top: "h2" }
+  layer { name: "fc2" type: "InnerProduct" bottom: "h2" top: "y"
+    inner_product_param { num_output: 6
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t"
+    top: "loss" }
+)";
+
+// A chain of equal-size layers, each with its own top.
+string Chain(int depth) {
+  string text = R"(
+    name: "chain"
+    layer { name: "in" type: "Input" top: "x" top: "t"
+      input_param { shape { dim: 8 dim: 64 } shape { dim: 8 dim: 64 } } }
+    layer { name: "fc0" type: "InnerProduct" bottom: "x" top: "h0"
+      inner_product_param { num_output: 64
+        weight_filler { type: "gaussian" std: 0.1 } } })";
+  for (int i = 1; i < depth; ++i) {
+    const string prev = "h" + std::to_string(i - 1);
+    const string next = "h" + std::to_string(i);
+    text += "\nlayer { name: \"act" + std::to_string(i) +
+            "\" type: \"Sigmoid\" bottom: \"" + prev + "\" top: \"" + prev +
+            "s\" }\nlayer { name: \"fc" + std::to_string(i) +
+            "\" type: \"InnerProduct\" bottom: \"" + prev + "s\" top: \"" +
+            next +
+            "\" inner_product_param { num_output: 64 weight_filler { "
+            "type: \"gaussian\" std: 0.3 } } }";
+  }
+  text += "\nlayer { name: \"loss\" type: \"EuclideanLoss\" bottom: \"h" +
+          std::to_string(depth - 1) + "\" bottom: \"t\" top: \"loss\" }";
+  return text;
+}
+
+NetParameter ParseNet(const string& text) {
+  NetParameter param;
+  ReadProtoFromTextString(text, "<test net>", &param);
+  return param;
+}
+
+// Fills every input: a blob named "label" with class indices below 5, the
+// others with uniform values; the same stream for both nets.
+template <typename Dtype>
+void FillInputs(Net<Dtype>* net, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> value(-1, 1);
+  std::uniform_int_distribution<int> label(0, 4);
+  for (int i = 0; i < net->num_inputs(); ++i) {
+    const int id = net->input_blob_indices()[i];
+    Blob<Dtype>* blob = net->input_blobs()[i];
+    const bool is_label = net->blob_names()[id] == "label";
+    Dtype* p = blob->mutable_cpu_data();
+    for (int k = 0; k < blob->count(); ++k) {
+      p[k] = static_cast<Dtype>(is_label ? label(gen) : value(gen));
+    }
+  }
+}
+
+template <typename Dtype>
+void ExpectClose(const Dtype* want, const Dtype* got, int n, double tol,
+                 const string& what) {
+  for (int i = 0; i < n; ++i) {
+    ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
+        << what << ": element " << i << " of " << n;
+  }
+}
+
+template <typename Dtype>
+class NetShareDiffsTest : public ::testing::Test {
+ protected:
+  // Two nets of `text` with the same parameters; `shared_` pools its diffs.
+  void Build(const string& text) {
+    Poseidon::set_mode(Poseidon::CPU);
+    shared_ = std::make_unique<Net<Dtype>>(ParseNet(text));
+    plain_ = std::make_unique<Net<Dtype>>(ParseNet(text));
+    shared_->set_share_diffs(true);
+    ASSERT_EQ(shared_->params().size(), plain_->params().size());
+    for (size_t i = 0; i < plain_->params().size(); ++i) {
+      plain_->params()[i]->CopyFrom(*shared_->params()[i]);
+    }
+  }
+  // Forward and Backward on both from the same inputs, then the loss, every
+  // parameter diff (accumulated over the passes so far) and every diff
+  // that is not pooled must agree.
+  void PassAndCompare(unsigned seed, const string& when) {
+    for (Net<Dtype>* net : {shared_.get(), plain_.get()}) {
+      FillInputs(net, seed);
+      net->Forward();
+      net->Backward();
+    }
+    const double tol = sizeof(Dtype) == 4 ? 1e-5 : 1e-12;
+    for (size_t i = 0; i < plain_->params().size(); ++i) {
+      const Blob<Dtype>& a = *plain_->params()[i];
+      const Blob<Dtype>& b = *shared_->params()[i];
+      ExpectClose(
+          a.cpu_diff(), b.cpu_diff(), a.count(), tol,
+          when + ", param " + plain_->param_display_names()[i] + " diff");
+    }
+    for (const int id : Unpooled()) {
+      const string& name = plain_->blob_names()[id];
+      const Blob<Dtype>& a = *plain_->blobs()[id];
+      const Blob<Dtype>& b = *shared_->blobs()[id];
+      ExpectClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
+                  when + ", blob " + name + " data");
+      ExpectClose(a.cpu_diff(), b.cpu_diff(), a.count(), tol,
+                  when + ", blob " + name + " diff");
+    }
+  }
+  // The blobs of the shared net whose diff is not in the pool.
+  vector<int> Unpooled() const {
+    vector<int> ids;
+    for (int b = 0; b < static_cast<int>(shared_->blobs().size()); ++b) {
+      if (!shared_->diff_pooled(b)) ids.push_back(b);
+    }
+    return ids;
+  }
+  bool Pooled(const string& blob) const {
+    const auto& names = shared_->blob_names();
+    for (size_t b = 0; b < names.size(); ++b) {
+      if (names[b] == blob) return shared_->diff_pooled(static_cast<int>(b));
+    }
+    ADD_FAILURE() << "no blob " << blob;
+    return false;
+  }
+  std::unique_ptr<Net<Dtype>> shared_, plain_;
+};
+TYPED_TEST_SUITE(NetShareDiffsTest, test::TestDtypes);
+
+TYPED_TEST(NetShareDiffsTest, ResidualBlockMatchesTheUnsharedNet) {
+  this->Build(kResidual);
+  for (int it = 0; it < 3; ++it) {
+    this->PassAndCompare(11 + it, "iteration " + std::to_string(it));
+  }
+  Net<TypeParam>& net = *this->shared_;
+  EXPECT_GT(net.num_pooled_diffs(), 0);
+  EXPECT_LT(net.diff_pool_bytes(), net.pooled_diff_bytes());
+  // Inside: pooled. The input, the outputs, and the Split top that only
+  // the Accuracy layer reads (nobody writes its diff; the Split below adds
+  // it as zeros, as in Caffe): not.
+  for (const char* blob : {"c1", "c2a", "c2b", "s", "p"}) {
+    EXPECT_TRUE(this->Pooled(blob)) << blob;
+  }
+  for (const char* blob : {"x", "label", "loss", "acc"}) {
+    EXPECT_FALSE(this->Pooled(blob)) << blob;
+  }
+  int unwritten_split_tops = 0;
+  for (size_t l = 0; l < net.layers().size(); ++l) {
+    if (net.layer_names()[l] != "acc") continue;
+    const string& fc_top = net.blob_names()[net.bottom_ids(l)[0]];
+    EXPECT_NE(fc_top, "fc") << "expected a Split between fc and acc";
+    EXPECT_FALSE(this->Pooled(fc_top)) << fc_top;
+    ++unwritten_split_tops;
+  }
+  EXPECT_EQ(unwritten_split_tops, 1);
+}
+
+TYPED_TEST(NetShareDiffsTest, BranchesConcatAndAliasedDiffsMatch) {
+  this->Build(kBranches);
+  for (int it = 0; it < 3; ++it) {
+    this->PassAndCompare(21 + it, "iteration " + std::to_string(it));
+  }
+  // Reshape and Flatten alias their bottom's diff: pooled as one group.
+  EXPECT_TRUE(this->Pooled("r"));
+  EXPECT_TRUE(this->Pooled("f"));
+  EXPECT_EQ(this->shared_->blob_by_name("r")->diff(),
+            this->shared_->blob_by_name("f")->diff());
+  EXPECT_FALSE(this->Pooled("u"));
+  EXPECT_FALSE(this->Pooled("inner_loss"));
+}
+
+TYPED_TEST(NetShareDiffsTest, AChainNeedsAFewDiffs) {
+  const int depth = 12;
+  this->Build(Chain(depth));
+  this->PassAndCompare(5, "chain");
+  Net<TypeParam>& net = *this->shared_;
+  // h0..h10 and their sigmoids are pooled (h11 is the loss's bottom and
+  // is pooled too; x, t and loss are not).
+  EXPECT_EQ(net.num_pooled_diffs(), 2 * (depth - 1) + 1);
+  const size_t one = 8 * 64 * sizeof(TypeParam);
+  EXPECT_EQ(net.pooled_diff_bytes(), (2 * (depth - 1) + 1) * one);
+  // At any layer at most two of them are live: a bottom and a top.
+  EXPECT_LE(net.diff_pool_bytes(), 2 * one + 64);
+}
+
+TYPED_TEST(NetShareDiffsTest, ReshapedInputsPlanAgain) {
+  this->Build(kResidual);
+  this->PassAndCompare(31, "batch 4");
+  const size_t before = this->shared_->diff_pool_bytes();
+  for (Net<TypeParam>* net : {this->shared_.get(), this->plain_.get()}) {
+    net->blob_by_name("x")->Reshape({6, 3, 8, 8});
+    net->blob_by_name("label")->Reshape({6});
+    net->Reshape();
+  }
+  this->PassAndCompare(32, "batch 6");
+  EXPECT_GT(this->shared_->diff_pool_bytes(), before);
+  for (Net<TypeParam>* net : {this->shared_.get(), this->plain_.get()}) {
+    net->blob_by_name("x")->Reshape({2, 3, 8, 8});
+    net->blob_by_name("label")->Reshape({2});
+    net->Reshape();
+  }
+  this->PassAndCompare(33, "batch 2");
+  EXPECT_LT(this->shared_->diff_pool_bytes(), before);
+}
+
+TYPED_TEST(NetShareDiffsTest, KeptAndReleasedDiffsHoldTheirGradients) {
+  this->Build(kResidual);
+  Net<TypeParam>& net = *this->shared_;
+  net.KeepDiff("p");
+  this->PassAndCompare(41, "p kept");
+  EXPECT_FALSE(this->Pooled("p"));
+  EXPECT_TRUE(this->Pooled("s"));
+  EXPECT_THROW(net.KeepDiff("no_such_blob"), Error);
+  // Turned off, the next pass gives every blob its own diff again, and all
+  // of them agree with the plain net's.
+  net.set_share_diffs(false);
+  this->PassAndCompare(42, "released");
+  EXPECT_EQ(net.num_pooled_diffs(), 0);
+  EXPECT_EQ(net.diff_pool_bytes(), 0u);
+  EXPECT_EQ(this->Unpooled().size(), net.blobs().size());
+}
+
+}  // namespace
+}  // namespace poseidon
