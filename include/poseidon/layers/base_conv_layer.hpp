@@ -237,8 +237,11 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void BackwardChunk(const Dtype* input, const Dtype* output_diff,
                      const Dtype* weights, int n0, Dtype* col, Dtype* buf,
                      Dtype* weight_diff, Dtype* input_diff) const;
-  // Grows the per-worker scratch if the thread count rose since Reshape.
-  void ReserveWorkerBuffers(int workers);
+  // The calling thread's scratch (util/thread_scratch.hpp) for `workers`
+  // slices of the batched path's columns and output buffer, each slice
+  // (col_shape_[0] + conv_out_channels_) x chunk columns, plus `extra`
+  // elements after them.
+  Dtype* BatchedScratch(int workers, size_t extra) const;
   // The direct path (float only; base_conv_layer_direct.cpp):
   // ChooseDirect sets direct_ and the plans, the others are ConvForward
   // and ConvBackward.
@@ -263,13 +266,6 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   size_t max_buffer_bytes_ = size_t{64} << 20;
   bool batched_ = false;
   int images_per_chunk_ = 1;
-  int workers_ = 1;  // batched: scratch slices in col_buffer_/out_buffer_
-  // im2col columns (or their gradient); batched: (workers, rows, columns).
-  Blob<Dtype> col_buffer_;
-  // Batched: the output in (channel, image) order, one slice per worker.
-  Blob<Dtype> out_buffer_;
-  // Parallel Backward: per-worker weight or bias gradient accumulators.
-  Blob<Dtype> param_diff_buffer_;
   Blob<Dtype> spatial_ones_;
   // Direct path: the plan of one group's convolution and of its input
   // gradient (itself a direct convolution), packed weights of all groups,

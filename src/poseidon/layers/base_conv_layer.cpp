@@ -14,6 +14,7 @@
 #include "poseidon/layers/conv_geometry.hpp"
 #include "poseidon/util/im2col.hpp"
 #include "poseidon/util/parallel.hpp"
+#include "poseidon/util/thread_scratch.hpp"
 
 namespace poseidon {
 
@@ -49,12 +50,13 @@ namespace poseidon {
 // ceil(N / T) images so every thread gets a chunk, and sizes the chunks so
 // that the threads get the same number of them (ResNet-50's 14 x 14 layers
 // at batch 8 on 2 threads ran 3 + 3 + 2 images, one thread doing 6).
-// Each worker has its own slice of col_buffer_ and out_buffer_
-// (max_buffer_bytes bounds one slice) and, in Backward, its own
+// Each worker has its own slice of the calling thread's scratch
+// (util/thread_scratch.hpp; max_buffer_bytes bounds one slice, and all
+// convolutions of a net share the one scratch) and, in Backward, its own
 // weight-gradient accumulator; the accumulators are added to the weight
-// diff in worker order, and ParallelFor's split
-// depends only on the chunk and thread counts, so results are the same
-// from run to run for a given T (they differ from T = 1 by rounding only).
+// diff in worker order, and ParallelFor's split depends only on the chunk
+// and thread counts, so results are the same from run to run for a given T
+// (they differ from T = 1 by rounding only).
 // The bias terms split the images the same way. With T == 1, or a single
 // chunk, everything runs serially as before.
 namespace {
@@ -295,26 +297,7 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
   batched_ = can_batch && (algorithm_ == Algorithm::kBatched ||
                            (algorithm_ == Algorithm::kAuto &&
                             (chunk > 1 || (threads > 1 && num > 1))));
-  workers_ = 1;
   images_per_chunk_ = batched_ ? static_cast<int>(chunk) : 1;
-  if (batched_) {
-    const int chunks = (num + images_per_chunk_ - 1) / images_per_chunk_;
-    workers_ = std::max(1, ParallelForWorkers(chunks));
-  }
-  // The direct path needs no im2col scratch, unless the input gradient
-  // takes the im2col path (Note [Direct path]).
-  if (direct_ && direct_input_grad_) {
-    col_buffer_.Reshape({1});
-    out_buffer_.Reshape({1});
-    return;
-  }
-  if (!batched_) {
-    col_buffer_.Reshape(is_1x1_ ? vector<int>{1} : col_shape_);
-    return;
-  }
-  const int columns = images_per_chunk_ * conv_out_spatial_dim_;
-  col_buffer_.Reshape({workers_, col_rows, columns});
-  out_buffer_.Reshape({workers_, conv_out_channels_, columns});
 }
 
 template <typename Dtype>
@@ -402,13 +385,17 @@ void BaseConvolutionLayer<Dtype>::ForwardPerImage(const Dtype* input,
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
   const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
   const size_t out_step = static_cast<size_t>(out_per_group) * S;
+  Dtype* col_buffer =
+      is_1x1_ ? nullptr
+              : static_cast<Dtype*>(ThreadScratch(col_step * group_ *
+                                                  sizeof(Dtype)));
   for (int n = 0; n < num_; ++n) {
     const Dtype* in_n = input + static_cast<size_t>(n) * conv_input_dim_;
     Dtype* out_n = output + static_cast<size_t>(n) * conv_output_dim_;
     const Dtype* col = in_n;
     if (!is_1x1_) {
-      Im2col(in_n, 1, col_buffer_.mutable_cpu_data());
-      col = col_buffer_.cpu_data();
+      Im2col(in_n, 1, col_buffer);
+      col = col_buffer;
     }
     for (int g = 0; g < group_; ++g) {
       cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, S, kernel_dim_,
@@ -429,14 +416,18 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
   const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
   const size_t out_step = static_cast<size_t>(out_per_group) * S;
+  Dtype* col_buffer =
+      is_1x1_ ? nullptr
+              : static_cast<Dtype*>(ThreadScratch(col_step * group_ *
+                                                  sizeof(Dtype)));
   for (int n = 0; n < num_; ++n) {
     const Dtype* od_n = output_diff + static_cast<size_t>(n) * conv_output_dim_;
     if (weight_diff != nullptr) {
       const Dtype* in_n = input + static_cast<size_t>(n) * conv_input_dim_;
       const Dtype* col = in_n;
       if (!is_1x1_) {
-        Im2col(in_n, 1, col_buffer_.mutable_cpu_data());
-        col = col_buffer_.cpu_data();
+        Im2col(in_n, 1, col_buffer);
+        col = col_buffer;
       }
       for (int g = 0; g < group_; ++g) {
         cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, out_per_group, kernel_dim_, S,
@@ -446,7 +437,7 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
     }
     if (input_diff != nullptr) {
       Dtype* id_n = input_diff + static_cast<size_t>(n) * conv_input_dim_;
-      Dtype* col_diff = is_1x1_ ? id_n : col_buffer_.mutable_cpu_data();
+      Dtype* col_diff = is_1x1_ ? id_n : col_buffer;
       for (int g = 0; g < group_; ++g) {
         cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_, S, out_per_group,
                         Dtype(1), weights + g * w_step, od_n + g * out_step,
@@ -519,12 +510,14 @@ void BaseConvolutionLayer<Dtype>::BackwardChunk(
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::ReserveWorkerBuffers(int workers) {
-  if (workers <= workers_) return;
-  workers_ = workers;
-  const int columns = images_per_chunk_ * conv_out_spatial_dim_;
-  col_buffer_.Reshape({workers_, col_shape_[0], columns});
-  out_buffer_.Reshape({workers_, conv_out_channels_, columns});
+Dtype* BaseConvolutionLayer<Dtype>::BatchedScratch(int workers,
+                                                   size_t extra) const {
+  const size_t columns =
+      static_cast<size_t>(images_per_chunk_) * conv_out_spatial_dim_;
+  const size_t per_worker =
+      (static_cast<size_t>(col_shape_[0]) + conv_out_channels_) * columns;
+  return static_cast<Dtype*>(ThreadScratch(
+      (static_cast<size_t>(workers) * per_worker + extra) * sizeof(Dtype)));
 }
 
 template <typename Dtype>
@@ -533,24 +526,24 @@ void BaseConvolutionLayer<Dtype>::ForwardBatched(const Dtype* input,
                                                  Dtype* output) {
   const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
   const int workers = ParallelForWorkers(chunks);
-  const size_t col_size = col_buffer_.count(1);
-  const size_t buf_size = out_buffer_.count(1);
+  const size_t columns =
+      static_cast<size_t>(images_per_chunk_) * conv_out_spatial_dim_;
+  const size_t col_size = static_cast<size_t>(col_shape_[0]) * columns;
+  const size_t buf_size = static_cast<size_t>(conv_out_channels_) * columns;
+  // Per worker: its columns, then its output buffer.
+  Dtype* scratch = BatchedScratch(std::max(workers, 1), 0);
   if (workers <= 1) {
-    Dtype* col = col_buffer_.mutable_cpu_data();
-    Dtype* buf = out_buffer_.mutable_cpu_data();
     for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-      ForwardChunk(input, weights, n0, col, buf, output);
+      ForwardChunk(input, weights, n0, scratch, scratch + col_size, output);
     }
     return;
   }
-  ReserveWorkerBuffers(workers);
-  Dtype* cols = col_buffer_.mutable_cpu_data();
-  Dtype* bufs = out_buffer_.mutable_cpu_data();
   SingleThreadedBlas single_threaded_blas;
   ParallelFor(chunks, [&](int begin, int end, int w) {
     for (int c = begin; c < end; ++c) {
-      ForwardChunk(input, weights, c * images_per_chunk_, cols + w * col_size,
-                   bufs + w * buf_size, output);
+      Dtype* mine = scratch + w * (col_size + buf_size);
+      ForwardChunk(input, weights, c * images_per_chunk_, mine,
+                   mine + col_size, output);
     }
   });
 }
@@ -563,37 +556,38 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
                                                   Dtype* input_diff) {
   const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
   const int workers = ParallelForWorkers(chunks);
-  const size_t col_size = col_buffer_.count(1);
-  const size_t buf_size = out_buffer_.count(1);
+  const size_t columns =
+      static_cast<size_t>(images_per_chunk_) * conv_out_spatial_dim_;
+  const size_t col_size = static_cast<size_t>(col_shape_[0]) * columns;
+  const size_t buf_size = static_cast<size_t>(conv_out_channels_) * columns;
   if (workers <= 1) {
-    Dtype* col = col_buffer_.mutable_cpu_data();
-    Dtype* buf = out_buffer_.mutable_cpu_data();
+    Dtype* scratch = BatchedScratch(1, 0);
     for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-      BackwardChunk(input, output_diff, weights, n0, col, buf, weight_diff,
-                    input_diff);
+      BackwardChunk(input, output_diff, weights, n0, scratch,
+                    scratch + col_size, weight_diff, input_diff);
     }
     return;
   }
-  ReserveWorkerBuffers(workers);
-  Dtype* cols = col_buffer_.mutable_cpu_data();
-  Dtype* bufs = out_buffer_.mutable_cpu_data();
   // Each worker accumulates its chunks' weight gradient into its own zeroed
-  // slice; the slices are added to weight_diff in worker order below.
+  // slice (after the workers' columns and buffers in the scratch); the
+  // slices are added to weight_diff in worker order below.
   const int w_count = conv_out_channels_ * kernel_dim_;
+  const size_t accs_size =
+      weight_diff != nullptr ? static_cast<size_t>(workers) * w_count : 0;
+  Dtype* scratch = BatchedScratch(workers, accs_size);
   Dtype* w_accs = nullptr;
   if (weight_diff != nullptr) {
-    param_diff_buffer_.Reshape({workers, w_count});
-    w_accs = param_diff_buffer_.mutable_cpu_data();
-    cpu_set(workers * w_count, Dtype(0), w_accs);
+    w_accs = scratch + workers * (col_size + buf_size);
+    cpu_set(static_cast<int>(accs_size), Dtype(0), w_accs);
   }
   {
     SingleThreadedBlas single_threaded_blas;
     ParallelFor(chunks, [&](int begin, int end, int w) {
       Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
       for (int c = begin; c < end; ++c) {
+        Dtype* mine = scratch + w * (col_size + buf_size);
         BackwardChunk(input, output_diff, weights, c * images_per_chunk_,
-                      cols + w * col_size, bufs + w * buf_size, w_acc,
-                      input_diff);
+                      mine, mine + col_size, w_acc, input_diff);
       }
     });
   }
@@ -641,8 +635,8 @@ void BaseConvolutionLayer<Dtype>::CpuAccumulateBiasDiff(const Dtype* top_diff,
   }
   // Per-worker partial sums, added in worker order: deterministic for a
   // given thread count.
-  param_diff_buffer_.Reshape({workers, num_output_});
-  Dtype* accs = param_diff_buffer_.mutable_cpu_data();
+  Dtype* accs = static_cast<Dtype*>(ThreadScratch(
+      static_cast<size_t>(workers) * num_output_ * sizeof(Dtype)));
   cpu_set(workers * num_output_, Dtype(0), accs);
   {
     SingleThreadedBlas single_threaded_blas;
