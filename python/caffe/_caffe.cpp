@@ -344,6 +344,14 @@ void BindNet(py::module_& m) {
              net.BackwardFromTo(start, end);
            })
       .def("reshape", &PyNet::Reshape)
+      .def_property(
+          "share_diffs", &PyNet::share_diffs, &PyNet::set_share_diffs,
+          "Whether the diffs of the blobs inside the net share one pool on "
+          "the CPU (Note [Shared diffs]); False by default. When True, only "
+          "the inputs', outputs', data layers' and keep_diff blobs' diffs "
+          "hold their gradients after backward().")
+      .def("keep_diff", &PyNet::KeepDiff, "blob_name"_a,
+           "Keeps this blob's diff out of the shared pool.")
       .def("clear_param_diffs", &PyNet::ClearParamDiffs)
       .def("update", &PyNet::Update)
       .def("copy_from",

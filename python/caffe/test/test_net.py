@@ -357,3 +357,42 @@ def test_poseidon_alias():
     assert poseidon.Net is caffe.Net
     from poseidon.proto import caffe_pb2 as pb
     assert pb.NetParameter is caffe_pb2.NetParameter
+
+
+# ---- shared diffs -------------------------------------------------------------
+
+def test_shared_diffs_are_opt_in_and_give_the_same_gradients(conv_file):
+    plain = caffe.Net(conv_file, caffe.TEST)
+    shared = caffe.Net(conv_file, caffe.TEST)
+    assert not plain.share_diffs
+    shared.share_diffs = True
+    assert shared.share_diffs
+    for name, blobs in plain.params.items():
+        for i, blob in enumerate(blobs):
+            shared.params[name][i].data[...] = blob.data
+    x = np.random.randn(*plain.blobs['data'].data.shape)
+    g = np.random.randn(*plain.blobs['prob'].data.shape)
+
+    def passes():
+        for net in (plain, shared):
+            net.clear_param_diffs()
+            net.blobs['data'].data[...] = x
+            net.forward()
+            net.blobs['prob'].diff[...] = g
+            net.backward()
+        for name, blobs in plain.params.items():
+            for i, blob in enumerate(blobs):
+                np.testing.assert_allclose(shared.params[name][i].diff,
+                                           blob.diff, rtol=1e-5, atol=1e-7)
+
+    passes()
+    # The output keeps the gradient it was given; a kept inner blob holds
+    # its own after backward, as without sharing.
+    np.testing.assert_array_equal(shared.blobs['prob'].diff,
+                                  g.astype(np.float32))
+    shared.keep_diff('ip1')
+    passes()
+    np.testing.assert_allclose(shared.blobs['ip1'].diff,
+                               plain.blobs['ip1'].diff, rtol=1e-5, atol=1e-7)
+    with pytest.raises(Exception, match='no blob named'):
+        shared.keep_diff('no_such_blob')
