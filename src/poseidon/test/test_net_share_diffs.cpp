@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "poseidon/net.hpp"
+#include "poseidon/solver_factory.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
 
@@ -300,6 +301,49 @@ TYPED_TEST(NetShareDiffsTest, KeptAndReleasedDiffsHoldTheirGradients) {
   EXPECT_EQ(net.num_pooled_diffs(), 0);
   EXPECT_EQ(net.diff_pool_bytes(), 0u);
   EXPECT_EQ(this->Unpooled().size(), net.blobs().size());
+}
+
+// Training: two solvers from one seed, one with a pooled net, take the same
+// steps (momentum and weight decay on the parameter diffs the pool must
+// not disturb) and end with the same weights.
+TYPED_TEST(NetShareDiffsTest, SolverStepsMatchTheUnsharedNet) {
+  string net = kBranches;
+  const string input = net.substr(
+      net.find("layer { name: \"in\""),
+      net.find("layer { name: \"b1\"") - net.find("layer { name: \"in\""));
+  net.replace(net.find(input), input.size(), R"(
+    layer { name: "in" type: "DummyData" top: "x" top: "t" top: "u"
+      dummy_data_param {
+        data_filler { type: "gaussian" std: 1 }
+        shape { dim: 3 dim: 4 dim: 6 dim: 6 } shape { dim: 3 dim: 6 }
+        shape { dim: 3 dim: 9 dim: 6 dim: 6 } } }
+  )");
+  SolverParameter param;
+  ReadProtoFromTextString("train_net_param { " + net +
+                              " } base_lr: 0.05 lr_policy: \"fixed\" "
+                              "momentum: 0.9 weight_decay: 0.01 "
+                              "random_seed: 1701 max_iter: 4 display: 0",
+                          "<test solver>", &param);
+  Poseidon::set_mode(Poseidon::CPU);
+  auto plain = CreateSolver<TypeParam>(param);
+  auto shared = CreateSolver<TypeParam>(param);
+  shared->net()->set_share_diffs(true);
+  // The same data each iteration: the nets draw from one stream in turn.
+  for (int it = 0; it < 4; ++it) {
+    Poseidon::set_random_seed(100 + it);
+    plain->Step(1);
+    Poseidon::set_random_seed(100 + it);
+    shared->Step(1);
+  }
+  EXPECT_GT(shared->net()->num_pooled_diffs(), 0);
+  const auto& want = plain->net()->learnable_params();
+  const auto& got = shared->net()->learnable_params();
+  ASSERT_EQ(want.size(), got.size());
+  const double tol = sizeof(TypeParam) == 4 ? 1e-5 : 1e-12;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ExpectClose(want[i]->cpu_data(), got[i]->cpu_data(), want[i]->count(), tol,
+                "learnable param " + std::to_string(i) + " after 4 steps");
+  }
 }
 
 }  // namespace
