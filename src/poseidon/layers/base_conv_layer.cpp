@@ -458,13 +458,19 @@ void BaseConvolutionLayer<Dtype>::ForwardChunk(const Dtype* input,
   const int images = std::min(images_per_chunk_, num_ - n0);
   const int columns = images * conv_out_spatial_dim_;
   Dtype* out_n0 = output + static_cast<size_t>(n0) * conv_output_dim_;
-  // A lone image's (O, S) block is already in output order.
+  // A lone image's (O, S) block is already in output order, and a 1x1
+  // convolution's columns for it are the image itself.
   Dtype* dst = images == 1 ? out_n0 : buf;
-  Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
+  const Dtype* in_n0 = input + static_cast<size_t>(n0) * conv_input_dim_;
+  const Dtype* cols = in_n0;
+  if (!is_1x1_ || images > 1) {
+    Im2col(in_n0, images, col);
+    cols = col;
+  }
   for (int g = 0; g < group_; ++g) {
     cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, columns,
                     kernel_dim_, Dtype(1), weights + g * w_step,
-                    col + static_cast<size_t>(g) * kernel_dim_ * columns,
+                    cols + static_cast<size_t>(g) * kernel_dim_ * columns,
                     Dtype(0),
                     dst + static_cast<size_t>(g) * out_per_group * columns);
   }
@@ -489,23 +495,33 @@ void BaseConvolutionLayer<Dtype>::BackwardChunk(
                          conv_out_spatial_dim_, buf);
     od = buf;
   }
+  // A 1x1 convolution of one image: its columns are the image and their
+  // gradient is the image's (see ForwardChunk).
+  const bool lone_1x1 = is_1x1_ && images == 1;
   if (weight_diff != nullptr) {
-    Im2col(input + static_cast<size_t>(n0) * conv_input_dim_, images, col);
+    const Dtype* in_n0 = input + static_cast<size_t>(n0) * conv_input_dim_;
+    const Dtype* cols = in_n0;
+    if (!lone_1x1) {
+      Im2col(in_n0, images, col);
+      cols = col;
+    }
     for (int g = 0; g < group_; ++g) {
       cpu_gemm<Dtype>(
           CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
           static_cast<int>(columns), Dtype(1), od + g * out_per_group * columns,
-          col + g * kernel_dim_ * columns, Dtype(1), weight_diff + g * w_step);
+          cols + g * kernel_dim_ * columns, Dtype(1), weight_diff + g * w_step);
     }
   }
   if (input_diff != nullptr) {
+    Dtype* id_n0 = input_diff + static_cast<size_t>(n0) * conv_input_dim_;
+    Dtype* col_diff = lone_1x1 ? id_n0 : col;
     for (int g = 0; g < group_; ++g) {
       cpu_gemm<Dtype>(CblasTrans, CblasNoTrans, kernel_dim_,
                       static_cast<int>(columns), out_per_group, Dtype(1),
                       weights + g * w_step, od + g * out_per_group * columns,
-                      Dtype(0), col + g * kernel_dim_ * columns);
+                      Dtype(0), col_diff + g * kernel_dim_ * columns);
     }
-    Col2im(col, images, input_diff + static_cast<size_t>(n0) * conv_input_dim_);
+    if (!lone_1x1) Col2im(col, images, id_n0);
   }
 }
 

@@ -398,6 +398,13 @@ TYPED_TEST(ConvolutionLayerTest, BatchedMatchesPerImageGroupsStrideDilation) {
 
 TYPED_TEST(ConvolutionLayerTest, BatchedMatchesPerImage1x1) {
   this->CheckBatchedMatchesPerImage({3, 4, 4, 3}, 2, Geometry{1, 1}, 2);
+  // Chunks of one image: the GEMMs read the image and write the input
+  // gradient in place of the columns; with groups, at their offsets.
+  this->CheckBatchedMatchesPerImage({3, 4, 4, 3}, 2, Geometry{1, 1}, 1);
+  Geometry grouped{1, 1};
+  grouped.group = 2;
+  this->CheckBatchedMatchesPerImage({3, 6, 5, 3}, 4, grouped, 1);
+  this->CheckBatchedMatchesPerImage({3, 6, 5, 3}, 4, grouped, 2);
 }
 
 // Tolerance of the threaded comparisons: tighter than Tol() for float.
@@ -435,6 +442,8 @@ TYPED_TEST(ConvolutionLayerTest, ParallelBatchedMatchesPerImageGroups) {
 TYPED_TEST(ConvolutionLayerTest, ParallelBatchedMatchesPerImage1x1) {
   using Dtype = typename TypeParam::Dtype;
   this->CheckBatchedMatchesPerImage({5, 4, 4, 3}, 2, Geometry{1, 1}, 2, 2,
+                                    ParallelTol(sizeof(Dtype)));
+  this->CheckBatchedMatchesPerImage({5, 4, 4, 3}, 2, Geometry{1, 1}, 1, 2,
                                     ParallelTol(sizeof(Dtype)));
 }
 

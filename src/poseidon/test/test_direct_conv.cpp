@@ -240,7 +240,6 @@ TEST(DirectConvolutionTest, LayerMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_AVX512();
   CheckDirectLayer({5, 3, 8, 16}, ConvParam(10, 5, 2));
   CheckDirectLayer({3, 4, 6, 5}, ConvParam(6, 3, 1, 1, /*group=*/2));
-  CheckDirectLayer({2, 3, 4, 4}, ConvParam(2, 1, 0));
   // Output smaller than the input: the input gradient takes the im2col
   // path (LeNet's conv2 shape, then a padded but still shrinking one).
   CheckDirectLayer({3, 20, 12, 12}, ConvParam(50, 5, 0));
@@ -259,6 +258,7 @@ TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
       {ConvParam(8, 3, 0), true, false},                     // output smaller
       {ConvParam(8, 3, 1, /*stride=*/2), false, false},      // strided
       {ConvParam(130, 3, 1), false, false},                  // many outputs
+      {ConvParam(8, 1, 0), false, false},  // 1x1: a GEMM on the image
       {ConvParam(260, 3, 1, 1, /*group=*/2), false, false},  // per group too
   };
   for (const Case& c : cases) {
