@@ -385,10 +385,9 @@ void BaseConvolutionLayer<Dtype>::ForwardPerImage(const Dtype* input,
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
   const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
   const size_t out_step = static_cast<size_t>(out_per_group) * S;
-  Dtype* col_buffer =
-      is_1x1_ ? nullptr
-              : static_cast<Dtype*>(ThreadScratch(col_step * group_ *
-                                                  sizeof(Dtype)));
+  Dtype* col_buffer = is_1x1_ ? nullptr
+                              : static_cast<Dtype*>(ThreadScratch(
+                                    col_step * group_ * sizeof(Dtype)));
   for (int n = 0; n < num_; ++n) {
     const Dtype* in_n = input + static_cast<size_t>(n) * conv_input_dim_;
     Dtype* out_n = output + static_cast<size_t>(n) * conv_output_dim_;
@@ -416,10 +415,9 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
   const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
   const size_t out_step = static_cast<size_t>(out_per_group) * S;
-  Dtype* col_buffer =
-      is_1x1_ ? nullptr
-              : static_cast<Dtype*>(ThreadScratch(col_step * group_ *
-                                                  sizeof(Dtype)));
+  Dtype* col_buffer = is_1x1_ ? nullptr
+                              : static_cast<Dtype*>(ThreadScratch(
+                                    col_step * group_ * sizeof(Dtype)));
   for (int n = 0; n < num_; ++n) {
     const Dtype* od_n = output_diff + static_cast<size_t>(n) * conv_output_dim_;
     if (weight_diff != nullptr) {
@@ -558,8 +556,8 @@ void BaseConvolutionLayer<Dtype>::ForwardBatched(const Dtype* input,
   ParallelFor(chunks, [&](int begin, int end, int w) {
     for (int c = begin; c < end; ++c) {
       Dtype* mine = scratch + w * (col_size + buf_size);
-      ForwardChunk(input, weights, c * images_per_chunk_, mine,
-                   mine + col_size, output);
+      ForwardChunk(input, weights, c * images_per_chunk_, mine, mine + col_size,
+                   output);
     }
   });
 }
@@ -602,8 +600,8 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
       Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
       for (int c = begin; c < end; ++c) {
         Dtype* mine = scratch + w * (col_size + buf_size);
-        BackwardChunk(input, output_diff, weights, c * images_per_chunk_,
-                      mine, mine + col_size, w_acc, input_diff);
+        BackwardChunk(input, output_diff, weights, c * images_per_chunk_, mine,
+                      mine + col_size, w_acc, input_diff);
       }
     });
   }
@@ -651,8 +649,8 @@ void BaseConvolutionLayer<Dtype>::CpuAccumulateBiasDiff(const Dtype* top_diff,
   }
   // Per-worker partial sums, added in worker order: deterministic for a
   // given thread count.
-  Dtype* accs = static_cast<Dtype*>(ThreadScratch(
-      static_cast<size_t>(workers) * num_output_ * sizeof(Dtype)));
+  Dtype* accs = static_cast<Dtype*>(ThreadScratch(static_cast<size_t>(workers) *
+                                                  num_output_ * sizeof(Dtype)));
   cpu_set(workers * num_output_, Dtype(0), accs);
   {
     SingleThreadedBlas single_threaded_blas;
