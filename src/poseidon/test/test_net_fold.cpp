@@ -78,35 +78,28 @@ void CopyState(const Net<Dtype>& from, Net<Dtype>* to) {
   }
 }
 
-template <typename Dtype>
-void ExpectClose(const Dtype* want, const Dtype* got, int n, double tol,
-                 const string& what) {
-  for (int i = 0; i < n; ++i) {
-    ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
-        << what << ": element " << i << " of " << n;
-  }
-}
-
 // Every blob's data, every parameter's data and diff, and the input diff.
 template <typename Dtype>
-void ExpectSameState(const Net<Dtype>& want, const Net<Dtype>& got,
-                     double tol, const string& when) {
+void ExpectSameState(const Net<Dtype>& want, const Net<Dtype>& got, double tol,
+                     const string& when) {
   for (const string& name : want.blob_names()) {
     const Blob<Dtype>& a = *want.blob_by_name(name);
     const Blob<Dtype>& b = *got.blob_by_name(name);
-    ExpectClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
-                when + ", blob " + name + " data");
+    test::ExpectRelativelyClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
+                                when + ", blob " + name + " data");
   }
   for (size_t i = 0; i < want.params().size(); ++i) {
     const Blob<Dtype>& a = *want.params()[i];
     const Blob<Dtype>& b = *got.params()[i];
     const string what = when + ", param " + std::to_string(i);
-    ExpectClose(a.cpu_data(), b.cpu_data(), a.count(), tol, what + " data");
-    ExpectClose(a.cpu_diff(), b.cpu_diff(), a.count(), tol, what + " diff");
+    test::ExpectRelativelyClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
+                                what + " data");
+    test::ExpectRelativelyClose(a.cpu_diff(), b.cpu_diff(), a.count(), tol,
+                                what + " diff");
   }
   const Blob<Dtype>& x = *want.blob_by_name("x");
-  ExpectClose(x.cpu_diff(), got.blob_by_name("x")->cpu_diff(), x.count(), tol,
-              when + ", blob x diff");
+  test::ExpectRelativelyClose(x.cpu_diff(), got.blob_by_name("x")->cpu_diff(),
+                              x.count(), tol, when + ", blob x diff");
 }
 
 template <typename Dtype>
@@ -206,10 +199,10 @@ TYPED_TEST(NetFoldTest, ScaleHooksRunBeforeTheFoldedForward) {
   auto after = net.add_after_forward(
       [&](int l) { events.push_back("after " + net.layer_names()[l]); });
   net.Forward();
-  const vector<string> want = {
-      "before in",    "after in",    "before conv", "after conv",
-      "before bn",    "before scale", "after bn",   "after scale",
-      "before relu",  "after relu",  "before loss", "after loss"};
+  const vector<string> want = {"before in",  "after in",    "before conv",
+                               "after conv", "before bn",   "before scale",
+                               "after bn",   "after scale", "before relu",
+                               "after relu", "before loss", "after loss"};
   EXPECT_EQ(events, want);
 }
 

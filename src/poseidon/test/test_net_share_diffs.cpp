@@ -141,15 +141,6 @@ void FillInputs(Net<Dtype>* net, unsigned seed) {
 }
 
 template <typename Dtype>
-void ExpectClose(const Dtype* want, const Dtype* got, int n, double tol,
-                 const string& what) {
-  for (int i = 0; i < n; ++i) {
-    ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
-        << what << ": element " << i << " of " << n;
-  }
-}
-
-template <typename Dtype>
 class NetShareDiffsTest : public ::testing::Test {
  protected:
   // Two nets of `text` with the same parameters; `shared_` pools its diffs.
@@ -176,7 +167,7 @@ class NetShareDiffsTest : public ::testing::Test {
     for (size_t i = 0; i < plain_->params().size(); ++i) {
       const Blob<Dtype>& a = *plain_->params()[i];
       const Blob<Dtype>& b = *shared_->params()[i];
-      ExpectClose(
+      test::ExpectRelativelyClose(
           a.cpu_diff(), b.cpu_diff(), a.count(), tol,
           when + ", param " + plain_->param_display_names()[i] + " diff");
     }
@@ -184,10 +175,10 @@ class NetShareDiffsTest : public ::testing::Test {
       const string& name = plain_->blob_names()[id];
       const Blob<Dtype>& a = *plain_->blobs()[id];
       const Blob<Dtype>& b = *shared_->blobs()[id];
-      ExpectClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
-                  when + ", blob " + name + " data");
-      ExpectClose(a.cpu_diff(), b.cpu_diff(), a.count(), tol,
-                  when + ", blob " + name + " diff");
+      test::ExpectRelativelyClose(a.cpu_data(), b.cpu_data(), a.count(), tol,
+                                  when + ", blob " + name + " data");
+      test::ExpectRelativelyClose(a.cpu_diff(), b.cpu_diff(), a.count(), tol,
+                                  when + ", blob " + name + " diff");
     }
   }
   // The blobs of the shared net whose diff is not in the pool.
@@ -341,8 +332,9 @@ TYPED_TEST(NetShareDiffsTest, SolverStepsMatchTheUnsharedNet) {
   ASSERT_EQ(want.size(), got.size());
   const double tol = sizeof(TypeParam) == 4 ? 1e-5 : 1e-12;
   for (size_t i = 0; i < want.size(); ++i) {
-    ExpectClose(want[i]->cpu_data(), got[i]->cpu_data(), want[i]->count(), tol,
-                "learnable param " + std::to_string(i) + " after 4 steps");
+    test::ExpectRelativelyClose(
+        want[i]->cpu_data(), got[i]->cpu_data(), want[i]->count(), tol,
+        "learnable param " + std::to_string(i) + " after 4 steps");
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -116,6 +117,17 @@ void FillUniform(Blob<Dtype>* blob, double min, double max) {
   p.set_min(min);
   p.set_max(max);
   GetFiller<Dtype>(p)->Fill(blob);
+}
+
+// Asserts |want[i] - got[i]| <= tol (1 + |want[i]|) for each of the n
+// elements, naming `what` and the first element that differs.
+template <typename Dtype>
+void ExpectRelativelyClose(const Dtype* want, const Dtype* got, int n,
+                           double tol, const std::string& what) {
+  for (int i = 0; i < n; ++i) {
+    ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
+        << what << ": element " << i << " of " << n;
+  }
 }
 
 }  // namespace test
