@@ -285,8 +285,11 @@ class Net {
   void PrepareDiffPool();
   void PlanDiffPool();
   void ReleaseDiffPool();
-  // Each blob's diff memory and count, as the pool was bound for them.
+  // Each blob's diff memory and count, as the pool was bound for them;
+  // DiffPoolCurrent: whether they are still so (compared without
+  // allocating, once per backward pass).
   vector<std::pair<const SyncedMemory*, int>> DiffPoolKey() const;
+  bool DiffPoolCurrent() const;
 
   string name_;
   Phase phase_ = TRAIN;

@@ -81,13 +81,25 @@ vector<std::pair<const SyncedMemory*, int>> Net<Dtype>::DiffPoolKey() const {
 }
 
 template <typename Dtype>
+bool Net<Dtype>::DiffPoolCurrent() const {
+  if (diff_pool_key_.size() != blobs_.size()) return false;
+  for (size_t b = 0; b < blobs_.size(); ++b) {
+    if (diff_pool_key_[b].first != blobs_[b]->diff().get() ||
+        diff_pool_key_[b].second != blobs_[b]->count()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <typename Dtype>
 void Net<Dtype>::PrepareDiffPool() {
   if (!share_diffs_ || Poseidon::mode() != Poseidon::CPU ||
       !emulated_backward_ms_.empty()) {
     if (!diff_groups_.empty()) ReleaseDiffPool();
     return;
   }
-  if (!diff_pool_key_.empty() && DiffPoolKey() == diff_pool_key_) return;
+  if (DiffPoolCurrent()) return;
   ReleaseDiffPool();
   PlanDiffPool();
   diff_pool_key_ = DiffPoolKey();
@@ -228,6 +240,7 @@ void Net<Dtype>::PlanDiffPool() {
   template bool Net<Dtype>::diff_pooled(int) const;       \
   template auto Net<Dtype>::DiffPoolKey()                 \
       const->vector<std::pair<const SyncedMemory*, int>>; \
+  template bool Net<Dtype>::DiffPoolCurrent() const;      \
   template void Net<Dtype>::PrepareDiffPool();            \
   template void Net<Dtype>::ReleaseDiffPool();            \
   template void Net<Dtype>::PlanDiffPool();

@@ -237,11 +237,26 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void BackwardChunk(const Dtype* input, const Dtype* output_diff,
                      const Dtype* weights, int n0, Dtype* col, Dtype* buf,
                      Dtype* weight_diff, Dtype* input_diff) const;
-  // The calling thread's scratch (util/thread_scratch.hpp) for `workers`
-  // slices of the batched path's columns and output buffer, each slice
-  // (col_shape_[0] + conv_out_channels_) x chunk columns, plus `extra`
-  // elements after them.
-  Dtype* BatchedScratch(int workers, size_t extra) const;
+  // The images' im2col columns for the per-image path, in the calling
+  // thread's scratch (util/thread_scratch.hpp); null for 1x1 (the image is
+  // its own column matrix).
+  Dtype* PerImageColumns() const;
+  // The column matrix of the chunk of `images` images from n0: the image
+  // itself for one image of a 1x1 convolution, else im2col'd into col.
+  const Dtype* ChunkColumns(const Dtype* input, int n0, int images,
+                            Dtype* col) const;
+  // The batched path's per-worker slices in the calling thread's scratch:
+  // worker w's columns (col_size elements), then its output buffer
+  // (buf_size); col(workers) is where `extra` elements past the slices
+  // begin.
+  struct WorkerScratch {
+    Dtype* base = nullptr;
+    size_t col_size = 0;
+    size_t buf_size = 0;
+    Dtype* col(int w) const { return base + w * (col_size + buf_size); }
+    Dtype* buf(int w) const { return col(w) + col_size; }
+  };
+  WorkerScratch BatchedScratch(int workers, size_t extra) const;
   // The direct path (float only; base_conv_layer_direct.cpp):
   // ChooseDirect sets direct_ and the plans, the others are ConvForward
   // and ConvBackward.

@@ -385,9 +385,7 @@ void BaseConvolutionLayer<Dtype>::ForwardPerImage(const Dtype* input,
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
   const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
   const size_t out_step = static_cast<size_t>(out_per_group) * S;
-  Dtype* col_buffer = is_1x1_ ? nullptr
-                              : static_cast<Dtype*>(ThreadScratch(
-                                    col_step * group_ * sizeof(Dtype)));
+  Dtype* col_buffer = PerImageColumns();
   for (int n = 0; n < num_; ++n) {
     const Dtype* in_n = input + static_cast<size_t>(n) * conv_input_dim_;
     Dtype* out_n = output + static_cast<size_t>(n) * conv_output_dim_;
@@ -415,9 +413,7 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
   const size_t col_step = static_cast<size_t>(kernel_dim_) * S;
   const size_t out_step = static_cast<size_t>(out_per_group) * S;
-  Dtype* col_buffer = is_1x1_ ? nullptr
-                              : static_cast<Dtype*>(ThreadScratch(
-                                    col_step * group_ * sizeof(Dtype)));
+  Dtype* col_buffer = PerImageColumns();
   for (int n = 0; n < num_; ++n) {
     const Dtype* od_n = output_diff + static_cast<size_t>(n) * conv_output_dim_;
     if (weight_diff != nullptr) {
@@ -459,12 +455,7 @@ void BaseConvolutionLayer<Dtype>::ForwardChunk(const Dtype* input,
   // A lone image's (O, S) block is already in output order, and a 1x1
   // convolution's columns for it are the image itself.
   Dtype* dst = images == 1 ? out_n0 : buf;
-  const Dtype* in_n0 = input + static_cast<size_t>(n0) * conv_input_dim_;
-  const Dtype* cols = in_n0;
-  if (!is_1x1_ || images > 1) {
-    Im2col(in_n0, images, col);
-    cols = col;
-  }
+  const Dtype* cols = ChunkColumns(input, n0, images, col);
   for (int g = 0; g < group_; ++g) {
     cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, out_per_group, columns,
                     kernel_dim_, Dtype(1), weights + g * w_step,
@@ -497,12 +488,7 @@ void BaseConvolutionLayer<Dtype>::BackwardChunk(
   // gradient is the image's (see ForwardChunk).
   const bool lone_1x1 = is_1x1_ && images == 1;
   if (weight_diff != nullptr) {
-    const Dtype* in_n0 = input + static_cast<size_t>(n0) * conv_input_dim_;
-    const Dtype* cols = in_n0;
-    if (!lone_1x1) {
-      Im2col(in_n0, images, col);
-      cols = col;
-    }
+    const Dtype* cols = ChunkColumns(input, n0, images, col);
     for (int g = 0; g < group_; ++g) {
       cpu_gemm<Dtype>(
           CblasNoTrans, CblasTrans, out_per_group, kernel_dim_,
@@ -524,14 +510,36 @@ void BaseConvolutionLayer<Dtype>::BackwardChunk(
 }
 
 template <typename Dtype>
-Dtype* BaseConvolutionLayer<Dtype>::BatchedScratch(int workers,
-                                                   size_t extra) const {
+Dtype* BaseConvolutionLayer<Dtype>::PerImageColumns() const {
+  if (is_1x1_) return nullptr;
+  const size_t count = static_cast<size_t>(col_shape_[0]) *
+                       static_cast<size_t>(conv_out_spatial_dim_);
+  return static_cast<Dtype*>(ThreadScratch(count * sizeof(Dtype)));
+}
+
+template <typename Dtype>
+const Dtype* BaseConvolutionLayer<Dtype>::ChunkColumns(const Dtype* input,
+                                                       int n0, int images,
+                                                       Dtype* col) const {
+  const Dtype* in_n0 = input + static_cast<size_t>(n0) * conv_input_dim_;
+  if (is_1x1_ && images == 1) return in_n0;
+  Im2col(in_n0, images, col);
+  return col;
+}
+
+template <typename Dtype>
+auto BaseConvolutionLayer<Dtype>::BatchedScratch(int workers,
+                                                 size_t extra) const
+    -> WorkerScratch {
   const size_t columns =
       static_cast<size_t>(images_per_chunk_) * conv_out_spatial_dim_;
-  const size_t per_worker =
-      (static_cast<size_t>(col_shape_[0]) + conv_out_channels_) * columns;
-  return static_cast<Dtype*>(ThreadScratch(
-      (static_cast<size_t>(workers) * per_worker + extra) * sizeof(Dtype)));
+  WorkerScratch s;
+  s.col_size = static_cast<size_t>(col_shape_[0]) * columns;
+  s.buf_size = static_cast<size_t>(conv_out_channels_) * columns;
+  s.base = static_cast<Dtype*>(ThreadScratch(
+      (static_cast<size_t>(workers) * (s.col_size + s.buf_size) + extra) *
+      sizeof(Dtype)));
+  return s;
 }
 
 template <typename Dtype>
@@ -540,24 +548,18 @@ void BaseConvolutionLayer<Dtype>::ForwardBatched(const Dtype* input,
                                                  Dtype* output) {
   const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
   const int workers = ParallelForWorkers(chunks);
-  const size_t columns =
-      static_cast<size_t>(images_per_chunk_) * conv_out_spatial_dim_;
-  const size_t col_size = static_cast<size_t>(col_shape_[0]) * columns;
-  const size_t buf_size = static_cast<size_t>(conv_out_channels_) * columns;
-  // Per worker: its columns, then its output buffer.
-  Dtype* scratch = BatchedScratch(std::max(workers, 1), 0);
+  const WorkerScratch scratch = BatchedScratch(std::max(workers, 1), 0);
   if (workers <= 1) {
     for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-      ForwardChunk(input, weights, n0, scratch, scratch + col_size, output);
+      ForwardChunk(input, weights, n0, scratch.col(0), scratch.buf(0), output);
     }
     return;
   }
   SingleThreadedBlas single_threaded_blas;
   ParallelFor(chunks, [&](int begin, int end, int w) {
     for (int c = begin; c < end; ++c) {
-      Dtype* mine = scratch + w * (col_size + buf_size);
-      ForwardChunk(input, weights, c * images_per_chunk_, mine, mine + col_size,
-                   output);
+      ForwardChunk(input, weights, c * images_per_chunk_, scratch.col(w),
+                   scratch.buf(w), output);
     }
   });
 }
@@ -570,15 +572,11 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
                                                   Dtype* input_diff) {
   const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
   const int workers = ParallelForWorkers(chunks);
-  const size_t columns =
-      static_cast<size_t>(images_per_chunk_) * conv_out_spatial_dim_;
-  const size_t col_size = static_cast<size_t>(col_shape_[0]) * columns;
-  const size_t buf_size = static_cast<size_t>(conv_out_channels_) * columns;
   if (workers <= 1) {
-    Dtype* scratch = BatchedScratch(1, 0);
+    const WorkerScratch scratch = BatchedScratch(1, 0);
     for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-      BackwardChunk(input, output_diff, weights, n0, scratch,
-                    scratch + col_size, weight_diff, input_diff);
+      BackwardChunk(input, output_diff, weights, n0, scratch.col(0),
+                    scratch.buf(0), weight_diff, input_diff);
     }
     return;
   }
@@ -588,10 +586,10 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
   const int w_count = conv_out_channels_ * kernel_dim_;
   const size_t accs_size =
       weight_diff != nullptr ? static_cast<size_t>(workers) * w_count : 0;
-  Dtype* scratch = BatchedScratch(workers, accs_size);
+  const WorkerScratch scratch = BatchedScratch(workers, accs_size);
   Dtype* w_accs = nullptr;
   if (weight_diff != nullptr) {
-    w_accs = scratch + workers * (col_size + buf_size);
+    w_accs = scratch.col(workers);  // past the workers' slices
     cpu_set(static_cast<int>(accs_size), Dtype(0), w_accs);
   }
   {
@@ -599,9 +597,8 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
     ParallelFor(chunks, [&](int begin, int end, int w) {
       Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
       for (int c = begin; c < end; ++c) {
-        Dtype* mine = scratch + w * (col_size + buf_size);
-        BackwardChunk(input, output_diff, weights, c * images_per_chunk_, mine,
-                      mine + col_size, w_acc, input_diff);
+        BackwardChunk(input, output_diff, weights, c * images_per_chunk_,
+                      scratch.col(w), scratch.buf(w), w_acc, input_diff);
       }
     });
   }

@@ -261,18 +261,17 @@ TYPED_TEST(NetShareDiffsTest, ReshapedInputsPlanAgain) {
   this->Build(kResidual);
   this->PassAndCompare(31, "batch 4");
   const size_t before = this->shared_->diff_pool_bytes();
-  for (Net<TypeParam>* net : {this->shared_.get(), this->plain_.get()}) {
-    net->blob_by_name("x")->Reshape({6, 3, 8, 8});
-    net->blob_by_name("label")->Reshape({6});
-    net->Reshape();
-  }
+  auto set_batch = [this](int batch) {
+    for (Net<TypeParam>* net : {this->shared_.get(), this->plain_.get()}) {
+      net->blob_by_name("x")->Reshape({batch, 3, 8, 8});
+      net->blob_by_name("label")->Reshape({batch});
+      net->Reshape();
+    }
+  };
+  set_batch(6);
   this->PassAndCompare(32, "batch 6");
   EXPECT_GT(this->shared_->diff_pool_bytes(), before);
-  for (Net<TypeParam>* net : {this->shared_.get(), this->plain_.get()}) {
-    net->blob_by_name("x")->Reshape({2, 3, 8, 8});
-    net->blob_by_name("label")->Reshape({2});
-    net->Reshape();
-  }
+  set_batch(2);
   this->PassAndCompare(33, "batch 2");
   EXPECT_LT(this->shared_->diff_pool_bytes(), before);
 }
