@@ -32,7 +32,11 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name);
 // one line. Call again to change the line (after MPI names the rank); the
 // text is copied, at most 511 bytes. When a thread is waiting (a WaitNote,
 // util/wait_notes.hpp), the line ends "; waiting S s for WHAT" naming the
-// longest wait. Other signals keep their handlers.
+// longest wait. A crash signal (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL)
+// that comes while a SIGTERM is pending or being handled ends the process
+// the same way (Note [Crashes while ending] in signal_handler.cpp); other
+// crashes, and other signals, keep the handlers installed before the first
+// call (glog's failure handler, after GlobalInit).
 void InstallTerminationMessage(const string& who, const string& why);
 
 // Notes the time of every SIGCONT from now on: the process had been stopped

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -100,6 +102,62 @@ TEST(WaitNotesTest, SigtermLineNamesTheWait) {
   ASSERT_EQ(text.rfind("tester: stopped by SIGTERM; waiting ", 0), 0u) << text;
   EXPECT_TRUE(EndsWith(text, " s for the answer from rank 7\n")) << text;
   EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line: " << text;
+}
+
+// Runs `child` in a forked process with stderr into a pipe; returns what it
+// wrote and its wait status.
+std::string RunChild(const std::function<void()>& child, int* status) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    child();
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string text;
+  char buffer[256];
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  if (pid < 0 || waitpid(pid, status, 0) != pid) return "fork failed";
+  return text;
+}
+
+// Note [Crashes while ending]: an abort while mpirun's SIGTERM is pending
+// ends the process as the SIGTERM would, with its one line.
+TEST(WaitNotesTest, CrashWhileSigtermPendingPrintsTheLineOnly) {
+  int status = 0;
+  const std::string text = RunChild(
+      [] {
+        InstallTerminationMessage("tester", "stopped by SIGTERM");
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        sigprocmask(SIG_BLOCK, &term, nullptr);
+        raise(SIGTERM);  // pending: blocked
+        abort();
+      },
+      &status);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << ": " << text;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_EQ(text, "tester: stopped by SIGTERM\n");
+}
+
+TEST(WaitNotesTest, CrashWithoutSigtermKeepsItsSignal) {
+  int status = 0;
+  const std::string text = RunChild(
+      [] {
+        InstallTerminationMessage("tester", "stopped by SIGTERM");
+        abort();
+      },
+      &status);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "status " << status << ": " << text;
+  EXPECT_EQ(WTERMSIG(status), SIGABRT);
+  EXPECT_EQ(text.find("stopped by SIGTERM"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -38,14 +38,21 @@ extern "C" void HandleSignal(int signal) {
 namespace {
 
 // The line a SIGTERM prints (see InstallTerminationMessage); written before
-// the handler is installed, read only by the handler.
+// the handler is installed, read only by the handlers.
 char g_term_line[512];
 std::atomic<size_t> g_term_length{0};
+// Set when a SIGTERM handler starts; the first thread to set
+// g_term_printed prints the line.
+std::atomic<bool> g_terminating{false};
+std::atomic<bool> g_term_printed{false};
 
-extern "C" void HandleTerminate(int signal) {
-  // Only async-signal-safe calls: write, _exit and DescribeLongestWait.
+// Prints the termination line once per process and ends it with the status
+// of a SIGTERM. Only async-signal-safe calls: write, _exit and
+// DescribeLongestWait.
+[[noreturn]] void Terminate() {
+  g_terminating.store(true);
   const size_t length = g_term_length.load();
-  if (length > 0) {
+  if (length > 0 && !g_term_printed.exchange(true)) {
     // The line (ending in '\n'), with the longest wait under way, if any,
     // before its end (Note [Wait notes]).
     char line[sizeof(g_term_line) + kWaitNoteText + 64];
@@ -62,7 +69,56 @@ extern "C" void HandleTerminate(int signal) {
     ssize_t unused = ::write(STDERR_FILENO, line, at);
     (void)unused;
   }
-  ::_exit(128 + signal);
+  ::_exit(128 + SIGTERM);
+}
+
+extern "C" void HandleTerminate(int) { Terminate(); }
+
+// Note [Crashes while ending]
+// A rank that mpirun ends is sometimes continued from a stop (mpirun sends
+// SIGCONT, then SIGTERM) or still has its MPI progress thread running while
+// the SIGTERM is handled. That thread then finds its peers gone, and Open
+// MPI's TCP transport, on that error path, has been seen to abort with a
+// corrupted heap ("malloc_consolidate(): unaligned fastbin chunk", in the
+// link-fault matrix's "stop" run): glog's failure handler then printed a
+// stack trace beside the rank's one line. A crash signal that arrives while
+// a SIGTERM is pending or being handled therefore ends the process as the
+// SIGTERM would (the one line, status 143): the job is being ended anyway,
+// and the line says by whom. Any other crash goes to the handler that was
+// installed before (glog's), or to the default action.
+constexpr int kCrashSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+constexpr int kNumCrashSignals =
+    sizeof(kCrashSignals) / sizeof(kCrashSignals[0]);
+struct sigaction g_old_crash[kNumCrashSignals];
+std::atomic<bool> g_crash_installed{false};
+
+extern "C" void HandleCrash(int signal, siginfo_t* info, void* context) {
+  sigset_t pending;
+  if (g_terminating.load() ||
+      (sigpending(&pending) == 0 && sigismember(&pending, SIGTERM) == 1)) {
+    Terminate();
+  }
+  for (int i = 0; i < kNumCrashSignals; ++i) {
+    if (kCrashSignals[i] != signal) continue;
+    const struct sigaction& old = g_old_crash[i];
+    if ((old.sa_flags & SA_SIGINFO) != 0 && old.sa_sigaction != nullptr) {
+      old.sa_sigaction(signal, info, context);
+      return;
+    }
+    if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN &&
+        old.sa_handler != nullptr) {
+      old.sa_handler(signal);
+      return;
+    }
+  }
+  // The default action: restore it and raise the signal again on return
+  // (or now, for a signal sent by another process).
+  struct sigaction fallback;
+  std::memset(&fallback, 0, sizeof(fallback));
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(signal, &fallback, nullptr);
+  raise(signal);
 }
 
 }  // namespace
@@ -83,6 +139,19 @@ void InstallTerminationMessage(const string& who, const string& why) {
   POSEIDON_REQUIRE(sigaction(SIGTERM, &action, nullptr) == 0, Error,
                    "cannot install the SIGTERM handler: ",
                    std::strerror(errno));
+  // See Note [Crashes while ending]. Once: a second call must not save our
+  // own handler as "the one before".
+  if (g_crash_installed.exchange(true)) return;
+  struct sigaction crash;
+  std::memset(&crash, 0, sizeof(crash));
+  crash.sa_sigaction = &HandleCrash;
+  crash.sa_flags = SA_SIGINFO;
+  sigemptyset(&crash.sa_mask);
+  for (int i = 0; i < kNumCrashSignals; ++i) {
+    POSEIDON_REQUIRE(sigaction(kCrashSignals[i], &crash, &g_old_crash[i]) == 0,
+                     Error, "cannot install the handler of signal ",
+                     kCrashSignals[i], ": ", std::strerror(errno));
+  }
 }
 
 namespace {
