@@ -44,11 +44,14 @@ struct MpiOptions {
 // Note [MPI timeouts]
 // A Recv that times out is clean: it only probes (MPI_Improbe) until a match
 // arrives, so nothing is left pending and the communicator stays usable. A
-// Send or a collective that times out leaves its request with MPI, which may
-// still read or write the caller's buffer: the communicator then fails every
-// later operation with the first error, and the caller's only sensible move
-// is Abort(). Open MPI cannot name the rank missing from a collective, so
-// those messages name the collective and its sequence number instead.
+// Send, a Broadcast, or a part of an Allgather or Barrier sent but not
+// taken, that times out leaves its request with MPI, which may still read or
+// write the caller's buffer: the communicator then fails every later
+// operation with the first error, and the caller's only sensible move is
+// Abort(). Allgather and Barrier are messages between every two ranks (Note
+// [Collectives from messages] in the .cpp), so their timeouts name the ranks
+// whose part is missing; a Broadcast's names the broadcast and its sequence
+// number (MPI cannot tell which rank has not joined).
 
 // Note [Polling on a shared core]
 // MPI offers no wait that sleeps: Open MPI's blocking calls spin. A polling

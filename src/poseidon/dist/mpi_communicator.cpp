@@ -129,10 +129,15 @@ struct MpiOp {
   MPI_Request request = MPI_REQUEST_NULL;
   // An unmatched receive: probe (src, tag); exactly `bytes` go to buf.
   bool probe = false;
+  bool on_coll_comm = false;  // probe coll_comm, not comm
   int src = 0;
   int tag = 0;
   void* buf = nullptr;
   size_t bytes = 0;
+  // What a timeout of this op waits for ("rank 3's part"), when the op is
+  // one of several of a gather and the awaited peers are listed instead of
+  // Await's `waiting_for`.
+  std::string waiting_for;
   bool done = false;
   Status result;
   MpiWaiter* waiter = nullptr;
@@ -140,6 +145,9 @@ struct MpiOp {
 
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  // A duplicate of comm for the collectives built from messages (Note
+  // [Collectives from messages]): their tags never meet the callers'.
+  MPI_Comm coll_comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
   // This communicator's ranks in MPI_COMM_WORLD, and its size: every
@@ -201,8 +209,13 @@ struct MpiCommunicator::Impl {
   // Hands `ops` to the progress thread and sleeps until all complete or
   // the deadline passes; returns the first failure in `ops` order. On
   // timeout a pending request stays with MPI and the communicator becomes
-  // unusable (Note [MPI timeouts]).
+  // unusable (Note [MPI timeouts]). An empty `waiting_for` lists the
+  // pending ops' own waiting_for instead.
   Status Await(std::initializer_list<MpiOp*> list,
+               const std::string& waiting_for) {
+    return Await(std::vector<MpiOp*>(list), waiting_for);
+  }
+  Status Await(const std::vector<MpiOp*>& list,
                const std::string& waiting_for) {
     // See Note [Progress thread]: most small messages complete at once.
     MpiWaiter waiter;
@@ -227,8 +240,8 @@ struct MpiCommunicator::Impl {
     for (MpiOp* op : list) {
       if (!op->done && first_pending == nullptr) first_pending = op;
     }
-    const WaitNote wait_note(
-        StrCat(first_pending->what, ", waiting for ", waiting_for));
+    const WaitNote wait_note(StrCat(first_pending->what, ", waiting for ",
+                                    WaitingFor(list, waiting_for)));
     const auto start = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu);
     const bool was_idle = ops.empty();
@@ -251,13 +264,13 @@ struct MpiCommunicator::Impl {
     if (finished()) return first_result();
     Status s;
     bool leaves_request = false;
+    const std::string who = WaitingFor(list, waiting_for);
     for (MpiOp* op : list) {
       if (op->done) continue;
       ops.erase(std::find(ops.begin(), ops.end(), op));
       if (s.ok()) {
-        s = Fail(op->what, ": timed out after ",
-                 FormatSeconds(options.timeout), " waiting for ",
-                 waiting_for, note);
+        s = Fail(op->what, ": timed out after ", FormatSeconds(options.timeout),
+                 " waiting for ", who, note);
       }
       leaves_request = leaves_request || !op->probe;
     }
@@ -266,6 +279,30 @@ struct MpiCommunicator::Impl {
       if (broken.empty()) broken = s.message();
     }
     return s;
+  }
+
+  // `waiting_for`, or when it is empty, the waiting_for of the ops of
+  // `list` not done ("rank 1's part and rank 3's part"; at most three, then
+  // how many more). Under mu once the ops are handed over.
+  static std::string WaitingFor(const std::vector<MpiOp*>& list,
+                                const std::string& waiting_for) {
+    if (!waiting_for.empty()) return waiting_for;
+    std::vector<const std::string*> pending;
+    for (const MpiOp* op : list) {
+      if (!op->done && !op->waiting_for.empty()) {
+        pending.push_back(&op->waiting_for);
+      }
+    }
+    std::string text;
+    const size_t shown = std::min<size_t>(pending.size(), 3);
+    for (size_t i = 0; i < shown; ++i) {
+      if (i > 0) text += i + 1 == pending.size() ? " and " : ", ";
+      text += *pending[i];
+    }
+    if (pending.size() > shown) {
+      text += StrCat(" and ", pending.size() - shown, " more");
+    }
+    return text.empty() ? std::string("the other ranks") : text;
   }
 
   // One poll of `op`, by its caller before the hand-over or by the progress
@@ -277,8 +314,9 @@ struct MpiCommunicator::Impl {
       MPI_Message message;
       MPI_Status status;
       POSEIDON_MPI_CHECK(self(), op->what,
-                         MPI_Improbe(op->src, op->tag, comm, &found, &message,
-                                     &status));
+                         MPI_Improbe(op->src, op->tag,
+                                     op->on_coll_comm ? coll_comm : comm,
+                                     &found, &message, &status));
       if (!found) return Status::OK();
       int count = 0;
       POSEIDON_MPI_CHECK(self(), op->what,
@@ -346,6 +384,54 @@ struct MpiCommunicator::Impl {
     }
   }
 
+  // See Note [Collectives from messages]: every rank sends `bytes` bytes
+  // from `send` to every other rank and receives theirs into recv + r *
+  // bytes (its own part copied to recv + rank * bytes); with bytes 0 (and
+  // null buffers) a barrier.
+  Status GatherFromMessages(const std::string& what, uint64_t seq,
+                            const void* send, size_t bytes, char* recv) {
+    Status s = CheckUsable(what);
+    if (!s.ok()) return s;
+    if (bytes > 0) {
+      std::memmove(recv + static_cast<size_t>(rank) * bytes, send, bytes);
+    }
+    if (size == 1) return Status::OK();
+    const int tag =
+        static_cast<int>(seq % (static_cast<uint64_t>(kMaxTag) + 1));
+    std::vector<MpiOp> in(size - 1), out(size - 1);
+    std::vector<MpiOp*> list;
+    for (int peer = 0, k = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      MpiOp& op = in[k++];
+      op.what = what;
+      op.probe = true;
+      op.on_coll_comm = true;
+      op.src = peer;
+      op.tag = tag;
+      op.buf = bytes > 0 ? recv + static_cast<size_t>(peer) * bytes : nullptr;
+      op.bytes = bytes;
+      op.waiting_for = StrCat("rank ", Job(peer), "'s part");
+      list.push_back(&op);
+    }
+    for (int k = 1; k < size; ++k) {
+      const int peer = (rank + k) % size;
+      MpiOp& op = out[k - 1];
+      op.what = what;
+      op.waiting_for = StrCat("rank ", Job(peer), " to take this rank's part");
+      const int rc = MPI_Isend(send, static_cast<int>(bytes), MPI_BYTE, peer,
+                               tag, coll_comm, &op.request);
+      if (rc != MPI_SUCCESS) {
+        // The sends already started stay with MPI (Note [MPI timeouts]).
+        s = MpiErrorStatus(rc, self(), what, "MPI_Isend", __FILE__, __LINE__);
+        std::lock_guard<std::mutex> broken_lock(broken_mu);
+        if (broken.empty()) broken = s.message();
+        return s;
+      }
+      list.push_back(&op);
+    }
+    return Await(list, "");
+  }
+
   Status Collective(const std::string& what, MPI_Request request) {
     MpiOp op;
     op.what = what;
@@ -393,6 +479,10 @@ int MpiCommunicator::HostKey() const { return impl_->host_key; }
 void MpiCommunicator::Start() {
   int rc = MPI_SUCCESS;
   MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN);
+  rc = MPI_Comm_dup(impl_->comm, &impl_->coll_comm);
+  POSEIDON_REQUIRE(rc == MPI_SUCCESS, DistributedError,
+                   "MpiCommunicator: MPI_Comm_dup failed with code ", rc);
+  MPI_Comm_set_errhandler(impl_->coll_comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl_->comm, &impl_->rank);
   MPI_Comm_size(impl_->comm, &impl_->size);
   // The job's numbering of this communicator's ranks, for messages.
@@ -439,6 +529,9 @@ MpiCommunicator::~MpiCommunicator() {
   impl_->progress.join();
   int finalized = 0;
   MPI_Finalized(&finalized);
+  if (!finalized && impl_->coll_comm != MPI_COMM_NULL) {
+    MPI_Comm_free(&impl_->coll_comm);
+  }
   if (!finalized && impl_->comm != MPI_COMM_NULL) {
     MPI_Comm_free(&impl_->comm);
   }
@@ -534,6 +627,21 @@ Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
   return Status::OK();
 }
 
+// Note [Collectives from messages]
+// Allgather (and so AllreduceSum) and Barrier are point-to-point messages,
+// every rank to every other, on a duplicate of the communicator with the
+// collective's sequence number as tag, rather than MPI_Iallgather and
+// MPI_Ibarrier. Two reasons. A collective that times out can then name
+// the ranks whose part never came ("waiting for rank 3's part"); MPI's
+// request only says that the collective has not finished, which in a job
+// of more than two ranks named nobody ("waiting for every rank to join"),
+// as the signal agreement's allgather did after a link flap. And a receive
+// that has not matched is withdrawn on timeout (Note [Progress thread]),
+// so MPI does not write into a gather buffer the caller freed after the
+// error. The bytes each rank sends and receives are those of MPI's own
+// allgather ((n - 1) parts each way); the messages go out at once instead
+// of in log(n) or n - 1 rounds, which at the sizes here (n up to a few
+// dozen hosts, parts of at most a few MB) costs no more.
 Status MpiCommunicator::Allgather(const void* send, size_t bytes, void* recv) {
   const uint64_t seq = ++impl_->collective_seq;
   const std::string what =
@@ -542,24 +650,14 @@ Status MpiCommunicator::Allgather(const void* send, size_t bytes, void* recv) {
     return impl_->Fail(what, ": more than ", kMaxMessageBytes,
                        " bytes per rank; split it");
   }
-  Status s = impl_->CheckUsable(what);
-  if (!s.ok()) return s;
-  MPI_Request request;
-  POSEIDON_MPI_CHECK(
-      impl_->self(), what,
-      MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
-                     static_cast<int>(bytes), MPI_BYTE, impl_->comm, &request));
-  return impl_->Collective(what, request);
+  return impl_->GatherFromMessages(what, seq, send, bytes,
+                                   static_cast<char*>(recv));
 }
 
 Status MpiCommunicator::Barrier() {
   const uint64_t seq = ++impl_->collective_seq;
-  const std::string what = StrCat("Barrier #", seq);
-  Status s = impl_->CheckUsable(what);
-  if (!s.ok()) return s;
-  MPI_Request request;
-  POSEIDON_MPI_CHECK(impl_->self(), what, MPI_Ibarrier(impl_->comm, &request));
-  return impl_->Collective(what, request);
+  return impl_->GatherFromMessages(StrCat("Barrier #", seq), seq, nullptr, 0,
+                                   nullptr);
 }
 
 bool MpiCommunicator::OnOneHost() const { return impl_->one_host; }

@@ -396,8 +396,8 @@ std::string SplitNamesJobRanks(Communicator* c) {
   return e.empty() ? result : e;
 }
 
-// A collective that times out names the rank missing when it can: with two
-// ranks, the other one (MPI does not tell which rank has not joined).
+// A collective that times out names the rank whose part never came (Note
+// [Collectives from messages]), however many ranks there are.
 std::string CollectiveTimeout(Communicator* main_comm) {
   MpiOptions options;
   options.timeout = std::chrono::milliseconds(200);
@@ -407,9 +407,7 @@ std::string CollectiveTimeout(Communicator* main_comm) {
   if (c.rank() != 0) {  // rank 0 joins only after the others gave up
     Status s = c.Barrier();
     const std::string want =
-        n == 2 ? "Barrier #1: timed out after 0.2 s waiting for rank 0 to join"
-               : "waiting for every rank to join (MPI does not tell which one "
-                 "is missing)";
+        "Barrier #1: timed out after 0.2 s waiting for rank 0's part";
     if (s.ok()) {
       result = "a Barrier without rank 0 succeeded";
     } else if (!Contains(s.message(), want)) {
@@ -418,9 +416,48 @@ std::string CollectiveTimeout(Communicator* main_comm) {
   }
   std::string e = Expect(main_comm->Barrier(), "barrier");
   if (!e.empty()) return e;
-  // Completes the others' pending barrier (their communicator is unusable
-  // after the timeout, by design).
+  // Rank 0's late barrier finds the others' parts (their receives were
+  // withdrawn on timeout, their sends were eager).
   if (c.rank() == 0) e = Expect(c.Barrier(), "late barrier of rank 0");
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
+// An Allgather that times out names every rank whose part is missing, and
+// only those (here the last two ranks, or the last of two).
+std::string AllgatherTimeoutNamesTheMissing(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  const int n = c.size();
+  const int first_missing = n == 2 ? 1 : n - 2;
+  std::string result;
+  int mine = c.rank();
+  std::vector<int> all(n, -1);
+  if (c.rank() < first_missing) {
+    Status s = c.Allgather(&mine, sizeof(mine), all.data());
+    const std::string want =
+        n == 2 ? "Allgather #1 of 4 bytes per rank: timed out after 0.2 s "
+                 "waiting for rank 1's part"
+               : StrCat("Allgather #1 of 4 bytes per rank: timed out after "
+                        "0.2 s waiting for rank ", n - 2, "'s part and rank ",
+                        n - 1, "'s part");
+    if (s.ok()) {
+      result = "an Allgather without the last ranks succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message(), " (want: ", want, ")");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // The late ranks find every part: the others sent theirs before giving up.
+  if (c.rank() >= first_missing) {
+    e = Expect(c.Allgather(&mine, sizeof(mine), all.data()),
+               "late Allgather");
+    for (int r = 0; r < n && e.empty(); ++r) {
+      if (all[r] != r) e = StrCat("late Allgather: part ", r, " is ", all[r]);
+    }
+  }
   std::string f = Expect(main_comm->Barrier(), "barrier after");
   return !result.empty() ? result : !e.empty() ? e : f;
 }
@@ -440,6 +477,7 @@ int Run() {
       {"BadArguments", BadArguments},
       {"BroadcastAllRoots", BroadcastAllRoots},
       {"AllgatherInts", AllgatherInts},
+      {"AllgatherTimeoutNamesTheMissing", AllgatherTimeoutNamesTheMissing},
       {"Barriers", Barriers},
       {"DeterministicAllreduceFloat", DeterministicAllreduce<float>},
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
