@@ -1,0 +1,124 @@
+// WinogradConv3x3: a 3x3 convolution with unit stride and dilation computed
+// by Winograd's minimal filtering algorithm F(4x4, 3x3) (Lavin and Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2015): 36 instead of
+// 144 multiplications per 4x4 output tile and channel, the channel sums
+// done as 36 GEMMs (cpu_gemm). A CPU kernel module for the convolution
+// layer; im2col + GEMM stays the reference.
+//
+// What it computes, for one group of a convolution and each image n:
+//   top[n][o][y][x] = sum over c, i, j of
+//       W[o][c][i][j] * bottom[n][c][y - pad_h + i][x - pad_w + j]
+// (zero outside the image), 0 <= i, j < 3, for y < output_h() = height +
+// 2 pad_h - 2, x < output_w() = width + 2 pad_w - 2. W is (outputs,
+// channels, 3, 3) as in Caffe's convolution layer; bottom is (images,
+// channels, height, width), top (images, outputs, output_h, output_w),
+// both contiguous.
+//
+// Use: TransformWeights once per weight update into a buffer of
+// weights_size() elements, then Forward on any number of images with a
+// caller-owned scratch buffer of scratch_size(images) elements. In float
+// the results differ from direct summation by more than the usual
+// rounding (see Note [Winograd] in the .cpp for the size). It pays for
+// layers with many channels, and loses badly with few (the first layer's
+// 3): measurements in the Note.
+//
+// The input gradient. For a stride-1 3x3 convolution with pad p <= 2,
+//   bottom_diff = the 3x3 convolution of top_diff with pad 2 - p,
+//                 the kernel rotated by 180 degrees and channels and
+//                 outputs swapped,
+// so it is a Forward of another WinogradConv3x3 with geometry {channels =
+// outputs, height = output_h, width = output_w, outputs = channels, pad =
+// 2 - pad}, whose weights come from TransformWeights(W, /*flip_and_swap=*/
+// true, ...). (For pad > 2 the gradient would need a negative pad, a
+// crop; this class does not do it.)
+//
+// Thread safety: the object is immutable after construction; its const
+// methods may run concurrently (each with its own scratch and output).
+// Each call runs on the calling thread only: callers parallelise by
+// splitting the batch.
+#ifndef POSEIDON_UTIL_WINOGRAD_HPP_
+#define POSEIDON_UTIL_WINOGRAD_HPP_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poseidon {
+
+template <typename Dtype>
+class WinogradConv3x3 {
+ public:
+  struct Geometry {
+    int channels = 0, height = 0, width = 0;
+    int outputs = 0;
+    int pad_h = 0, pad_w = 0;
+    // Tiles transformed and multiplied at a time (see Note [Winograd]);
+    // 0 chooses from the cache budget and the channel counts. Tests set it
+    // small to make tile blocks cross image boundaries.
+    int tile_block = 0;
+  };
+
+  // CHECK-fails unless channels, outputs, height, width >= 1, pads >= 0,
+  // the output is non-empty and tile_block >= 0: the layer validates
+  // user shapes before it builds one.
+  explicit WinogradConv3x3(const Geometry& g);
+
+  const Geometry& geometry() const { return g_; }
+  int output_h() const { return output_h_; }
+  int output_w() const { return output_w_; }
+  // 4x4 output tiles per image (edge tiles partial), and per block.
+  int tiles_per_image() const { return tiles_h_ * tiles_w_; }
+  int tile_block() const { return tile_block_; }
+
+  // Transformed weights U = G g G^T: 36 row-major (outputs x channels)
+  // matrices, one per transform position pos = 6 row + column,
+  //   U[(pos * outputs + o) * channels + c],
+  // 36 outputs channels elements in all. `weights` is W as in the class
+  // comment; with flip_and_swap it is (channels, outputs, 3, 3) in this
+  // object's terms, and each 3x3 kernel is used rotated by 180 degrees (the
+  // input-gradient form, see the class comment). Computed in double.
+  size_t weights_size() const;
+  void TransformWeights(const Dtype* weights, bool flip_and_swap,
+                        Dtype* U) const;
+  // The same for outputs [output_begin, output_end) only (their rows of
+  // every U matrix): threads may transform disjoint ranges at once.
+  void TransformWeights(const Dtype* weights, bool flip_and_swap, Dtype* U,
+                        int output_begin, int output_end) const;
+
+  // Elements of scratch Forward needs for `images` images: the transformed
+  // input and the products of one tile block, 36 (channels + outputs)
+  // min(tile_block(), images tiles_per_image()) elements. Bounded in
+  // `images`.
+  size_t scratch_size(int images) const;
+
+  // top = the convolution of `images` consecutive images of bottom with
+  // the weights U (from TransformWeights), overwriting top, or adding to
+  // it if `accumulate`. scratch holds scratch_size(images) elements, and
+  // must not overlap bottom, top or U.
+  void Forward(int images, const Dtype* U, const Dtype* bottom, Dtype* top,
+               Dtype* scratch, bool accumulate = false) const;
+  // The same with image n at bottom + n bottom_step and top + n top_step
+  // (each image's channels and outputs still contiguous): one group of a
+  // grouped convolution, whose images are further apart.
+  void Forward(int images, const Dtype* U, const Dtype* bottom,
+               ptrdiff_t bottom_step, Dtype* top, ptrdiff_t top_step,
+               Dtype* scratch, bool accumulate = false) const;
+
+ private:
+  // Gathers and transforms tiles [first, first + count) of the images at
+  // bottom into V (36 channels x count matrices).
+  void TransformInput(int64_t first, int count, const Dtype* bottom,
+                      ptrdiff_t bottom_step, Dtype* V) const;
+  // Transforms the products M (36 outputs x count matrices) of tiles
+  // [first, first + count) back and writes (or adds) their valid part.
+  void TransformOutput(int64_t first, int count, const Dtype* M, Dtype* top,
+                       ptrdiff_t top_step, bool accumulate) const;
+
+  Geometry g_;
+  int output_h_ = 0, output_w_ = 0;
+  int tiles_h_ = 0, tiles_w_ = 0;
+  int tile_block_ = 0;
+};
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_UTIL_WINOGRAD_HPP_

@@ -1,0 +1,444 @@
+// WinogradConv3x3 against naive convolution loops accumulated in double:
+// forward on awkward shapes (pads 0-2, sizes that are not multiples of 4,
+// tile blocks that cross images), the input gradient through flipped
+// weights, and results that do not depend on how a batch is split into
+// calls. Errors are measured against a magnitude bound of each output's
+// neighbourhood (MagnitudeBound; see Note [Winograd] in winograd.cpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "poseidon/util/winograd.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+struct Shape {
+  int channels, height, width, outputs, pad_h, pad_w;
+  int tile_block = 0;
+};
+
+std::string Describe(const Shape& s, int images) {
+  std::ostringstream out;
+  out << images << " image(s) of " << s.channels << " x " << s.height << " x "
+      << s.width << ", " << s.outputs << " outputs, pad " << s.pad_h << ","
+      << s.pad_w << ", tile block " << s.tile_block;
+  return out.str();
+}
+
+template <typename Dtype>
+typename WinogradConv3x3<Dtype>::Geometry ToGeometry(const Shape& s) {
+  typename WinogradConv3x3<Dtype>::Geometry g;
+  g.channels = s.channels;
+  g.height = s.height;
+  g.width = s.width;
+  g.outputs = s.outputs;
+  g.pad_h = s.pad_h;
+  g.pad_w = s.pad_w;
+  g.tile_block = s.tile_block;
+  return g;
+}
+
+template <typename Dtype>
+std::vector<Dtype> Random(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<Dtype> v(n);
+  for (Dtype& x : v) x = static_cast<Dtype>(dist(gen));
+  return v;
+}
+
+int OutputH(const Shape& s) { return s.height + 2 * s.pad_h - 2; }
+int OutputW(const Shape& s) { return s.width + 2 * s.pad_w - 2; }
+
+// top = the convolution of x with w (outputs, channels, 3, 3), in double.
+template <typename Dtype>
+std::vector<double> NaiveForward(const Shape& s, int images,
+                                 const std::vector<Dtype>& w,
+                                 const std::vector<Dtype>& x) {
+  const int C = s.channels, H = s.height, W = s.width, O = s.outputs;
+  const int OH = OutputH(s), OW = OutputW(s);
+  std::vector<double> top(static_cast<size_t>(images) * O * OH * OW, 0.0);
+  for (int n = 0; n < images; ++n) {
+    for (int o = 0; o < O; ++o) {
+      for (int y = 0; y < OH; ++y) {
+        for (int v = 0; v < OW; ++v) {
+          double sum = 0;
+          for (int c = 0; c < C; ++c) {
+            for (int i = 0; i < 3; ++i) {
+              for (int j = 0; j < 3; ++j) {
+                const int h = y - s.pad_h + i, u = v - s.pad_w + j;
+                if (h < 0 || h >= H || u < 0 || u >= W) continue;
+                sum += static_cast<double>(w[((o * C + c) * 3 + i) * 3 + j]) *
+                       x[((n * C + c) * H + h) * W + u];
+              }
+            }
+          }
+          top[((static_cast<size_t>(n) * O + o) * OH + y) * OW + v] = sum;
+        }
+      }
+    }
+  }
+  return top;
+}
+
+// The gradient with respect to the input of the convolution of
+// NaiveForward, given top_diff: each top element spreads over its
+// receptive field (written from the definition, not as a convolution).
+template <typename Dtype>
+std::vector<double> NaiveInputGradient(const Shape& s, int images,
+                                       const std::vector<Dtype>& w,
+                                       const std::vector<Dtype>& top_diff) {
+  const int C = s.channels, H = s.height, W = s.width, O = s.outputs;
+  const int OH = OutputH(s), OW = OutputW(s);
+  std::vector<double> bottom_diff(static_cast<size_t>(images) * C * H * W, 0.0);
+  for (int n = 0; n < images; ++n) {
+    for (int o = 0; o < O; ++o) {
+      for (int y = 0; y < OH; ++y) {
+        for (int v = 0; v < OW; ++v) {
+          const double d = top_diff[((n * O + o) * OH + y) * OW + v];
+          for (int c = 0; c < C; ++c) {
+            for (int i = 0; i < 3; ++i) {
+              for (int j = 0; j < 3; ++j) {
+                const int h = y - s.pad_h + i, u = v - s.pad_w + j;
+                if (h < 0 || h >= H || u < 0 || u >= W) continue;
+                bottom_diff[((static_cast<size_t>(n) * C + c) * H + h) * W +
+                            u] += w[((o * C + c) * 3 + i) * 3 + j] * d;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return bottom_diff;
+}
+
+// The size an output's rounding error is measured against. Winograd's
+// error at an output comes from the whole 6x6 input window of its tile,
+// not only from its 3x3 receptive field (a corner output of a padded
+// image sees one pixel, its tile 16 or more), so a bound from the
+// receptive field alone, sum |W| |x|, would make the allowed error depend
+// on how small a few pixels happen to be. Instead, for output (n, o, y, v)
+// of a convolution of x (images x in x H x W) giving out x OH x OW:
+//   sum over k of |kernel(o, k)|_1 max |x[n][k][h][u]|,
+// the maximum over the 9x9 square from (y + first_h, v + first_w): the
+// receptive field and 3 more on each side, which holds the window of any
+// tiling into 4x4. l1 is (out x in): |kernel(o, k)|_1.
+template <typename Dtype>
+std::vector<double> MagnitudeBound(int images, int in, int H, int W, int out,
+                                   int OH, int OW, int first_h, int first_w,
+                                   const std::vector<double>& l1,
+                                   const std::vector<Dtype>& x) {
+  std::vector<double> square_max(static_cast<size_t>(images) * in * OH * OW);
+  for (int nk = 0; nk < images * in; ++nk) {
+    const Dtype* plane = x.data() + static_cast<size_t>(nk) * H * W;
+    for (int y = 0; y < OH; ++y) {
+      for (int v = 0; v < OW; ++v) {
+        double m = 0;
+        for (int h = std::max(0, y + first_h); h < std::min(H, y + first_h + 9);
+             ++h) {
+          for (int u = std::max(0, v + first_w);
+               u < std::min(W, v + first_w + 9); ++u) {
+            m = std::max(m, std::fabs(static_cast<double>(plane[h * W + u])));
+          }
+        }
+        square_max[(static_cast<size_t>(nk) * OH + y) * OW + v] = m;
+      }
+    }
+  }
+  const size_t plane = static_cast<size_t>(OH) * OW;
+  std::vector<double> bound(static_cast<size_t>(images) * out * plane, 0.0);
+  for (int n = 0; n < images; ++n) {
+    for (int o = 0; o < out; ++o) {
+      double* b = bound.data() + (static_cast<size_t>(n) * out + o) * plane;
+      for (int k = 0; k < in; ++k) {
+        const double* m =
+            square_max.data() + (static_cast<size_t>(n) * in + k) * plane;
+        for (size_t p = 0; p < plane; ++p) b[p] += l1[o * in + k] * m[p];
+      }
+    }
+  }
+  return bound;
+}
+
+// |W[o][c]|_1 as (outputs x channels), or transposed.
+template <typename Dtype>
+std::vector<double> KernelNorms(const Shape& s, const std::vector<Dtype>& w,
+                                bool transpose) {
+  std::vector<double> l1(static_cast<size_t>(s.outputs) * s.channels, 0.0);
+  for (int o = 0; o < s.outputs; ++o) {
+    for (int c = 0; c < s.channels; ++c) {
+      double sum = 0;
+      for (int t = 0; t < 9; ++t) {
+        sum += std::fabs(static_cast<double>(w[(o * s.channels + c) * 9 + t]));
+      }
+      l1[transpose ? c * s.outputs + o : o * s.channels + c] = sum;
+    }
+  }
+  return l1;
+}
+
+// Allowed |got - want| per unit of MagnitudeBound: measured up to about 13
+// epsilon in float and in double (see Note [Winograd] in winograd.cpp).
+// A transform entry off by 1e-4 of itself fails this in float.
+template <typename Dtype>
+double Tolerance() {
+  return 100 * std::numeric_limits<Dtype>::epsilon();
+}
+
+// Asserts |got[i] - want[i]| <= tol bound[i] for each element, naming
+// `what` and the first that differs (and stopping there); returns the
+// largest |got - want| / bound seen.
+template <typename Dtype>
+double ExpectWithinBound(const std::vector<double>& want,
+                         const std::vector<double>& bound, const Dtype* got,
+                         double tol, const std::string& what) {
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    EXPECT_LE(err, tol * bound[i])
+        << what << ": element " << i << " of " << want.size() << " is "
+        << got[i] << ", want " << want[i] << " (magnitude " << bound[i] << ")";
+    if (!(err <= tol * bound[i])) return err / bound[i];  // NaN too
+    if (bound[i] > 0) worst = std::max(worst, err / bound[i]);
+  }
+  return worst;
+}
+
+template <typename Dtype>
+class WinogradConv3x3Test : public ::testing::Test {
+ protected:
+  // Runs Forward on `images` images of shape s, `split` images per call
+  // (all of them if 0), against NaiveForward; returns top.
+  std::vector<Dtype> CheckForward(const Shape& s, int images, int split = 0) {
+    SCOPED_TRACE(Describe(s, images));
+    const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(s));
+    const size_t in_size = static_cast<size_t>(s.channels) * s.height * s.width;
+    const size_t out_size =
+        static_cast<size_t>(s.outputs) * conv.output_h() * conv.output_w();
+    const std::vector<Dtype> w =
+        Random<Dtype>(static_cast<size_t>(s.outputs) * s.channels * 9, 1);
+    const std::vector<Dtype> x = Random<Dtype>(in_size * images, 2);
+    std::vector<Dtype> U(conv.weights_size());
+    conv.TransformWeights(w.data(), false, U.data());
+    if (split == 0) split = images;
+    std::vector<Dtype> scratch(conv.scratch_size(split));
+    // NaN where nothing is written: a missed output shows.
+    std::vector<Dtype> top(out_size * images, std::nan(""));
+    for (int n = 0; n < images; n += split) {
+      conv.Forward(std::min(split, images - n), U.data(),
+                   x.data() + n * in_size, top.data() + n * out_size,
+                   scratch.data());
+    }
+    const std::vector<double> want = NaiveForward(s, images, w, x);
+    const std::vector<double> bound =
+        MagnitudeBound(images, s.channels, s.height, s.width, s.outputs,
+                       conv.output_h(), conv.output_w(), -s.pad_h - 3,
+                       -s.pad_w - 3, KernelNorms(s, w, false), x);
+    Record(ExpectWithinBound(want, bound, top.data(), Tolerance<Dtype>(),
+                             "forward"));
+    return top;
+  }
+
+  void Record(double error) { max_error_ = std::max(max_error_, error); }
+
+  void TearDown() override {
+    std::ostringstream out;
+    out << max_error_;
+    RecordProperty("max_scaled_error", out.str());
+  }
+
+  double max_error_ = 0;
+};
+
+TYPED_TEST_SUITE(WinogradConv3x3Test, test::TestDtypes);
+
+TYPED_TEST(WinogradConv3x3Test, WinogradSizes) {
+  using Conv = WinogradConv3x3<TypeParam>;
+  const Conv conv(ToGeometry<TypeParam>({3, 13, 9, 5, 1, 0}));
+  EXPECT_EQ(conv.output_h(), 13);
+  EXPECT_EQ(conv.output_w(), 7);
+  EXPECT_EQ(conv.tiles_per_image(), 4 * 2);
+  EXPECT_EQ(conv.weights_size(), 36u * 5 * 3);
+  EXPECT_EQ(conv.tile_block() % 16, 0);
+  EXPECT_GE(conv.tile_block(), 64);
+  EXPECT_LE(conv.tile_block(), 256);
+  // One image's tiles, then one block's worth whatever the batch.
+  EXPECT_EQ(conv.scratch_size(1), 36u * (3 + 5) * 8);
+  EXPECT_EQ(conv.scratch_size(100000), 36u * (3 + 5) * conv.tile_block());
+  const Conv small(ToGeometry<TypeParam>({1, 1, 1, 1, 2, 2, 5}));
+  EXPECT_EQ(small.output_h(), 3);
+  EXPECT_EQ(small.tile_block(), 5);
+  // Wide layers get narrower blocks, never under 64 tiles.
+  const Conv wide(ToGeometry<TypeParam>({512, 14, 14, 512, 1, 1}));
+  EXPECT_EQ(wide.tile_block(), 64);
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradForwardMatchesNaiveConvolution) {
+  const Shape shapes[] = {
+      {1, 1, 1, 1, 1, 1},    {1, 1, 1, 3, 2, 2},     {3, 2, 3, 2, 1, 1},
+      {3, 3, 3, 17, 0, 0},   {17, 5, 7, 3, 0, 1},    {3, 5, 7, 17, 2, 0},
+      {17, 13, 9, 17, 1, 1}, {64, 14, 14, 3, 1, 1},  {3, 14, 14, 64, 0, 0},
+      {1, 17, 17, 1, 2, 2},  {64, 17, 17, 64, 1, 1}, {5, 6, 6, 4, 0, 0}};
+  for (const Shape& s : shapes) {
+    for (int images : {1, 3}) {
+      this->CheckForward(s, images);
+      if (this->HasFailure()) return;
+    }
+  }
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradForwardAcrossTileBlocks) {
+  // 12 tiles per image: blocks of 1, 5, 7, 16 and 17 tiles end inside
+  // images and span image boundaries; 100 holds the whole batch.
+  for (int block : {1, 5, 7, 16, 17, 100}) {
+    this->CheckForward({3, 13, 9, 5, 1, 1, block}, 3);
+    if (this->HasFailure()) return;
+  }
+  // The automatic block on a wider layer: 49 tiles per image, 147 in all,
+  // more than one block (112 tiles in float, 64 in double).
+  const Shape s = {64, 26, 26, 64, 1, 1};
+  const WinogradConv3x3<TypeParam> conv(ToGeometry<TypeParam>(s));
+  ASSERT_GT(3 * conv.tiles_per_image(), conv.tile_block());
+  this->CheckForward(s, 3);
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradInputGradientThroughFlippedWeights) {
+  using Dtype = TypeParam;
+  const Shape shapes[] = {{3, 5, 7, 4, 0, 0},  {17, 13, 9, 3, 1, 1},
+                          {2, 3, 3, 17, 2, 2}, {5, 14, 14, 6, 1, 2},
+                          {4, 6, 11, 5, 2, 0}, {1, 3, 4, 1, 0, 1}};
+  for (const Shape& s : shapes) {
+    const int images = 2;
+    SCOPED_TRACE(Describe(s, images));
+    const int OH = OutputH(s), OW = OutputW(s);
+    // The input gradient as a forward convolution of the top diff: pad
+    // 2 - pad, channels and outputs swapped, weights flipped.
+    const Shape back = {s.outputs,  OH,          OW,
+                        s.channels, 2 - s.pad_h, 2 - s.pad_w};
+    const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(back));
+    ASSERT_EQ(conv.output_h(), s.height);
+    ASSERT_EQ(conv.output_w(), s.width);
+    const size_t top_size = static_cast<size_t>(s.outputs) * OH * OW;
+    const size_t bottom_size =
+        static_cast<size_t>(s.channels) * s.height * s.width;
+    const std::vector<Dtype> w =
+        Random<Dtype>(static_cast<size_t>(s.outputs) * s.channels * 9, 3);
+    const std::vector<Dtype> dy = Random<Dtype>(top_size * images, 4);
+    std::vector<Dtype> U(conv.weights_size());
+    conv.TransformWeights(w.data(), true, U.data());
+    std::vector<Dtype> scratch(conv.scratch_size(images));
+    std::vector<Dtype> dx(bottom_size * images, std::nan(""));
+    conv.Forward(images, U.data(), dy.data(), dx.data(), scratch.data());
+    const std::vector<double> want = NaiveInputGradient(s, images, w, dy);
+    // dx[h][u] reads dy rows h + pad_h - 2 to h + pad_h.
+    const std::vector<double> bound =
+        MagnitudeBound(images, s.outputs, OH, OW, s.channels, s.height, s.width,
+                       s.pad_h - 5, s.pad_w - 5, KernelNorms(s, w, true), dy);
+    this->Record(ExpectWithinBound(want, bound, dx.data(), Tolerance<Dtype>(),
+                                   "input gradient"));
+    if (this->HasFailure()) return;
+  }
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradResultsIndependentOfImagesPerCall) {
+  // As the layer splits a batch over threads: 5 images in one call, one
+  // per call, and 2 per call (the last call 1), with blocks that cross
+  // images (7 tiles of 12 per image) and the automatic block.
+  for (int block : {7, 0}) {
+    const Shape s = {5, 13, 9, 6, 1, 1, block};
+    const std::vector<TypeParam> whole = this->CheckForward(s, 5);
+    for (int split : {1, 2}) {
+      const std::vector<TypeParam> parts = this->CheckForward(s, 5, split);
+      // Per tile the same transforms and GEMM columns, but a GEMM backend
+      // may sum a narrower product in another order: allow a few
+      // roundings of the largest output.
+      double largest = 0;
+      for (TypeParam v : whole) largest = std::max(largest, std::fabs(1.0 * v));
+      const double eps = std::numeric_limits<TypeParam>::epsilon();
+      for (size_t i = 0; i < whole.size(); ++i) {
+        ASSERT_NEAR(whole[i], parts[i], 64 * eps * largest)
+            << "element " << i << " with " << split << " image(s) per call";
+      }
+    }
+  }
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradForwardStridedImages) {
+  // Two groups of a grouped convolution: each group's images are whole
+  // images apart, its channels and outputs a slice of each.
+  using Dtype = TypeParam;
+  const Shape s = {3, 9, 6, 4, 1, 0, 7};
+  const int images = 3, groups = 2;
+  const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(s));
+  const size_t in_size = static_cast<size_t>(s.channels) * s.height * s.width;
+  const size_t out_size =
+      static_cast<size_t>(s.outputs) * conv.output_h() * conv.output_w();
+  const std::vector<Dtype> x = Random<Dtype>(groups * in_size * images, 8);
+  std::vector<Dtype> top(groups * out_size * images, std::nan(""));
+  std::vector<Dtype> U(conv.weights_size()), scratch(conv.scratch_size(images));
+  std::vector<std::vector<Dtype>> w;
+  for (int g = 0; g < groups; ++g) {
+    w.push_back(
+        Random<Dtype>(static_cast<size_t>(s.outputs) * s.channels * 9, 9 + g));
+    conv.TransformWeights(w[g].data(), false, U.data());
+    conv.Forward(images, U.data(), x.data() + g * in_size, groups * in_size,
+                 top.data() + g * out_size, groups * out_size, scratch.data());
+  }
+  for (int g = 0; g < groups; ++g) {
+    std::vector<Dtype> x_g, top_g;
+    for (int n = 0; n < images; ++n) {
+      const auto x_n = x.begin() + (n * groups + g) * in_size;
+      x_g.insert(x_g.end(), x_n, x_n + in_size);
+      const auto top_n = top.begin() + (n * groups + g) * out_size;
+      top_g.insert(top_g.end(), top_n, top_n + out_size);
+    }
+    const std::vector<double> want = NaiveForward(s, images, w[g], x_g);
+    const std::vector<double> bound =
+        MagnitudeBound(images, s.channels, s.height, s.width, s.outputs,
+                       conv.output_h(), conv.output_w(), -s.pad_h - 3,
+                       -s.pad_w - 3, KernelNorms(s, w[g], false), x_g);
+    this->Record(ExpectWithinBound(want, bound, top_g.data(),
+                                   Tolerance<Dtype>(),
+                                   "group " + std::to_string(g)));
+  }
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradForwardAccumulates) {
+  using Dtype = TypeParam;
+  const Shape s = {4, 7, 10, 3, 1, 0, 5};
+  const int images = 2;
+  const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(s));
+  const size_t out_size = static_cast<size_t>(images) * s.outputs *
+                          conv.output_h() * conv.output_w();
+  const std::vector<Dtype> w =
+      Random<Dtype>(static_cast<size_t>(s.outputs) * s.channels * 9, 5);
+  const std::vector<Dtype> x = Random<Dtype>(
+      static_cast<size_t>(images) * s.channels * s.height * s.width, 6);
+  const std::vector<Dtype> start = Random<Dtype>(out_size, 7);
+  std::vector<Dtype> U(conv.weights_size()), scratch(conv.scratch_size(images));
+  conv.TransformWeights(w.data(), false, U.data());
+  std::vector<Dtype> top = start;
+  conv.Forward(images, U.data(), x.data(), top.data(), scratch.data(), true);
+  std::vector<double> want = NaiveForward(s, images, w, x);
+  std::vector<double> bound = MagnitudeBound(
+      images, s.channels, s.height, s.width, s.outputs, conv.output_h(),
+      conv.output_w(), -s.pad_h - 3, -s.pad_w - 3, KernelNorms(s, w, false), x);
+  for (size_t i = 0; i < out_size; ++i) {
+    want[i] += start[i];
+    bound[i] += std::fabs(start[i]);
+  }
+  this->Record(ExpectWithinBound(want, bound, top.data(), Tolerance<Dtype>(),
+                                 "accumulated forward"));
+}
+
+}  // namespace
+}  // namespace poseidon
