@@ -64,6 +64,7 @@
 
 #include "poseidon/layer.hpp"
 #include "poseidon/util/direct_conv.hpp"
+#include "poseidon/util/winograd.hpp"
 
 namespace poseidon {
 
@@ -125,6 +126,9 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   bool direct() const { return direct_; }
   // With direct(): whether the input gradient runs direct too (else im2col).
   bool direct_input_grad() const { return direct_input_grad_; }
+  // Whether the forward pass and input gradient run Winograd's F(4x4, 3x3)
+  // (Note [Winograd path] in base_conv_layer_winograd.cpp).
+  bool winograd() const { return winograd_; }
   bool batched() const { return batched_; }
   int images_per_chunk() const { return images_per_chunk_; }
   // The GPU engine the layer's parameters and geometry give (set at
@@ -265,6 +269,18 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void BackwardDirect(const float* input, const float* output_diff,
                       const float* weights, float* weight_diff,
                       float* input_diff);
+  // The Winograd path (float only; base_conv_layer_winograd.cpp):
+  // ChooseWinograd sets winograd_ and the two plans; RunWinograd runs one
+  // of them over the batch (the weights transformed, flipped and swapped
+  // for the input gradient), each image input_dim and output_dim apart.
+  void ChooseWinograd();
+  void RunWinograd(const WinogradConv3x3<float>& conv, bool flip_and_swap,
+                   const float* weights, const float* input, size_t input_dim,
+                   float* output, size_t output_dim);
+  void ForwardWinograd(const float* input, const float* weights,
+                       float* output);
+  void BackwardDataWinograd(const float* output_diff, const float* weights,
+                            float* input_diff);
 
   // Conv-space geometry (equal to the layer's for Convolution).
   int conv_in_channels_ = 0;
@@ -293,6 +309,11 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   std::unique_ptr<DirectConv> direct_backward_;
   std::vector<float> direct_packed_;
   std::vector<float> direct_accumulators_;
+  // Winograd path: the plans of one group's forward pass and input
+  // gradient; their buffers are the calling thread's scratch.
+  bool winograd_ = false;
+  std::unique_ptr<WinogradConv3x3<float>> winograd_forward_;
+  std::unique_ptr<WinogradConv3x3<float>> winograd_backward_;
 
   // GPU pass: the engine (see the file comment), the portable path's
   // images per chunk, its host scratch (kPortable on the CPU), and the bias

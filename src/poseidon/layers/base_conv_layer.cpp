@@ -261,6 +261,7 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
   ChooseDirect();
+  ChooseWinograd();
   const bool can_batch = num_spatial_axes_ == 2 && !force_nd_im2col_;
   const int col_rows = col_shape_[0];
   const int S = std::max(conv_out_spatial_dim_, 1);
@@ -342,6 +343,11 @@ void BaseConvolutionLayer<Dtype>::CpuConvForward(const Dtype* input,
       ForwardDirect(input, weights, output);
       return;
     }
+    // See Note [Winograd path] in base_conv_layer_winograd.cpp.
+    if (winograd_) {
+      ForwardWinograd(input, weights, output);
+      return;
+    }
   }
   if (batched_) {
     ForwardBatched(input, weights, output);
@@ -367,6 +373,12 @@ void BaseConvolutionLayer<Dtype>::CpuConvBackward(const Dtype* input,
       }
       if (direct_input_grad_ || input_diff == nullptr) return;
       weight_diff = nullptr;  // done; the im2col path adds the input gradient
+    }
+    // See Note [Winograd path]: the weight gradient stays with im2col.
+    if (winograd_ && input_diff != nullptr) {
+      BackwardDataWinograd(output_diff, weights, input_diff);
+      if (weight_diff == nullptr) return;
+      input_diff = nullptr;
     }
   }
   if (batched_) {

@@ -1,0 +1,168 @@
+// BaseConvolutionLayer's Winograd path: choosing it, and the forward pass
+// and input gradient with WinogradConv3x3 (util/winograd.hpp).
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+
+#include "poseidon/layers/base_conv_layer.hpp"
+#include "poseidon/util/parallel.hpp"
+#include "poseidon/util/thread_scratch.hpp"
+
+namespace poseidon {
+
+// Note [Winograd path]
+// For float 2-D 3x3 convolutions with unit stride and dilation and pad at
+// most 2, with at least kWinogradMinChannels input channels and outputs
+// per group and more outputs than the direct path takes (Note [Direct
+// path]), on a CPU where the AVX-512 kernels run (they also do its GEMMs;
+// POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
+// forward pass and the input gradient by Winograd's F(4x4, 3x3): 36 GEMMs
+// of a quarter of the multiplications per tile block (Note [Winograd] in
+// util/winograd.cpp). The input gradient of such a convolution is the
+// convolution of the top diff with the kernel rotated, channels and outputs
+// swapped, pad 2 - pad. The weight gradient stays with im2col + GEMM
+// (batched_ or per image). These are the 3x3 layers of VGG-16 from conv3
+// on and of ResNet-50's res4 and res5, where im2col + GEMM ran; on the
+// standalone kernel (one thread) Winograd was 1.7x faster than im2col +
+// GEMM at 256 channels on 14 x 14, 2.5x at 512 on 7 x 7, but 5x slower
+// with 3 input channels (36 GEMMs with K = 3), hence the channel floor.
+// Per call the weights are transformed once per group (4 times their size,
+// in this thread's scratch with the workers' tile buffers, so the net
+// keeps one such buffer, not one per layer), then images run on
+// ParallelFor, a contiguous range per worker. Float results differ from
+// im2col's by more than rounding (about 20 epsilon of the magnitude of
+// the tile's inputs times the weights, measured in the kernel's tests).
+namespace {
+
+constexpr int kWinogradMinChannels = 64;
+constexpr int64_t kWinogradMinTiles = 100;
+
+}  // namespace
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ChooseWinograd() {
+  winograd_ = false;
+  if (!std::is_same<Dtype, float>::value || algorithm_ != Algorithm::kAuto ||
+      direct_ || num_spatial_axes_ != 2 || force_nd_im2col_ ||
+      kernel_shape_[0] != 3 || kernel_shape_[1] != 3 || stride_[0] != 1 ||
+      stride_[1] != 1 || dilation_[0] != 1 || dilation_[1] != 1 ||
+      pad_[0] > 2 || pad_[1] > 2 ||
+      conv_in_channels_ / group_ < kWinogradMinChannels ||
+      conv_out_channels_ / group_ < kWinogradMinChannels ||
+      !Avx512KernelsAvailable()) {
+    return;
+  }
+  using Wino = WinogradConv3x3<float>;
+  Wino::Geometry g;
+  g.channels = conv_in_channels_ / group_;
+  g.height = conv_input_shape_[1];
+  g.width = conv_input_shape_[2];
+  g.outputs = conv_out_channels_ / group_;
+  g.pad_h = pad_[0];
+  g.pad_w = pad_[1];
+  // Too few tiles to repay the weight transform (Note [Winograd path]).
+  const int64_t tiles = static_cast<int64_t>(num_) * ((col_shape_[1] + 3) / 4) *
+                        ((col_shape_[2] + 3) / 4);
+  if (tiles < kWinogradMinTiles) return;
+  if (g.height + 2 * g.pad_h - 2 != col_shape_[1] ||
+      g.width + 2 * g.pad_w - 2 != col_shape_[2] || col_shape_[1] < 1 ||
+      col_shape_[2] < 1) {
+    return;
+  }
+  Wino::Geometry b = g;
+  std::swap(b.channels, b.outputs);
+  b.height = col_shape_[1];
+  b.width = col_shape_[2];
+  b.pad_h = 2 - g.pad_h;
+  b.pad_w = 2 - g.pad_w;
+  auto same = [](const Wino::Geometry& x, const Wino::Geometry& y) {
+    return x.channels == y.channels && x.height == y.height &&
+           x.width == y.width && x.outputs == y.outputs && x.pad_h == y.pad_h &&
+           x.pad_w == y.pad_w;
+  };
+  if (winograd_forward_ == nullptr || !same(winograd_forward_->geometry(), g)) {
+    winograd_forward_ = std::make_unique<Wino>(g);
+  }
+  if (winograd_backward_ == nullptr ||
+      !same(winograd_backward_->geometry(), b)) {
+    winograd_backward_ = std::make_unique<Wino>(b);
+  }
+  winograd_ = true;
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::RunWinograd(
+    const WinogradConv3x3<float>& conv, bool flip_and_swap,
+    const float* weights, const float* input, size_t input_dim, float* output,
+    size_t output_dim) {
+  const int workers = ParallelForWorkers(num_);
+  const int per_worker = (num_ + workers - 1) / workers;
+  const size_t u_size = conv.weights_size();
+  const size_t scratch = conv.scratch_size(per_worker);
+  float* base = static_cast<float*>(
+      ThreadScratch(sizeof(float) * (u_size * group_ + scratch * workers)));
+  const size_t w_step =
+      static_cast<size_t>(conv_out_channels_ / group_) * kernel_dim_;
+  // The weights of every group, outputs split over the workers.
+  const int outputs = conv.geometry().outputs;
+  auto transform = [&](int begin, int end, int) {
+    for (int g = 0; g < group_; ++g) {
+      conv.TransformWeights(weights + g * w_step, flip_and_swap,
+                            base + g * u_size, begin, end);
+    }
+  };
+  if (ParallelForWorkers(outputs) <= 1) {
+    transform(0, outputs, 0);
+  } else {
+    ParallelFor(outputs, transform);
+  }
+  const size_t in_step = input_dim / group_;
+  const size_t out_step = output_dim / group_;
+  auto run = [&](int begin, int end, int w) {
+    float* tiles = base + u_size * group_ + w * scratch;
+    for (int g = 0; g < group_; ++g) {
+      conv.Forward(end - begin, base + g * u_size,
+                   input + begin * input_dim + g * in_step,
+                   static_cast<ptrdiff_t>(input_dim),
+                   output + begin * output_dim + g * out_step,
+                   static_cast<ptrdiff_t>(output_dim), tiles);
+    }
+  };
+  if (workers <= 1) {
+    run(0, num_, 0);
+  } else {
+    ParallelFor(num_, run);
+  }
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ForwardWinograd(const float* input,
+                                                  const float* weights,
+                                                  float* output) {
+  RunWinograd(*winograd_forward_, /*flip_and_swap=*/false, weights, input,
+              conv_input_dim_, output, conv_output_dim_);
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(const float* output_diff,
+                                                       const float* weights,
+                                                       float* input_diff) {
+  RunWinograd(*winograd_backward_, /*flip_and_swap=*/true, weights, output_diff,
+              conv_output_dim_, input_diff, conv_input_dim_);
+}
+
+// The rest of the class is instantiated in base_conv_layer.cpp.
+#define POSEIDON_INSTANTIATE_WINOGRAD(Dtype)                                   \
+  template void BaseConvolutionLayer<Dtype>::ChooseWinograd();                 \
+  template void BaseConvolutionLayer<Dtype>::RunWinograd(                      \
+      const WinogradConv3x3<float>&, bool, const float*, const float*, size_t, \
+      float*, size_t);                                                         \
+  template void BaseConvolutionLayer<Dtype>::ForwardWinograd(                  \
+      const float*, const float*, float*);                                     \
+  template void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(             \
+      const float*, const float*, float*);
+POSEIDON_INSTANTIATE_WINOGRAD(float)
+POSEIDON_INSTANTIATE_WINOGRAD(double)
+#undef POSEIDON_INSTANTIATE_WINOGRAD
+
+}  // namespace poseidon
