@@ -93,6 +93,10 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              image by image, except for the input gradient of a
   //              convolution whose output is smaller than its input (see
   //              Note [Direct path] in base_conv_layer_direct.cpp).
+  //              Float 3x3 unit-stride convolutions with many channels
+  //              run their forward pass and input gradient by Winograd's
+  //              F(4x4, 3x3) instead (Note [Winograd path] in
+  //              base_conv_layer_winograd.cpp).
   //   kPortable: the GPU's im2col + GEMM path (chunks of images bounded by
   //              max_buffer_bytes, functor im2col/col2im, math::gemm) run
   //              on the CPU: what the CPU tests check the GPU path with.

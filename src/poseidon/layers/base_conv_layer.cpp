@@ -338,14 +338,14 @@ void BaseConvolutionLayer<Dtype>::CpuConvForward(const Dtype* input,
                                                  const Dtype* weights,
                                                  Dtype* output) {
   if constexpr (std::is_same<Dtype, float>::value) {
-    // See Note [Direct path] in base_conv_layer_direct.cpp.
-    if (direct_) {
-      ForwardDirect(input, weights, output);
-      return;
-    }
     // See Note [Winograd path] in base_conv_layer_winograd.cpp.
     if (winograd_) {
       ForwardWinograd(input, weights, output);
+      return;
+    }
+    // See Note [Direct path] in base_conv_layer_direct.cpp.
+    if (direct_) {
+      ForwardDirect(input, weights, output);
       return;
     }
   }
@@ -364,6 +364,12 @@ void BaseConvolutionLayer<Dtype>::CpuConvBackward(const Dtype* input,
                                                   Dtype* input_diff) {
   if (weight_diff == nullptr && input_diff == nullptr) return;
   if constexpr (std::is_same<Dtype, float>::value) {
+    // See Note [Winograd path]: the weight gradient is not Winograd's.
+    if (winograd_ && input_diff != nullptr) {
+      BackwardDataWinograd(output_diff, weights, input_diff);
+      if (weight_diff == nullptr) return;
+      input_diff = nullptr;
+    }
     if (direct_) {
       // See Note [Direct path] in base_conv_layer_direct.cpp.
       Dtype* direct_input_diff = direct_input_grad_ ? input_diff : nullptr;
@@ -373,12 +379,6 @@ void BaseConvolutionLayer<Dtype>::CpuConvBackward(const Dtype* input,
       }
       if (direct_input_grad_ || input_diff == nullptr) return;
       weight_diff = nullptr;  // done; the im2col path adds the input gradient
-    }
-    // See Note [Winograd path]: the weight gradient stays with im2col.
-    if (winograd_ && input_diff != nullptr) {
-      BackwardDataWinograd(output_diff, weights, input_diff);
-      if (weight_diff == nullptr) return;
-      input_diff = nullptr;
     }
   }
   if (batched_) {

@@ -13,28 +13,41 @@ namespace poseidon {
 // Note [Winograd path]
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
 // most 2, with at least kWinogradMinChannels input channels and outputs
-// per group and more outputs than the direct path takes (Note [Direct
-// path]), on a CPU where the AVX-512 kernels run (they also do its GEMMs;
+// per group and at least kWinogradMinTiles 4x4 output tiles in the batch,
+// on a CPU where the AVX-512 kernels run (they also do its GEMMs;
 // POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
 // forward pass and the input gradient by Winograd's F(4x4, 3x3): 36 GEMMs
 // of a quarter of the multiplications per tile block (Note [Winograd] in
 // util/winograd.cpp). The input gradient of such a convolution is the
 // convolution of the top diff with the kernel rotated, channels and outputs
-// swapped, pad 2 - pad. The weight gradient stays with im2col + GEMM
-// (batched_ or per image). These are the 3x3 layers of VGG-16 from conv3
-// on and of ResNet-50's res4 and res5, where im2col + GEMM ran; on the
-// standalone kernel (one thread) Winograd was 1.7x faster than im2col +
-// GEMM at 256 channels on 14 x 14, 2.5x at 512 on 7 x 7, but 5x slower
-// with 3 input channels (36 GEMMs with K = 3), hence the channel floor.
+// swapped, pad 2 - pad. The weight gradient stays with the path that
+// would run otherwise: the direct path's (Note [Direct path]) or im2col +
+// GEMM. Where the direct path would run (at most 128 outputs per group),
+// Winograd takes over only from kWinogradOverDirectChannels input
+// channels. Measured (poseidon_train time, VGG-16 and ResNet-50 at batch 8,
+// 2 threads, interleaved runs):
+//  - against im2col + GEMM (more than 128 outputs): VGG-16 3226 -> 2617
+//    ms a batch; ResNet-50's res4 3x3 forward (256 channels, 14 x 14)
+//    7.4 -> 6.0 ms. But its res5 (512 on 7 x 7: 32 tiles in the batch)
+//    ran 1.8-2x slower: the weight transform (four times the weights'
+//    size) cost as much as the products; hence the tile floor;
+//  - against the direct path: VGG-16's conv2_2 (128 -> 128 at 112 x 112)
+//    forward 105 -> 86 ms, backward 231 -> 224, but conv1_2 (64 -> 64)
+//    forward 122 -> 137 and backward 245 -> 283 ms, conv2_1 (64 -> 128)
+//    even; hence 128 channels there. VGG-16 2698 -> 2606 ms;
+//  - the standalone kernel (one thread) was 5x slower than im2col + GEMM
+//    with 3 input channels (36 GEMMs with K = 3): the channel floor.
 // Per call the weights are transformed once per group (4 times their size,
 // in this thread's scratch with the workers' tile buffers, so the net
-// keeps one such buffer, not one per layer), then images run on
-// ParallelFor, a contiguous range per worker. Float results differ from
-// im2col's by more than rounding (about 20 epsilon of the magnitude of
-// the tile's inputs times the weights, measured in the kernel's tests).
+// keeps one such buffer, not one per layer), the outputs split over the
+// workers, then images run on ParallelFor, a contiguous range per worker.
+// Float results differ from im2col's by more than rounding (about 20
+// epsilon of the magnitude of the tile's inputs times the weights,
+// measured in the kernel's tests).
 namespace {
 
 constexpr int kWinogradMinChannels = 64;
+constexpr int kWinogradOverDirectChannels = 128;
 constexpr int64_t kWinogradMinTiles = 100;
 
 }  // namespace
@@ -43,12 +56,12 @@ template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ChooseWinograd() {
   winograd_ = false;
   if (!std::is_same<Dtype, float>::value || algorithm_ != Algorithm::kAuto ||
-      direct_ || num_spatial_axes_ != 2 || force_nd_im2col_ ||
-      kernel_shape_[0] != 3 || kernel_shape_[1] != 3 || stride_[0] != 1 ||
-      stride_[1] != 1 || dilation_[0] != 1 || dilation_[1] != 1 ||
-      pad_[0] > 2 || pad_[1] > 2 ||
+      num_spatial_axes_ != 2 || force_nd_im2col_ || kernel_shape_[0] != 3 ||
+      kernel_shape_[1] != 3 || stride_[0] != 1 || stride_[1] != 1 ||
+      dilation_[0] != 1 || dilation_[1] != 1 || pad_[0] > 2 || pad_[1] > 2 ||
       conv_in_channels_ / group_ < kWinogradMinChannels ||
       conv_out_channels_ / group_ < kWinogradMinChannels ||
+      (direct_ && conv_in_channels_ / group_ < kWinogradOverDirectChannels) ||
       !Avx512KernelsAvailable()) {
     return;
   }

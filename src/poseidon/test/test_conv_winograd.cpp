@@ -119,6 +119,9 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   CheckLayer<Conv>({2, 64, 30, 33}, Param("Convolution", 130, 1));
   CheckLayer<Conv>({1, 70, 42, 42}, Param("Convolution", 129, 0));
   CheckLayer<Conv>({3, 65, 22, 22}, Param("Convolution", 140, 2));
+  // 128 channels and outputs: the direct path's weight gradient (on
+  // AVX-512 CPUs) beside Winograd's input gradient.
+  CheckLayer<Conv>({2, 128, 30, 30}, Param("Convolution", 128, 1));
   // Two groups of 64 channels and 130 outputs; an odd batch on 2 threads.
   // (Every shape has at least kWinogradMinTiles output tiles in the batch.)
   CheckLayer<Conv>({3, 128, 22, 22}, Param("Convolution", 260, 1, 2));
@@ -141,6 +144,7 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
   const Case cases[] = {
       {{2, 64, 40, 40}, Param("Convolution", 256, 1), true},
       {{2, 64, 40, 40}, Param("Convolution", 100, 1), false},  // direct path
+      {{2, 128, 40, 40}, Param("Convolution", 128, 1), true},  // over direct
       {{2, 32, 8, 8}, Param("Convolution", 256, 1), false},    // few channels
       {{2, 64, 40, 40}, Param("Convolution", 256, 3), false},  // pad 3
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false},  // 5x5
