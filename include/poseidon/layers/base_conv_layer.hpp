@@ -94,7 +94,7 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              convolution whose output is smaller than its input (see
   //              Note [Direct path] in base_conv_layer_direct.cpp).
   //              Float 3x3 unit-stride convolutions with many channels
-  //              run their forward pass and input gradient by Winograd's
+  //              run their forward pass and both gradients by Winograd's
   //              F(4x4, 3x3) instead (Note [Winograd path] in
   //              base_conv_layer_winograd.cpp).
   //   kPortable: the GPU's im2col + GEMM path (chunks of images bounded by
@@ -276,7 +276,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // The Winograd path (float only; base_conv_layer_winograd.cpp):
   // ChooseWinograd sets winograd_ and the two plans; RunWinograd runs one
   // of them over the batch (the weights transformed, flipped and swapped
-  // for the input gradient), each image input_dim and output_dim apart.
+  // for the input gradient), each image input_dim and output_dim apart;
+  // BackwardWeightsWinograd adds the weight gradient.
   void ChooseWinograd();
   void RunWinograd(const WinogradConv3x3<float>& conv, bool flip_and_swap,
                    const float* weights, const float* input, size_t input_dim,
@@ -285,6 +286,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
                        float* output);
   void BackwardDataWinograd(const float* output_diff, const float* weights,
                             float* input_diff);
+  void BackwardWeightsWinograd(const float* input, const float* output_diff,
+                               float* weight_diff);
 
   // Conv-space geometry (equal to the layer's for Convolution).
   int conv_in_channels_ = 0;

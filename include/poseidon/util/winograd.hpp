@@ -32,6 +32,14 @@
 // true, ...). (For pad > 2 the gradient would need a negative pad, a
 // crop; this class does not do it.)
 //
+// The weight gradient. Forward is Y = A^T [(G g G^T) .* (B^T d B)] A per
+// tile, linear in g, so by transposition the kernel's gradient is
+//   dg = G^T [(A dY A^T) .* (B^T d B)] G
+// summed over the tiles, dY the tile's 4x4 of top diff (zero beyond the
+// output). AccumulateWeightGradient sums the bracket over tiles as 36
+// GEMMs per tile block, in the transform domain; TransformWeightGradient
+// takes the sum back (G^T . G, in double) and adds it to the weight diff.
+//
 // Thread safety: the object is immutable after construction; its const
 // methods may run concurrently (each with its own scratch and output).
 // Each call runs on the calling thread only: callers parallelise by
@@ -103,7 +111,33 @@ class WinogradConv3x3 {
                ptrdiff_t bottom_step, Dtype* top, ptrdiff_t top_step,
                Dtype* scratch, bool accumulate = false) const;
 
+  // dU[pos] (outputs x channels, laid out as U) += the sum over tiles
+  // [tile_begin, tile_end) of the images of (A dY A^T)[pos] times
+  // (B^T d B)[pos] transposed, tiles numbered as in Forward (image by
+  // image, row by row), bottom and top_diff strided as in Forward; with
+  // accumulate false, dU = that sum (zero for no tiles). dU has
+  // weights_size() elements; scratch holds scratch_size(images) and
+  // overlaps nothing else. Callers split the tiles of a batch over threads
+  // with one dU each and sum them in TransformWeightGradient.
+  void AccumulateWeightGradient(int images, const Dtype* bottom,
+                                ptrdiff_t bottom_step, const Dtype* top_diff,
+                                ptrdiff_t top_step, int64_t tile_begin,
+                                int64_t tile_end, Dtype* dU, Dtype* scratch,
+                                bool accumulate = true) const;
+  // weight_diff[o][c] (outputs x channels x 3 x 3, as W) += G^T S G with S
+  // the sum of dU[0] ... dU[parts - 1] at (o, c), for outputs
+  // [output_begin, output_end): threads may take disjoint ranges. Summed
+  // and transformed in double, parts in order.
+  void TransformWeightGradient(const Dtype* const* dU, int parts,
+                               Dtype* weight_diff, int output_begin,
+                               int output_end) const;
+
  private:
+  // Gathers the 4x4 top-diff tiles [first, first + count) (zero beyond
+  // the output) and transforms them into Z (36 outputs x count matrices),
+  // A dY A^T.
+  void TransformTopDiff(int64_t first, int count, const Dtype* top_diff,
+                        ptrdiff_t top_step, Dtype* Z) const;
   // Gathers and transforms tiles [first, first + count) of the images at
   // bottom into V (36 channels x count matrices).
   void TransformInput(int64_t first, int count, const Dtype* bottom,

@@ -364,11 +364,15 @@ void BaseConvolutionLayer<Dtype>::CpuConvBackward(const Dtype* input,
                                                   Dtype* input_diff) {
   if (weight_diff == nullptr && input_diff == nullptr) return;
   if constexpr (std::is_same<Dtype, float>::value) {
-    // See Note [Winograd path]: the weight gradient is not Winograd's.
-    if (winograd_ && input_diff != nullptr) {
-      BackwardDataWinograd(output_diff, weights, input_diff);
-      if (weight_diff == nullptr) return;
-      input_diff = nullptr;
+    // See Note [Winograd path].
+    if (winograd_) {
+      if (input_diff != nullptr) {
+        BackwardDataWinograd(output_diff, weights, input_diff);
+      }
+      if (weight_diff != nullptr) {
+        BackwardWeightsWinograd(input, output_diff, weight_diff);
+      }
+      return;
     }
     if (direct_) {
       // See Note [Direct path] in base_conv_layer_direct.cpp.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "poseidon/layers/base_conv_layer.hpp"
 #include "poseidon/util/parallel.hpp"
@@ -47,7 +48,6 @@ namespace poseidon {
 namespace {
 
 constexpr int kWinogradMinChannels = 64;
-constexpr int kWinogradOverDirectChannels = 128;
 constexpr int64_t kWinogradMinTiles = 100;
 
 }  // namespace
@@ -61,7 +61,6 @@ void BaseConvolutionLayer<Dtype>::ChooseWinograd() {
       dilation_[0] != 1 || dilation_[1] != 1 || pad_[0] > 2 || pad_[1] > 2 ||
       conv_in_channels_ / group_ < kWinogradMinChannels ||
       conv_out_channels_ / group_ < kWinogradMinChannels ||
-      (direct_ && conv_in_channels_ / group_ < kWinogradOverDirectChannels) ||
       !Avx512KernelsAvailable()) {
     return;
   }
@@ -164,6 +163,52 @@ void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(const float* output_diff,
               conv_output_dim_, input_diff, conv_input_dim_);
 }
 
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::BackwardWeightsWinograd(
+    const float* input, const float* output_diff, float* weight_diff) {
+  const WinogradConv3x3<float>& conv = *winograd_forward_;
+  // The batch's tiles in runs of whole 16-tile steps, one run per worker,
+  // each summed into the worker's own transform-domain gradient (all
+  // groups), then summed and taken back per output.
+  constexpr int kStep = 16;
+  const int64_t tiles = static_cast<int64_t>(num_) * conv.tiles_per_image();
+  const int steps = static_cast<int>((tiles + kStep - 1) / kStep);
+  const int workers = std::max(1, ParallelForWorkers(steps));
+  const size_t u_size = conv.weights_size();
+  const size_t per_worker = u_size * group_ + conv.scratch_size(num_);
+  float* base =
+      static_cast<float*>(ThreadScratch(sizeof(float) * per_worker * workers));
+  const size_t in_step = conv_input_dim_ / group_;
+  const size_t out_step = conv_output_dim_ / group_;
+  auto accumulate = [&](int begin, int end, int w) {
+    float* dU = base + w * per_worker;
+    float* tiles_scratch = dU + u_size * group_;
+    const int64_t first = static_cast<int64_t>(begin) * kStep;
+    const int64_t last = std::min<int64_t>(tiles, int64_t{end} * kStep);
+    for (int g = 0; g < group_; ++g) {
+      conv.AccumulateWeightGradient(
+          num_, input + g * in_step, static_cast<ptrdiff_t>(conv_input_dim_),
+          output_diff + g * out_step, static_cast<ptrdiff_t>(conv_output_dim_),
+          first, last, dU + g * u_size, tiles_scratch, /*accumulate=*/false);
+    }
+  };
+  ParallelFor(steps, accumulate);
+  const size_t w_step =
+      static_cast<size_t>(conv_out_channels_ / group_) * kernel_dim_;
+  std::vector<const float*> parts(static_cast<size_t>(workers) * group_);
+  for (int g = 0; g < group_; ++g) {
+    for (int w = 0; w < workers; ++w) {
+      parts[g * workers + w] = base + w * per_worker + g * u_size;
+    }
+  }
+  ParallelFor(conv.geometry().outputs, [&](int begin, int end, int) {
+    for (int g = 0; g < group_; ++g) {
+      conv.TransformWeightGradient(parts.data() + g * workers, workers,
+                                   weight_diff + g * w_step, begin, end);
+    }
+  });
+}
+
 // The rest of the class is instantiated in base_conv_layer.cpp.
 #define POSEIDON_INSTANTIATE_WINOGRAD(Dtype)                                   \
   template void BaseConvolutionLayer<Dtype>::ChooseWinograd();                 \
@@ -173,6 +218,8 @@ void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(const float* output_diff,
   template void BaseConvolutionLayer<Dtype>::ForwardWinograd(                  \
       const float*, const float*, float*);                                     \
   template void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(             \
+      const float*, const float*, float*);                                     \
+  template void BaseConvolutionLayer<Dtype>::BackwardWeightsWinograd(          \
       const float*, const float*, float*);
 POSEIDON_INSTANTIATE_WINOGRAD(float)
 POSEIDON_INSTANTIATE_WINOGRAD(double)

@@ -143,8 +143,9 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
   };
   const Case cases[] = {
       {{2, 64, 40, 40}, Param("Convolution", 256, 1), true},
-      {{2, 64, 40, 40}, Param("Convolution", 100, 1), false},  // direct path
+      {{2, 64, 40, 40}, Param("Convolution", 100, 1), true},   // over direct
       {{2, 128, 40, 40}, Param("Convolution", 128, 1), true},  // over direct
+      {{2, 64, 40, 40}, Param("Convolution", 48, 1), false},   // few outputs
       {{2, 32, 8, 8}, Param("Convolution", 256, 1), false},    // few channels
       {{2, 64, 40, 40}, Param("Convolution", 256, 3), false},  // pad 3
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false},  // 5x5

@@ -440,5 +440,140 @@ TYPED_TEST(WinogradConv3x3Test, WinogradForwardAccumulates) {
                                  "accumulated forward"));
 }
 
+// The gradient with respect to the weights (outputs, channels, 3, 3) of
+// the convolution of NaiveForward given top_diff, from the definition, and
+// the size its error is measured against: for kernel element (o, c, i, j),
+// the sum over images and outputs of |top_diff| times the largest |x| of
+// the image's channel c (a transform-domain sum mixes each tile's whole
+// window, so the pixel a term multiplies is no bound).
+template <typename Dtype>
+void NaiveWeightGradient(const Shape& s, int images, const std::vector<Dtype>& x,
+                         const std::vector<Dtype>& top_diff,
+                         std::vector<double>* grad,
+                         std::vector<double>* bound) {
+  const int C = s.channels, H = s.height, W = s.width, O = s.outputs;
+  const int OH = OutputH(s), OW = OutputW(s);
+  grad->assign(static_cast<size_t>(O) * C * 9, 0.0);
+  bound->assign(grad->size(), 0.0);
+  for (int n = 0; n < images; ++n) {
+    for (int c = 0; c < C; ++c) {
+      const Dtype* plane = x.data() + (static_cast<size_t>(n) * C + c) * H * W;
+      double largest = 0;
+      for (int p = 0; p < H * W; ++p) {
+        largest = std::max(largest, std::fabs(static_cast<double>(plane[p])));
+      }
+      for (int o = 0; o < O; ++o) {
+        const Dtype* dy =
+            top_diff.data() + (static_cast<size_t>(n) * O + o) * OH * OW;
+        double dy_l1 = 0;
+        for (int p = 0; p < OH * OW; ++p) dy_l1 += std::fabs(1.0 * dy[p]);
+        for (int t = 0; t < 9; ++t) {
+          const int i = t / 3, j = t % 3;
+          double sum = 0;
+          for (int y = 0; y < OH; ++y) {
+            const int h = y - s.pad_h + i;
+            if (h < 0 || h >= H) continue;
+            for (int v = 0; v < OW; ++v) {
+              const int u = v - s.pad_w + j;
+              if (u < 0 || u >= W) continue;
+              sum += static_cast<double>(dy[y * OW + v]) * plane[h * W + u];
+            }
+          }
+          (*grad)[(static_cast<size_t>(o) * C + c) * 9 + t] += sum;
+          (*bound)[(static_cast<size_t>(o) * C + c) * 9 + t] += dy_l1 * largest;
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientMatchesNaive) {
+  using Dtype = TypeParam;
+  // Pads 0-2, outputs not multiples of 4, a single pixel, channel counts
+  // around the 16-lane steps, blocks that end inside images.
+  const Shape shapes[] = {{3, 5, 7, 4, 0, 0},     {17, 13, 9, 3, 1, 1},
+                          {2, 3, 3, 17, 2, 2},    {5, 14, 14, 6, 1, 2},
+                          {4, 6, 11, 5, 2, 0, 5}, {1, 1, 1, 1, 1, 1},
+                          {33, 9, 10, 18, 1, 1, 7}};
+  for (const Shape& s : shapes) {
+    for (int images : {1, 3}) {
+      SCOPED_TRACE(Describe(s, images));
+      const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(s));
+      const std::vector<Dtype> x = Random<Dtype>(
+          static_cast<size_t>(images) * s.channels * s.height * s.width, 11);
+      const std::vector<Dtype> dy =
+          Random<Dtype>(static_cast<size_t>(images) * s.outputs *
+                            conv.output_h() * conv.output_w(),
+                        12);
+      std::vector<double> want, bound;
+      NaiveWeightGradient(s, images, x, dy, &want, &bound);
+      // The tiles in three uneven parts (the first may be empty), each
+      // overwriting its own transform-domain sum, as the layer's threads do;
+      // then the outputs taken back in two ranges, added to a start value.
+      const int64_t tiles = static_cast<int64_t>(images) * conv.tiles_per_image();
+      const int64_t cut[] = {0, tiles / 4, tiles / 4 + tiles / 2, tiles};
+      std::vector<std::vector<Dtype>> dU(3);
+      std::vector<const Dtype*> parts;
+      std::vector<Dtype> scratch(conv.scratch_size(images));
+      for (int p = 0; p < 3; ++p) {
+        dU[p].assign(conv.weights_size(), std::nan(""));
+        conv.AccumulateWeightGradient(images, x.data(),
+                                      static_cast<ptrdiff_t>(x.size() / images),
+                                      dy.data(),
+                                      static_cast<ptrdiff_t>(dy.size() / images),
+                                      cut[p], cut[p + 1], dU[p].data(),
+                                      scratch.data(), /*accumulate=*/false);
+        parts.push_back(dU[p].data());
+      }
+      const std::vector<Dtype> start = Random<Dtype>(want.size(), 13);
+      std::vector<Dtype> grad = start;
+      const int half = s.outputs / 2;
+      conv.TransformWeightGradient(parts.data(), 3, grad.data(), 0, half);
+      conv.TransformWeightGradient(parts.data(), 3, grad.data(), half,
+                                   s.outputs);
+      for (size_t i = 0; i < want.size(); ++i) {
+        want[i] += start[i];
+        bound[i] += std::fabs(1.0 * start[i]);
+      }
+      this->Record(ExpectWithinBound(want, bound, grad.data(),
+                                     Tolerance<Dtype>(), "weight gradient"));
+      if (this->HasFailure()) return;
+    }
+  }
+}
+
+TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientAccumulatesInTheTransform) {
+  // accumulate = true adds to dU: two halves into one buffer give what
+  // one call over all tiles gives.
+  using Dtype = TypeParam;
+  const Shape s = {6, 9, 9, 5, 1, 1, 4};
+  const int images = 2;
+  const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(s));
+  const std::vector<Dtype> x = Random<Dtype>(
+      static_cast<size_t>(images) * s.channels * s.height * s.width, 14);
+  const std::vector<Dtype> dy = Random<Dtype>(
+      static_cast<size_t>(images) * s.outputs * conv.output_h() *
+          conv.output_w(),
+      15);
+  const int64_t tiles = static_cast<int64_t>(images) * conv.tiles_per_image();
+  const ptrdiff_t x_step = static_cast<ptrdiff_t>(x.size() / images);
+  const ptrdiff_t dy_step = static_cast<ptrdiff_t>(dy.size() / images);
+  std::vector<Dtype> scratch(conv.scratch_size(images));
+  std::vector<Dtype> whole(conv.weights_size()), halves(conv.weights_size());
+  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step,
+                                0, tiles, whole.data(), scratch.data(), false);
+  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step,
+                                0, 7, halves.data(), scratch.data(), false);
+  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step,
+                                7, tiles, halves.data(), scratch.data(), true);
+  double largest = 0;
+  for (Dtype v : whole) largest = std::max(largest, std::fabs(1.0 * v));
+  ASSERT_GT(largest, 0);
+  const double eps = std::numeric_limits<Dtype>::epsilon();
+  for (size_t i = 0; i < whole.size(); ++i) {
+    ASSERT_NEAR(whole[i], halves[i], 64 * eps * largest) << "element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace poseidon

@@ -142,6 +142,38 @@ inline void ApplyAt(const Dtype* in, int stride, Dtype* out) {
   }
 }
 
+// out[k][l] = sum over i of A[k][i] in[i][l] (A = (A^T)^T: 4 rows in, 6
+// out), rows `stride` apart in both: the top diff's transform.
+template <typename Dtype>
+inline void ApplyA(const Dtype* in, int stride, Dtype* out) {
+  for (int l = 0; l < kLanes; ++l) {
+    const Dtype y0 = in[l], y1 = in[stride + l], y2 = in[2 * stride + l];
+    const Dtype y3 = in[3 * stride + l];
+    const Dtype even = y0 + y2, odd = y1 + y3;
+    const Dtype even4 = y0 + 4 * y2, odd8 = 2 * y1 + 8 * y3;
+    out[l] = y0;
+    out[stride + l] = even + odd;
+    out[2 * stride + l] = even - odd;
+    out[3 * stride + l] = even4 + odd8;
+    out[4 * stride + l] = even4 - odd8;
+    out[5 * stride + l] = y3;
+  }
+}
+
+// out[r][l] = sum over k of G[k][r] in[k][l] (G^T: 6 rows in, 3 out), rows
+// `stride` apart in both: the weight gradient's way back.
+inline void ApplyGt(const double* in, int stride, double* out) {
+  for (int l = 0; l < kLanes; ++l) {
+    const double m0 = in[l], m1 = in[stride + l], m2 = in[2 * stride + l];
+    const double m3 = in[3 * stride + l], m4 = in[4 * stride + l];
+    const double m5 = in[5 * stride + l];
+    const double sum12 = m1 + m2, sum34 = m3 + m4;
+    out[l] = m0 * (1.0 / 4) - sum12 * (1.0 / 6) + sum34 * (1.0 / 24);
+    out[stride + l] = (m2 - m1) * (1.0 / 6) + (m3 - m4) * (1.0 / 12);
+    out[2 * stride + l] = (sum34 - sum12) * (1.0 / 6) + m5;
+  }
+}
+
 }  // namespace
 
 template <typename Dtype>
@@ -392,6 +424,138 @@ void WinogradConv3x3<Dtype>::TransformOutput(int64_t first, int count,
               dst[r * OW + s] = value;
             }
           }
+        }
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void WinogradConv3x3<Dtype>::AccumulateWeightGradient(
+    int images, const Dtype* bottom, ptrdiff_t bottom_step,
+    const Dtype* top_diff, ptrdiff_t top_step, int64_t tile_begin,
+    int64_t tile_end, Dtype* dU, Dtype* scratch, bool accumulate) const {
+  const int C = g_.channels, O = g_.outputs;
+  const int64_t tiles = static_cast<int64_t>(images) * tiles_per_image();
+  CHECK(0 <= tile_begin && tile_begin <= tile_end && tile_end <= tiles)
+      << "Winograd: tiles [" << tile_begin << ", " << tile_end << ") of "
+      << tiles;
+  if (!accumulate && tile_begin == tile_end) {
+    std::fill_n(dU, weights_size(), Dtype(0));
+    return;
+  }
+  for (int64_t first = tile_begin; first < tile_end; first += tile_block_) {
+    // The first block overwrites dU unless accumulating.
+    const Dtype beta = accumulate || first != tile_begin ? Dtype(1) : Dtype(0);
+    const int count =
+        static_cast<int>(std::min<int64_t>(tile_block_, tile_end - first));
+    Dtype* V = scratch;
+    Dtype* Z = scratch + static_cast<size_t>(kPos) * C * count;
+    TransformInput(first, count, bottom, bottom_step, V);
+    TransformTopDiff(first, count, top_diff, top_step, Z);
+    for (int pos = 0; pos < kPos; ++pos) {
+      cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, O, C, count, Dtype(1),
+                      Z + static_cast<size_t>(pos) * O * count,
+                      V + static_cast<size_t>(pos) * C * count, beta,
+                      dU + static_cast<size_t>(pos) * O * C);
+    }
+  }
+}
+
+template <typename Dtype>
+void WinogradConv3x3<Dtype>::TransformTopDiff(int64_t first, int count,
+                                              const Dtype* top_diff,
+                                              ptrdiff_t top_step,
+                                              Dtype* Z) const {
+  const int O = g_.outputs, OH = output_h_, OW = output_w_;
+  const int per_image = tiles_per_image();
+  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t z_plane = static_cast<size_t>(O) * count;
+  // y[r][s][l]: the 4x4 tiles of up to kLanes tiles; t = A y (6 x 4),
+  // then z = A y A^T (6 x 6).
+  Dtype y[kOut * kOut * kLanes];
+  Dtype t[kAlpha * kOut * kLanes];
+  Dtype z[kPos * kLanes];
+  for (int t0 = 0; t0 < count; t0 += kLanes) {
+    const int lanes = std::min(kLanes, count - t0);
+    int64_t image[kLanes];
+    int oy[kLanes], ox[kLanes], rows[kLanes], cols[kLanes];
+    for (int l = 0; l < lanes; ++l) {
+      const int64_t tile = first + t0 + l;
+      image[l] = tile / per_image;
+      const int rest = static_cast<int>(tile % per_image);
+      oy[l] = (rest / tiles_w_) * kOut;
+      ox[l] = (rest % tiles_w_) * kOut;
+      rows[l] = std::min(kOut, OH - oy[l]);
+      cols[l] = std::min(kOut, OW - ox[l]);
+    }
+    if (lanes < kLanes) std::memset(y, 0, sizeof(y));
+    for (int o = 0; o < O; ++o) {
+      for (int l = 0; l < lanes; ++l) {
+        const Dtype* src = top_diff + image[l] * top_step + o * top_plane +
+                           static_cast<size_t>(oy[l]) * OW + ox[l];
+        for (int r = 0; r < kOut; ++r) {
+          for (int s = 0; s < kOut; ++s) {
+            y[(r * kOut + s) * kLanes + l] =
+                r < rows[l] && s < cols[l] ? src[r * OW + s] : Dtype(0);
+          }
+        }
+      }
+      // A y: down each of the 4 columns (6 rows out); then (A y) A^T:
+      // along each of those 6 rows (4 elements in, 6 out).
+      for (int s = 0; s < kOut; ++s) {
+        ApplyA(y + s * kLanes, kOut * kLanes, t + s * kLanes);
+      }
+      for (int r = 0; r < kAlpha; ++r) {
+        ApplyA(t + r * kOut * kLanes, kLanes, z + r * kAlpha * kLanes);
+      }
+      Dtype* dst = Z + static_cast<size_t>(o) * count + t0;
+      for (int pos = 0; pos < kPos; ++pos) {
+        std::memcpy(dst + pos * z_plane, z + pos * kLanes,
+                    sizeof(Dtype) * lanes);
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void WinogradConv3x3<Dtype>::TransformWeightGradient(const Dtype* const* dU,
+                                                     int parts,
+                                                     Dtype* weight_diff,
+                                                     int output_begin,
+                                                     int output_end) const {
+  const int C = g_.channels, O = g_.outputs;
+  CHECK(0 <= output_begin && output_begin <= output_end && output_end <= O)
+      << "Winograd: outputs [" << output_begin << ", " << output_end
+      << ") of " << O;
+  CHECK_GE(parts, 1) << "Winograd: no weight gradient parts";
+  const size_t plane = static_cast<size_t>(O) * C;
+  // kLanes kernels (o, c0 + l) at a time: the summed transform m[6 a +
+  // b][l], then G^T m (t[3 i + b][l]), then G^T m G (w[3 i + j][l]).
+  double m[kPos * kLanes] = {};
+  double t[3 * kAlpha * kLanes];
+  double w[9 * kLanes];
+  for (int o = output_begin; o < output_end; ++o) {
+    for (int c0 = 0; c0 < C; c0 += kLanes) {
+      const int lanes = std::min(kLanes, C - c0);
+      const size_t at = static_cast<size_t>(o) * C + c0;
+      for (int pos = 0; pos < kPos; ++pos) {
+        for (int l = 0; l < lanes; ++l) {
+          double sum = 0;
+          for (int p = 0; p < parts; ++p) sum += dU[p][pos * plane + at + l];
+          m[pos * kLanes + l] = sum;
+        }
+      }
+      for (int b = 0; b < kAlpha; ++b) {
+        ApplyGt(m + b * kLanes, kAlpha * kLanes, t + b * kLanes);
+      }
+      for (int i = 0; i < 3; ++i) {
+        ApplyGt(t + i * kAlpha * kLanes, kLanes, w + i * 3 * kLanes);
+      }
+      for (int l = 0; l < lanes; ++l) {
+        Dtype* dst = weight_diff + (at + l) * 9;
+        for (int k = 0; k < 9; ++k) {
+          dst[k] += static_cast<Dtype>(w[k * kLanes + l]);
         }
       }
     }
