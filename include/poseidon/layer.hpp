@@ -90,6 +90,13 @@ class Layer {
   // Whether force_backward may make this bottom receive a diff (false for
   // labels and other non-differentiable inputs).
   virtual bool AllowForceBackward(int bottom_index) const { return true; }
+  // The top whose diff memory this bottom's diff may share when the net
+  // pools diffs (Note [Shared diffs], "Pass-through"), or -1: Backward
+  // leaves that bottom's diff equal to the top's diff (or sums into the
+  // top's diff in place), and reads the top's diff before writing any
+  // bottom's, so with the memory shared it still computes every gradient.
+  // At most one bottom of a layer names a given top.
+  virtual int BottomDiffSharesTop(int bottom_index) const { return -1; }
 
   bool param_propagate_down(int param_id) const {
     return param_id < static_cast<int>(param_propagate_down_.size())

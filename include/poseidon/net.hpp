@@ -276,6 +276,9 @@ class Net {
   // group of blobs aliasing one diff) its own memory again.
   struct DiffGroup {
     vector<int> blobs;  // blob ids aliasing one diff (ShareDiff)
+    // Per blob: which set of blobs aliasing one diff outside the pool it
+    // belongs to (pass-through merges join several such sets).
+    vector<int> alias;
     int first_layer;    // the span of layers that touch them
     int last_layer;
     size_t bytes;
@@ -284,6 +287,12 @@ class Net {
   };
   void PrepareDiffPool();
   void PlanDiffPool();
+  // Note [Shared diffs], "Pass-through": joins the group of each bottom
+  // whose diff may share its top's memory (Layer::BottomDiffSharesTop)
+  // with that top's group, where their spans meet only at that layer.
+  void MergePassThroughGroups(
+      vector<DiffGroup>* groups, vector<bool>* group_poolable,
+      const std::map<const SyncedMemory*, size_t>& group_of) const;
   void ReleaseDiffPool();
   // Each blob's diff memory and count, as the pool was bound for them;
   // DiffPoolCurrent: whether they are still so (compared without

@@ -2,6 +2,7 @@
 // [Shared diffs]).
 #include <algorithm>
 #include <climits>
+#include <map>
 
 #include "poseidon/net.hpp"
 
@@ -32,6 +33,21 @@ namespace poseidon {
 // gradient. Layers overwrite the bottom diffs they compute (they must in
 // Caffe too, where a diff keeps the last iteration's values), so nothing
 // else needs clearing.
+//
+// Pass-through. Some layers' backward needs no memory of its own for a
+// bottom's diff: Eltwise SUM gives a bottom with coefficient 1 dE/dy
+// itself, and Split sums its tops' diffs into its bottom's, which may as
+// well be top 0's diff summed in place. Such a layer names the top
+// (Layer::BottomDiffSharesTop), and where the bottom's group is touched by
+// no layer above it and the top's by none below it, the two groups become
+// one: the memory holds the top's diff until this layer's backward and
+// the bottom's after it. Eltwise then skips the bottom whose diff is dE/dy
+// (a copy less per ResNet shortcut), Split adds into top 0's diff in
+// place. Only one bottom of a layer joins a given top: two bottoms on one
+// memory would see each other's gradients once the layers below them
+// write their diffs in place. Chains join in layer order (a Split's bottom,
+// its top 0 read by an Eltwise, that Eltwise's top). Released, each set of
+// blobs that shared a diff before pooling gets its own memory again.
 //
 // Groups are placed largest first at the lowest offset free of every
 // placed group whose span overlaps theirs (64-byte aligned); each group
@@ -108,10 +124,15 @@ void Net<Dtype>::PrepareDiffPool() {
 template <typename Dtype>
 void Net<Dtype>::ReleaseDiffPool() {
   for (DiffGroup& g : diff_groups_) {
-    auto own = std::make_shared<SyncedMemory>(g.bytes);
-    for (int b : g.blobs) {
+    // One memory per set of blobs that aliased one diff before pooling.
+    std::map<int, shared_ptr<SyncedMemory>> own;
+    for (size_t i = 0; i < g.blobs.size(); ++i) {
+      const int b = g.blobs[i];
       // A blob reshaped past its capacity already has its own diff.
-      if (blobs_[b]->diff() == g.memory) blobs_[b]->SetDiffMemory(own);
+      if (blobs_[b]->diff() != g.memory) continue;
+      shared_ptr<SyncedMemory>& memory = own[g.alias[i]];
+      if (memory == nullptr) memory = std::make_shared<SyncedMemory>(g.bytes);
+      blobs_[b]->SetDiffMemory(memory);
     }
   }
   diff_groups_.clear();
@@ -165,17 +186,19 @@ void Net<Dtype>::PlanDiffPool() {
     auto found = group_of.find(blobs_[b]->diff().get());
     if (found == group_of.end()) {
       found = group_of.emplace(blobs_[b]->diff().get(), groups.size()).first;
-      groups.push_back(DiffGroup{{}, INT_MAX, -1, 0, 0, nullptr});
+      groups.push_back(DiffGroup{{}, {}, INT_MAX, -1, 0, 0, nullptr});
       group_poolable.push_back(true);
     }
     DiffGroup& g = groups[found->second];
     g.blobs.push_back(b);
+    g.alias.push_back(static_cast<int>(found->second));
     g.first_layer = std::min(g.first_layer, lo[b]);
     g.last_layer = std::max(g.last_layer, hi[b]);
     g.bytes = std::max(g.bytes, bytes);
     group_poolable[found->second] =
         group_poolable[found->second] && poolable[b];
   }
+  MergePassThroughGroups(&groups, &group_poolable, group_of);
   vector<DiffGroup> pooled;
   for (size_t i = 0; i < groups.size(); ++i) {
     if (group_poolable[i] && groups[i].bytes > 0) {
@@ -234,6 +257,55 @@ void Net<Dtype>::PlanDiffPool() {
   }
 }
 
+template <typename Dtype>
+void Net<Dtype>::MergePassThroughGroups(
+    vector<DiffGroup>* groups, vector<bool>* group_poolable,
+    const std::map<const SyncedMemory*, size_t>& group_of) const {
+  // A merged group forwards to the one it joined.
+  vector<size_t> joined(groups->size());
+  for (size_t g = 0; g < joined.size(); ++g) joined[g] = g;
+  auto find = [&](const Blob<Dtype>& blob) {
+    size_t g = group_of.at(blob.diff().get());
+    while (joined[g] != g) g = joined[g];
+    return g;
+  };
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
+    const vector<int>& bottoms = bottom_id_vecs_[l];
+    const vector<int>& tops = top_id_vecs_[l];
+    for (int k = 0; k < static_cast<int>(bottoms.size()); ++k) {
+      const int j = layers_[l]->BottomDiffSharesTop(k);
+      if (j < 0 || j >= static_cast<int>(tops.size())) continue;
+      const int b = bottoms[k], t = tops[j];
+      if (std::count(bottoms.begin(), bottoms.end(), b) != 1 ||
+          std::count(tops.begin(), tops.end(), b) != 0 ||
+          std::count(bottoms.begin(), bottoms.end(), t) != 0 ||
+          blobs_[b]->count() != blobs_[t]->count()) {
+        continue;
+      }
+      const size_t gb = find(*blobs_[b]), gt = find(*blobs_[t]);
+      DiffGroup& below = (*groups)[gb];
+      DiffGroup& above = (*groups)[gt];
+      // Nothing above this layer touches the bottom's group and nothing
+      // below it the top's: one diff ends where the other begins.
+      if (gb == gt || !(*group_poolable)[gb] || !(*group_poolable)[gt] ||
+          below.last_layer != l || above.first_layer != l) {
+        continue;
+      }
+      below.blobs.insert(below.blobs.end(), above.blobs.begin(),
+                         above.blobs.end());
+      below.alias.insert(below.alias.end(), above.alias.begin(),
+                         above.alias.end());
+      below.last_layer = above.last_layer;
+      below.bytes = std::max(below.bytes, above.bytes);
+      above.blobs.clear();
+      above.alias.clear();
+      above.bytes = 0;
+      (*group_poolable)[gt] = false;
+      joined[gt] = gb;
+    }
+  }
+}
+
 #define POSEIDON_INSTANTIATE_NET_DIFFS(Dtype)             \
   template void Net<Dtype>::KeepDiff(const string&);      \
   template int Net<Dtype>::num_pooled_diffs() const;      \
@@ -243,7 +315,10 @@ void Net<Dtype>::PlanDiffPool() {
   template bool Net<Dtype>::DiffPoolCurrent() const;      \
   template void Net<Dtype>::PrepareDiffPool();            \
   template void Net<Dtype>::ReleaseDiffPool();            \
-  template void Net<Dtype>::PlanDiffPool();
+  template void Net<Dtype>::PlanDiffPool();               \
+  template void Net<Dtype>::MergePassThroughGroups(       \
+      vector<DiffGroup>*, vector<bool>*,                  \
+      const std::map<const SyncedMemory*, size_t>&) const;
 POSEIDON_INSTANTIATE_NET_DIFFS(float)
 POSEIDON_INSTANTIATE_NET_DIFFS(double)
 #undef POSEIDON_INSTANTIATE_NET_DIFFS

@@ -45,6 +45,8 @@ class EltwiseLayer final : public Layer<Dtype> {
   const char* type() const override { return "Eltwise"; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
+  // SUM: the first bottom with coefficient 1 gets dE/dy itself.
+  int BottomDiffSharesTop(int bottom_index) const override;
 
  protected:
   void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,

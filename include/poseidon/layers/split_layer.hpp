@@ -29,6 +29,11 @@ class SplitLayer final : public Layer<Dtype> {
   const char* type() const override { return "Split"; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
+  // The bottom's diff may be top 0's: the other tops' diffs are added to
+  // it in place.
+  int BottomDiffSharesTop(int bottom_index) const override {
+    return bottom_index == 0 ? 0 : -1;
+  }
 
  protected:
   // Nothing: the tops alias the bottom's data (see Reshape).

@@ -1,5 +1,5 @@
 // BaseConvolutionLayer's Winograd path: choosing it, and the forward pass
-// and input gradient with WinogradConv3x3 (util/winograd.hpp).
+// and both gradients with WinogradConv3x3 (util/winograd.hpp).
 #include <algorithm>
 #include <memory>
 #include <type_traits>
@@ -17,31 +17,46 @@ namespace poseidon {
 // per group and at least kWinogradMinTiles 4x4 output tiles in the batch,
 // on a CPU where the AVX-512 kernels run (they also do its GEMMs;
 // POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
-// forward pass and the input gradient by Winograd's F(4x4, 3x3): 36 GEMMs
-// of a quarter of the multiplications per tile block (Note [Winograd] in
-// util/winograd.cpp). The input gradient of such a convolution is the
-// convolution of the top diff with the kernel rotated, channels and outputs
-// swapped, pad 2 - pad. The weight gradient stays with the path that
-// would run otherwise: the direct path's (Note [Direct path]) or im2col +
-// GEMM. Where the direct path would run (at most 128 outputs per group),
-// Winograd takes over only from kWinogradOverDirectChannels input
-// channels. Measured (poseidon_train time, VGG-16 and ResNet-50 at batch 8,
-// 2 threads, interleaved runs):
-//  - against im2col + GEMM (more than 128 outputs): VGG-16 3226 -> 2617
-//    ms a batch; ResNet-50's res4 3x3 forward (256 channels, 14 x 14)
-//    7.4 -> 6.0 ms. But its res5 (512 on 7 x 7: 32 tiles in the batch)
-//    ran 1.8-2x slower: the weight transform (four times the weights'
-//    size) cost as much as the products; hence the tile floor;
-//  - against the direct path: VGG-16's conv2_2 (128 -> 128 at 112 x 112)
-//    forward 105 -> 86 ms, backward 231 -> 224, but conv1_2 (64 -> 64)
-//    forward 122 -> 137 and backward 245 -> 283 ms, conv2_1 (64 -> 128)
-//    even; hence 128 channels there. VGG-16 2698 -> 2606 ms;
+// forward pass and both gradients by Winograd's F(4x4, 3x3): 36 GEMMs of
+// a quarter of the multiplications per tile block (Note [Winograd] in
+// util/winograd.cpp), in place of the direct path (Note [Direct path]) or
+// im2col + GEMM. The input gradient of such a convolution is the
+// convolution of the top diff with the kernel rotated, channels and
+// outputs swapped, pad 2 - pad; the weight gradient is summed in the
+// transform domain and taken back once per call.
+//
+// Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
+//  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
+//    VGG-16 3226 -> 2617 ms a batch; ResNet-50's res4 3x3 forward (256
+//    channels, 14 x 14) 7.4 -> 6.0 ms. But its res5 (512 on 7 x 7: 32
+//    tiles in the batch) ran 1.8-2x slower: the weight transform (four
+//    times the weights' size) cost as much as the products; hence the
+//    tile floor;
+//  - the weight gradient (a 2-core AMD EPYC; before, the direct path's or
+//    im2col's): VGG-16's backward pass 1217 -> 1013 ms, conv2_2 to conv4_3
+//    backward 25-30% faster each (conv3_2 130 -> 92 ms), conv5_x (128
+//    tiles in the batch) even;
+//  - against the direct path (at most 128 outputs per group), with the
+//    Winograd weight gradient (the same EPYC): VGG-16's conv1_2 (64 -> 64
+//    at 224 x 224) forward 108 -> 73 ms, backward 196 -> 140, conv2_1
+//    forward 41 -> 30; whole nets VGG-16 1553 -> 1436 ms, GoogLeNet and
+//    Inception-V3 1.5-2% faster, ResNet-50 even. (On the Xeon, with the
+//    weight gradient still direct, conv1_2 had been slower, forward 122
+//    -> 137 ms, and Winograd took over there only from 128 channels.)
 //  - the standalone kernel (one thread) was 5x slower than im2col + GEMM
 //    with 3 input channels (36 GEMMs with K = 3): the channel floor.
-// Per call the weights are transformed once per group (4 times their size,
-// in this thread's scratch with the workers' tile buffers, so the net
-// keeps one such buffer, not one per layer), the outputs split over the
-// workers, then images run on ParallelFor, a contiguous range per worker.
+//
+// Threads. Forward and input gradient: the weights are transformed once
+// per group (4 times their size, in this thread's scratch with the
+// workers' tile buffers, so the net keeps one such buffer, not one per
+// layer), the outputs split over the workers, then images run on
+// ParallelFor, a contiguous range per worker. Weight gradient: the batch's
+// tiles split over the workers in runs of 16, each worker summing into a
+// transform-domain gradient of its own (4 times the weights' size; VGG-16's
+// conv5 38 MB each), which are then summed in worker order and taken back
+// per output, outputs split over the workers: the same result on every run
+// with the same thread count.
+//
 // Float results differ from im2col's by more than rounding (about 20
 // epsilon of the magnitude of the tile's inputs times the weights,
 // measured in the kernel's tests).

@@ -156,6 +156,15 @@ void EltwiseLayer<Dtype>::ProdGradient(Poseidon::Brew dev,
 }
 
 template <typename Dtype>
+int EltwiseLayer<Dtype>::BottomDiffSharesTop(int bottom_index) const {
+  if (op_ != EltwiseParameter::SUM) return -1;
+  for (int k = 0; k < static_cast<int>(coeffs_.size()); ++k) {
+    if (coeffs_[k] == Dtype(1)) return k == bottom_index ? 0 : -1;
+  }
+  return -1;
+}
+
+template <typename Dtype>
 void EltwiseLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                                      const vector<Blob<Dtype>*>& top,
                                      const vector<bool>& propagate_down,
@@ -179,9 +188,13 @@ void EltwiseLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   if (op_ == EltwiseParameter::SUM) {
     // One pass over dE/dy for up to kEltwiseMaxInputs bottoms; the aliased
     // bottom, last in `order`, is in the last chunk.
+    // A bottom whose diff is dE/dy's memory with coefficient 1 (pooled
+    // diffs, BottomDiffSharesTop) already holds its gradient.
     vector<int> down;
     for (int k : order) {
-      if (propagate_down[k]) down.push_back(k);
+      const bool holds_dy =
+          coeffs_[k] == Dtype(1) && bottom[k]->diff() == top[0]->diff();
+      if (propagate_down[k] && !holds_dy) down.push_back(k);
     }
     const int num_down = static_cast<int>(down.size());
     for (int first = 0; first < num_down; first += kernels::kEltwiseMaxInputs) {

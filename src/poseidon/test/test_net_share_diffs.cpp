@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,70 @@ TYPED_TEST(NetShareDiffsTest, AChainNeedsAFewDiffs) {
   EXPECT_EQ(net.pooled_diff_bytes(), (2 * (depth - 1) + 1) * one);
   // At any layer at most two of them are live: a bottom and a top.
   EXPECT_LE(net.diff_pool_bytes(), 2 * one + 64);
+}
+
+// Pass-through (Note [Shared diffs]): a Split of three tops, an Eltwise
+// whose coefficient-1 bottom can take dE/dy's memory, and one whose
+// coefficients are none of them 1.
+const char kPassThrough[] = R"(
+  name: "pass_through" force_backward: true
+  layer { name: "in" type: "Input" top: "x" top: "t"
+    input_param { shape { dim: 2 dim: 3 dim: 5 dim: 5 }
+                  shape { dim: 2 dim: 4 dim: 5 dim: 5 } } }
+  layer { name: "a" type: "Convolution" bottom: "x" top: "a"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "b1" type: "Convolution" bottom: "a" top: "b1"
+    convolution_param { num_output: 4 kernel_size: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "b2" type: "Convolution" bottom: "a" top: "b2"
+    convolution_param { num_output: 4 kernel_size: 3 pad: 1
+      weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "e1" type: "Eltwise" bottom: "a" bottom: "b1" top: "e1"
+    eltwise_param { operation: SUM coeff: 2 coeff: 1 } }
+  layer { name: "e1_act" type: "TanH" bottom: "e1" top: "e1" }
+  layer { name: "e2" type: "Eltwise" bottom: "e1" bottom: "b2" top: "e2"
+    eltwise_param { operation: SUM coeff: 3 coeff: -0.5 } }
+  layer { name: "loss" type: "EuclideanLoss" bottom: "e2" bottom: "t"
+    top: "loss" }
+)";
+
+TYPED_TEST(NetShareDiffsTest, PassThroughSharesDiffsWithoutChangingThem) {
+  this->Build(kPassThrough);
+  for (int it = 0; it < 3; ++it) {
+    this->PassAndCompare(51 + it, "iteration " + std::to_string(it));
+  }
+  Net<TypeParam>& net = *this->shared_;
+  auto diff_of = [&net](const string& blob) {
+    return net.blob_by_name(blob)->diff();
+  };
+  // e1's coefficient-1 bottom b1 holds dE/de1 in e1's top memory; its
+  // coefficient-2 bottom (a Split top) does not; e2 shares with neither.
+  EXPECT_EQ(diff_of("e1"), diff_of("b1"));
+  EXPECT_NE(
+      diff_of("e1"),
+      diff_of(net.blob_names()[net.bottom_ids(net.layer_index("e1"))[0]]));
+  for (int id : net.bottom_ids(net.layer_index("e2"))) {
+    EXPECT_NE(diff_of("e2"), net.blobs()[id]->diff()) << net.blob_names()[id];
+  }
+  // The Split of a into three: its bottom sums into top 0's diff.
+  int splits = 0;
+  for (size_t l = 0; l < net.layers().size(); ++l) {
+    if (string(net.layers()[l]->type()) != "Split") continue;
+    ++splits;
+    ASSERT_EQ(net.top_ids(l).size(), 3u);
+    EXPECT_EQ(net.blobs()[net.bottom_ids(l)[0]]->diff(),
+              net.blobs()[net.top_ids(l)[0]]->diff());
+    EXPECT_NE(net.blobs()[net.bottom_ids(l)[0]]->diff(),
+              net.blobs()[net.top_ids(l)[1]]->diff());
+  }
+  EXPECT_EQ(splits, 1);
+  // Released, every blob has a diff of its own again.
+  net.set_share_diffs(false);
+  this->PassAndCompare(55, "released");
+  std::set<const SyncedMemory*> distinct;
+  for (const auto& blob : net.blobs()) distinct.insert(blob->diff().get());
+  EXPECT_EQ(distinct.size(), net.blobs().size());
 }
 
 TYPED_TEST(NetShareDiffsTest, ReshapedInputsPlanAgain) {

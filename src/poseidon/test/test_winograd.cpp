@@ -447,7 +447,8 @@ TYPED_TEST(WinogradConv3x3Test, WinogradForwardAccumulates) {
 // the image's channel c (a transform-domain sum mixes each tile's whole
 // window, so the pixel a term multiplies is no bound).
 template <typename Dtype>
-void NaiveWeightGradient(const Shape& s, int images, const std::vector<Dtype>& x,
+void NaiveWeightGradient(const Shape& s, int images,
+                         const std::vector<Dtype>& x,
                          const std::vector<Dtype>& top_diff,
                          std::vector<double>* grad,
                          std::vector<double>* bound) {
@@ -491,9 +492,9 @@ TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientMatchesNaive) {
   using Dtype = TypeParam;
   // Pads 0-2, outputs not multiples of 4, a single pixel, channel counts
   // around the 16-lane steps, blocks that end inside images.
-  const Shape shapes[] = {{3, 5, 7, 4, 0, 0},     {17, 13, 9, 3, 1, 1},
-                          {2, 3, 3, 17, 2, 2},    {5, 14, 14, 6, 1, 2},
-                          {4, 6, 11, 5, 2, 0, 5}, {1, 1, 1, 1, 1, 1},
+  const Shape shapes[] = {{3, 5, 7, 4, 0, 0},      {17, 13, 9, 3, 1, 1},
+                          {2, 3, 3, 17, 2, 2},     {5, 14, 14, 6, 1, 2},
+                          {4, 6, 11, 5, 2, 0, 5},  {1, 1, 1, 1, 1, 1},
                           {33, 9, 10, 18, 1, 1, 7}};
   for (const Shape& s : shapes) {
     for (int images : {1, 3}) {
@@ -510,19 +511,18 @@ TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientMatchesNaive) {
       // The tiles in three uneven parts (the first may be empty), each
       // overwriting its own transform-domain sum, as the layer's threads do;
       // then the outputs taken back in two ranges, added to a start value.
-      const int64_t tiles = static_cast<int64_t>(images) * conv.tiles_per_image();
+      const int64_t tiles =
+          static_cast<int64_t>(images) * conv.tiles_per_image();
       const int64_t cut[] = {0, tiles / 4, tiles / 4 + tiles / 2, tiles};
       std::vector<std::vector<Dtype>> dU(3);
       std::vector<const Dtype*> parts;
       std::vector<Dtype> scratch(conv.scratch_size(images));
       for (int p = 0; p < 3; ++p) {
         dU[p].assign(conv.weights_size(), std::nan(""));
-        conv.AccumulateWeightGradient(images, x.data(),
-                                      static_cast<ptrdiff_t>(x.size() / images),
-                                      dy.data(),
-                                      static_cast<ptrdiff_t>(dy.size() / images),
-                                      cut[p], cut[p + 1], dU[p].data(),
-                                      scratch.data(), /*accumulate=*/false);
+        conv.AccumulateWeightGradient(
+            images, x.data(), static_cast<ptrdiff_t>(x.size() / images),
+            dy.data(), static_cast<ptrdiff_t>(dy.size() / images), cut[p],
+            cut[p + 1], dU[p].data(), scratch.data(), /*accumulate=*/false);
         parts.push_back(dU[p].data());
       }
       const std::vector<Dtype> start = Random<Dtype>(want.size(), 13);
@@ -542,7 +542,8 @@ TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientMatchesNaive) {
   }
 }
 
-TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientAccumulatesInTheTransform) {
+TYPED_TEST(WinogradConv3x3Test,
+           WinogradWeightGradientAccumulatesInTheTransform) {
   // accumulate = true adds to dU: two halves into one buffer give what
   // one call over all tiles gives.
   using Dtype = TypeParam;
@@ -551,21 +552,21 @@ TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientAccumulatesInTheTransform)
   const WinogradConv3x3<Dtype> conv(ToGeometry<Dtype>(s));
   const std::vector<Dtype> x = Random<Dtype>(
       static_cast<size_t>(images) * s.channels * s.height * s.width, 14);
-  const std::vector<Dtype> dy = Random<Dtype>(
-      static_cast<size_t>(images) * s.outputs * conv.output_h() *
-          conv.output_w(),
-      15);
+  const std::vector<Dtype> dy =
+      Random<Dtype>(static_cast<size_t>(images) * s.outputs * conv.output_h() *
+                        conv.output_w(),
+                    15);
   const int64_t tiles = static_cast<int64_t>(images) * conv.tiles_per_image();
   const ptrdiff_t x_step = static_cast<ptrdiff_t>(x.size() / images);
   const ptrdiff_t dy_step = static_cast<ptrdiff_t>(dy.size() / images);
   std::vector<Dtype> scratch(conv.scratch_size(images));
   std::vector<Dtype> whole(conv.weights_size()), halves(conv.weights_size());
-  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step,
-                                0, tiles, whole.data(), scratch.data(), false);
-  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step,
-                                0, 7, halves.data(), scratch.data(), false);
-  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step,
-                                7, tiles, halves.data(), scratch.data(), true);
+  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step, 0,
+                                tiles, whole.data(), scratch.data(), false);
+  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step, 0,
+                                7, halves.data(), scratch.data(), false);
+  conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step, 7,
+                                tiles, halves.data(), scratch.data(), true);
   double largest = 0;
   for (Dtype v : whole) largest = std::max(largest, std::fabs(1.0 * v));
   ASSERT_GT(largest, 0);

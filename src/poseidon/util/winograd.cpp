@@ -1,5 +1,6 @@
 // WinogradConv3x3: 3x3 stride-1 convolution by Winograd's F(4x4, 3x3), the
-// channel sums of each transform position as one GEMM per tile block.
+// channel sums of each transform position as one GEMM per tile block;
+// also the weight gradient, summed in the transform domain.
 //
 // Note [Winograd]
 // Matrices. F(4, 3) (4 outputs of a 3-tap correlation from 6 inputs) by
@@ -60,6 +61,15 @@
 // receptive field, 16 or more in its window) shows errors many times
 // larger. Larger tiles (F(6x6, 3x3)) are reported to lose about another
 // decimal digit in float, which is why this is F(4x4, 3x3).
+//
+// Weight gradient. By transposition of Y's formula, dg = G^T [(A dY A^T)
+// .* (B^T d B)] G per tile; the bracket is summed over tiles as 36 GEMMs
+// per block, dU[pos] (outputs x channels) += Z[pos] (outputs x T) V[pos]^T,
+// with V the forward's input transform and Z the top diff's (A has entries
+// up to 8, as A^T), and the sum is taken back by G^T . G once, in double.
+// Its error, against the sum over images and outputs of |dY| times the
+// largest |x| of the channel (inputs in [-1, 1]), was at most 3.1 epsilon
+// in float and 4.9 in double on the test shapes; the tests allow 100.
 //
 // Speed (bench program not in the tree; one thread, float, pad 1, the
 // shared and loaded 2-core development machine, so +-20%): against
@@ -526,8 +536,8 @@ void WinogradConv3x3<Dtype>::TransformWeightGradient(const Dtype* const* dU,
                                                      int output_end) const {
   const int C = g_.channels, O = g_.outputs;
   CHECK(0 <= output_begin && output_begin <= output_end && output_end <= O)
-      << "Winograd: outputs [" << output_begin << ", " << output_end
-      << ") of " << O;
+      << "Winograd: outputs [" << output_begin << ", " << output_end << ") of "
+      << O;
   CHECK_GE(parts, 1) << "Winograd: no weight gradient parts";
   const size_t plane = static_cast<size_t>(O) * C;
   // kLanes kernels (o, c0 + l) at a time: the summed transform m[6 a +
