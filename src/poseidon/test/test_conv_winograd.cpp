@@ -119,9 +119,12 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   CheckLayer<Conv>({2, 64, 30, 33}, Param("Convolution", 130, 1));
   CheckLayer<Conv>({1, 70, 42, 42}, Param("Convolution", 129, 0));
   CheckLayer<Conv>({3, 65, 22, 22}, Param("Convolution", 140, 2));
-  // 128 channels and outputs: the direct path's weight gradient (on
-  // AVX-512 CPUs) beside Winograd's input gradient.
+  // 64 and 128 channels and outputs: where the direct path would run.
   CheckLayer<Conv>({2, 128, 30, 30}, Param("Convolution", 128, 1));
+  CheckLayer<Conv>({2, 64, 30, 27}, Param("Convolution", 64, 1));
+  // One image on 2 threads: the weight gradient splits its tiles, not the
+  // batch.
+  CheckLayer<Conv>({1, 64, 41, 41}, Param("Convolution", 96, 1));
   // Two groups of 64 channels and 130 outputs; an odd batch on 2 threads.
   // (Every shape has at least kWinogradMinTiles output tiles in the batch.)
   CheckLayer<Conv>({3, 128, 22, 22}, Param("Convolution", 260, 1, 2));
