@@ -113,16 +113,19 @@ class WinogradConv3x3 {
 
   // dU[pos] (outputs x channels, laid out as U) += the sum over tiles
   // [tile_begin, tile_end) of the images of (A dY A^T)[pos] times
-  // (B^T d B)[pos] transposed, tiles numbered as in Forward (image by
-  // image, row by row), bottom and top_diff strided as in Forward; with
-  // accumulate false, dU = that sum (zero for no tiles). dU has
+  // (B^T d B)[pos] transposed, for the rows of outputs [output_begin,
+  // output_end) only; tiles numbered as in Forward (image by image, row by
+  // row), bottom and top_diff strided as in Forward; with accumulate
+  // false, those rows of dU = that sum (zero for no tiles). dU has
   // weights_size() elements; scratch holds scratch_size(images) and
-  // overlaps nothing else. Callers split the tiles of a batch over threads
-  // with one dU each and sum them in TransformWeightGradient.
+  // overlaps nothing else. Callers split a batch over threads either by
+  // tiles, with one dU each summed in TransformWeightGradient, or by
+  // outputs, on one dU (each thread then transforms all the tiles' input).
   void AccumulateWeightGradient(int images, const Dtype* bottom,
                                 ptrdiff_t bottom_step, const Dtype* top_diff,
                                 ptrdiff_t top_step, int64_t tile_begin,
-                                int64_t tile_end, Dtype* dU, Dtype* scratch,
+                                int64_t tile_end, int output_begin,
+                                int output_end, Dtype* dU, Dtype* scratch,
                                 bool accumulate = true) const;
   // weight_diff[o][c] (outputs x channels x 3 x 3, as W) += G^T S G with S
   // the sum of dU[0] ... dU[parts - 1] at (o, c), for outputs
@@ -134,10 +137,11 @@ class WinogradConv3x3 {
 
  private:
   // Gathers the 4x4 top-diff tiles [first, first + count) (zero beyond
-  // the output) and transforms them into Z (36 outputs x count matrices),
-  // A dY A^T.
+  // the output) of outputs [output_begin, output_end) and transforms them
+  // into Z (36 (output_end - output_begin) x count matrices), A dY A^T.
   void TransformTopDiff(int64_t first, int count, const Dtype* top_diff,
-                        ptrdiff_t top_step, Dtype* Z) const;
+                        ptrdiff_t top_step, int output_begin, int output_end,
+                        Dtype* Z) const;
   // Gathers and transforms tiles [first, first + count) of the images at
   // bottom into V (36 channels x count matrices).
   void TransformInput(int64_t first, int count, const Dtype* bottom,

@@ -122,9 +122,10 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   // 64 and 128 channels and outputs: where the direct path would run.
   CheckLayer<Conv>({2, 128, 30, 30}, Param("Convolution", 128, 1));
   CheckLayer<Conv>({2, 64, 30, 27}, Param("Convolution", 64, 1));
-  // One image on 2 threads: the weight gradient splits its tiles, not the
-  // batch.
+  // The weight gradient split by outputs (few tiles: one image) and by
+  // tiles (512 tiles, at least two blocks per thread).
   CheckLayer<Conv>({1, 64, 41, 41}, Param("Convolution", 96, 1));
+  CheckLayer<Conv>({2, 64, 64, 64}, Param("Convolution", 64, 1));
   // Two groups of 64 channels and 130 outputs; an odd batch on 2 threads.
   // (Every shape has at least kWinogradMinTiles output tiles in the batch.)
   CheckLayer<Conv>({3, 128, 22, 22}, Param("Convolution", 260, 1, 2));

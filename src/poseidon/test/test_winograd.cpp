@@ -508,35 +508,53 @@ TYPED_TEST(WinogradConv3x3Test, WinogradWeightGradientMatchesNaive) {
                         12);
       std::vector<double> want, bound;
       NaiveWeightGradient(s, images, x, dy, &want, &bound);
-      // The tiles in three uneven parts (the first may be empty), each
-      // overwriting its own transform-domain sum, as the layer's threads do;
-      // then the outputs taken back in two ranges, added to a start value.
-      const int64_t tiles =
-          static_cast<int64_t>(images) * conv.tiles_per_image();
-      const int64_t cut[] = {0, tiles / 4, tiles / 4 + tiles / 2, tiles};
-      std::vector<std::vector<Dtype>> dU(3);
-      std::vector<const Dtype*> parts;
-      std::vector<Dtype> scratch(conv.scratch_size(images));
-      for (int p = 0; p < 3; ++p) {
-        dU[p].assign(conv.weights_size(), std::nan(""));
-        conv.AccumulateWeightGradient(
-            images, x.data(), static_cast<ptrdiff_t>(x.size() / images),
-            dy.data(), static_cast<ptrdiff_t>(dy.size() / images), cut[p],
-            cut[p + 1], dU[p].data(), scratch.data(), /*accumulate=*/false);
-        parts.push_back(dU[p].data());
-      }
       const std::vector<Dtype> start = Random<Dtype>(want.size(), 13);
-      std::vector<Dtype> grad = start;
-      const int half = s.outputs / 2;
-      conv.TransformWeightGradient(parts.data(), 3, grad.data(), 0, half);
-      conv.TransformWeightGradient(parts.data(), 3, grad.data(), half,
-                                   s.outputs);
       for (size_t i = 0; i < want.size(); ++i) {
         want[i] += start[i];
         bound[i] += std::fabs(1.0 * start[i]);
       }
+      const int64_t tiles =
+          static_cast<int64_t>(images) * conv.tiles_per_image();
+      const ptrdiff_t x_step = static_cast<ptrdiff_t>(x.size() / images);
+      const ptrdiff_t dy_step = static_cast<ptrdiff_t>(dy.size() / images);
+      const int half = s.outputs / 2;
+      std::vector<Dtype> scratch(conv.scratch_size(images));
+      // By tiles: three uneven parts (the first may be empty), each
+      // overwriting its own transform-domain sum; then the outputs taken
+      // back in two ranges, added to a start value.
+      const int64_t cut[] = {0, tiles / 4, tiles / 4 + tiles / 2, tiles};
+      std::vector<std::vector<Dtype>> dU(3);
+      std::vector<const Dtype*> parts;
+      for (int p = 0; p < 3; ++p) {
+        dU[p].assign(conv.weights_size(), std::nan(""));
+        conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(),
+                                      dy_step, cut[p], cut[p + 1], 0, s.outputs,
+                                      dU[p].data(), scratch.data(),
+                                      /*accumulate=*/false);
+        parts.push_back(dU[p].data());
+      }
+      std::vector<Dtype> grad = start;
+      conv.TransformWeightGradient(parts.data(), 3, grad.data(), 0, half);
+      conv.TransformWeightGradient(parts.data(), 3, grad.data(), half,
+                                   s.outputs);
       this->Record(ExpectWithinBound(want, bound, grad.data(),
-                                     Tolerance<Dtype>(), "weight gradient"));
+                                     Tolerance<Dtype>(),
+                                     "weight gradient by tiles"));
+      if (this->HasFailure()) return;
+      // By outputs: two ranges of rows of one sum, all tiles each.
+      std::vector<Dtype> one(conv.weights_size(), std::nan(""));
+      conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(),
+                                    dy_step, 0, tiles, 0, half, one.data(),
+                                    scratch.data(), false);
+      conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(),
+                                    dy_step, 0, tiles, half, s.outputs,
+                                    one.data(), scratch.data(), false);
+      const Dtype* whole = one.data();
+      grad = start;
+      conv.TransformWeightGradient(&whole, 1, grad.data(), 0, s.outputs);
+      this->Record(ExpectWithinBound(want, bound, grad.data(),
+                                     Tolerance<Dtype>(),
+                                     "weight gradient by outputs"));
       if (this->HasFailure()) return;
     }
   }
@@ -561,12 +579,15 @@ TYPED_TEST(WinogradConv3x3Test,
   const ptrdiff_t dy_step = static_cast<ptrdiff_t>(dy.size() / images);
   std::vector<Dtype> scratch(conv.scratch_size(images));
   std::vector<Dtype> whole(conv.weights_size()), halves(conv.weights_size());
+  const int O = s.outputs;
   conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step, 0,
-                                tiles, whole.data(), scratch.data(), false);
+                                tiles, 0, O, whole.data(), scratch.data(),
+                                false);
   conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step, 0,
-                                7, halves.data(), scratch.data(), false);
+                                7, 0, O, halves.data(), scratch.data(), false);
   conv.AccumulateWeightGradient(images, x.data(), x_step, dy.data(), dy_step, 7,
-                                tiles, halves.data(), scratch.data(), true);
+                                tiles, 0, O, halves.data(), scratch.data(),
+                                true);
   double largest = 0;
   for (Dtype v : whole) largest = std::max(largest, std::fabs(1.0 * v));
   ASSERT_GT(largest, 0);

@@ -444,14 +444,25 @@ template <typename Dtype>
 void WinogradConv3x3<Dtype>::AccumulateWeightGradient(
     int images, const Dtype* bottom, ptrdiff_t bottom_step,
     const Dtype* top_diff, ptrdiff_t top_step, int64_t tile_begin,
-    int64_t tile_end, Dtype* dU, Dtype* scratch, bool accumulate) const {
+    int64_t tile_end, int output_begin, int output_end, Dtype* dU,
+    Dtype* scratch, bool accumulate) const {
   const int C = g_.channels, O = g_.outputs;
   const int64_t tiles = static_cast<int64_t>(images) * tiles_per_image();
   CHECK(0 <= tile_begin && tile_begin <= tile_end && tile_end <= tiles)
       << "Winograd: tiles [" << tile_begin << ", " << tile_end << ") of "
       << tiles;
+  CHECK(0 <= output_begin && output_begin <= output_end && output_end <= O)
+      << "Winograd: outputs [" << output_begin << ", " << output_end << ") of "
+      << O;
+  const int rows = output_end - output_begin;
+  // Row output_begin of position pos's matrix.
+  auto dU_at = [&](int pos) {
+    return dU + (static_cast<size_t>(pos) * O + output_begin) * C;
+  };
   if (!accumulate && tile_begin == tile_end) {
-    std::fill_n(dU, weights_size(), Dtype(0));
+    for (int pos = 0; pos < kPos; ++pos) {
+      std::fill_n(dU_at(pos), static_cast<size_t>(rows) * C, Dtype(0));
+    }
     return;
   }
   for (int64_t first = tile_begin; first < tile_end; first += tile_block_) {
@@ -462,12 +473,13 @@ void WinogradConv3x3<Dtype>::AccumulateWeightGradient(
     Dtype* V = scratch;
     Dtype* Z = scratch + static_cast<size_t>(kPos) * C * count;
     TransformInput(first, count, bottom, bottom_step, V);
-    TransformTopDiff(first, count, top_diff, top_step, Z);
+    TransformTopDiff(first, count, top_diff, top_step, output_begin, output_end,
+                     Z);
     for (int pos = 0; pos < kPos; ++pos) {
-      cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, O, C, count, Dtype(1),
-                      Z + static_cast<size_t>(pos) * O * count,
+      cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, rows, C, count, Dtype(1),
+                      Z + static_cast<size_t>(pos) * rows * count,
                       V + static_cast<size_t>(pos) * C * count, beta,
-                      dU + static_cast<size_t>(pos) * O * C);
+                      dU_at(pos));
     }
   }
 }
@@ -476,11 +488,12 @@ template <typename Dtype>
 void WinogradConv3x3<Dtype>::TransformTopDiff(int64_t first, int count,
                                               const Dtype* top_diff,
                                               ptrdiff_t top_step,
+                                              int output_begin, int output_end,
                                               Dtype* Z) const {
-  const int O = g_.outputs, OH = output_h_, OW = output_w_;
+  const int OH = output_h_, OW = output_w_;
   const int per_image = tiles_per_image();
   const size_t top_plane = static_cast<size_t>(OH) * OW;
-  const size_t z_plane = static_cast<size_t>(O) * count;
+  const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
   // y[r][s][l]: the 4x4 tiles of up to kLanes tiles; t = A y (6 x 4),
   // then z = A y A^T (6 x 6).
   Dtype y[kOut * kOut * kLanes];
@@ -500,7 +513,7 @@ void WinogradConv3x3<Dtype>::TransformTopDiff(int64_t first, int count,
       cols[l] = std::min(kOut, OW - ox[l]);
     }
     if (lanes < kLanes) std::memset(y, 0, sizeof(y));
-    for (int o = 0; o < O; ++o) {
+    for (int o = output_begin; o < output_end; ++o) {
       for (int l = 0; l < lanes; ++l) {
         const Dtype* src = top_diff + image[l] * top_step + o * top_plane +
                            static_cast<size_t>(oy[l]) * OW + ox[l];
@@ -519,7 +532,7 @@ void WinogradConv3x3<Dtype>::TransformTopDiff(int64_t first, int count,
       for (int r = 0; r < kAlpha; ++r) {
         ApplyA(t + r * kOut * kLanes, kLanes, z + r * kAlpha * kLanes);
       }
-      Dtype* dst = Z + static_cast<size_t>(o) * count + t0;
+      Dtype* dst = Z + static_cast<size_t>(o - output_begin) * count + t0;
       for (int pos = 0; pos < kPos; ++pos) {
         std::memcpy(dst + pos * z_plane, z + pos * kLanes,
                     sizeof(Dtype) * lanes);
