@@ -39,8 +39,9 @@ runs of the mean time per iteration. The ratio is PyTorch / Poseidon: above
              divided by the median time; the same count for both sides.
   % of peak  that rate over the best single-precision GEMM this machine ran
              at the same thread count: large square products in PyTorch
-             (torch.mm), in the OpenBLAS poseidon_train links (cblas_sgemm)
-             and in numpy (cpu_peak.py), each named in the output.
+             (torch.mm), in the OpenBLAS poseidon_train links (cblas_sgemm),
+             in numpy and in Poseidon's own AVX-512 kernel (bench_gemm;
+             cpu_peak.py), each named in the output.
   peak RSS   the largest resident set of each timed process (ru_maxrss from
              wait4, Note [Peak RSS of a child]), the median over the runs;
              PyTorch's includes the interpreter and torch's libraries (the
@@ -348,11 +349,12 @@ def measure_peaks(args, threads):
     libraries = [l for l in cpu_peak.LIBRARIES
                  if not (l == "torch" and args.skip_pytorch)]
     blas = cpu_peak.blas_of_executable(args.poseidon_train)
+    bench_gemm = cpu_peak.bench_gemm_of_executable(args.poseidon_train)
     peaks = {}
     for t in threads:
         results, errors = cpu_peak.measure(
             libraries, args.peak_size, t, args.peak_repeats,
-            child_env(args, t), blas)
+            child_env(args, t), blas, bench_gemm)
         best = max(results, key=lambda r: r["gflops"]) if results else None
         peaks[t] = {"gflops": best["gflops"] if best else None,
                     "what": best["what"] if best else None,

@@ -9,14 +9,21 @@ and through the library's own call:
   torch   torch.mm on float32, PyTorch's GEMM (MKL in the x86 pip wheels;
           torch.__config__ names it)
   openblas  cblas_sgemm through ctypes from the OpenBLAS that
-          poseidon_train links (found with ldd), i.e. Poseidon's own GEMM,
-          called with openblas_set_num_threads(T); its kernels follow
-          OPENBLAS_CORETYPE when that is set
+          poseidon_train links (found with ldd): Poseidon's GEMM on CPUs
+          without AVX-512 and for double, called with
+          openblas_set_num_threads(T); its kernels follow OPENBLAS_CORETYPE
+          when that is set
   numpy   numpy.matmul on float32, numpy's BLAS (pip wheels bundle their own
           OpenBLAS build; numpy.show_config names it)
+  poseidon  Poseidon's own AVX-512 float GEMM (util/sgemm_avx512.hpp, what
+          its layers call on AVX-512 CPUs), through the bench_gemm program
+          built beside poseidon_train (scripts/bench/bench_gemm.cpp: T
+          threads split the columns); only for n of 512, 1024 or 2048, the
+          square products bench_gemm runs, and only on AVX-512 CPUs
 
 The square n x n products (n = 2048 by default: 17.2 GFLOP each) run once
-untimed, then `repeats` times timed; the best time gives 2 n^3 / t.
+untimed, then `repeats` times timed; the best time gives 2 n^3 / t
+(bench_gemm reports the median of its repeats instead).
 """
 
 import ctypes
@@ -28,7 +35,7 @@ import subprocess
 import sys
 import time
 
-LIBRARIES = ("torch", "openblas", "numpy")
+LIBRARIES = ("torch", "openblas", "numpy", "poseidon")
 
 
 def blas_of_executable(path):
@@ -133,6 +140,60 @@ def _numpy_gemm(n, threads, repeats):
     return seconds, what, threads
 
 
+def bench_gemm_of_executable(path):
+    """The bench_gemm program built beside an executable (or None)."""
+    if not path:
+        return None
+    candidate = os.path.join(os.path.dirname(os.path.abspath(path)),
+                             "bench_gemm")
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+def parse_bench_gemm(text, n):
+    """(GFLOP/s of the avx512 column for the square n product, thread
+    count) from bench_gemm's output; raises RuntimeError if absent."""
+    columns, threads = None, None
+    for line in text.splitlines():
+        m = re.match(r"== (\d+) thread", line)
+        if m:
+            threads = int(m.group(1))
+            continue
+        if line.startswith("product "):
+            columns = line.split()[len("product (M x N x K, op)".split()):]
+            continue
+        prefix = "square %d %dx%dx%d NN" % (n, n, n, n)
+        if columns and line.startswith(prefix):
+            values = line[len(prefix):].split()
+            if "avx512" not in columns:
+                break
+            return float(values[columns.index("avx512")]), threads
+    if "not on this CPU" in text:
+        raise RuntimeError("Poseidon's AVX-512 kernel does not run on this "
+                           "CPU")
+    raise RuntimeError("bench_gemm printed no avx512 figure for the square "
+                       "%d product" % n)
+
+
+def _poseidon_gemm(n, threads, repeats, bench_gemm):
+    if not bench_gemm:
+        raise RuntimeError("no bench_gemm beside poseidon_train (built with "
+                           "BLIS and oneDNN present)")
+    if n not in (512, 1024, 2048):
+        raise RuntimeError("bench_gemm runs square products of 512, 1024 "
+                           "and 2048 only, not %d" % n)
+    proc = subprocess.run(
+        [bench_gemm, "--reps=%d" % max(repeats, 1), "--threads=%d" % threads,
+         "--filter=square %d" % n],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        universal_newlines=True)
+    if proc.returncode != 0:
+        raise RuntimeError("bench_gemm failed: " +
+                           (proc.stdout.strip().splitlines() or ["?"])[-1])
+    gflops, used = parse_bench_gemm(proc.stdout, n)
+    what = "Poseidon's AVX-512 sgemm (bench_gemm)"
+    return 2.0 * n ** 3 / (gflops * 1e9), what, used or threads
+
+
 def gemm_worker(spec):
     """Child process body: one library's best SGEMM; prints a RESULT line."""
     n, threads, repeats = spec["n"], spec["threads"], spec["repeats"]
@@ -145,6 +206,9 @@ def gemm_worker(spec):
                                                    spec.get("path"))
     elif library == "numpy":
         seconds, what, used = _numpy_gemm(n, threads, repeats)
+    elif library == "poseidon":
+        seconds, what, used = _poseidon_gemm(n, threads, repeats,
+                                             spec.get("bench_gemm"))
     else:
         raise SystemExit("unknown GEMM library " + library)
     print("RESULT " + json.dumps({
@@ -153,12 +217,14 @@ def gemm_worker(spec):
         "seconds": seconds, "gflops": 2.0 * n ** 3 / seconds / 1e9}))
 
 
-def measure(libraries, n, threads, repeats, env, openblas_path=None):
+def measure(libraries, n, threads, repeats, env, openblas_path=None,
+            bench_gemm=None):
     """Runs one gemm_worker child per library; returns (results, errors)."""
     results, errors = [], []
     for library in libraries:
         spec = {"library": library, "n": n, "threads": threads,
-                "repeats": repeats, "path": openblas_path}
+                "repeats": repeats, "path": openblas_path,
+                "bench_gemm": bench_gemm}
         proc = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--gemm-worker",
              json.dumps(spec)],
@@ -190,9 +256,10 @@ if __name__ == "__main__":
         gemm_worker(json.loads(sys.argv[2]))
         sys.exit(0)
     t = int(sys.argv[1]) if len(sys.argv) > 1 else os.cpu_count()
+    exe = sys.argv[2] if len(sys.argv) > 2 else None
     res, errs = measure(LIBRARIES, 2048, t, 3, thread_env(os.environ, t),
-                        blas_of_executable(sys.argv[2]) if len(sys.argv) > 2
-                        else None)
+                        blas_of_executable(exe) if exe else None,
+                        bench_gemm_of_executable(exe))
     for r in res:
         print("%8.1f GFLOP/s  %d threads  %s" % (r["gflops"], r["threads"],
                                                   r["what"]))

@@ -387,6 +387,42 @@ def test_gemm_children_report_gflops():
         assert r["gflops"] > 0 and r["threads"] == 1 and r["what"]
 
 
+BENCH_GEMM_OUTPUT = """cblas_sgemm from /lib/libopenblas.so.0
+GFLOP/s, median of 3 interleaved repeats; ratio = lib / openblas
+
+== 2 thread(s)
+product (M x N x K, op)                                     openblas    onednn      blis    avx512 dnnl/ob blis/ob  avx/ob
+square 1024 1024x1024x1024 NN                                  254.2     496.6      84.8     455.8    1.95    0.33    1.79
+square 2048 2048x2048x2048 NN                                  249.6     485.0      85.9     412.8    1.94    0.34    1.65
+"""
+
+
+def test_bench_gemm_avx512_column_is_parsed():
+    assert cpu_peak.parse_bench_gemm(BENCH_GEMM_OUTPUT, 2048) == (412.8, 2)
+    assert cpu_peak.parse_bench_gemm(BENCH_GEMM_OUTPUT, 1024) == (455.8, 2)
+    with pytest.raises(RuntimeError, match="no avx512 figure"):
+        cpu_peak.parse_bench_gemm(BENCH_GEMM_OUTPUT, 512)
+    without = BENCH_GEMM_OUTPUT.replace(" avx512", "").replace(
+        "Poseidon", "").replace("GFLOP/s,", "Poseidon's AVX-512 kernel: not "
+                                "on this CPU\nGFLOP/s,")
+    with pytest.raises(RuntimeError, match="does not run on this CPU"):
+        cpu_peak.parse_bench_gemm(without, 2048)
+
+
+def test_poseidon_gemm_peak_runs_bench_gemm():
+    exe = os.environ.get("POSEIDON_TRAIN")
+    bench_gemm = cpu_peak.bench_gemm_of_executable(exe)
+    if not bench_gemm:
+        pytest.skip("no bench_gemm beside POSEIDON_TRAIN")
+    results, errors = cpu_peak.measure(
+        ["poseidon"], 512, 1, 1, cpu_peak.thread_env(os.environ, 1), None,
+        bench_gemm)
+    if errors and "does not run on this CPU" in errors[0]:
+        pytest.skip(errors[0])
+    assert not errors, errors
+    assert results[0]["gflops"] > 0 and results[0]["threads"] == 1
+
+
 def run_script(*args):
     return subprocess.run(
         [sys.executable, os.path.join(HERE, "bench_vs_pytorch.py")] +
