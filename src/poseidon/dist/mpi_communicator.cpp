@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <initializer_list>
 #include <mutex>
 #include <thread>
@@ -432,15 +433,68 @@ struct MpiCommunicator::Impl {
     return Await(list, "");
   }
 
-  Status Collective(const std::string& what, MPI_Request request) {
-    MpiOp op;
-    op.what = what;
-    op.request = request;
-    // MPI does not say which rank has not joined; with two there is one.
-    return Await({&op}, size == 2
-                            ? StrCat("rank ", Job(1 - rank), " to join")
-                            : std::string("every rank to join (MPI does not "
-                                          "tell which one is missing)"));
+  // See Note [Collectives from messages]: `bytes` at data from `root` to
+  // every rank down a binomial tree, in messages of at most
+  // kMaxMessageBytes; each rank forwards a piece to its children as soon as
+  // it has it.
+  Status BroadcastFromMessages(const std::string& what, uint64_t seq,
+                               char* data, size_t bytes, int root) {
+    if (size == 1 || bytes == 0) return Status::OK();
+    const int tag =
+        static_cast<int>(seq % (static_cast<uint64_t>(kMaxTag) + 1));
+    // Ranks relative to the root: r's parent is r without its lowest set
+    // bit; its children are r + m for the powers of two m below that bit.
+    const int relative = (rank - root + size) % size;
+    int parent = -1;
+    int low = 1;
+    for (; low < size; low <<= 1) {
+      if (relative & low) {
+        parent = (relative - low + root) % size;
+        break;
+      }
+    }
+    std::vector<int> children;
+    for (int m = low >> 1; m > 0; m >>= 1) {
+      if (relative + m < size) children.push_back((relative + m + root) % size);
+    }
+    std::deque<MpiOp> sends;  // stable addresses for the progress thread
+    std::vector<MpiOp*> pending;
+    for (size_t begin = 0; begin < bytes; begin += kMaxMessageBytes) {
+      const size_t len = std::min(kMaxMessageBytes, bytes - begin);
+      if (parent >= 0) {
+        MpiOp in;
+        in.what = what;
+        in.probe = true;
+        in.on_coll_comm = true;
+        in.src = parent;
+        in.tag = tag;
+        in.buf = data + begin;
+        in.bytes = len;
+        in.waiting_for =
+            parent == root
+                ? StrCat("rank ", Job(root), " (the root)")
+                : StrCat("rank ", Job(parent), " to pass on the root's data");
+        Status s = Await({&in}, "");
+        if (!s.ok()) return s;  // sends already started stay with MPI
+      }
+      for (int child : children) {
+        sends.emplace_back();
+        MpiOp& op = sends.back();
+        op.what = what;
+        op.waiting_for = StrCat("rank ", Job(child), " to take the data");
+        const int rc = MPI_Isend(data + begin, static_cast<int>(len), MPI_BYTE,
+                                 child, tag, coll_comm, &op.request);
+        if (rc != MPI_SUCCESS) {
+          Status s =
+              MpiErrorStatus(rc, self(), what, "MPI_Isend", __FILE__, __LINE__);
+          std::lock_guard<std::mutex> broken_lock(broken_mu);
+          if (broken.empty()) broken = s.message();
+          return s;
+        }
+        pending.push_back(&op);
+      }
+    }
+    return Await(pending, "");
   }
 };
 
@@ -614,31 +668,26 @@ Status MpiCommunicator::Broadcast(void* buf, size_t bytes, int root) {
   }
   Status s = impl_->CheckUsable(what);
   if (!s.ok()) return s;
-  char* data = static_cast<char*>(buf);
-  for (size_t begin = 0; begin < bytes; begin += kMaxMessageBytes) {
-    const int len = static_cast<int>(std::min(kMaxMessageBytes, bytes - begin));
-    MPI_Request request;
-    POSEIDON_MPI_CHECK(
-        impl_->self(), what,
-        MPI_Ibcast(data + begin, len, MPI_BYTE, root, impl_->comm, &request));
-    s = impl_->Collective(what, request);
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
+  return impl_->BroadcastFromMessages(what, seq, static_cast<char*>(buf), bytes,
+                                      root);
 }
 
 // Note [Collectives from messages]
 // Allgather (and so AllreduceSum) and Barrier are point-to-point messages,
 // every rank to every other, on a duplicate of the communicator with the
 // collective's sequence number as tag, rather than MPI_Iallgather and
-// MPI_Ibarrier. Two reasons. A collective that times out can then name
-// the ranks whose part never came ("waiting for rank 3's part"); MPI's
-// request only says that the collective has not finished, which in a job
-// of more than two ranks named nobody ("waiting for every rank to join"),
-// as the signal agreement's allgather did after a link flap. And a receive
-// that has not matched is withdrawn on timeout (Note [Progress thread]),
-// so MPI does not write into a gather buffer the caller freed after the
-// error (a receive already matched and still in flight is not withdrawn:
+// MPI_Ibarrier; Broadcast is messages down a binomial tree rooted at the
+// root (log2(n) rounds, each rank receiving once and sending to at most
+// log2(n) children, as MPI's own small-message broadcast does), rather
+// than MPI_Ibcast, and a rank that times out names the rank it waited for
+// ("rank 2 to pass on the root's data"). Two reasons. A collective that times
+// out can then name the ranks whose part never came ("waiting for rank 3's
+// part"); MPI's request only says that the collective has not finished, which
+// in a job of more than two ranks named nobody ("waiting for every rank to
+// join"), as the signal agreement's allgather did after a link flap. And a
+// receive that has not matched is withdrawn on timeout (Note [Progress
+// thread]), so MPI does not write into a gather buffer the caller freed after
+// the error (a receive already matched and still in flight is not withdrawn:
 // that one marks the communicator unusable, Note [MPI timeouts]). The
 // bytes each rank sends and receives are those of MPI's own allgather
 // ((n - 1) parts each way), but the messages go out at once instead of in

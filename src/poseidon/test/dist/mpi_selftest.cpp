@@ -462,6 +462,43 @@ std::string AllgatherTimeoutNamesTheMissing(Communicator* main_comm) {
   return !result.empty() ? result : !e.empty() ? e : f;
 }
 
+// A Broadcast whose root never joins: the root's children name the root,
+// the ranks below them the rank that was to pass the data on (with 4
+// ranks, root 0: ranks 1 and 2 wait for rank 0, rank 3 for rank 2).
+std::string BroadcastTimeoutNamesTheParent(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  std::string result;
+  double value = c.rank() == 0 ? 2.5 : -1.0;
+  if (c.rank() != 0) {
+    Status s = c.Broadcast(&value, sizeof(value), 0);
+    // The rank's parent in the binomial tree: without its lowest set bit.
+    const int parent = c.rank() & (c.rank() - 1);
+    const std::string want =
+        parent == 0
+            ? "Broadcast #1 of 8 bytes from root 0: timed out after 0.2 s "
+              "waiting for rank 0 (the root)"
+            : StrCat(
+                  "Broadcast #1 of 8 bytes from root 0: timed out after "
+                  "0.2 s waiting for rank ",
+                  parent, " to pass on the root's data");
+    if (s.ok()) {
+      result = "a Broadcast without its root succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message(), " (want: ", want, ")");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // The late root's sends are eager and complete.
+  if (c.rank() == 0) {
+    e = Expect(c.Broadcast(&value, sizeof(value), 0), "late root");
+  }
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
 int Run() {
   MpiOptions options;
   options.timeout = std::chrono::seconds(20);
@@ -478,6 +515,7 @@ int Run() {
       {"BroadcastAllRoots", BroadcastAllRoots},
       {"AllgatherInts", AllgatherInts},
       {"AllgatherTimeoutNamesTheMissing", AllgatherTimeoutNamesTheMissing},
+      {"BroadcastTimeoutNamesTheParent", BroadcastTimeoutNamesTheParent},
       {"Barriers", Barriers},
       {"DeterministicAllreduceFloat", DeterministicAllreduce<float>},
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
