@@ -142,6 +142,10 @@ class WinogradConv3x3 {
   void TransformTopDiff(int64_t first, int count, const Dtype* top_diff,
                         ptrdiff_t top_step, int output_begin, int output_end,
                         Dtype* Z) const;
+  // For tiles first .. first + lanes - 1: the image each is in and the
+  // top-left corner of its 4x4 of output.
+  void TileOrigins(int64_t first, int lanes, int64_t* image, int* oy,
+                   int* ox) const;
   // Gathers and transforms tiles [first, first + count) of the images at
   // bottom into V (36 channels x count matrices).
   void TransformInput(int64_t first, int count, const Dtype* bottom,

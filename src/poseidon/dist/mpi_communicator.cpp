@@ -142,6 +142,18 @@ struct MpiOp {
   bool done = false;
   Status result;
   MpiWaiter* waiter = nullptr;
+
+  // Makes this op a receive of exactly `n` bytes from `from` with tag `t`
+  // into `into`, started as a probe (Note [Progress thread]); on the
+  // collectives' communicator if `collective`.
+  void Receive(int from, int t, void* into, size_t n, bool collective) {
+    probe = true;
+    on_coll_comm = collective;
+    src = from;
+    tag = t;
+    buf = into;
+    bytes = n;
+  }
 };
 
 struct MpiCommunicator::Impl {
@@ -405,12 +417,9 @@ struct MpiCommunicator::Impl {
       if (peer == rank) continue;
       MpiOp& op = in[k++];
       op.what = what;
-      op.probe = true;
-      op.on_coll_comm = true;
-      op.src = peer;
-      op.tag = tag;
-      op.buf = bytes > 0 ? recv + static_cast<size_t>(peer) * bytes : nullptr;
-      op.bytes = bytes;
+      op.Receive(peer, tag,
+                 bytes > 0 ? recv + static_cast<size_t>(peer) * bytes : nullptr,
+                 bytes, /*collective=*/true);
       op.waiting_for = StrCat("rank ", Job(peer), "'s part");
       list.push_back(&op);
     }
@@ -464,12 +473,7 @@ struct MpiCommunicator::Impl {
       if (parent >= 0) {
         MpiOp in;
         in.what = what;
-        in.probe = true;
-        in.on_coll_comm = true;
-        in.src = parent;
-        in.tag = tag;
-        in.buf = data + begin;
-        in.bytes = len;
+        in.Receive(parent, tag, data + begin, len, /*collective=*/true);
         in.waiting_for =
             parent == root
                 ? StrCat("rank ", Job(root), " (the root)")
@@ -618,11 +622,7 @@ Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
   // See Note [Progress thread] for why a receive starts as a probe.
   MpiOp op;
   op.what = what;
-  op.probe = true;
-  op.src = src;
-  op.tag = tag;
-  op.buf = buf;
-  op.bytes = bytes;
+  op.Receive(src, tag, buf, bytes, /*collective=*/false);
   return impl_->Await({&op}, StrCat("rank ", impl_->Job(src)));
 }
 
@@ -638,11 +638,7 @@ Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
   Status s = impl_->CheckPeer(out.what, dest, tag, send_bytes);
   if (s.ok()) s = impl_->CheckPeer(in.what, src, tag, recv_bytes);
   if (!s.ok()) return s;
-  in.probe = true;
-  in.src = src;
-  in.tag = tag;
-  in.buf = recv;
-  in.bytes = recv_bytes;
+  in.Receive(src, tag, recv, recv_bytes, /*collective=*/false);
   POSEIDON_MPI_CHECK(impl_->self(), out.what,
                      MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE,
                                dest, tag, impl_->comm, &out.request));

@@ -314,12 +314,25 @@ void WinogradConv3x3<Dtype>::Forward(int images, const Dtype* U,
 }
 
 template <typename Dtype>
+void WinogradConv3x3<Dtype>::TileOrigins(int64_t first, int lanes,
+                                         int64_t* image, int* oy,
+                                         int* ox) const {
+  const int per_image = tiles_per_image();
+  for (int l = 0; l < lanes; ++l) {
+    const int64_t tile = first + l;
+    image[l] = tile / per_image;
+    const int rest = static_cast<int>(tile % per_image);
+    oy[l] = (rest / tiles_w_) * kOut;
+    ox[l] = (rest % tiles_w_) * kOut;
+  }
+}
+
+template <typename Dtype>
 void WinogradConv3x3<Dtype>::TransformInput(int64_t first, int count,
                                             const Dtype* bottom,
                                             ptrdiff_t bottom_step,
                                             Dtype* V) const {
   const int C = g_.channels, H = g_.height, W = g_.width;
-  const int per_image = tiles_per_image();
   const size_t image_plane = static_cast<size_t>(H) * W;
   const size_t v_plane = static_cast<size_t>(C) * count;
   // d[r][s][l]: the 6x6 windows of up to kLanes tiles; t after the row
@@ -332,12 +345,10 @@ void WinogradConv3x3<Dtype>::TransformInput(int64_t first, int count,
     int64_t image[kLanes];
     int y0[kLanes], x0[kLanes];
     bool inside[kLanes];
+    TileOrigins(first + t0, lanes, image, y0, x0);
     for (int l = 0; l < lanes; ++l) {
-      const int64_t tile = first + t0 + l;
-      image[l] = tile / per_image;
-      const int rest = static_cast<int>(tile % per_image);
-      y0[l] = (rest / tiles_w_) * kOut - g_.pad_h;
-      x0[l] = (rest % tiles_w_) * kOut - g_.pad_w;
+      y0[l] -= g_.pad_h;
+      x0[l] -= g_.pad_w;
       inside[l] = y0[l] >= 0 && y0[l] + kAlpha <= H && x0[l] >= 0 &&
                   x0[l] + kAlpha <= W;
     }
@@ -388,7 +399,6 @@ void WinogradConv3x3<Dtype>::TransformOutput(int64_t first, int count,
                                              ptrdiff_t top_step,
                                              bool accumulate) const {
   const int O = g_.outputs, OH = output_h_, OW = output_w_;
-  const int per_image = tiles_per_image();
   const size_t top_plane = static_cast<size_t>(OH) * OW;
   const size_t m_plane = static_cast<size_t>(O) * count;
   Dtype m[kPos * kLanes];
@@ -398,13 +408,7 @@ void WinogradConv3x3<Dtype>::TransformOutput(int64_t first, int count,
     const int lanes = std::min(kLanes, count - t0);
     int64_t image[kLanes];
     int oy[kLanes], ox[kLanes];
-    for (int l = 0; l < lanes; ++l) {
-      const int64_t tile = first + t0 + l;
-      image[l] = tile / per_image;
-      const int rest = static_cast<int>(tile % per_image);
-      oy[l] = (rest / tiles_w_) * kOut;
-      ox[l] = (rest % tiles_w_) * kOut;
-    }
+    TileOrigins(first + t0, lanes, image, oy, ox);
     if (lanes < kLanes) std::memset(m, 0, sizeof(m));
     for (int o = 0; o < O; ++o) {
       const Dtype* src = M + static_cast<size_t>(o) * count + t0;
@@ -491,7 +495,6 @@ void WinogradConv3x3<Dtype>::TransformTopDiff(int64_t first, int count,
                                               int output_begin, int output_end,
                                               Dtype* Z) const {
   const int OH = output_h_, OW = output_w_;
-  const int per_image = tiles_per_image();
   const size_t top_plane = static_cast<size_t>(OH) * OW;
   const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
   // y[r][s][l]: the 4x4 tiles of up to kLanes tiles; t = A y (6 x 4),
@@ -503,12 +506,8 @@ void WinogradConv3x3<Dtype>::TransformTopDiff(int64_t first, int count,
     const int lanes = std::min(kLanes, count - t0);
     int64_t image[kLanes];
     int oy[kLanes], ox[kLanes], rows[kLanes], cols[kLanes];
+    TileOrigins(first + t0, lanes, image, oy, ox);
     for (int l = 0; l < lanes; ++l) {
-      const int64_t tile = first + t0 + l;
-      image[l] = tile / per_image;
-      const int rest = static_cast<int>(tile % per_image);
-      oy[l] = (rest / tiles_w_) * kOut;
-      ox[l] = (rest % tiles_w_) * kOut;
       rows[l] = std::min(kOut, OH - oy[l]);
       cols[l] = std::min(kOut, OW - ox[l]);
     }
