@@ -287,11 +287,7 @@ struct MpiCommunicator::Impl {
       }
       leaves_request = leaves_request || !op->probe;
     }
-    if (leaves_request) {
-      std::lock_guard<std::mutex> broken_lock(broken_mu);
-      if (broken.empty()) broken = s.message();
-    }
-    return s;
+    return leaves_request ? MarkBroken(s) : s;
   }
 
   // `waiting_for`, or when it is empty, the waiting_for of the ops of
@@ -428,18 +424,31 @@ struct MpiCommunicator::Impl {
       MpiOp& op = out[k - 1];
       op.what = what;
       op.waiting_for = StrCat("rank ", Job(peer), " to take this rank's part");
-      const int rc = MPI_Isend(send, static_cast<int>(bytes), MPI_BYTE, peer,
-                               tag, coll_comm, &op.request);
-      if (rc != MPI_SUCCESS) {
-        // The sends already started stay with MPI (Note [MPI timeouts]).
-        s = MpiErrorStatus(rc, self(), what, "MPI_Isend", __FILE__, __LINE__);
-        std::lock_guard<std::mutex> broken_lock(broken_mu);
-        if (broken.empty()) broken = s.message();
-        return s;
-      }
+      s = StartCollectiveSend(&op, send, bytes, peer, tag);
+      if (!s.ok()) return s;
       list.push_back(&op);
     }
     return Await(list, "");
+  }
+
+  // Starts op as a send of `bytes` at buf to `dest` on the collectives'
+  // communicator. If MPI refuses, the communicator is marked unusable: the
+  // sends already started stay with MPI (Note [MPI timeouts]).
+  Status StartCollectiveSend(MpiOp* op, const void* buf, size_t bytes, int dest,
+                             int tag) {
+    const int rc = MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest, tag,
+                             coll_comm, &op->request);
+    if (rc == MPI_SUCCESS) return Status::OK();
+    return MarkBroken(
+        MpiErrorStatus(rc, self(), op->what, "MPI_Isend", __FILE__, __LINE__));
+  }
+
+  // Records s as why this communicator is unusable (the first reason
+  // stays); returns s.
+  Status MarkBroken(Status s) {
+    std::lock_guard<std::mutex> broken_lock(broken_mu);
+    if (broken.empty()) broken = s.message();
+    return s;
   }
 
   // See Note [Collectives from messages]: `bytes` at data from `root` to
@@ -479,22 +488,16 @@ struct MpiCommunicator::Impl {
                 ? StrCat("rank ", Job(root), " (the root)")
                 : StrCat("rank ", Job(parent), " to pass on the root's data");
         Status s = Await({&in}, "");
-        if (!s.ok()) return s;  // sends already started stay with MPI
+        // Sends of earlier pieces still read the caller's buffer.
+        if (!s.ok()) return pending.empty() ? s : MarkBroken(s);
       }
       for (int child : children) {
         sends.emplace_back();
         MpiOp& op = sends.back();
         op.what = what;
         op.waiting_for = StrCat("rank ", Job(child), " to take the data");
-        const int rc = MPI_Isend(data + begin, static_cast<int>(len), MPI_BYTE,
-                                 child, tag, coll_comm, &op.request);
-        if (rc != MPI_SUCCESS) {
-          Status s =
-              MpiErrorStatus(rc, self(), what, "MPI_Isend", __FILE__, __LINE__);
-          std::lock_guard<std::mutex> broken_lock(broken_mu);
-          if (broken.empty()) broken = s.message();
-          return s;
-        }
+        Status s = StartCollectiveSend(&op, data + begin, len, child, tag);
+        if (!s.ok()) return s;
         pending.push_back(&op);
       }
     }
