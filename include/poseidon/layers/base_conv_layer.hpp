@@ -64,6 +64,7 @@
 
 #include "poseidon/layer.hpp"
 #include "poseidon/util/direct_conv.hpp"
+#include "poseidon/util/row_weight_grad.hpp"
 #include "poseidon/util/winograd.hpp"
 
 namespace poseidon {
@@ -96,7 +97,11 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              Float 3x3 unit-stride convolutions with many channels
   //              run their forward pass and both gradients by Winograd's
   //              F(4x4, 3x3) instead (Note [Winograd path] in
-  //              base_conv_layer_winograd.cpp).
+  //              base_conv_layer_winograd.cpp). Float 2-D convolutions
+  //              with at most 4 input channels per group (first layers)
+  //              take their weight gradient from RowWeightGradient,
+  //              whatever runs the rest (Note [Row weight-gradient path]
+  //              in base_conv_layer_row_wgrad.cpp).
   //   kPortable: the GPU's im2col + GEMM path (chunks of images bounded by
   //              max_buffer_bytes, functor im2col/col2im, math::gemm) run
   //              on the CPU: what the CPU tests check the GPU path with.
@@ -133,6 +138,10 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Whether the forward pass and input gradient run Winograd's F(4x4, 3x3)
   // (Note [Winograd path] in base_conv_layer_winograd.cpp).
   bool winograd() const { return winograd_; }
+  // Whether the weight gradient runs RowWeightGradient, whatever path the
+  // rest takes (Note [Row weight-gradient path] in
+  // base_conv_layer_row_wgrad.cpp).
+  bool row_weight_grad() const { return row_weight_grad_; }
   bool batched() const { return batched_; }
   int images_per_chunk() const { return images_per_chunk_; }
   // The GPU engine the layer's parameters and geometry give (set at
@@ -279,6 +288,12 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // for the input gradient), each image input_dim and output_dim apart;
   // BackwardWeightsWinograd adds the weight gradient.
   void ChooseWinograd();
+  // The row weight gradient (float only; base_conv_layer_row_wgrad.cpp):
+  // ChooseRowWeightGrad sets row_weight_grad_ and the plan;
+  // BackwardWeightsRows adds the weight gradient.
+  void ChooseRowWeightGrad();
+  void BackwardWeightsRows(const float* input, const float* output_diff,
+                           float* weight_diff);
   void RunWinograd(const WinogradConv3x3<float>& conv, bool flip_and_swap,
                    const float* weights, const float* input, size_t input_dim,
                    float* output, size_t output_dim);
@@ -319,6 +334,9 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Winograd path: the plans of one group's forward pass and input
   // gradient; their buffers are the calling thread's scratch.
   bool winograd_ = false;
+  // Row weight gradient: the plan of one group's weight gradient.
+  bool row_weight_grad_ = false;
+  std::unique_ptr<RowWeightGradient> row_weight_grad_plan_;
   std::unique_ptr<WinogradConv3x3<float>> winograd_forward_;
   std::unique_ptr<WinogradConv3x3<float>> winograd_backward_;
 

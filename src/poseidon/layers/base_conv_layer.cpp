@@ -262,6 +262,7 @@ template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
   ChooseDirect();
   ChooseWinograd();
+  ChooseRowWeightGrad();
   const bool can_batch = num_spatial_axes_ == 2 && !force_nd_im2col_;
   const int col_rows = col_shape_[0];
   const int S = std::max(conv_out_spatial_dim_, 1);
@@ -364,6 +365,12 @@ void BaseConvolutionLayer<Dtype>::CpuConvBackward(const Dtype* input,
                                                   Dtype* input_diff) {
   if (weight_diff == nullptr && input_diff == nullptr) return;
   if constexpr (std::is_same<Dtype, float>::value) {
+    // See Note [Row weight-gradient path] in base_conv_layer_row_wgrad.cpp.
+    if (row_weight_grad_ && weight_diff != nullptr) {
+      BackwardWeightsRows(input, output_diff, weight_diff);
+      if (input_diff == nullptr) return;
+      weight_diff = nullptr;
+    }
     // See Note [Winograd path].
     if (winograd_) {
       if (input_diff != nullptr) {

@@ -1,0 +1,184 @@
+// The convolution layer's row weight gradient (Note [Row weight-gradient
+// path] in base_conv_layer_row_wgrad.cpp) against its per-image im2col
+// path: the weight gradient (and that the forward pass, the input and bias
+// gradients are untouched), with and without the input gradient, on 1 and
+// 2 threads (images split, or outputs split for a lone image), on strides,
+// pads, dilation, groups and a deconvolution; and where kAuto chooses it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "poseidon/layers/conv_layer.hpp"
+#include "poseidon/layers/deconv_layer.hpp"
+#include "poseidon/util/avx512.hpp"
+#include "test_util.hpp"
+
+namespace poseidon {
+namespace {
+
+using Algo = BaseConvolutionLayer<float>::Algorithm;
+
+LayerParameter Param(const std::string& type, int outputs, int kernel, int pad,
+                     int stride = 1, int group = 1, int dilation = 1) {
+  LayerParameter param;
+  param.set_type(type);
+  ConvolutionParameter* p = param.mutable_convolution_param();
+  p->set_num_output(outputs);
+  p->add_kernel_size(kernel);
+  p->add_pad(pad);
+  p->add_stride(stride);
+  p->add_dilation(dilation);
+  p->set_group(group);
+  p->mutable_weight_filler()->set_type("gaussian");
+  p->mutable_bias_filler()->set_type("gaussian");
+  return param;
+}
+
+// Forward and backward with `algo` on `threads` threads, the input
+// gradient only if `propagate`: top, bottom diff, weight diff, bias diff;
+// *rows says whether the layer ran the row weight gradient.
+template <typename Layer>
+std::vector<std::vector<float>> Run(Layer* layer, Algo algo, int threads,
+                                    bool propagate, Blob<float>* bottom,
+                                    const Blob<float>& diff, bool* rows) {
+  const int saved = Poseidon::num_threads();
+  Poseidon::set_num_threads(threads);
+  Blob<float> top;
+  layer->set_algorithm(algo);
+  layer->Reshape({bottom}, {&top});
+  *rows = layer->row_weight_grad();
+  layer->Forward({bottom}, {&top});
+  CHECK_EQ(diff.count(), top.count());
+  std::copy(diff.cpu_data(), diff.cpu_data() + diff.count(),
+            top.mutable_cpu_diff());
+  // Gradients accumulate: start from a non-zero value.
+  for (auto& b : layer->blobs()) {
+    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
+  }
+  cpu_set(bottom->count(), -3.0f, bottom->mutable_cpu_diff());
+  layer->Backward({&top}, {propagate}, {bottom});
+  Poseidon::set_num_threads(saved);
+  auto grab = [](const float* p, int n) {
+    return std::vector<float>(p, p + n);
+  };
+  return {grab(top.cpu_data(), top.count()),
+          grab(bottom->cpu_diff(), bottom->count()),
+          grab(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()),
+          grab(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count())};
+}
+
+// Sums in another order: elements may differ by float rounding of the
+// largest sums, 1e-5 of the largest element; a wrong tap or channel errs by
+// the size of the values.
+void ExpectClose(const std::vector<float>& want, const std::vector<float>& got,
+                 const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  float largest = 0;
+  for (float v : want) largest = std::max(largest, std::fabs(v));
+  const double tol = 1e-5 * largest;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(want[i], got[i], tol)
+        << what << ": element " << i << " of " << want.size();
+  }
+}
+
+template <typename Layer>
+void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
+  SCOPED_TRACE(param.ShortDebugString() + " on " + std::to_string(shape[0]) +
+               "x" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) +
+               "x" + std::to_string(shape[3]));
+  Blob<float> bottom(shape), top;
+  test::FillGaussian(&bottom);
+  Layer layer(param);
+  layer.SetUp({&bottom}, {&top});
+  Blob<float> diff(top.shape());  // the same top diff for every run
+  test::FillGaussian(&diff);
+  const char* names[] = {"top data", "bottom diff", "weight diff", "bias diff"};
+  for (bool propagate : {false, true}) {
+    bool rows = true;
+    const auto want =
+        Run(&layer, Algo::kPerImage, 1, propagate, &bottom, diff, &rows);
+    EXPECT_FALSE(rows);
+    for (int threads : {1, 2}) {
+      const auto got =
+          Run(&layer, Algo::kAuto, threads, propagate, &bottom, diff, &rows);
+      ASSERT_TRUE(rows) << "kAuto did not take the row weight gradient";
+      for (int k = 0; k < 4; ++k) {
+        ExpectClose(want[k], got[k],
+                    std::string(names[k]) + " on " + std::to_string(threads) +
+                        " threads, input gradient " +
+                        (propagate ? "on" : "off"));
+      }
+    }
+  }
+}
+
+#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
+  if (!Avx512KernelsAvailable()) {                                       \
+    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
+  }
+
+TEST(RowWeightGradConvolutionTest, LayerMatchesPerImagePath) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  using Conv = ConvolutionLayer<float>;
+  // First layers in small: VGG-16 (3x3 pad 1: the direct path runs the
+  // rest), ResNet-50 (7x7 stride 2 pad 3), Inception-V3 (3x3 stride 2),
+  // CIFAR-10 (5x5 pad 2), LeNet (one channel, 5x5).
+  CheckLayer<Conv>({3, 3, 30, 37}, Param("Convolution", 10, 3, 1));
+  CheckLayer<Conv>({2, 3, 33, 31}, Param("Convolution", 9, 7, 3, 2));
+  CheckLayer<Conv>({3, 3, 29, 29}, Param("Convolution", 6, 3, 0, 2));
+  CheckLayer<Conv>({2, 3, 20, 20}, Param("Convolution", 17, 5, 2));
+  CheckLayer<Conv>({2, 1, 28, 28}, Param("Convolution", 20, 5, 0));
+  // One image on 2 threads: the outputs are split.
+  CheckLayer<Conv>({1, 3, 26, 19}, Param("Convolution", 13, 3, 1));
+  // Groups of 2 channels, dilation, 4 channels at stride 3.
+  CheckLayer<Conv>({2, 6, 21, 24}, Param("Convolution", 15, 3, 1, 1, 3));
+  CheckLayer<Conv>({2, 2, 25, 23}, Param("Convolution", 7, 3, 2, 1, 1, 2));
+  CheckLayer<Conv>({3, 4, 26, 26}, Param("Convolution", 5, 4, 1, 3));
+}
+
+TEST(RowWeightGradConvolutionTest, DeconvolutionMatchesPerImagePath) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  // The deconvolution's weight gradient is that of a convolution from its
+  // 3 outputs to its 8 channels.
+  CheckLayer<DeconvolutionLayer<float>>({2, 8, 12, 13},
+                                        Param("Deconvolution", 3, 4, 1, 2));
+}
+
+TEST(RowWeightGradConvolutionTest, ChosenOnlyForFewChannels) {
+  struct Case {
+    std::vector<int> shape;
+    LayerParameter param;
+    bool rows;
+  };
+  const Case cases[] = {
+      {{2, 3, 40, 40}, Param("Convolution", 64, 3, 1), true},
+      {{2, 4, 40, 40}, Param("Convolution", 64, 7, 3, 2), true},
+      {{2, 8, 40, 40},
+       Param("Convolution", 64, 3, 1, 1, 2),
+       true},                                                   // 4 a group
+      {{2, 5, 40, 40}, Param("Convolution", 64, 3, 1), false},  // 5 channels
+      // AlexNet's 11x11 conv1: 363 pairs, where im2col + GEMM was faster.
+      {{2, 3, 60, 60}, Param("Convolution", 96, 11, 0, 4), false},
+  };
+  for (const Case& c : cases) {
+    Blob<float> bottom(c.shape), top;
+    ConvolutionLayer<float> layer(c.param);
+    layer.SetUp({&bottom}, {&top});
+    EXPECT_EQ(layer.row_weight_grad(), c.rows && Avx512KernelsAvailable())
+        << c.param.ShortDebugString();
+    layer.set_algorithm(Algo::kBatched);
+    layer.Reshape({&bottom}, {&top});
+    EXPECT_FALSE(layer.row_weight_grad());
+  }
+  Blob<double> bottom_d(2, 3, 16, 16), top_d;
+  ConvolutionLayer<double> layer_d(Param("Convolution", 8, 3, 1));
+  layer_d.SetUp({&bottom_d}, {&top_d});
+  EXPECT_FALSE(layer_d.row_weight_grad());
+}
+
+}  // namespace
+}  // namespace poseidon
