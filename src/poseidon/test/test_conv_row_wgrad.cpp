@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_path_test.hpp"
 #include "poseidon/layers/conv_layer.hpp"
 #include "poseidon/layers/deconv_layer.hpp"
 #include "poseidon/util/avx512.hpp"
@@ -19,7 +20,7 @@
 namespace poseidon {
 namespace {
 
-using Algo = BaseConvolutionLayer<float>::Algorithm;
+using Algo = test::ConvAlgo;
 
 LayerParameter Param(const std::string& type, int outputs, int kernel, int pad,
                      int stride = 1, int group = 1, int dilation = 1) {
@@ -37,83 +38,17 @@ LayerParameter Param(const std::string& type, int outputs, int kernel, int pad,
   return param;
 }
 
-// Forward and backward with `algo` on `threads` threads, the input
-// gradient only if `propagate`: top, bottom diff, weight diff, bias diff;
-// *rows says whether the layer ran the row weight gradient.
-template <typename Layer>
-std::vector<std::vector<float>> Run(Layer* layer, Algo algo, int threads,
-                                    bool propagate, Blob<float>* bottom,
-                                    const Blob<float>& diff, bool* rows) {
-  const int saved = Poseidon::num_threads();
-  Poseidon::set_num_threads(threads);
-  Blob<float> top;
-  layer->set_algorithm(algo);
-  layer->Reshape({bottom}, {&top});
-  *rows = layer->row_weight_grad();
-  layer->Forward({bottom}, {&top});
-  CHECK_EQ(diff.count(), top.count());
-  std::copy(diff.cpu_data(), diff.cpu_data() + diff.count(),
-            top.mutable_cpu_diff());
-  // Gradients accumulate: start from a non-zero value.
-  for (auto& b : layer->blobs()) {
-    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
-  }
-  cpu_set(bottom->count(), -3.0f, bottom->mutable_cpu_diff());
-  layer->Backward({&top}, {propagate}, {bottom});
-  Poseidon::set_num_threads(saved);
-  auto grab = [](const float* p, int n) {
-    return std::vector<float>(p, p + n);
-  };
-  return {grab(top.cpu_data(), top.count()),
-          grab(bottom->cpu_diff(), bottom->count()),
-          grab(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()),
-          grab(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count())};
-}
-
 // Sums in another order: elements may differ by float rounding of the
 // largest sums, 1e-5 of the largest element; a wrong tap or channel errs by
 // the size of the values.
-void ExpectClose(const std::vector<float>& want, const std::vector<float>& got,
-                 const std::string& what) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  float largest = 0;
-  for (float v : want) largest = std::max(largest, std::fabs(v));
-  const double tol = 1e-5 * largest;
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(want[i], got[i], tol)
-        << what << ": element " << i << " of " << want.size();
-  }
-}
+constexpr double kTolerance = 1e-5;
 
 template <typename Layer>
 void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
-  SCOPED_TRACE(param.ShortDebugString() + " on " + std::to_string(shape[0]) +
-               "x" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) +
-               "x" + std::to_string(shape[3]));
-  Blob<float> bottom(shape), top;
-  test::FillGaussian(&bottom);
-  Layer layer(param);
-  layer.SetUp({&bottom}, {&top});
-  Blob<float> diff(top.shape());  // the same top diff for every run
-  test::FillGaussian(&diff);
-  const char* names[] = {"top data", "bottom diff", "weight diff", "bias diff"};
-  for (bool propagate : {false, true}) {
-    bool rows = true;
-    const auto want =
-        Run(&layer, Algo::kPerImage, 1, propagate, &bottom, diff, &rows);
-    EXPECT_FALSE(rows);
-    for (int threads : {1, 2}) {
-      const auto got =
-          Run(&layer, Algo::kAuto, threads, propagate, &bottom, diff, &rows);
-      ASSERT_TRUE(rows) << "kAuto did not take the row weight gradient";
-      for (int k = 0; k < 4; ++k) {
-        ExpectClose(want[k], got[k],
-                    std::string(names[k]) + " on " + std::to_string(threads) +
-                        " threads, input gradient " +
-                        (propagate ? "on" : "off"));
-      }
-    }
-  }
+  test::CheckConvPath<Layer>(
+      shape, param, kTolerance, {false, true},
+      [](const Layer& layer) { return layer.row_weight_grad(); },
+      "row weight gradient");
 }
 
 #define POSEIDON_SKIP_WITHOUT_AVX512()                                   \

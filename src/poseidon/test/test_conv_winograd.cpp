@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_path_test.hpp"
 #include "poseidon/layers/conv_layer.hpp"
 #include "poseidon/layers/deconv_layer.hpp"
 #include "poseidon/util/avx512.hpp"
@@ -18,7 +19,7 @@
 namespace poseidon {
 namespace {
 
-using Algo = BaseConvolutionLayer<float>::Algorithm;
+using Algo = test::ConvAlgo;
 
 LayerParameter Param(const std::string& type, int outputs, int pad,
                      int group = 1, int kernel = 3, int stride = 1) {
@@ -35,77 +36,17 @@ LayerParameter Param(const std::string& type, int outputs, int pad,
   return param;
 }
 
-// Forward and backward with `algo` on `threads` threads: top, bottom diff,
-// weight diff, bias diff; *winograd says what the layer ran.
-template <typename Layer>
-std::vector<std::vector<float>> Run(Layer* layer, Algo algo, int threads,
-                                    Blob<float>* bottom,
-                                    const Blob<float>& diff, bool* winograd) {
-  const int saved = Poseidon::num_threads();
-  Poseidon::set_num_threads(threads);
-  Blob<float> top;
-  layer->set_algorithm(algo);
-  layer->Reshape({bottom}, {&top});
-  *winograd = layer->winograd();
-  layer->Forward({bottom}, {&top});
-  CHECK_EQ(diff.count(), top.count());
-  std::copy(diff.cpu_data(), diff.cpu_data() + diff.count(),
-            top.mutable_cpu_diff());
-  for (auto& b : layer->blobs()) {
-    cpu_set(b->count(), 0.25f, b->mutable_cpu_diff());
-  }
-  layer->Backward({&top}, {true}, {bottom});
-  Poseidon::set_num_threads(saved);
-  auto grab = [](const float* p, int n) {
-    return std::vector<float>(p, p + n);
-  };
-  return {grab(top.cpu_data(), top.count()),
-          grab(bottom->cpu_diff(), bottom->count()),
-          grab(layer->blobs()[0]->cpu_diff(), layer->blobs()[0]->count()),
-          grab(layer->blobs()[1]->cpu_diff(), layer->blobs()[1]->count())};
-}
-
 // Winograd's float error grows with the magnitude of the sums (Note
 // [Winograd] in util/winograd.cpp), not with each element's: elements may
 // differ by 1e-4 of the largest one. A wrong transform or tile errs by
 // the size of the values themselves.
-void ExpectClose(const std::vector<float>& want, const std::vector<float>& got,
-                 const std::string& what) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  float largest = 0;
-  for (float v : want) largest = std::max(largest, std::fabs(v));
-  const double tol = 1e-4 * largest;
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(want[i], got[i], tol)
-        << what << ": element " << i << " of " << want.size();
-  }
-}
+constexpr double kTolerance = 1e-4;
 
 template <typename Layer>
 void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
-  SCOPED_TRACE(param.ShortDebugString() + " on " + std::to_string(shape[0]) +
-               "x" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) +
-               "x" + std::to_string(shape[3]));
-  Blob<float> bottom(shape), top;
-  test::FillGaussian(&bottom);
-  Layer layer(param);
-  layer.SetUp({&bottom}, {&top});
-  Blob<float> diff(top.shape());  // the same top diff for every run
-  test::FillGaussian(&diff);
-  bool winograd = false;
-  const auto want = Run(&layer, Algo::kPerImage, 1, &bottom, diff, &winograd);
-  EXPECT_FALSE(winograd);
-  const char* names[] = {"top data", "bottom diff", "weight diff", "bias diff"};
-  for (int threads : {1, 2}) {
-    const auto got =
-        Run(&layer, Algo::kAuto, threads, &bottom, diff, &winograd);
-    ASSERT_TRUE(winograd) << "kAuto did not take the Winograd path";
-    for (int k = 0; k < 4; ++k) {
-      ExpectClose(want[k], got[k],
-                  std::string(names[k]) + " on " + std::to_string(threads) +
-                      " threads");
-    }
-  }
+  test::CheckConvPath<Layer>(
+      shape, param, kTolerance, {true},
+      [](const Layer& layer) { return layer.winograd(); }, "Winograd path");
 }
 
 #define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
