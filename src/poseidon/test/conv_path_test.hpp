@@ -5,6 +5,12 @@
 #ifndef POSEIDON_TEST_CONV_PATH_TEST_HPP_
 #define POSEIDON_TEST_CONV_PATH_TEST_HPP_
 
+// The hand-written kernels' tests skip on CPUs without AVX-512.
+#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
+  if (!Avx512KernelsAvailable()) {                                       \
+    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
+  }
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +20,7 @@
 #include <vector>
 
 #include "poseidon/layers/base_conv_layer.hpp"
+#include "poseidon/util/avx512.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "test_util.hpp"
 
@@ -21,6 +28,24 @@ namespace poseidon {
 namespace test {
 
 using ConvAlgo = BaseConvolutionLayer<float>::Algorithm;
+
+// A Convolution or Deconvolution layer's parameters with Gaussian fillers.
+inline LayerParameter ConvPathParam(const std::string& type, int outputs,
+                                    int kernel, int pad, int stride = 1,
+                                    int group = 1, int dilation = 1) {
+  LayerParameter param;
+  param.set_type(type);
+  ConvolutionParameter* p = param.mutable_convolution_param();
+  p->set_num_output(outputs);
+  p->add_kernel_size(kernel);
+  p->add_pad(pad);
+  p->add_stride(stride);
+  p->add_dilation(dilation);
+  p->set_group(group);
+  p->mutable_weight_filler()->set_type("gaussian");
+  p->mutable_bias_filler()->set_type("gaussian");
+  return param;
+}
 
 // Forward and backward with `algo` on `threads` threads, the input
 // gradient only if `propagate`, from parameter diffs of 0.25 (gradients

@@ -22,22 +22,6 @@ namespace {
 
 using Algo = test::ConvAlgo;
 
-LayerParameter Param(const std::string& type, int outputs, int kernel, int pad,
-                     int stride = 1, int group = 1, int dilation = 1) {
-  LayerParameter param;
-  param.set_type(type);
-  ConvolutionParameter* p = param.mutable_convolution_param();
-  p->set_num_output(outputs);
-  p->add_kernel_size(kernel);
-  p->add_pad(pad);
-  p->add_stride(stride);
-  p->add_dilation(dilation);
-  p->set_group(group);
-  p->mutable_weight_filler()->set_type("gaussian");
-  p->mutable_bias_filler()->set_type("gaussian");
-  return param;
-}
-
 // Sums in another order: elements may differ by float rounding of the
 // largest sums, 1e-5 of the largest element; a wrong tap or channel errs by
 // the size of the values.
@@ -51,36 +35,40 @@ void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
       "row weight gradient");
 }
 
-#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
-  if (!Avx512KernelsAvailable()) {                                       \
-    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
-  }
-
 TEST(RowWeightGradConvolutionTest, LayerMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_AVX512();
   using Conv = ConvolutionLayer<float>;
   // First layers in small: VGG-16 (3x3 pad 1: the direct path runs the
   // rest), ResNet-50 (7x7 stride 2 pad 3), Inception-V3 (3x3 stride 2),
   // CIFAR-10 (5x5 pad 2), LeNet (one channel, 5x5).
-  CheckLayer<Conv>({3, 3, 30, 37}, Param("Convolution", 10, 3, 1));
-  CheckLayer<Conv>({2, 3, 33, 31}, Param("Convolution", 9, 7, 3, 2));
-  CheckLayer<Conv>({3, 3, 29, 29}, Param("Convolution", 6, 3, 0, 2));
-  CheckLayer<Conv>({2, 3, 20, 20}, Param("Convolution", 17, 5, 2));
-  CheckLayer<Conv>({2, 1, 28, 28}, Param("Convolution", 20, 5, 0));
+  CheckLayer<Conv>({3, 3, 30, 37},
+                   test::ConvPathParam("Convolution", 10, 3, 1));
+  CheckLayer<Conv>({2, 3, 33, 31},
+                   test::ConvPathParam("Convolution", 9, 7, 3, 2));
+  CheckLayer<Conv>({3, 3, 29, 29},
+                   test::ConvPathParam("Convolution", 6, 3, 0, 2));
+  CheckLayer<Conv>({2, 3, 20, 20},
+                   test::ConvPathParam("Convolution", 17, 5, 2));
+  CheckLayer<Conv>({2, 1, 28, 28},
+                   test::ConvPathParam("Convolution", 20, 5, 0));
   // One image on 2 threads: the outputs are split.
-  CheckLayer<Conv>({1, 3, 26, 19}, Param("Convolution", 13, 3, 1));
+  CheckLayer<Conv>({1, 3, 26, 19},
+                   test::ConvPathParam("Convolution", 13, 3, 1));
   // Groups of 2 channels, dilation, 4 channels at stride 3.
-  CheckLayer<Conv>({2, 6, 21, 24}, Param("Convolution", 15, 3, 1, 1, 3));
-  CheckLayer<Conv>({2, 2, 25, 23}, Param("Convolution", 7, 3, 2, 1, 1, 2));
-  CheckLayer<Conv>({3, 4, 26, 26}, Param("Convolution", 5, 4, 1, 3));
+  CheckLayer<Conv>({2, 6, 21, 24},
+                   test::ConvPathParam("Convolution", 15, 3, 1, 1, 3));
+  CheckLayer<Conv>({2, 2, 25, 23},
+                   test::ConvPathParam("Convolution", 7, 3, 2, 1, 1, 2));
+  CheckLayer<Conv>({3, 4, 26, 26},
+                   test::ConvPathParam("Convolution", 5, 4, 1, 3));
 }
 
 TEST(RowWeightGradConvolutionTest, DeconvolutionMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_AVX512();
   // The deconvolution's weight gradient is that of a convolution from its
   // 3 outputs to its 8 channels.
-  CheckLayer<DeconvolutionLayer<float>>({2, 8, 12, 13},
-                                        Param("Deconvolution", 3, 4, 1, 2));
+  CheckLayer<DeconvolutionLayer<float>>(
+      {2, 8, 12, 13}, test::ConvPathParam("Deconvolution", 3, 4, 1, 2));
 }
 
 TEST(RowWeightGradConvolutionTest, ChosenOnlyForFewChannels) {
@@ -90,14 +78,16 @@ TEST(RowWeightGradConvolutionTest, ChosenOnlyForFewChannels) {
     bool rows;
   };
   const Case cases[] = {
-      {{2, 3, 40, 40}, Param("Convolution", 64, 3, 1), true},
-      {{2, 4, 40, 40}, Param("Convolution", 64, 7, 3, 2), true},
+      {{2, 3, 40, 40}, test::ConvPathParam("Convolution", 64, 3, 1), true},
+      {{2, 4, 40, 40}, test::ConvPathParam("Convolution", 64, 7, 3, 2), true},
       {{2, 8, 40, 40},
-       Param("Convolution", 64, 3, 1, 1, 2),
-       true},                                                   // 4 a group
-      {{2, 5, 40, 40}, Param("Convolution", 64, 3, 1), false},  // 5 channels
+       test::ConvPathParam("Convolution", 64, 3, 1, 1, 2),
+       true},  // 4 a group
+      {{2, 5, 40, 40},
+       test::ConvPathParam("Convolution", 64, 3, 1),
+       false},  // 5 channels
       // AlexNet's 11x11 conv1: 363 pairs, where im2col + GEMM was faster.
-      {{2, 3, 60, 60}, Param("Convolution", 96, 11, 0, 4), false},
+      {{2, 3, 60, 60}, test::ConvPathParam("Convolution", 96, 11, 0, 4), false},
   };
   for (const Case& c : cases) {
     Blob<float> bottom(c.shape), top;
@@ -110,7 +100,7 @@ TEST(RowWeightGradConvolutionTest, ChosenOnlyForFewChannels) {
     EXPECT_FALSE(layer.row_weight_grad());
   }
   Blob<double> bottom_d(2, 3, 16, 16), top_d;
-  ConvolutionLayer<double> layer_d(Param("Convolution", 8, 3, 1));
+  ConvolutionLayer<double> layer_d(test::ConvPathParam("Convolution", 8, 3, 1));
   layer_d.SetUp({&bottom_d}, {&top_d});
   EXPECT_FALSE(layer_d.row_weight_grad());
 }

@@ -23,17 +23,7 @@ using Algo = test::ConvAlgo;
 
 LayerParameter Param(const std::string& type, int outputs, int pad,
                      int group = 1, int kernel = 3, int stride = 1) {
-  LayerParameter param;
-  param.set_type(type);
-  ConvolutionParameter* p = param.mutable_convolution_param();
-  p->set_num_output(outputs);
-  p->add_kernel_size(kernel);
-  p->add_pad(pad);
-  p->add_stride(stride);
-  p->set_group(group);
-  p->mutable_weight_filler()->set_type("gaussian");
-  p->mutable_bias_filler()->set_type("gaussian");
-  return param;
+  return test::ConvPathParam(type, outputs, kernel, pad, stride, group);
 }
 
 // Winograd's float error grows with the magnitude of the sums (Note
@@ -48,11 +38,6 @@ void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
       shape, param, kTolerance, {true},
       [](const Layer& layer) { return layer.winograd(); }, "Winograd path");
 }
-
-#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
-  if (!Avx512KernelsAvailable()) {                                       \
-    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
-  }
 
 TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_AVX512();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "conv_path_test.hpp"
 #include "gradient_checker.hpp"
 #include "poseidon/layers/conv_layer.hpp"
 #include "poseidon/util/direct_conv.hpp"
@@ -18,11 +19,6 @@
 
 namespace poseidon {
 namespace {
-
-#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
-  if (!Avx512KernelsAvailable()) {                                       \
-    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
-  }
 
 vector<float> Random(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
@@ -173,17 +169,8 @@ using Algo = BaseConvolutionLayer<float>::Algorithm;
 
 LayerParameter ConvParam(int outputs, int kernel, int pad, int stride = 1,
                          int group = 1) {
-  LayerParameter param;
-  param.set_type("Convolution");
-  ConvolutionParameter* p = param.mutable_convolution_param();
-  p->set_num_output(outputs);
-  p->add_kernel_size(kernel);
-  p->add_pad(pad);
-  p->add_stride(stride);
-  p->set_group(group);
-  p->mutable_weight_filler()->set_type("gaussian");
-  p->mutable_bias_filler()->set_type("gaussian");
-  return param;
+  return test::ConvPathParam("Convolution", outputs, kernel, pad, stride,
+                             group);
 }
 
 // Runs forward and backward with `algo` on `threads` threads; returns top,
