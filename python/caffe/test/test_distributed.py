@@ -52,7 +52,11 @@ solver.net.blobs['data'].data[...] = x[rank * k:(rank + 1) * k]
 solver.net.blobs['label'].data[...] = y[rank * k:(rank + 1) * k]
 solver.step(5)
 np.save('{}_{}.npy'.format(sys.argv[2], rank), solver.net.params['ip'][0].data)
-print('rank', rank, 'of', size, 'distributed', caffe.is_distributed())
+# One write: print() with several arguments wrote 'rank ' apart, and the
+# two ranks' lines came out interleaved ('rank rank 1 of 2 ...').
+sys.stdout.write('rank {} of {} distributed {}\\n'.format(
+    rank, size, caffe.is_distributed()))
+sys.stdout.flush()
 """
 
 
