@@ -22,6 +22,7 @@
 #define POSEIDON_UTIL_ROW_WEIGHT_GRAD_HPP_
 
 #include <cstddef>
+#include <vector>
 
 namespace poseidon {
 
@@ -64,6 +65,8 @@ class RowWeightGradient {
   int padded_h_ = 0;
   int phase_w_ = 0;  // width of one column phase of a padded row
   int taps_ = 0;
+  // Per (channel, tap) pair: where its rows start in the column phases.
+  std::vector<ptrdiff_t> pair_start_;
 };
 
 }  // namespace poseidon

@@ -164,6 +164,19 @@ RowWeightGradient::RowWeightGradient(const Geometry& g) : g_(g) {
                g.height > 0 && g.width > 0 &&
                padded_h_ >= g.dilation_h * (g.kernel_h - 1) + 1 &&
                padded_w >= g.dilation_w * (g.kernel_w - 1) + 1;
+  if (!supported_) return;
+  // Where pair k's rows start in the phases, for output row 0.
+  const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * phase_w_;
+  pair_start_.resize(static_cast<size_t>(g.channels) * taps_);
+  for (size_t k = 0; k < pair_start_.size(); ++k) {
+    const int c = static_cast<int>(k) / taps_;
+    const int i = (static_cast<int>(k) % taps_) / g.kernel_w;
+    const int j = (static_cast<int>(k) % taps_) % g.kernel_w;
+    const int col = j * g.dilation_w;
+    pair_start_[k] =
+        (static_cast<ptrdiff_t>(c) * g.stride_w + col % g.stride_w) * plane +
+        static_cast<ptrdiff_t>(i) * g.dilation_h * phase_w_ + col / g.stride_w;
+  }
 }
 
 size_t RowWeightGradient::scratch_size(int outputs) const {
@@ -194,17 +207,6 @@ void RowWeightGradient::Accumulate(int images, const float* bottom,
   const int sw = g_.stride_w;
   const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * phase_w_;
   const ptrdiff_t positions = static_cast<ptrdiff_t>(output_h_) * output_w_;
-  // Where pair k's rows start in the phases, for output row 0.
-  std::vector<ptrdiff_t> pair_start(k_total);
-  for (int k = 0; k < k_total; ++k) {
-    const int c = k / taps_;
-    const int i = (k % taps_) / g_.kernel_w;
-    const int j = (k % taps_) % g_.kernel_w;
-    const int col = j * g_.dilation_w;
-    pair_start[k] = (static_cast<ptrdiff_t>(c) * sw + col % sw) * plane +
-                    static_cast<ptrdiff_t>(i) * g_.dilation_h * phase_w_ +
-                    col / sw;
-  }
   const ptrdiff_t col_step = static_cast<ptrdiff_t>(g_.stride_h) * phase_w_;
   const int band_rows = std::max(
       1, static_cast<int>(kBandBytes / (sizeof(float) * kOutBlock *
@@ -261,7 +263,7 @@ void RowWeightGradient::Accumulate(int images, const float* bottom,
         for (int kb = 0; kb < k_blocks; ++kb) {
           for (int p = 0; p < kPairBlock; ++p) {
             const int k = std::min(kb * kPairBlock + p, k_total - 1);
-            col[p] = planes + pair_start[k] + y0 * col_step;
+            col[p] = planes + pair_start_[k] + y0 * col_step;
           }
           float* block_acc =
               acc + static_cast<ptrdiff_t>(ob * k_blocks + kb) * kBlockFloats;
