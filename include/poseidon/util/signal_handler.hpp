@@ -32,23 +32,27 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name);
 // one line. Call again to change the line (after MPI names the rank); the
 // text is copied, at most 511 bytes. When a thread is waiting (a WaitNote,
 // util/wait_notes.hpp), the line ends "; waiting S s for WHAT" naming the
-// longest wait. A crash signal (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL)
+// longest wait, or every wait ("; ...; ...") when the environment has
+// POSEIDON_WAIT_NOTES=all at the call. A crash signal (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL)
 // that comes while a SIGTERM is pending or being handled ends the process
 // the same way (Note [Crashes while ending] in signal_handler.cpp); other
 // crashes, and other signals, keep the handlers installed before the first
 // call (glog's failure handler, after GlobalInit).
 void InstallTerminationMessage(const string& who, const string& why);
 
-// Notes the time of every SIGCONT from now on: the process had been stopped
-// (SIGSTOP, SIGTSTP) and goes on. A stopped process finds, when continued,
-// every deadline of its waits past; the distributed layer then says that
-// this rank was stopped instead of blaming the peer it waited for (Note
-// [Stopped ranks] in dist/communicator.cpp). SIGCONT still continues the
-// process. Idempotent; async-signal-safe handler (clock_gettime).
+// Notes the time of every continuation from a stop (SIGSTOP, SIGTSTP, a
+// debugger) from now on. A stopped process finds, when continued, every
+// deadline of its waits past; the distributed layer then says that this
+// rank was stopped instead of blaming the peer it waited for (Note [Stopped
+// ranks] in dist/communicator.cpp). A SIGCONT that finds the process
+// running (mpirun sends one before ending a job) is not a continuation:
+// a heartbeat thread tells them apart (Note [Telling a stop from a
+// SIGCONT] in signal_handler.cpp). SIGCONT still continues the process.
+// Idempotent; starts the heartbeat thread once; async-signal-safe handler.
 void RecordContinues();
 
-// When the last SIGCONT arrived since RecordContinues (steady clock), or
-// the clock's epoch when none did.
+// When the process was last continued from a stop since RecordContinues
+// (steady clock), or the clock's epoch when it was not.
 std::chrono::steady_clock::time_point LastContinued();
 
 class SignalHandler {

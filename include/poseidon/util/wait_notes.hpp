@@ -34,6 +34,10 @@ constexpr size_t kWaitNoteText = 240;
 // atomics, clock_gettime and plain copies only.
 size_t DescribeLongestWait(char* out, size_t capacity);
 
+// The same for the `max_notes` longest waits, longest first, joined by
+// "; ".
+size_t DescribeWaits(char* out, size_t capacity, int max_notes);
+
 }  // namespace poseidon
 
 #endif  // POSEIDON_UTIL_WAIT_NOTES_HPP_

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "poseidon/dist/wire.hpp"
+#include "poseidon/util/wait_notes.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -95,6 +96,8 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll,
   std::unique_lock<std::mutex> lock(mu_);
   auto ready = [&] { return sums_.count(due) > 0 || !error_.ok(); };
   if (!ready()) {
+    const WaitNote note(
+        StrCat("the agreement on the signal action of iteration ", due));
     UrgentScope urgent(comm_);
     // The allreduce's own deadline, naming the peer, comes first; this one
     // is a fallback (RelayTimeout).

@@ -27,6 +27,7 @@
 #include "poseidon/util/emulation.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
+#include "poseidon/util/wait_notes.hpp"
 
 #ifndef CPU_ONLY
 #include "poseidon/util/device_check.hpp"
@@ -199,7 +200,9 @@ struct Synchronizer<Dtype>::Impl {
   void SyncAll();
   // Runs `op` on the collective thread and waits for it: collectives must
   // keep one order on every rank, behind the exchanges already posted.
-  Status OnCollectiveThread(std::function<Status()> op);
+  // Runs op on the collective thread and waits for it; `what` names it in
+  // this rank's wait notes.
+  Status OnCollectiveThread(const char* what, std::function<Status()> op);
   string LayerName(int l) const { return net->layer_names()[l]; }
 };
 
@@ -643,7 +646,7 @@ void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
 
 template <typename Dtype>
 Status Synchronizer<Dtype>::Impl::OnCollectiveThread(
-    std::function<Status()> op) {
+    const char* what, std::function<Status()> op) {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -655,6 +658,7 @@ Status Synchronizer<Dtype>::Impl::OnCollectiveThread(
     cv.notify_all();
   };
   collective->Post([&] { finish(op()); }, finish);
+  const WaitNote note(what);
   std::unique_lock<std::mutex> lock(mu);
   UrgentScope urgent(comm);
   cv.wait(lock, [&] { return done; });
@@ -780,8 +784,9 @@ void Synchronizer<Dtype>::Impl::Attach() {
   dist.test_index = comm->rank();
   dist.test_count = comm->size();
   dist.sum_test_scores = [this](vector<double>* sums) {
-    Status s = OnCollectiveThread(
-        [this, sums] { return comm->AllreduceSum(sums->data(), sums->size()); });
+    Status s = OnCollectiveThread("the sum of the test scores", [this, sums] {
+      return comm->AllreduceSum(sums->data(), sums->size());
+    });
     POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
                      ": summing the test scores: ", s.message());
   };

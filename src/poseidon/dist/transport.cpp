@@ -11,6 +11,7 @@
 #include "poseidon/dist/tags.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
+#include "poseidon/util/wait_notes.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -97,6 +98,8 @@ void Completions::Wait(int g, int64_t iter, const char* transport) {
   std::unique_lock<std::mutex> lock(mu_);
   auto ready = [&] { return done_[g] >= iter || !first_error_.ok(); };
   if (!ready()) {
+    const WaitNote note(StrCat("the ", transport, " exchange of layer '",
+                               names_[g], "', iteration ", iter));
     // See Note [Polling on a shared core] in mpi_communicator.hpp.
     UrgentScope urgent(comm_);
     if (timeout_.count() <= 0) cv_.wait(lock, ready);  // no deadline

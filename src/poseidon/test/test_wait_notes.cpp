@@ -1,5 +1,5 @@
-// WaitNote and DescribeLongestWait (Note [Wait notes]), and the SIGTERM line
-// that names the longest wait.
+// WaitNote, DescribeLongestWait and DescribeWaits (Note [Wait notes]), and
+// the SIGTERM line that names the longest wait (or every one).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -73,6 +73,28 @@ TEST(WaitNotesTest, MoreNotesThanSlotsAreNotRecorded) {
   EXPECT_EQ(Longest(), "");
 }
 
+TEST(WaitNotesTest, DescribesSeveralWaitsLongestFirst) {
+  const WaitNote first("rank 3's reply");
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  const WaitNote second("the ranks of this host");
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  const WaitNote third("a flag");
+  char out[1024];
+  const std::string all(out, DescribeWaits(out, sizeof(out), kWaitNoteSlots));
+  const size_t a = all.find(" s for rank 3's reply; waiting ");
+  const size_t b =
+      all.find(" s for the ranks of this host; waiting 0.0 s for ");
+  EXPECT_EQ(all.rfind("waiting 0.2 s for rank 3's reply", 0), 0u) << all;
+  EXPECT_NE(a, std::string::npos) << all;
+  EXPECT_NE(b, std::string::npos) << all;
+  EXPECT_LT(a, b) << all;
+  EXPECT_TRUE(EndsWith(all, " s for a flag")) << all;
+  const std::string two(out, DescribeWaits(out, sizeof(out), 2));
+  EXPECT_EQ(two.find("a flag"), std::string::npos) << two;
+  EXPECT_EQ(two, all.substr(0, two.size()));
+  EXPECT_EQ(std::string(out, DescribeWaits(out, sizeof(out), 1)), Longest());
+}
+
 TEST(WaitNotesTest, SigtermLineNamesTheWait) {
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
@@ -125,6 +147,30 @@ std::string RunChild(const std::function<void()>& child, int* status) {
   close(pipe_fds[0]);
   if (pid < 0 || waitpid(pid, status, 0) != pid) return "fork failed";
   return text;
+}
+
+// With POSEIDON_WAIT_NOTES=all the line names every wait, longest first.
+TEST(WaitNotesTest, SigtermLineNamesEveryWaitOnRequest) {
+  int status = 0;
+  const std::string text = RunChild(
+      [] {
+        setenv("POSEIDON_WAIT_NOTES", "all", 1);
+        InstallTerminationMessage("tester", "stopped by SIGTERM");
+        const WaitNote first("the host thread");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const WaitNote second("rank 2's part");
+        raise(SIGTERM);
+        for (;;) pause();
+      },
+      &status);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_EQ(text.rfind("tester: stopped by SIGTERM; waiting 0.", 0), 0u)
+      << text;
+  EXPECT_NE(text.find(" s for the host thread; waiting 0."), std::string::npos)
+      << text;
+  EXPECT_TRUE(EndsWith(text, " s for rank 2's part\n")) << text;
+  EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line: " << text;
 }
 
 // Note [Crashes while ending]: an abort while mpirun's SIGTERM is pending

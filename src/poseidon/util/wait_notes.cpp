@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 namespace poseidon {
 
@@ -93,43 +94,56 @@ WaitNote::~WaitNote() {
   g_slots[slot_].state.store(kFree, std::memory_order_release);
 }
 
-size_t DescribeLongestWait(char* out, size_t capacity) {
-  char best_text[kWaitNoteText];
-  size_t best_length = 0;
-  int64_t best_start = 0;
-  bool found = false;
+size_t DescribeWaits(char* out, size_t capacity, int max_notes) {
+  // Copies of the ready notes, oldest first (insertion by start time): at
+  // most kWaitNoteSlots of them, on the handler's stack.
+  struct Copy {
+    int64_t start;
+    size_t length;
+    char text[kWaitNoteText];
+  };
+  Copy copies[kWaitNoteSlots];
+  int count = 0;
   for (Slot& s : g_slots) {
     if (s.state.load(std::memory_order_acquire) != kReady) continue;
     const uint32_t generation = s.generation.load(std::memory_order_acquire);
-    const int64_t start = s.start_ns.load(std::memory_order_relaxed);
-    const size_t length =
+    Copy& c = copies[count];
+    c.start = s.start_ns.load(std::memory_order_relaxed);
+    c.length =
         std::min(s.length.load(std::memory_order_relaxed), kWaitNoteText);
-    if (found && start >= best_start) continue;
-    char text[kWaitNoteText];
-    for (size_t i = 0; i < length; ++i) text[i] = s.text[i];
+    for (size_t i = 0; i < c.length; ++i) c.text[i] = s.text[i];
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.state.load(std::memory_order_relaxed) != kReady ||
         s.generation.load(std::memory_order_relaxed) != generation) {
       continue;
     }
-    for (size_t i = 0; i < length; ++i) best_text[i] = text[i];
-    best_length = length;
-    best_start = start;
-    found = true;
+    // Keep copies[0 .. count] sorted by start: move the new one down.
+    for (int i = count; i > 0 && copies[i - 1].start > copies[i].start; --i) {
+      std::swap(copies[i - 1], copies[i]);
+    }
+    ++count;
   }
-  if (!found) return 0;
-  const int64_t waited_ns = std::max<int64_t>(0, MonotonicNs() - best_start);
-  const uint64_t tenths = static_cast<uint64_t>(waited_ns / 100000000);
+  const int64_t now = MonotonicNs();
   size_t at = 0;
-  static const char kWaiting[] = "waiting ";
-  static const char kFor[] = " s for ";
-  Put(kWaiting, sizeof(kWaiting) - 1, out, capacity, &at);
-  PutUnsigned(tenths / 10, out, capacity, &at);
-  const char decimal[2] = {'.', static_cast<char>('0' + tenths % 10)};
-  Put(decimal, 2, out, capacity, &at);
-  Put(kFor, sizeof(kFor) - 1, out, capacity, &at);
-  Put(best_text, best_length, out, capacity, &at);
+  for (int k = 0; k < count && k < max_notes; ++k) {
+    static const char kWaiting[] = "waiting ";
+    static const char kFor[] = " s for ";
+    static const char kAnd[] = "; ";
+    if (k > 0) Put(kAnd, sizeof(kAnd) - 1, out, capacity, &at);
+    const int64_t waited_ns = std::max<int64_t>(0, now - copies[k].start);
+    const uint64_t tenths = static_cast<uint64_t>(waited_ns / 100000000);
+    Put(kWaiting, sizeof(kWaiting) - 1, out, capacity, &at);
+    PutUnsigned(tenths / 10, out, capacity, &at);
+    const char decimal[2] = {'.', static_cast<char>('0' + tenths % 10)};
+    Put(decimal, 2, out, capacity, &at);
+    Put(kFor, sizeof(kFor) - 1, out, capacity, &at);
+    Put(copies[k].text, copies[k].length, out, capacity, &at);
+  }
   return std::min(at, capacity);
+}
+
+size_t DescribeLongestWait(char* out, size_t capacity) {
+  return DescribeWaits(out, capacity, 1);
 }
 
 }  // namespace poseidon

@@ -8,10 +8,13 @@
 // thread waits, or runs one thread per rank (RunRanks).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -106,16 +109,38 @@ TEST(CompletionsTest, AStuckExchangeFailsAfterTheRelayTimeout) {
 }
 
 // Note [Stopped ranks]: a wait that ran out while this process was stopped
-// (a SIGCONT arrived during it) says so instead of only blaming the peer.
+// says so instead of only blaming the peer; a SIGCONT that finds the
+// process running, as mpirun sends before it ends a job, does not (Note
+// [Telling a stop from a SIGCONT]).
 TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
   RecordContinues();
-  auto wait = [](bool continued) {
-    std::thread signaller;
-    if (continued) {
-      signaller = std::thread([] {
-        std::this_thread::sleep_for(milliseconds(100));
-        kill(getpid(), SIGCONT);
-      });
+  enum Signals { kNone, kContinueOnly, kStopAndContinue };
+  auto wait = [](Signals signals) {
+    pid_t helper = -1;
+    // Should this test's process group be orphaned (run from a shell that
+    // has exited), the kernel sends SIGHUP to it when a process of it exits
+    // while a member is stopped: the helper continues this process before
+    // it exits, and SIGHUP is ignored meanwhile all the same.
+    struct sigaction ignore, saved;
+    std::memset(&ignore, 0, sizeof(ignore));
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGHUP, &ignore, &saved);
+    if (signals != kNone) {
+      // A stopped process cannot continue itself: a child does it, with
+      // async-signal-safe calls only (this process has threads).
+      const pid_t parent = getpid();
+      helper = fork();
+      if (helper == 0) {
+        struct timespec before = {0, 100 * 1000 * 1000};
+        nanosleep(&before, nullptr);
+        if (signals == kStopAndContinue) {
+          kill(parent, SIGSTOP);
+          struct timespec stopped = {1, 500 * 1000 * 1000};
+          nanosleep(&stopped, nullptr);
+        }
+        kill(parent, SIGCONT);
+        _exit(0);
+      }
     }
     std::string error;
     try {
@@ -125,16 +150,21 @@ TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
     } catch (const DistributedError& e) {
       error = e.what();
     }
-    if (signaller.joinable()) signaller.join();
+    if (helper > 0) {
+      int status = 0;
+      waitpid(helper, &status, 0);
+    }
+    sigaction(SIGHUP, &saved, nullptr);
     return error;
   };
-  const std::string plain = wait(false);
-  EXPECT_EQ(plain,
-            "rank 0: host level, layer 'ip1', iteration 3: timed out after "
-            "0.3 s waiting for rank 1 to publish their gradients");
-  const std::string stopped = wait(true);
-  EXPECT_EQ(stopped.find(plain + "; but this rank was itself stopped "
-                                 "(SIGSTOP) and continued "),
+  const std::string expected =
+      "rank 0: host level, layer 'ip1', iteration 3: timed out after 0.3 s "
+      "waiting for rank 1 to publish their gradients";
+  EXPECT_EQ(wait(kNone), expected);
+  EXPECT_EQ(wait(kContinueOnly), expected);
+  const std::string stopped = wait(kStopAndContinue);
+  EXPECT_EQ(stopped.find(expected + "; but this rank was itself stopped "
+                                    "(SIGSTOP) and continued "),
             0u)
       << stopped;
   EXPECT_NE(stopped.find("it is more likely that the others waited for this "

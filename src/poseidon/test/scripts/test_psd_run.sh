@@ -69,6 +69,15 @@ if grep -qE "plm_rsh_agent|activate|output-filename" plain.txt; then
   fail "plain config got ssh/virtualenv/log options:"; cat plain.txt
 else ok "plain: no ssh, virtualenv or log options"; fi
 
+# Poseidon's settings travel to the ranks; other variables do not.
+POSEIDON_WAIT_NOTES=all POSEIDON_NUM_THREADS=2 PSD_UNRELATED=1 \
+  "$PSD_RUN" -c plain.json --dry-run true > env.txt 2> err.txt
+expect_in "POSEIDON_NUM_THREADS exported" " -x POSEIDON_NUM_THREADS " env.txt
+expect_in "POSEIDON_WAIT_NOTES exported" " -x POSEIDON_WAIT_NOTES " env.txt
+if grep -q "PSD_UNRELATED" env.txt; then
+  fail "an unrelated variable was exported:"; cat env.txt
+else ok "only POSEIDON_* variables exported"; fi
+
 # server_nodes other than the workers: a warning, not an error.
 echo '{"worker_nodes": ["a", "b"], "server_nodes": ["c", "d"]}' > servers.json
 if "$PSD_RUN" -c servers.json --dry-run true > out.txt 2> err.txt; then
