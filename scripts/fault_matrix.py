@@ -24,7 +24,9 @@ stopped rank itself for stop) within --comm_timeout plus --slack seconds of
 the fault (the matrix notes when the first line printed names another),
 mpirun naming the killed rank for kill, the job over within --slack more,
 and no stack trace; a stopped rank's own error must say that it was
-stopped. Every run has its own
+stopped. A flap should be survived; when it is not, the job must end with
+an error naming another rank within --comm_timeout plus --slack seconds of
+training's last step, and the matrix says "ended". Every run has its own
 deadline (--run-timeout); a run still going then is a HANG.
 
 Prints one line per run and the matrix (fault, expected, observed, time to
@@ -59,12 +61,16 @@ SKIP = 77
 
 SURVIVE = "survives"
 ENDS = "ends with an error"
+# A flap is ridden out, except when Open MPI's TCP transport, reconnecting
+# after it, freezes a rank inside MPI (docs/reliability.md, "Reconnecting
+# after a flap"): the job must then end as for ENDS, naming a rank.
+SURVIVE_OR_NAMED = "survives (or ends naming a rank)"
 
 FAULTS = {
     "loss1": ("1% loss each way", SURVIVE),
     "loss10": ("10% loss each way", SURVIVE),
     "delay": ("50 ms delay, 10 ms jitter, each way", SURVIVE),
-    "flap": ("link down {flap:g} s, then up", SURVIVE),
+    "flap": ("link down {flap:g} s, then up", SURVIVE_OR_NAMED),
     "down": ("link down for good", ENDS),
     "stop_brief": ("rank SIGSTOP {stop:g} s, then SIGCONT", SURVIVE),
     "stop": ("rank SIGSTOP for good", ENDS),
@@ -294,13 +300,14 @@ class Matrix:
         per = self.args.ranks_per_host
         return list(range(host * per, (host + 1) * per))
 
-    def run_one(self, name, work):
+    def run_one(self, name, work, attempt=0):
         a = self.args
         what, expected = FAULTS[name]
         what = what.format(flap=a.flap_seconds, stop=a.stop_seconds)
         solver = self.solver(work)
         cmd, env = self.launch(solver, work)
-        log_path = os.path.join(a.out, name + ".log")
+        log_path = os.path.join(
+            a.out, name + (".%d" % (attempt + 1) if attempt else "") + ".log")
         print("==== %s: %s (expected: %s)" % (name, what, expected),
               flush=True)
         t_start = time.monotonic()
@@ -382,7 +389,7 @@ class Matrix:
             res["status"] = run.proc.poll()
             res["inject_failed"] = True
             return
-        if expected == SURVIVE:
+        if expected in (SURVIVE, SURVIVE_OR_NAMED):
             # Training must move on past the fault, then stop on SIGINT.
             after = run.last_iteration()
             res["iter_after_fault"] = after
@@ -445,6 +452,31 @@ class Matrix:
                             % a.run_timeout)
         if traces:
             problems.append("stack trace or crash report: %s" % traces[0][:80])
+        survived = (res.get("progressed") and res.get("status") == 0 and
+                    not errors)
+        if res["expected"] == SURVIVE_OR_NAMED and not problems:
+            if survived:
+                res["outcome"] = "survived"
+            else:
+                res["outcome"] = "ended"
+                res["notes"].append("ended instead of surviving")
+                limit = a.comm_timeout + a.slack
+                last_step = max((t for t, l in lines if ITER_RE.search(l)),
+                                default=t_fault)
+                if not errors:
+                    problems.append("training stopped and no 'Error: rank "
+                                    "k' line followed")
+                elif not named:
+                    problems.append("no error names another rank")
+                elif errors[0][0] - last_step > limit:
+                    problems.append("first error %.1f s after training's "
+                                    "last step, over %d s"
+                                    % (errors[0][0] - last_step, limit))
+                elif res.get("t_exit", 1e18) - last_step > limit + a.slack:
+                    problems.append("job ended %.1f s after training's last "
+                                    "step, over %d s"
+                                    % (res.get("t_exit", -1) - last_step,
+                                       limit + a.slack))
         if res["expected"] == SURVIVE and not problems:
             if not res.get("progressed"):
                 problems.append("training did not move on after the fault")
@@ -506,7 +538,7 @@ class Matrix:
         if res.get("setup_failed") or res.get("inject_failed"):
             return "; ".join(res["problems"])
         parts = []
-        if res["expected"] == SURVIVE:
+        if res["expected"] in (SURVIVE, SURVIVE_OR_NAMED):
             during = res.get("iter_after_fault", 0) - res.get("iter_at_fault",
                                                                 0)
             if res.get("progressed"):
@@ -586,6 +618,11 @@ def main():
                     default="psd_run")
     ap.add_argument("--abort-grace", type=float, default=10,
                     help="psd_run's --abort-grace")
+    ap.add_argument("--attempts", type=int, default=1,
+                    help="runs of a fault that did not give what was "
+                    "expected, at most (the failures stay in the table as "
+                    "'FAIL, retried'); CI uses 2 for the intermittent "
+                    "start-up freeze of docs/reliability.md")
     ap.add_argument("--out", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("train_args", nargs="*",
@@ -629,8 +666,16 @@ def main():
         print("cluster %s: hosts %s, logs in %s" % (
             matrix.prefix, " ".join(matrix.hosts), args.out), flush=True)
         for name in faults:
-            with tempfile.TemporaryDirectory(dir=args.out) as work:
-                matrix.run_one(name, work)
+            for attempt in range(args.attempts):
+                with tempfile.TemporaryDirectory(dir=args.out) as work:
+                    matrix.run_one(name, work, attempt)
+                last = matrix.results[-1]
+                if last["verdict"] != "FAIL" or attempt + 1 == args.attempts:
+                    break
+                # See --attempts: kept in the table and the JSON.
+                last["verdict"] = "FAIL, retried"
+                print("     %s failed; attempt %d of %d (--attempts)" % (
+                    name, attempt + 2, args.attempts), flush=True)
     finally:
         matrix.down()
     print()
@@ -639,10 +684,14 @@ def main():
     with open(args.json or summary, "w") as f:
         json.dump({"args": vars(args), "results": matrix.results}, f,
                   indent=1, default=str)
-    bad = [r["fault"] for r in matrix.results if r["verdict"] != "ok"]
-    print("\n%d runs, %d as expected%s" % (
-        len(matrix.results), len(matrix.results) - len(bad),
-        "; not as expected: " + ", ".join(bad) if bad else ""))
+    bad = [r["fault"] for r in matrix.results
+           if r["verdict"] not in ("ok", "FAIL, retried")]
+    retried = [r["fault"] for r in matrix.results
+               if r["verdict"] == "FAIL, retried"]
+    print("\n%d runs, %d as expected%s%s" % (
+        len(matrix.results), len(matrix.results) - len(bad) - len(retried),
+        "; not as expected: " + ", ".join(bad) if bad else "",
+        "; failed, then retried: " + ", ".join(retried) if retried else ""))
     if own_out and not bad:
         pass  # keep the logs: they are the evidence
     return 1 if bad else 0
