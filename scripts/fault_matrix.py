@@ -622,7 +622,7 @@ def main():
                     help="runs of a fault that did not give what was "
                     "expected, at most (the failures stay in the table as "
                     "'FAIL, retried'); CI uses 2 for the intermittent "
-                    "start-up freeze of docs/reliability.md")
+                    "freeze of docs/reliability.md")
     ap.add_argument("--out", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("train_args", nargs="*",
