@@ -115,8 +115,9 @@ TEST(CompletionsTest, AStuckExchangeFailsAfterTheRelayTimeout) {
 TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
   RecordContinues();
   enum Signals { kNone, kContinueOnly, kStopAndContinue };
-  auto wait = [](Signals signals) {
-    pid_t helper = -1;
+  // Returns the error of a wait for rank 1 that runs out after `timeout`;
+  // a forked helper signals this process once the wait has begun.
+  auto wait = [](Signals signals, milliseconds timeout) {
     // Should this test's process group be orphaned (run from a shell that
     // has exited), the kernel sends SIGHUP to it when a process of it exits
     // while a member is stopped: the helper continues this process before
@@ -125,14 +126,18 @@ TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
     std::memset(&ignore, 0, sizeof(ignore));
     ignore.sa_handler = SIG_IGN;
     sigaction(SIGHUP, &ignore, &saved);
+    int began[2] = {-1, -1};
+    pid_t helper = -1;
     if (signals != kNone) {
+      EXPECT_EQ(pipe(began), 0);
       // A stopped process cannot continue itself: a child does it, with
-      // async-signal-safe calls only (this process has threads).
+      // async-signal-safe calls only (this process has threads), as soon
+      // as the wait has begun (a byte through the pipe).
       const pid_t parent = getpid();
       helper = fork();
       if (helper == 0) {
-        struct timespec before = {0, 100 * 1000 * 1000};
-        nanosleep(&before, nullptr);
+        char byte;
+        if (read(began[0], &byte, 1) != 1) _exit(1);
         if (signals == kStopAndContinue) {
           kill(parent, SIGSTOP);
           struct timespec stopped = {1, 500 * 1000 * 1000};
@@ -142,11 +147,19 @@ TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
         _exit(0);
       }
     }
+    bool told = false;
     std::string error;
     try {
-      WaitForRanks(2, [](int r) { return r == 1; }, milliseconds(300), 0,
-                   "host level, layer 'ip1', iteration 3",
-                   "publish their gradients");
+      WaitForRanks(
+          2,
+          [&](int r) {
+            if (!told && began[1] >= 0) {
+              told = write(began[1], "b", 1) == 1;
+            }
+            return r == 1;
+          },
+          timeout, 0, "host level, layer 'ip1', iteration 3",
+          "publish their gradients");
     } catch (const DistributedError& e) {
       error = e.what();
     }
@@ -154,17 +167,24 @@ TEST(CompletionsTest, ATimeoutOfARankThatWasStoppedSaysSo) {
       int status = 0;
       waitpid(helper, &status, 0);
     }
+    for (int fd : began) {
+      if (fd >= 0) close(fd);
+    }
     sigaction(SIGHUP, &saved, nullptr);
     return error;
   };
   const std::string expected =
       "rank 0: host level, layer 'ip1', iteration 3: timed out after 0.3 s "
       "waiting for rank 1 to publish their gradients";
-  EXPECT_EQ(wait(kNone), expected);
-  EXPECT_EQ(wait(kContinueOnly), expected);
-  const std::string stopped = wait(kStopAndContinue);
-  EXPECT_EQ(stopped.find(expected + "; but this rank was itself stopped "
-                                    "(SIGSTOP) and continued "),
+  EXPECT_EQ(wait(kNone, milliseconds(300)), expected);
+  EXPECT_EQ(wait(kContinueOnly, milliseconds(300)), expected);
+  // The stop (1.5 s) begins as soon as the helper runs, well inside the
+  // 3 s wait however loaded the machine.
+  const std::string stopped = wait(kStopAndContinue, milliseconds(3000));
+  EXPECT_EQ(stopped.find("rank 0: host level, layer 'ip1', iteration 3: "
+                         "timed out after 3 s waiting for rank 1 to "
+                         "publish their gradients; but this rank was itself "
+                         "stopped (SIGSTOP) and continued "),
             0u)
       << stopped;
   EXPECT_NE(stopped.find("it is more likely that the others waited for this "
