@@ -199,7 +199,7 @@ std::chrono::milliseconds RelayTimeout(const Communicator* comm);
 
 // For a message about a wait that began at `wait_start`, with deadline
 // `timeout`, and ran out: "" or, when this process was stopped (SIGSTOP)
-// and continued meanwhile, a note saying so, to append. May sleep 100 ms
+// and continued meanwhile, a note saying so, to append. May sleep 250 ms
 // (call it holding no lock). Note [Stopped ranks] in communicator.cpp.
 std::string StoppedNote(std::chrono::steady_clock::time_point wait_start,
                         std::chrono::milliseconds timeout);

@@ -79,9 +79,11 @@ HostLayout DiscoverHosts(Communicator* comm) {
 // of the distributed layer appends StoppedNote: that this rank itself was
 // stopped during the wait. Every thread resumes at once, and the SIGCONT
 // handler runs on one of them when the kernel gets to it, possibly after
-// the thread whose wait ran out has looked; so a timeout that finds no
-// continuation recorded gives the handler 100 ms before it concludes (the
-// job is failing then, and the wait was long already). The grace used to
+// the thread whose wait ran out has looked (and the heartbeat that also
+// notes the stop, Note [Telling a stop from a SIGCONT], beats every 100
+// ms); so a timeout that finds no continuation recorded gives them 250 ms
+// before it concludes (the job is failing then, and the wait was long
+// already). The grace used to
 // be kept for waits that ended over 200 ms after their deadline, but a
 // rank stopped just after it joined a collective is continued (by mpirun,
 // ending the job when another rank's wait for the same collective ran
@@ -91,7 +93,7 @@ std::string StoppedNote(std::chrono::steady_clock::time_point wait_start,
                         std::chrono::milliseconds /*timeout*/) {
   auto continued = LastContinued();
   if (continued <= wait_start) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
     continued = LastContinued();
   }
   if (continued <= wait_start) return "";

@@ -182,8 +182,9 @@ namespace {
 // failed job. A rank whose own wait ran out then said that it had been
 // stopped (seen in a CI run of the 2 x 2 fault matrix, where no rank was
 // stopped at all). So a heartbeat thread writes the time every
-// kHeartbeatNs, and the SIGCONT handler records a continuation only when
-// the last beat is at least kStoppedNs old: while the process is stopped
+// kHeartbeatNs, and a continuation is recorded (by the SIGCONT handler or
+// by the heartbeat itself, whichever runs first) only when the last beat
+// is at least kStoppedNs old: while the process is stopped
 // no thread runs, the heartbeat included, so a real stop (the fault
 // matrix's last seconds; a peer only times out after --comm_timeout) shows
 // as a gap far longer than a beat, while a running process that merely
@@ -214,10 +215,18 @@ extern "C" void HandleContinue(int) {
   }
 }
 
-// The heartbeat thread: beats until the process ends; touches nothing else.
+// The heartbeat thread: beats until the process ends, and notes a stop
+// itself when it finds its last beat kStoppedNs old (the SIGCONT handler
+// may run late: ThreadSanitizer defers handlers, and by then the beat is
+// fresh again); touches nothing else.
 void Beat() {
   for (;;) {
-    g_heartbeat_ns.store(MonotonicNs());
+    const int64_t now = MonotonicNs();
+    const int64_t beat = g_heartbeat_ns.load();
+    if (now != 0 && beat != 0 && now - beat >= kStoppedNs) {
+      g_continued_ns.store(now);
+    }
+    g_heartbeat_ns.store(now);
     struct timespec pause = {0, static_cast<long>(kHeartbeatNs)};  // NOLINT
     nanosleep(&pause, nullptr);
   }
