@@ -207,13 +207,16 @@ std::atomic<int64_t> g_heartbeat_ns{0};
 static_assert(std::atomic<int64_t>::is_always_lock_free,
               "the SIGCONT time needs a lock-free atomic");
 
-extern "C" void HandleContinue(int) {
-  const int64_t now = MonotonicNs();
+// Records `now` as the end of a stop when the last beat is kStoppedNs old.
+// Async-signal-safe (atomics only).
+void NoteStopEndedBy(int64_t now) {
   const int64_t beat = g_heartbeat_ns.load();
   if (now != 0 && beat != 0 && now - beat >= kStoppedNs) {
     g_continued_ns.store(now);
   }
 }
+
+extern "C" void HandleContinue(int) { NoteStopEndedBy(MonotonicNs()); }
 
 // The heartbeat thread: beats until the process ends, and notes a stop
 // itself when it finds its last beat kStoppedNs old (the SIGCONT handler
@@ -222,10 +225,7 @@ extern "C" void HandleContinue(int) {
 void Beat() {
   for (;;) {
     const int64_t now = MonotonicNs();
-    const int64_t beat = g_heartbeat_ns.load();
-    if (now != 0 && beat != 0 && now - beat >= kStoppedNs) {
-      g_continued_ns.store(now);
-    }
+    NoteStopEndedBy(now);
     g_heartbeat_ns.store(now);
     struct timespec pause = {0, static_cast<long>(kHeartbeatNs)};  // NOLINT
     nanosleep(&pause, nullptr);
