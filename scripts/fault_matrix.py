@@ -61,9 +61,9 @@ SKIP = 77
 
 SURVIVE = "survives"
 ENDS = "ends with an error"
-# A flap is ridden out, except when Open MPI's TCP transport, reconnecting
-# after it, freezes a rank inside MPI (docs/reliability.md, "Reconnecting
-# after a flap"): the job must then end as for ENDS, naming a rank.
+# A flap is ridden out when --comm_timeout exceeds the outage plus TCP's
+# recovery (docs/reliability.md, "What happens underneath"); the contract
+# also accepts a job that ends as for ENDS, naming a rank.
 SURVIVE_OR_NAMED = "survives (or ends naming a rank)"
 
 FAULTS = {
@@ -621,8 +621,7 @@ def main():
     ap.add_argument("--attempts", type=int, default=1,
                     help="runs of a fault that did not give what was "
                     "expected, at most (the failures stay in the table as "
-                    "'FAIL, retried'); CI uses 2 for the intermittent "
-                    "freeze of docs/reliability.md")
+                    "'FAIL, retried')")
     ap.add_argument("--out", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("train_args", nargs="*",

@@ -5,7 +5,10 @@ job's log goes quiet: the harness that caught the freeze of
 docs/reliability.md ("An intermittent freeze").
 
 Each run's fault_matrix output, log and, when taken, stacks_<rank>.txt go to
-OUT/run_<k>/. A run counts as a freeze when its job ended with an error
+OUT/run_<k>/. Stacks show the moment gdb got to run, which need not be the
+moment of the silence: in the freeze this harness chased, the waiting ranks'
+pollers held both cores and gdb ran only when the job was ending (the
+docs tell how it was found). A run counts as a freeze when its job ended with an error
 instead of training on ("ended instead of surviving") or failed. The ranks'
 SIGTERM lines name every wait under way (POSEIDON_WAIT_NOTES=all is set).
 

@@ -71,7 +71,15 @@ struct MpiOptions {
 //    yields between polls, leaving the core to any thread with work (the
 //    SFB rebuild, the server's sum). Sleeping 10 or 30 us instead (with 1 us
 //    of timer slack) gave LeNet 5-7% less two-rank throughput (medians of 3
-//    to 5 runs);
+//    to 5 runs). But only for a millisecond without any operation
+//    completing; then it naps, 50 us doubling up to 1 ms, until one does.
+//    A yield is no promise that anyone else runs: on a 2-core machine with
+//    two busy loops beside a 2 x 2 job, the two ranks of one host, both
+//    waiting for the other host, yielded in a loop for 25 s while no other
+//    process of the machine ran at all (per-thread CPU times: each poller
+//    24 s of the 25; a heartbeat process at nice -20 was not scheduled
+//    once), so the ranks they waited for never sent and the job timed out
+//    (docs/reliability.md, "An intermittent freeze");
 //  - otherwise the communication overlaps compute and its latency is
 //    hidden: the poller sleeps 100 us at first, doubling up to 1 ms, and
 //    BeginUrgent wakes it at once. New operations do not shorten the

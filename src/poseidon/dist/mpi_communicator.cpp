@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -177,6 +178,10 @@ struct MpiCommunicator::Impl {
   // See Note [Progress thread] and Note [Polling on a shared core].
   static constexpr int kFirstSleepMicros = 100;
   static constexpr int kMaxSleepMicros = 1000;
+  // How long an urgent poller yields without any operation completing
+  // before it naps (kFirstNapMicros, doubling up to kMaxSleepMicros).
+  static constexpr int kUrgentSpinMicros = 1000;
+  static constexpr int kFirstNapMicros = 50;
   std::mutex mu;
   std::condition_variable work;  // to the progress thread: ops, urgency, stop
   std::vector<MpiOp*> ops;       // GUARDED_BY(mu): outstanding
@@ -352,15 +357,23 @@ struct MpiCommunicator::Impl {
   }
 
   void ProgressLoop() {
+    using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(mu);
     int round = 0;
+    // The current run of urgent polls: since when it yields, and how many
+    // naps it took since (see Note [Polling on a shared core]).
+    bool spinning = false;
+    Clock::time_point spin_start;
+    int naps = 0;
     for (;;) {
       if (ops.empty()) {
         if (stopping) return;
         work.wait(lock, [this] { return stopping || !ops.empty(); });
         round = 0;
+        spinning = false;
         continue;
       }
+      bool progressed = false;
       for (size_t i = 0; i < ops.size();) {
         MpiOp* op = ops[i];
         bool complete = false;
@@ -369,6 +382,7 @@ struct MpiCommunicator::Impl {
           op->result = s;
           op->done = true;
           ops.erase(ops.begin() + i);
+          progressed = true;
           // Under mu: the caller owns the waiter and may destroy it once
           // pending is 0, which it can only see after this thread lets go.
           if (--op->waiter->pending == 0) op->waiter->finished.notify_one();
@@ -379,12 +393,27 @@ struct MpiCommunicator::Impl {
       if (ops.empty()) continue;
       // See Note [Polling on a shared core].
       if (urgent > 0) {
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
         round = 0;
+        const Clock::time_point now = Clock::now();
+        if (!spinning || progressed) {
+          spinning = true;
+          spin_start = now;
+          naps = 0;
+        }
+        if (now - spin_start < std::chrono::microseconds(kUrgentSpinMicros)) {
+          lock.unlock();
+          std::this_thread::yield();
+          lock.lock();
+        } else {
+          const int us =
+              std::min(kMaxSleepMicros, kFirstNapMicros << std::min(naps, 10));
+          ++naps;
+          work.wait_for(lock, std::chrono::microseconds(us),
+                        [this] { return stopping; });
+        }
         continue;
       }
+      spinning = false;
       const int us =
           std::min(kMaxSleepMicros, kFirstSleepMicros << std::min(round, 10));
       ++round;

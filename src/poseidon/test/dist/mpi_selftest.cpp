@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -321,6 +322,43 @@ std::string DeterministicAllreduce(Communicator* c) {
   return "";
 }
 
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// A long urgent wait must not keep a core (Note [Polling on a shared core]):
+// rank 0 waits under UrgentScope for a message rank 1 sends 0.4 s late; the
+// caller sleeps, so rank 0's CPU time over the wait is its poller's, which
+// naps once a millisecond of yields brought nothing. (A poller that yielded
+// throughout used a whole core; on a busy 2-core machine two such pollers
+// kept every other process off both cores for 25 s.)
+std::string UrgentWaitLeavesTheCore(Communicator* c) {
+  if (c->rank() > 1) return "";
+  int32_t value = 0;
+  if (c->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    value = 7;
+    return Expect(c->Send(&value, sizeof(value), 0, 9), "late send");
+  }
+  UrgentScope urgent(c);
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ProcessCpuSeconds();
+  Status s = c->Recv(&value, sizeof(value), 1, 9);
+  const double cpu = ProcessCpuSeconds() - cpu_start;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (!s.ok()) return s.message();
+  if (value != 7) return StrCat("received ", value, " instead of 7");
+  if (cpu > 0.5 * wall) {
+    return StrCat("rank 0 used ", cpu, " s of CPU in an urgent wait of ", wall,
+                  " s: its poller kept the core");
+  }
+  return "";
+}
+
 // A Recv nobody answers times out naming the peer, and leaves the
 // communicator usable.
 std::string RecvTimeout(Communicator* main_comm) {
@@ -520,6 +558,7 @@ int Run() {
       {"DeterministicAllreduceFloat", DeterministicAllreduce<float>},
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
       {"RecvTimeout", RecvTimeout},
+      {"UrgentWaitLeavesTheCore", UrgentWaitLeavesTheCore},
       {"SplitNamesJobRanks", SplitNamesJobRanks},
       {"CollectiveTimeout", CollectiveTimeout},
   };
