@@ -182,6 +182,13 @@ struct MpiCommunicator::Impl {
   // before it naps (kFirstNapMicros, doubling up to kMaxSleepMicros).
   static constexpr int kUrgentSpinMicros = 1000;
   static constexpr int kFirstNapMicros = 50;
+  // The *step-th pause of a backoff from first_us, doubling up to
+  // kMaxSleepMicros; advances *step (saturating).
+  static std::chrono::microseconds NextBackoff(int first_us, int* step) {
+    const int k = *step;
+    if (*step < 10) ++*step;
+    return std::chrono::microseconds(std::min(kMaxSleepMicros, first_us << k));
+  }
   std::mutex mu;
   std::condition_variable work;  // to the progress thread: ops, urgency, stop
   std::vector<MpiOp*> ops;       // GUARDED_BY(mu): outstanding
@@ -405,19 +412,13 @@ struct MpiCommunicator::Impl {
           std::this_thread::yield();
           lock.lock();
         } else {
-          const int us =
-              std::min(kMaxSleepMicros, kFirstNapMicros << std::min(naps, 10));
-          ++naps;
-          work.wait_for(lock, std::chrono::microseconds(us),
+          work.wait_for(lock, NextBackoff(kFirstNapMicros, &naps),
                         [this] { return stopping; });
         }
         continue;
       }
       spinning = false;
-      const int us =
-          std::min(kMaxSleepMicros, kFirstSleepMicros << std::min(round, 10));
-      ++round;
-      work.wait_for(lock, std::chrono::microseconds(us),
+      work.wait_for(lock, NextBackoff(kFirstSleepMicros, &round),
                     [this] { return stopping || urgent > 0; });
     }
   }
