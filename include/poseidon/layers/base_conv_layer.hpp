@@ -144,6 +144,10 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   bool row_weight_grad() const { return row_weight_grad_; }
   bool batched() const { return batched_; }
   int images_per_chunk() const { return images_per_chunk_; }
+  // With batched(): how many of the batch's images each worker of the
+  // batched path convolves under the current thread count (Note [Parallel
+  // chunks]).
+  std::vector<int> images_per_worker() const;
   // The GPU engine the layer's parameters and geometry give (set at
   // LayerSetUp and Reshape, in every build).
   GpuEngine gpu_engine() const { return gpu_engine_; }
@@ -246,14 +250,21 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void BackwardBatched(const Dtype* input, const Dtype* output_diff,
                        const Dtype* weights, Dtype* weight_diff,
                        Dtype* input_diff);
-  // One chunk of the batched path, the images from n0 on, with the worker's
-  // column and output scratch (col, buf); weight_diff and input_diff as in
-  // ConvBackward.
+  // The batched path's worker count: one per thread, as long as there are
+  // chunks for them (Note [Parallel chunks]).
+  int BatchedWorkers() const;
+  // Calls fn(n0, images) for each chunk of worker `worker`'s range of the
+  // batch when `workers` share it (Note [Parallel chunks]).
+  template <typename ChunkFn>
+  void ForEachChunk(int worker, int workers, const ChunkFn& fn) const;
+  // One chunk of the batched path, `images` images from n0 on, with the
+  // worker's column and output scratch (col, buf); weight_diff and
+  // input_diff as in ConvBackward.
   void ForwardChunk(const Dtype* input, const Dtype* weights, int n0,
-                    Dtype* col, Dtype* buf, Dtype* output) const;
+                    int images, Dtype* col, Dtype* buf, Dtype* output) const;
   void BackwardChunk(const Dtype* input, const Dtype* output_diff,
-                     const Dtype* weights, int n0, Dtype* col, Dtype* buf,
-                     Dtype* weight_diff, Dtype* input_diff) const;
+                     const Dtype* weights, int n0, int images, Dtype* col,
+                     Dtype* buf, Dtype* weight_diff, Dtype* input_diff) const;
   // The images' im2col columns for the per-image path, in the calling
   // thread's scratch (util/thread_scratch.hpp); null for 1x1 (the image is
   // its own column matrix).

@@ -48,8 +48,14 @@ namespace poseidon {
 // (ParallelFor) with single-threaded BLAS inside. kAuto then batches even
 // when one image fills a GEMM (chunks of one image), caps the chunk at
 // ceil(N / T) images so every thread gets a chunk, and sizes the chunks so
-// that the threads get the same number of them (ResNet-50's 14 x 14 layers
-// at batch 8 on 2 threads ran 3 + 3 + 2 images, one thread doing 6).
+// that every thread gets the same number of images: each worker takes a
+// contiguous range of the batch (sizes differing by at most one) and cuts it
+// into chunks of as equal sizes as the cap allows. (Counting chunks instead
+// left threads unequal shares: ResNet-50's 14 x 14 layers at batch 8 on 2
+// threads ran 3 + 3 + 2 images, one thread doing 6, and 100 images of
+// 8 x 8 in 13 chunks of at most 8 gave 56 and 44. The benchmark nets'
+// batched layers already split evenly; batches like CIFAR-10's 100 on the
+// reference kernels, POSEIDON_KERNELS=blas, did not.)
 // Each worker has its own slice of the calling thread's scratch
 // (util/thread_scratch.hpp; max_buffer_bytes bounds one slice, and all
 // convolutions of a net share the one scratch) and, in Backward, its own
@@ -280,20 +286,19 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
     case Algorithm::kBatched:
       chunk = fit;
       break;
-    case Algorithm::kAuto:
-      // See Note [Parallel chunks] for the threaded choice.
-      chunk = std::min(fit, wanted);
-      if (threads > 1) {
-        // As many images per chunk as allowed, in a number of chunks that
-        // the threads share evenly: 8 images of 14 x 14 (3 wanted) in
-        // chunks of 3, 3 and 2 would leave one thread 6 of them.
-        const size_t t = static_cast<size_t>(threads);
-        const size_t n = static_cast<size_t>(num);
-        const size_t cap = std::min<size_t>(chunk, (n + t - 1) / t);
-        const size_t rounds = (n + t * cap - 1) / (t * cap);
-        chunk = (n + t * rounds - 1) / (t * rounds);
-      }
+    case Algorithm::kAuto: {
+      // See Note [Parallel chunks] for the threaded choice: a thread's
+      // range of ceil(N / T) images, cut into the fewest chunks of at most
+      // min(fit, wanted) images; the largest of those chunks is the
+      // chunk size (8 images of 14 x 14 on 2 threads, 3 wanted: 4 per
+      // thread in two chunks of 2).
+      const size_t t = static_cast<size_t>(std::max(threads, 1));
+      const size_t range = (static_cast<size_t>(num) + t - 1) / t;
+      const size_t cap = std::min({fit, wanted, range});
+      const size_t pieces = (range + cap - 1) / cap;
+      chunk = (range + pieces - 1) / pieces;
       break;
+    }
   }
   chunk = std::min<size_t>(chunk, num);
   batched_ = can_batch && (algorithm_ == Algorithm::kBatched ||
@@ -468,11 +473,11 @@ void BaseConvolutionLayer<Dtype>::BackwardPerImage(const Dtype* input,
 template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ForwardChunk(const Dtype* input,
                                                const Dtype* weights, int n0,
-                                               Dtype* col, Dtype* buf,
+                                               int images, Dtype* col,
+                                               Dtype* buf,
                                                Dtype* output) const {
   const int out_per_group = conv_out_channels_ / group_;
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
-  const int images = std::min(images_per_chunk_, num_ - n0);
   const int columns = images * conv_out_spatial_dim_;
   Dtype* out_n0 = output + static_cast<size_t>(n0) * conv_output_dim_;
   // A lone image's (O, S) block is already in output order, and a 1x1
@@ -493,12 +498,14 @@ void BaseConvolutionLayer<Dtype>::ForwardChunk(const Dtype* input,
 }
 
 template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::BackwardChunk(
-    const Dtype* input, const Dtype* output_diff, const Dtype* weights, int n0,
-    Dtype* col, Dtype* buf, Dtype* weight_diff, Dtype* input_diff) const {
+void BaseConvolutionLayer<Dtype>::BackwardChunk(const Dtype* input,
+                                                const Dtype* output_diff,
+                                                const Dtype* weights, int n0,
+                                                int images, Dtype* col,
+                                                Dtype* buf, Dtype* weight_diff,
+                                                Dtype* input_diff) const {
   const int out_per_group = conv_out_channels_ / group_;
   const size_t w_step = static_cast<size_t>(out_per_group) * kernel_dim_;
-  const int images = std::min(images_per_chunk_, num_ - n0);
   const size_t columns = static_cast<size_t>(images) * conv_out_spatial_dim_;
   const Dtype* od_n0 = output_diff + static_cast<size_t>(n0) * conv_output_dim_;
   const Dtype* od = od_n0;
@@ -566,24 +573,56 @@ auto BaseConvolutionLayer<Dtype>::BatchedScratch(int workers,
 }
 
 template <typename Dtype>
+int BaseConvolutionLayer<Dtype>::BatchedWorkers() const {
+  return ParallelForWorkers((num_ + images_per_chunk_ - 1) / images_per_chunk_);
+}
+
+template <typename Dtype>
+template <typename ChunkFn>
+void BaseConvolutionLayer<Dtype>::ForEachChunk(int worker, int workers,
+                                               const ChunkFn& fn) const {
+  // See Note [Parallel chunks]: the worker's range of images (earlier ranges
+  // one larger), then chunks of at most images_per_chunk_ as equal as can be.
+  const int base = num_ / workers, extra = num_ % workers;
+  const int begin = worker * base + std::min(worker, extra);
+  const int size = base + (worker < extra ? 1 : 0);
+  const int pieces = (size + images_per_chunk_ - 1) / images_per_chunk_;
+  for (int p = 0, n0 = begin; p < pieces; ++p) {
+    const int images = size / pieces + (p < size % pieces ? 1 : 0);
+    fn(n0, images);
+    n0 += images;
+  }
+}
+
+template <typename Dtype>
+std::vector<int> BaseConvolutionLayer<Dtype>::images_per_worker() const {
+  const int workers = std::max(BatchedWorkers(), 1);
+  std::vector<int> images(workers, 0);
+  for (int w = 0; w < workers; ++w) {
+    ForEachChunk(w, workers, [&](int, int n) { images[w] += n; });
+  }
+  return images;
+}
+
+template <typename Dtype>
 void BaseConvolutionLayer<Dtype>::ForwardBatched(const Dtype* input,
                                                  const Dtype* weights,
                                                  Dtype* output) {
-  const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
-  const int workers = ParallelForWorkers(chunks);
+  const int workers = BatchedWorkers();
   const WorkerScratch scratch = BatchedScratch(std::max(workers, 1), 0);
+  auto run = [&](int w, int of) {
+    ForEachChunk(w, of, [&](int n0, int images) {
+      ForwardChunk(input, weights, n0, images, scratch.col(w), scratch.buf(w),
+                   output);
+    });
+  };
   if (workers <= 1) {
-    for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-      ForwardChunk(input, weights, n0, scratch.col(0), scratch.buf(0), output);
-    }
+    run(0, 1);
     return;
   }
   SingleThreadedBlas single_threaded_blas;
-  ParallelFor(chunks, [&](int begin, int end, int w) {
-    for (int c = begin; c < end; ++c) {
-      ForwardChunk(input, weights, c * images_per_chunk_, scratch.col(w),
-                   scratch.buf(w), output);
-    }
+  ParallelFor(workers, [&](int begin, int end, int) {
+    for (int w = begin; w < end; ++w) run(w, workers);
   });
 }
 
@@ -593,14 +632,13 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
                                                   const Dtype* weights,
                                                   Dtype* weight_diff,
                                                   Dtype* input_diff) {
-  const int chunks = (num_ + images_per_chunk_ - 1) / images_per_chunk_;
-  const int workers = ParallelForWorkers(chunks);
+  const int workers = BatchedWorkers();
   if (workers <= 1) {
     const WorkerScratch scratch = BatchedScratch(1, 0);
-    for (int n0 = 0; n0 < num_; n0 += images_per_chunk_) {
-      BackwardChunk(input, output_diff, weights, n0, scratch.col(0),
+    ForEachChunk(0, 1, [&](int n0, int images) {
+      BackwardChunk(input, output_diff, weights, n0, images, scratch.col(0),
                     scratch.buf(0), weight_diff, input_diff);
-    }
+    });
     return;
   }
   // Each worker accumulates its chunks' weight gradient into its own zeroed
@@ -617,11 +655,13 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
   }
   {
     SingleThreadedBlas single_threaded_blas;
-    ParallelFor(chunks, [&](int begin, int end, int w) {
-      Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
-      for (int c = begin; c < end; ++c) {
-        BackwardChunk(input, output_diff, weights, c * images_per_chunk_,
-                      scratch.col(w), scratch.buf(w), w_acc, input_diff);
+    ParallelFor(workers, [&](int begin, int end, int) {
+      for (int w = begin; w < end; ++w) {
+        Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
+        ForEachChunk(w, workers, [&](int n0, int images) {
+          BackwardChunk(input, output_diff, weights, n0, images, scratch.col(w),
+                        scratch.buf(w), w_acc, input_diff);
+        });
       }
     });
   }

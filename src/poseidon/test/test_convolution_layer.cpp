@@ -379,6 +379,34 @@ TYPED_TEST(ConvolutionLayerTest, AutoAlgorithmChoiceThreaded) {
   }
 }
 
+TYPED_TEST(ConvolutionLayerTest, ThreadsGetEqualShares) {
+  using Dtype = typename TypeParam::Dtype;
+  Geometry g{5, 5};
+  g.pad_h = g.pad_w = 2;
+  struct Case {
+    vector<int> shape;
+    int threads;
+    vector<int> images;
+  };
+  const Case cases[] = {
+      // CIFAR-10 quick's conv3: chunks of at most 8 images; counting 13
+      // chunks out to the threads gave them 56 and 44 images.
+      {{100, 32, 8, 8}, 2, {50, 50}},     {{101, 32, 8, 8}, 2, {51, 50}},
+      {{100, 32, 8, 8}, 3, {34, 33, 33}}, {{8, 32, 14, 14}, 2, {4, 4}},
+      {{5, 32, 8, 8}, 4, {2, 2, 1}},  // three chunks of at most 2
+      {{64, 32, 8, 8}, 1, {64}},
+  };
+  for (const Case& c : cases) {
+    ScopedNumThreads num_threads(c.threads);
+    Blob<Dtype> bottom(c.shape), top;
+    ConvolutionLayer<Dtype> layer(ConvParam(32, g));
+    layer.SetUp({&bottom}, {&top});
+    ASSERT_TRUE(layer.batched()) << bottom.shape_string();
+    EXPECT_EQ(layer.images_per_worker(), c.images)
+        << bottom.shape_string() << " on " << c.threads << " threads";
+  }
+}
+
 TYPED_TEST(ConvolutionLayerTest, BatchedMatchesPerImage) {
   Geometry g{3, 3};
   g.pad_h = g.pad_w = 1;
