@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gradient_checker.hpp"
@@ -355,55 +356,37 @@ TYPED_TEST(ConvolutionLayerTest, AutoAlgorithmChoiceThreaded) {
     int threads;
     bool batched;
     int chunk;
+    vector<int> images;  // per worker
   };
-  // With several threads every 2-D layer batches, in chunks of at most
-  // ceil(N / threads) images, as many chunks per thread.
+  // With several threads every 2-D layer batches: each thread takes a range
+  // of ceil(N / threads) images (ranges differ by at most one), cut into
+  // the fewest chunks of at most the wanted size.
   const Case cases[] = {
-      {{64, 3, 32, 32}, 2, true, 1},  // one image fills a GEMM
-      {{64, 32, 8, 8}, 2, true, 8},   // 32 chunks anyway
-      {{5, 32, 8, 8}, 2, true, 3},    // capped so both threads get one
-      {{5, 32, 8, 8}, 4, true, 2},
+      {{64, 3, 32, 32}, 2, true, 1, {32, 32}},  // one image fills a GEMM
+      {{64, 32, 8, 8}, 2, true, 8, {32, 32}},
+      {{5, 32, 8, 8}, 2, true, 3, {3, 2}},     // capped so both threads get one
+      {{5, 32, 8, 8}, 4, true, 2, {2, 2, 1}},  // three chunks of at most 2
       // 196 positions want 3 images, but chunks of 3, 3, 2 leave one
       // thread 6 of the 8: four chunks of 2 instead.
-      {{8, 32, 14, 14}, 2, true, 2},
-      {{12, 32, 14, 14}, 2, true, 3},
-      {{1, 32, 8, 8}, 2, false, 1},  // a single image
+      {{8, 32, 14, 14}, 2, true, 2, {4, 4}},
+      {{12, 32, 14, 14}, 2, true, 3, {6, 6}},
+      // 100 images of 8 x 8: counting 13 chunks of at most 8 out to the
+      // threads gave them 56 and 44 images.
+      {{100, 32, 8, 8}, 2, true, 8, {50, 50}},
+      {{101, 32, 8, 8}, 2, true, 8, {51, 50}},
+      {{100, 32, 8, 8}, 3, true, 7, {34, 33, 33}},
+      {{1, 32, 8, 8}, 2, false, 1, {1}},  // a single image
   };
   for (const Case& c : cases) {
     ScopedNumThreads num_threads(c.threads);
     Blob<Dtype> bottom(c.shape), top;
     ConvolutionLayer<Dtype> layer(ConvParam(32, g));
     layer.SetUp({&bottom}, {&top});
-    EXPECT_EQ(layer.batched(), c.batched) << bottom.shape_string();
-    EXPECT_EQ(layer.images_per_chunk(), c.chunk) << bottom.shape_string();
-  }
-}
-
-TYPED_TEST(ConvolutionLayerTest, ThreadsGetEqualShares) {
-  using Dtype = typename TypeParam::Dtype;
-  Geometry g{5, 5};
-  g.pad_h = g.pad_w = 2;
-  struct Case {
-    vector<int> shape;
-    int threads;
-    vector<int> images;
-  };
-  const Case cases[] = {
-      // CIFAR-10 quick's conv3: chunks of at most 8 images; counting 13
-      // chunks out to the threads gave them 56 and 44 images.
-      {{100, 32, 8, 8}, 2, {50, 50}},     {{101, 32, 8, 8}, 2, {51, 50}},
-      {{100, 32, 8, 8}, 3, {34, 33, 33}}, {{8, 32, 14, 14}, 2, {4, 4}},
-      {{5, 32, 8, 8}, 4, {2, 2, 1}},  // three chunks of at most 2
-      {{64, 32, 8, 8}, 1, {64}},
-  };
-  for (const Case& c : cases) {
-    ScopedNumThreads num_threads(c.threads);
-    Blob<Dtype> bottom(c.shape), top;
-    ConvolutionLayer<Dtype> layer(ConvParam(32, g));
-    layer.SetUp({&bottom}, {&top});
-    ASSERT_TRUE(layer.batched()) << bottom.shape_string();
-    EXPECT_EQ(layer.images_per_worker(), c.images)
-        << bottom.shape_string() << " on " << c.threads << " threads";
+    const std::string what =
+        bottom.shape_string() + " on " + std::to_string(c.threads);
+    EXPECT_EQ(layer.batched(), c.batched) << what;
+    EXPECT_EQ(layer.images_per_chunk(), c.chunk) << what;
+    EXPECT_EQ(layer.images_per_worker(), c.images) << what;
   }
 }
 
