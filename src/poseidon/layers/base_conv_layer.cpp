@@ -633,12 +633,15 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
                                                   Dtype* weight_diff,
                                                   Dtype* input_diff) {
   const int workers = BatchedWorkers();
-  if (workers <= 1) {
-    const WorkerScratch scratch = BatchedScratch(1, 0);
-    ForEachChunk(0, 1, [&](int n0, int images) {
-      BackwardChunk(input, output_diff, weights, n0, images, scratch.col(0),
-                    scratch.buf(0), weight_diff, input_diff);
+  // Worker w of `of` runs its chunks, accumulating into w_acc.
+  auto run = [&](const WorkerScratch& scratch, int w, int of, Dtype* w_acc) {
+    ForEachChunk(w, of, [&](int n0, int images) {
+      BackwardChunk(input, output_diff, weights, n0, images, scratch.col(w),
+                    scratch.buf(w), w_acc, input_diff);
     });
+  };
+  if (workers <= 1) {
+    run(BatchedScratch(1, 0), 0, 1, weight_diff);
     return;
   }
   // Each worker accumulates its chunks' weight gradient into its own zeroed
@@ -657,11 +660,8 @@ void BaseConvolutionLayer<Dtype>::BackwardBatched(const Dtype* input,
     SingleThreadedBlas single_threaded_blas;
     ParallelFor(workers, [&](int begin, int end, int) {
       for (int w = begin; w < end; ++w) {
-        Dtype* w_acc = w_accs == nullptr ? nullptr : w_accs + w * w_count;
-        ForEachChunk(w, workers, [&](int n0, int images) {
-          BackwardChunk(input, output_diff, weights, n0, images, scratch.col(w),
-                        scratch.buf(w), w_acc, input_diff);
-        });
+        run(scratch, w, workers,
+            w_accs == nullptr ? nullptr : w_accs + w * w_count);
       }
     });
   }
