@@ -174,6 +174,9 @@ def main():
                     help="keep the nets and their profiles in this folder "
                     "and reuse them on later runs (default: a temporary "
                     "folder, profiled anew)")
+    ap.add_argument("--train-flags", default="",
+                    help="more flags for every rank's poseidon_train, "
+                    "e.g. '--num_push_threads=4 --timeline=/tmp/t.json'")
     ap.add_argument("--modes", default="naive,flat,wfbp",
                     help="which of naive, flat, wfbp to run")
     args = ap.parse_args()
@@ -234,7 +237,9 @@ def main():
                                          "--emulate_compute=" + prof,
                                          "--network_gbits=%g"
                                          % (link_mbit / 1000)]
-                                        + emulation + flags, args.timeout)
+                                        + emulation + flags
+                                        + args.train_flags.split(),
+                                        args.timeout)
                         sent = link_bytes_sent() - before
                         if r.returncode != 0:
                             print(r.stdout[-4000:])

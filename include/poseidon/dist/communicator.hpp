@@ -121,6 +121,32 @@ class Communicator {
   virtual Status SendRecv(const void* send, size_t send_bytes, int dest,
                           void* recv, size_t recv_bytes, int src, int tag);
 
+  // Several receives, or several sends, in flight at once and awaited
+  // together: a parameter-server shard takes one block's pushes from every
+  // rank, and sends every rank the block's sum, without making each message
+  // wait for the one before it (Note [Server pipeline] in param_server.cpp).
+  // The ops' (peer, tag) pairs must be distinct. Returns OK once every op
+  // has completed, else the first failure in `ops` order, worded as Send's
+  // and Recv's are. The default runs the ops one after another and stops
+  // at a failure: the same results, for implementations without
+  // non-blocking operations (and only where the peers do not need the ops
+  // in flight together); MpiCommunicator starts them all at once and
+  // reports once each has completed or timed out.
+  struct RecvOp {
+    void* buf;
+    size_t bytes;
+    int src;
+    int tag;
+  };
+  struct SendOp {
+    const void* buf;
+    size_t bytes;
+    int dest;
+    int tag;
+  };
+  virtual Status RecvAll(const std::vector<RecvOp>& ops);
+  virtual Status SendAll(const std::vector<SendOp>& ops);
+
   // buf[i] <- sum over ranks r of buf_r[i], identical bits on every rank.
   // See Note [Deterministic allreduce].
   virtual Status AllreduceSum(float* buf, size_t count) = 0;

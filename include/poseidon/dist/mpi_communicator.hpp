@@ -30,6 +30,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "poseidon/dist/communicator.hpp"
 
@@ -111,6 +112,9 @@ class MpiCommunicator final : public Communicator {
   // Both at once, awaited together.
   Status SendRecv(const void* send, size_t send_bytes, int dest, void* recv,
                   size_t recv_bytes, int src, int tag) override;
+  // Every op started at once, awaited together.
+  Status RecvAll(const std::vector<RecvOp>& ops) override;
+  Status SendAll(const std::vector<SendOp>& ops) override;
   // AllreduceSumByAllgather: deterministic, n / 2 times the traffic of a
   // ring. See Note [Deterministic allreduce] in communicator.hpp.
   Status AllreduceSum(float* buf, size_t count) override;

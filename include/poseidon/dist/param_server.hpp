@@ -10,15 +10,21 @@
 // is what makes N workers with batch K match one with batch N K.)
 //
 // Threads (each a CommThread, see comm_thread.hpp):
-//   push i  (num_push_threads) sends blocks j with j % num_push == i of each
-//           exchange, in order;
-//   pull i  (num_pull_threads) receives the sums of blocks j with
-//           j % num_pull == i, in order, into the caller's memory;
-//   server  serves this shard's blocks of each exchange, in order.
-// Every rank posts exchanges in the same order, so each thread's sequence of
-// messages is the same everywhere and matching by (source, tag) is exact.
-// Waits form no cycle: every thread handles blocks in the same global order
-// and a shard only sends a block's sum after receiving all its pushes.
+//   push i  (num_push_threads) sends the blocks at positions j with
+//           j % num_push == i of this rank's order of each exchange;
+//   pull i  (num_pull_threads) receives the sums of the blocks at positions
+//           j with j % num_pull == i, in that order, into the caller's
+//           memory;
+//   server  takes this shard's blocks' pushes, in order, and sums them;
+//   server send
+//           sends each sum to every rank, while `server` sums the next block
+//           (Note [Server pipeline] in param_server.cpp).
+// Every rank posts exchanges in the same order, and every shard takes the
+// blocks of an exchange in the order posted; a rank pushes and pulls them in
+// a staggered order of rounds (StaggeredOrder), so that the ranks load
+// different shards at once. Matching by (source, tag) is exact (one message
+// per block and direction between two ranks, the tag naming the block), and
+// waits form no cycle (Note [Server pipeline] in param_server.cpp).
 //
 // Errors: a failed push or pull reaches the exchange's `done` callback; a
 // failed shard cannot serve any rank, so it aborts the job (comm->Abort)
@@ -59,8 +65,9 @@ class ParamServer {
 
   // `comm` and `partition` are observed and must outlive the server; the
   // partition must have comm->size() shards and be the same on every rank.
-  // `timeline` (may be null) receives one event per block pushed, pulled
-  // and served, on the lanes "push i", "pull i" and "server".
+  // `timeline` (may be null) receives one event per block pushed, pulled,
+  // summed and sent back, on the lanes "push i", "pull i", "server" and
+  // "server send".
   ParamServer(Communicator* comm, const BlockPartition* partition,
               int num_push_threads, int num_pull_threads,
               Timeline* timeline = nullptr);
@@ -76,6 +83,15 @@ class ParamServer {
   void Exchange(int64_t iter, std::vector<BlockRef> blocks,
                 std::function<void(Status)> done);
 
+  // The order in which `rank` pushes and pulls `blocks` (one exchange's,
+  // as posted): by round, a block's place among the blocks of its shard in
+  // `blocks`, and within a round starting at the shard `rank` and going up
+  // (mod the number of shards), so that at any time the ranks push to, and
+  // pull from, different shards. See Note [Server pipeline].
+  static std::vector<BlockRef> StaggeredOrder(
+      const BlockPartition& partition, const std::vector<BlockRef>& blocks,
+      int rank);
+
   // Bytes this rank has sent to and received from other ranks, pushes and
   // pulls together with its shard's traffic (headers included).
   uint64_t bytes_moved() const;
@@ -86,7 +102,11 @@ class ParamServer {
   struct Pending;
   void Push(int64_t iter, const BlockRef& block, Status* status);
   void Pull(int64_t iter, const BlockRef& block, Status* status);
+  // Takes block `block`'s pushes and sums them into a free sum buffer,
+  // then hands it to the server send thread.
   Status Serve(int64_t iter, int block);
+  // Sends the sum in `slot` to every rank; frees the slot.
+  void SendSum(int64_t iter, int block, int slot);
   // DecodeBlockMessage of a push or sum received from `peer`, as a Status
   // naming this rank too (the communication threads do not throw).
   Status Decode(BlockMessageKind kind, int peer, int64_t iter, int block,
@@ -97,9 +117,12 @@ class ParamServer {
   Timeline* timeline_;
   std::vector<std::unique_ptr<CommThread>> push_;
   std::vector<std::unique_ptr<CommThread>> pull_;
-  std::unique_ptr<CommThread> server_;
   struct Counters;
   std::unique_ptr<Counters> counters_;
+  struct SumSlots;
+  std::unique_ptr<SumSlots> sums_;  // shared by server_ and server_send_
+  std::unique_ptr<CommThread> server_send_;
+  std::unique_ptr<CommThread> server_;
 };
 
 }  // namespace dist

@@ -26,6 +26,22 @@ Status Communicator::SendRecv(const void* send, size_t send_bytes, int dest,
   return Send(send, send_bytes, dest, tag);
 }
 
+Status Communicator::RecvAll(const std::vector<RecvOp>& ops) {
+  for (const RecvOp& op : ops) {
+    Status s = Recv(op.buf, op.bytes, op.src, op.tag);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status Communicator::SendAll(const std::vector<SendOp>& ops) {
+  for (const SendOp& op : ops) {
+    Status s = Send(op.buf, op.bytes, op.dest, op.tag);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
 template <typename Dtype>
 Status AllreduceSumByAllgather(Communicator* comm, Dtype* buf, size_t count) {
   const int n = comm->size();

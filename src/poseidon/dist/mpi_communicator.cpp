@@ -679,6 +679,56 @@ Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
                                           " and rank ", impl_->Job(src)));
 }
 
+Status MpiCommunicator::RecvAll(const std::vector<RecvOp>& ops) {
+  // See Note [Progress thread] for why each receive starts as a probe: none
+  // is matched before the progress thread (or Await's first poll) finds
+  // its message, so a timeout leaves nothing with MPI.
+  std::vector<MpiOp> in(ops.size());
+  std::vector<MpiOp*> list;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const RecvOp& r = ops[i];
+    MpiOp& op = in[i];
+    op.what = StrCat("Recv of ", r.bytes, " bytes from rank ",
+                     impl_->Job(r.src), " tag ", r.tag);
+    Status s = impl_->CheckPeer(op.what, r.src, r.tag, r.bytes);
+    if (!s.ok()) return s;
+    op.Receive(r.src, r.tag, r.buf, r.bytes, /*collective=*/false);
+    op.waiting_for = StrCat("rank ", impl_->Job(r.src));
+    list.push_back(&op);
+  }
+  return impl_->Await(list, "");
+}
+
+Status MpiCommunicator::SendAll(const std::vector<SendOp>& ops) {
+  std::vector<MpiOp> out(ops.size());
+  std::vector<MpiOp*> list;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Status s =
+        impl_->CheckPeer(StrCat("Send of ", ops[i].bytes, " bytes to rank ",
+                                impl_->Job(ops[i].dest), " tag ", ops[i].tag),
+                         ops[i].dest, ops[i].tag, ops[i].bytes);
+    if (!s.ok()) return s;
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const SendOp& w = ops[i];
+    MpiOp& op = out[i];
+    op.what = StrCat("Send of ", w.bytes, " bytes to rank ", impl_->Job(w.dest),
+                     " tag ", w.tag);
+    op.waiting_for = StrCat("rank ", impl_->Job(w.dest), " to receive");
+    const int rc = MPI_Isend(w.buf, static_cast<int>(w.bytes), MPI_BYTE, w.dest,
+                             w.tag, impl_->comm, &op.request);
+    if (rc != MPI_SUCCESS) {
+      Status s = MpiErrorStatus(rc, impl_->self(), op.what, "MPI_Isend",
+                                __FILE__, __LINE__);
+      // The sends already started still read their buffers (Note [MPI
+      // timeouts]).
+      return list.empty() ? s : impl_->MarkBroken(s);
+    }
+    list.push_back(&op);
+  }
+  return impl_->Await(list, "");
+}
+
 Status MpiCommunicator::AllreduceSum(float* buf, size_t count) {
   return AllreduceSumByAllgather(this, buf, count);
 }

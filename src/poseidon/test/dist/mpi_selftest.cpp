@@ -6,6 +6,7 @@
 //
 // Threads: the main thread runs the checks; ConcurrentTags starts a sender
 // and a receiver thread per tag to exercise Send/Recv from several threads.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -396,6 +397,77 @@ std::string RecvTimeout(Communicator* main_comm) {
   return result;
 }
 
+// RecvAll and SendAll start every op at once. Each rank sends two
+// rendezvous-sized messages to the next rank and takes two from the
+// previous one, the plain side in the opposite order to the batch: a
+// RecvAll that waited for its first op before starting the second would
+// wait for a sender blocked on the second (and SendAll likewise), so done
+// one by one this times out; at once it completes. A RecvAll with a message
+// nobody sends names the rank it waits for.
+std::string BatchesRunAtOnce(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::seconds(2);
+  MpiCommunicator c(options);
+  const int n = c.size(), r = c.rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const size_t count = size_t{1} << 18;  // 1 MB: above any eager limit
+  std::vector<int32_t> a(count, r), b(count, -r), got_a(count), got_b(count);
+  auto check = [&](const char* what) -> std::string {
+    for (size_t i = 0; i < count; i += 4099) {
+      if (got_a[i] != prev || got_b[i] != -prev) {
+        return StrCat(what, ": element ", i, " is ", got_a[i], " / ", got_b[i],
+                      ", want ", prev, " / ", -prev);
+      }
+    }
+    return "";
+  };
+  // Plain sends of b (tag 12) then a (tag 11); RecvAll asks for a first.
+  Status sent;
+  std::thread sender([&] {
+    sent = c.Send(b.data(), count * 4, next, 12);
+    if (sent.ok()) sent = c.Send(a.data(), count * 4, next, 11);
+  });
+  Status got = c.RecvAll({{got_a.data(), count * 4, prev, 11},
+                          {got_b.data(), count * 4, prev, 12}});
+  sender.join();
+  std::string e = Expect(got, "RecvAll");
+  if (e.empty()) e = Expect(sent, "plain sends to RecvAll");
+  if (e.empty()) e = check("RecvAll");
+  if (!e.empty()) return e;
+  // SendAll of a then b; plain receives take b first.
+  std::fill(got_a.begin(), got_a.end(), 0);
+  std::fill(got_b.begin(), got_b.end(), 0);
+  Status taken;
+  std::thread receiver([&] {
+    taken = c.Recv(got_b.data(), count * 4, prev, 14);
+    if (taken.ok()) taken = c.Recv(got_a.data(), count * 4, prev, 13);
+  });
+  sent = c.SendAll(
+      {{a.data(), count * 4, next, 13}, {b.data(), count * 4, next, 14}});
+  receiver.join();
+  e = Expect(sent, "SendAll");
+  if (e.empty()) e = Expect(taken, "plain receives from SendAll");
+  if (e.empty()) e = check("SendAll");
+  if (!e.empty()) return e;
+  e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // Only the message with tag 15 comes; the one with tag 16 never does.
+  std::thread small([&] { sent = c.Send(&r, 4, next, 15); });
+  int32_t x = -1, y = -1;
+  got = c.RecvAll({{&x, 4, prev, 15}, {&y, 4, prev, 16}});
+  small.join();
+  e = Expect(sent, "the small send");
+  if (!e.empty()) return e;
+  if (got.ok()) return "a RecvAll with a message nobody sent succeeded";
+  if (!Contains(got.message(), StrCat("Recv of 4 bytes from rank ", prev,
+                                      " tag 16: timed out")) ||
+      !Contains(got.message(), StrCat("waiting for rank ", prev))) {
+    return StrCat("unclear message: ", got.message());
+  }
+  if (x != prev) return StrCat("the message that came holds ", x);
+  return Expect(main_comm->Barrier(), "barrier after");
+}
+
 // A communicator made by Split numbers its ranks anew, but its messages
 // name ranks as the job does (JobRank), and its waits end at the timeout
 // given to Split. Ranks in reverse order: split rank 0 is the job's last.
@@ -558,6 +630,7 @@ int Run() {
       {"DeterministicAllreduceFloat", DeterministicAllreduce<float>},
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
       {"RecvTimeout", RecvTimeout},
+      {"BatchesRunAtOnce", BatchesRunAtOnce},
       {"UrgentWaitLeavesTheCore", UrgentWaitLeavesTheCore},
       {"SplitNamesJobRanks", SplitNamesJobRanks},
       {"CollectiveTimeout", CollectiveTimeout},

@@ -91,6 +91,40 @@ TEST_P(LoopbackTest, SendRecvCannotDeadlockAroundARing) {
   });
 }
 
+// The default RecvAll and SendAll (one op after another): every rank sends
+// a message to every rank with SendAll and takes every rank's with
+// RecvAll; a failed op's error comes back naming its peer.
+TEST_P(LoopbackTest, RecvAllAndSendAllOneByOne) {
+  LoopbackWorld world(n(), ShortTimeout());
+  RunRanks(&world, [](Communicator* c) {
+    const int n = c->size(), me = c->rank();
+    std::vector<std::vector<int>> out(n), in(n);
+    std::vector<Communicator::SendOp> sends;
+    std::vector<Communicator::RecvOp> recvs;
+    for (int r = 0; r < n; ++r) {
+      out[r].assign(50 + r, 100 * me + r);
+      in[r].assign(50 + me, -1);
+      sends.push_back({out[r].data(), out[r].size() * 4, r, 7});
+      recvs.push_back({in[r].data(), in[r].size() * 4, r, 7});
+    }
+    Status s = c->SendAll(sends);
+    ASSERT_TRUE(s.ok()) << s.message();
+    s = c->RecvAll(recvs);
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(in[r], std::vector<int>(50 + me, 100 * r + me))
+          << "rank " << me << " from rank " << r;
+    }
+    int x = 0;
+    s = c->RecvAll({{&x, 4, n - 1, 8}});
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(Contains(s.message(),
+                         StrCat("Recv of 4 bytes from rank ", n - 1, " tag 8")))
+        << s.message();
+    EXPECT_TRUE(Contains(s.message(), "timed out")) << s.message();
+  });
+}
+
 TEST_P(LoopbackTest, SharedMemoryIsOneBlockForAllRanks) {
   LoopbackWorld apart(n());
   EXPECT_FALSE(apart.rank(0)->OnOneHost());
