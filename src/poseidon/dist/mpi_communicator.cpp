@@ -700,21 +700,20 @@ Status MpiCommunicator::RecvAll(const std::vector<RecvOp>& ops) {
 }
 
 Status MpiCommunicator::SendAll(const std::vector<SendOp>& ops) {
+  // Every op checked before any starts, so a bad one leaves nothing with MPI.
   std::vector<MpiOp> out(ops.size());
-  std::vector<MpiOp*> list;
   for (size_t i = 0; i < ops.size(); ++i) {
-    Status s =
-        impl_->CheckPeer(StrCat("Send of ", ops[i].bytes, " bytes to rank ",
-                                impl_->Job(ops[i].dest), " tag ", ops[i].tag),
-                         ops[i].dest, ops[i].tag, ops[i].bytes);
+    const SendOp& w = ops[i];
+    out[i].what = StrCat("Send of ", w.bytes, " bytes to rank ",
+                         impl_->Job(w.dest), " tag ", w.tag);
+    out[i].waiting_for = StrCat("rank ", impl_->Job(w.dest), " to receive");
+    Status s = impl_->CheckPeer(out[i].what, w.dest, w.tag, w.bytes);
     if (!s.ok()) return s;
   }
+  std::vector<MpiOp*> list;
   for (size_t i = 0; i < ops.size(); ++i) {
     const SendOp& w = ops[i];
     MpiOp& op = out[i];
-    op.what = StrCat("Send of ", w.bytes, " bytes to rank ", impl_->Job(w.dest),
-                     " tag ", w.tag);
-    op.waiting_for = StrCat("rank ", impl_->Job(w.dest), " to receive");
     const int rc = MPI_Isend(w.buf, static_cast<int>(w.bytes), MPI_BYTE, w.dest,
                              w.tag, impl_->comm, &op.request);
     if (rc != MPI_SUCCESS) {
