@@ -132,17 +132,28 @@ class Communicator {
   // non-blocking operations (and only where the peers do not need the ops
   // in flight together); MpiCommunicator starts them all at once and
   // reports once each has completed or timed out.
+  //
+  // An op's message may have a second part: `bytes2` bytes at `buf2`
+  // after the `bytes` at `buf` (a message of bytes + bytes2 bytes, which
+  // the peer may take in one piece or in two), so that a header can travel
+  // with a payload that stays where it is: the parameter server sends and
+  // receives a block's elements in the caller's memory, without a copy.
+  // Messages name the whole size ("Recv of 4016 bytes").
   struct RecvOp {
     void* buf;
     size_t bytes;
     int src;
     int tag;
+    void* buf2 = nullptr;
+    size_t bytes2 = 0;
   };
   struct SendOp {
     const void* buf;
     size_t bytes;
     int dest;
     int tag;
+    const void* buf2 = nullptr;
+    size_t bytes2 = 0;
   };
   virtual Status RecvAll(const std::vector<RecvOp>& ops);
   virtual Status SendAll(const std::vector<SendOp>& ops);
@@ -286,6 +297,12 @@ HostLayout DiscoverHosts(Communicator* comm);
 
 // Seconds as text for messages: "0.25 s".
 std::string FormatSeconds(std::chrono::milliseconds d);
+
+// Items as a list for messages: "a", "a and b", "a, b and c"; past `shown`
+// items, "a, b, c and 4 more". Repeated items are listed once, where they
+// first appear.
+std::string ListForMessage(const std::vector<std::string>& items,
+                           size_t shown = 3);
 
 }  // namespace dist
 }  // namespace poseidon

@@ -67,6 +67,10 @@ struct BlockExpectation {
 // ones. Returns the header; the payload starts sizeof(BlockHeader) bytes in.
 BlockHeader DecodeBlockMessage(const void* data, size_t bytes,
                                const BlockExpectation& want);
+// The same checks of a message of `bytes` bytes whose header was received
+// apart from its payload (Communicator::RecvOp's two parts).
+void DecodeBlockHeader(const BlockHeader& header, size_t bytes,
+                       const BlockExpectation& want);
 
 // ---- signal-action agreement (action_agreement.hpp) ----------------------
 // A request or the agreed action: one int32, SolverAction's value.

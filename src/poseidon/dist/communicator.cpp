@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -26,17 +27,35 @@ Status Communicator::SendRecv(const void* send, size_t send_bytes, int dest,
   return Send(send, send_bytes, dest, tag);
 }
 
+// The defaults take a two-part message through one buffer of both parts.
 Status Communicator::RecvAll(const std::vector<RecvOp>& ops) {
+  std::vector<char> whole;
   for (const RecvOp& op : ops) {
-    Status s = Recv(op.buf, op.bytes, op.src, op.tag);
+    if (op.bytes2 == 0) {
+      Status s = Recv(op.buf, op.bytes, op.src, op.tag);
+      if (!s.ok()) return s;
+      continue;
+    }
+    whole.resize(op.bytes + op.bytes2);
+    Status s = Recv(whole.data(), whole.size(), op.src, op.tag);
     if (!s.ok()) return s;
+    if (op.bytes > 0) std::memcpy(op.buf, whole.data(), op.bytes);
+    std::memcpy(op.buf2, whole.data() + op.bytes, op.bytes2);
   }
   return Status::OK();
 }
 
 Status Communicator::SendAll(const std::vector<SendOp>& ops) {
+  std::vector<char> whole;
   for (const SendOp& op : ops) {
-    Status s = Send(op.buf, op.bytes, op.dest, op.tag);
+    const void* buf = op.buf;
+    if (op.bytes2 > 0) {
+      whole.resize(op.bytes + op.bytes2);
+      if (op.bytes > 0) std::memcpy(whole.data(), op.buf, op.bytes);
+      std::memcpy(whole.data() + op.bytes, op.buf2, op.bytes2);
+      buf = whole.data();
+    }
+    Status s = Send(buf, op.bytes + op.bytes2, op.dest, op.tag);
     if (!s.ok()) return s;
   }
   return Status::OK();
@@ -129,6 +148,26 @@ std::chrono::milliseconds RelayTimeout(const Communicator* comm) {
 std::string FormatSeconds(std::chrono::milliseconds d) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g s", d.count() / 1000.0);
+  return text;
+}
+
+std::string ListForMessage(const std::vector<std::string>& items,
+                           size_t shown) {
+  std::vector<const std::string*> unique;
+  for (const std::string& item : items) {
+    bool seen = false;
+    for (const std::string* u : unique) seen = seen || *u == item;
+    if (!seen) unique.push_back(&item);
+  }
+  const size_t listed = std::min(unique.size(), std::max<size_t>(shown, 1));
+  std::string text;
+  for (size_t i = 0; i < listed; ++i) {
+    if (i > 0) text += i + 1 == unique.size() ? " and " : ", ";
+    text += *unique[i];
+  }
+  if (unique.size() > listed) {
+    text += StrCat(" and ", unique.size() - listed, " more");
+  }
   return text;
 }
 

@@ -82,8 +82,7 @@ class LoopbackCommunicator final : public Communicator {
   }
 
   Status Send(const void* buf, size_t bytes, int dest, int tag) override {
-    const std::string what = StrCat("Send of ", bytes, " bytes to rank ",
-                                    JobRank(dest), " tag ", tag);
+    const std::string what = SendWhat(bytes, dest, tag);
     Status s = CheckPeer(what, dest, tag);
     if (!s.ok()) return s;
     auto msg = std::make_shared<Message>();
@@ -91,12 +90,11 @@ class LoopbackCommunicator final : public Communicator {
                         static_cast<const char*>(buf) + bytes);
     Post(dest, tag, msg);
     if (!world_->options.synchronous_send) return Status::OK();
-    return AwaitTaken(what, dest, tag, msg);
+    return AwaitTaken(what, dest, tag, msg, Deadline());
   }
 
   Status Recv(void* buf, size_t bytes, int src, int tag) override {
-    const std::string what = StrCat("Recv of ", bytes, " bytes from rank ",
-                                    JobRank(src), " tag ", tag);
+    const std::string what = RecvWhat(bytes, src, tag);
     Status s = CheckPeer(what, src, tag);
     if (!s.ok()) return s;
     std::shared_ptr<Message> msg;
@@ -107,6 +105,92 @@ class LoopbackCommunicator final : public Communicator {
                   " bytes, this rank expected ", bytes);
     }
     if (bytes > 0) std::memcpy(buf, msg->payload.data(), bytes);
+    return Status::OK();
+  }
+
+  // Every message posted before any is awaited, as MPI's non-blocking
+  // sends; a synchronous world then waits until each has been taken, all
+  // against one deadline.
+  Status SendAll(const std::vector<SendOp>& ops) override {
+    std::vector<std::string> what;
+    for (const SendOp& op : ops) {
+      what.push_back(SendWhat(op.bytes + op.bytes2, op.dest, op.tag));
+      Status s = CheckPeer(what.back(), op.dest, op.tag);
+      if (!s.ok()) return s;
+    }
+    std::vector<std::shared_ptr<Message>> posted;
+    for (const SendOp& op : ops) {
+      posted.push_back(std::make_shared<Message>());
+      std::vector<char>& payload = posted.back()->payload;
+      payload.assign(static_cast<const char*>(op.buf),
+                     static_cast<const char*>(op.buf) + op.bytes);
+      payload.insert(payload.end(), static_cast<const char*>(op.buf2),
+                     static_cast<const char*>(op.buf2) + op.bytes2);
+      Post(op.dest, op.tag, posted.back());
+    }
+    if (!world_->options.synchronous_send) return Status::OK();
+    const auto deadline = Deadline();
+    Status first;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      // Awaits (or withdraws) every message, whatever came before.
+      Status s = AwaitTaken(what[i], ops[i].dest, ops[i].tag, posted[i],
+                            deadline);
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
+
+  // Takes the ops' messages in whatever order they arrive, so that senders
+  // that send them one by one, in any order, are served as MPI would serve
+  // them; reports the first failure in `ops` order.
+  Status RecvAll(const std::vector<RecvOp>& ops) override {
+    std::vector<std::string> what;
+    for (const RecvOp& op : ops) {
+      what.push_back(RecvWhat(op.bytes + op.bytes2, op.src, op.tag));
+      Status s = CheckPeer(what.back(), op.src, op.tag);
+      if (!s.ok()) return s;
+    }
+    std::vector<std::shared_ptr<Message>> got(ops.size());
+    Mailbox& box = *world_->mailboxes[rank_];
+    const auto deadline = Deadline();
+    {
+      std::unique_lock<std::mutex> lock(box.mu);
+      size_t left = ops.size();
+      while (left > 0 && !world_->aborted) {
+        bool took = false;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          if (got[i]) continue;
+          auto it = box.queues.find({ops[i].src, ops[i].tag});
+          if (it == box.queues.end()) continue;
+          got[i] = std::move(it->second.front());
+          it->second.pop_front();
+          if (it->second.empty()) box.queues.erase(it);
+          got[i]->taken = true;
+          took = true;
+          --left;
+        }
+        if (took) box.cv.notify_all();  // synchronous senders may wait
+        if (left == 0 || std::chrono::steady_clock::now() >= deadline) break;
+        box.cv.wait_until(lock, deadline);
+      }
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!got[i]) {
+        return world_->aborted ? Aborted(what[i])
+                               : TimedOut(what[i], ops[i].src);
+      }
+      const RecvOp& op = ops[i];
+      const std::vector<char>& payload = got[i]->payload;
+      if (payload.size() != op.bytes + op.bytes2) {
+        return Fail(what[i], ": rank ", JobRank(op.src), " sent ",
+                    payload.size(), " bytes, this rank expected ",
+                    op.bytes + op.bytes2);
+      }
+      if (op.bytes > 0) std::memcpy(op.buf, payload.data(), op.bytes);
+      if (op.bytes2 > 0) {
+        std::memcpy(op.buf2, payload.data() + op.bytes, op.bytes2);
+      }
+    }
     return Status::OK();
   }
 
@@ -220,6 +304,16 @@ class LoopbackCommunicator final : public Communicator {
   }
 
  private:
+  // For messages: "Send of 8 bytes to rank 1 tag 3", "Recv of ...".
+  std::string SendWhat(size_t bytes, int dest, int tag) const {
+    return StrCat("Send of ", bytes, " bytes to rank ", JobRank(dest),
+                  " tag ", tag);
+  }
+  std::string RecvWhat(size_t bytes, int src, int tag) const {
+    return StrCat("Recv of ", bytes, " bytes from rank ", JobRank(src),
+                  " tag ", tag);
+  }
+
   template <typename... Args>
   Status Fail(const std::string& what, Args&&... args) const {
     return Status::Failure(
@@ -332,10 +426,11 @@ class LoopbackCommunicator final : public Communicator {
   // Synchronous send: waits until the receiver has taken `msg`; on timeout
   // withdraws it, so a late Recv does not see a send that reported failure.
   Status AwaitTaken(const std::string& what, int dest, int tag,
-                    const std::shared_ptr<Message>& msg) {
+                    const std::shared_ptr<Message>& msg,
+                    std::chrono::steady_clock::time_point deadline) {
     Mailbox& box = *world_->mailboxes[dest];
     std::unique_lock<std::mutex> lock(box.mu);
-    box.cv.wait_until(lock, Deadline(),
+    box.cv.wait_until(lock, deadline,
                       [&] { return msg->taken || world_->aborted; });
     if (msg->taken) return Status::OK();
     auto it = box.queues.find({rank_, tag});

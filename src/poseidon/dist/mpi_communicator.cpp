@@ -99,6 +99,28 @@ void EnsureMpiInitialized() {
 
 constexpr size_t kMaxMessageBytes = INT_MAX;
 
+// Starts an MPI operation on a message of `bytes` at `a` followed by
+// `bytes2` at `b` (RecvOp / SendOp with a second part): `start` gets
+// (MPI_BOTTOM, 1, a datatype of the two absolute ranges), which is freed
+// once the operation has started (MPI keeps what a pending operation
+// needs). Returns MPI's error code.
+template <typename Start>
+int StartTwoParts(const void* a, size_t bytes, const void* b, size_t bytes2,
+                  Start start) {
+  MPI_Aint where[2];
+  int rc = MPI_Get_address(a, &where[0]);
+  if (rc == MPI_SUCCESS) rc = MPI_Get_address(b, &where[1]);
+  const int lengths[2] = {static_cast<int>(bytes), static_cast<int>(bytes2)};
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Type_create_hindexed(2, lengths, where, MPI_BYTE, &type);
+  }
+  if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&type);
+  if (rc == MPI_SUCCESS) rc = start(MPI_BOTTOM, 1, type);
+  if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+  return rc;
+}
+
 }  // namespace
 
 // Note [Progress thread]
@@ -136,6 +158,9 @@ struct MpiOp {
   int tag = 0;
   void* buf = nullptr;
   size_t bytes = 0;
+  // A second part: the message's last bytes2 bytes go here (RecvOp).
+  void* buf2 = nullptr;
+  size_t bytes2 = 0;
   // What a timeout of this op waits for ("rank 3's part"), when the op is
   // one of several of a gather and the awaited peers are listed instead of
   // Await's `waiting_for`.
@@ -304,25 +329,17 @@ struct MpiCommunicator::Impl {
 
   // `waiting_for`, or when it is empty, the waiting_for of the ops of
   // `list` not done ("rank 1's part and rank 3's part"; at most three, then
-  // how many more). Under mu once the ops are handed over.
+  // how many more; each once). Under mu once the ops are handed over.
   static std::string WaitingFor(const std::vector<MpiOp*>& list,
                                 const std::string& waiting_for) {
     if (!waiting_for.empty()) return waiting_for;
-    std::vector<const std::string*> pending;
+    std::vector<std::string> pending;
     for (const MpiOp* op : list) {
       if (!op->done && !op->waiting_for.empty()) {
-        pending.push_back(&op->waiting_for);
+        pending.push_back(op->waiting_for);
       }
     }
-    std::string text;
-    const size_t shown = std::min<size_t>(pending.size(), 3);
-    for (size_t i = 0; i < shown; ++i) {
-      if (i > 0) text += i + 1 == pending.size() ? " and " : ", ";
-      text += *pending[i];
-    }
-    if (pending.size() > shown) {
-      text += StrCat(" and ", pending.size() - shown, " more");
-    }
+    const std::string text = ListForMessage(pending);
     return text.empty() ? std::string("the other ranks") : text;
   }
 
@@ -342,18 +359,28 @@ struct MpiCommunicator::Impl {
       int count = 0;
       POSEIDON_MPI_CHECK(self(), op->what,
                          MPI_Get_count(&status, MPI_BYTE, &count));
-      if (static_cast<size_t>(count) != op->bytes) {
+      if (static_cast<size_t>(count) != op->bytes + op->bytes2) {
         std::vector<char> sink(std::max(count, 1));
         POSEIDON_MPI_CHECK(self(), op->what,
                            MPI_Mrecv(sink.data(), count, MPI_BYTE, &message,
                                      MPI_STATUS_IGNORE));
         *complete = true;
         return Fail(op->what, ": rank ", Job(op->src), " sent ", count,
-                    " bytes, this rank expected ", op->bytes);
+                    " bytes, this rank expected ", op->bytes + op->bytes2);
       }
-      POSEIDON_MPI_CHECK(self(), op->what,
-                         MPI_Imrecv(op->buf, count, MPI_BYTE, &message,
-                                    &op->request));
+      if (op->bytes2 == 0) {
+        POSEIDON_MPI_CHECK(self(), op->what,
+                           MPI_Imrecv(op->buf, count, MPI_BYTE, &message,
+                                      &op->request));
+      } else {
+        POSEIDON_MPI_CHECK(
+            self(), op->what,
+            StartTwoParts(op->buf, op->bytes, op->buf2, op->bytes2,
+                          [&](void* at, int n, MPI_Datatype type) {
+                            return MPI_Imrecv(at, n, type, &message,
+                                              &op->request);
+                          }));
+      }
       op->probe = false;
     }
     int flag = 0;
@@ -688,11 +715,13 @@ Status MpiCommunicator::RecvAll(const std::vector<RecvOp>& ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const RecvOp& r = ops[i];
     MpiOp& op = in[i];
-    op.what = StrCat("Recv of ", r.bytes, " bytes from rank ",
+    op.what = StrCat("Recv of ", r.bytes + r.bytes2, " bytes from rank ",
                      impl_->Job(r.src), " tag ", r.tag);
-    Status s = impl_->CheckPeer(op.what, r.src, r.tag, r.bytes);
+    Status s = impl_->CheckPeer(op.what, r.src, r.tag, r.bytes + r.bytes2);
     if (!s.ok()) return s;
     op.Receive(r.src, r.tag, r.buf, r.bytes, /*collective=*/false);
+    op.buf2 = r.buf2;
+    op.bytes2 = r.bytes2;
     op.waiting_for = StrCat("rank ", impl_->Job(r.src));
     list.push_back(&op);
   }
@@ -704,18 +733,24 @@ Status MpiCommunicator::SendAll(const std::vector<SendOp>& ops) {
   std::vector<MpiOp> out(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const SendOp& w = ops[i];
-    out[i].what = StrCat("Send of ", w.bytes, " bytes to rank ",
+    out[i].what = StrCat("Send of ", w.bytes + w.bytes2, " bytes to rank ",
                          impl_->Job(w.dest), " tag ", w.tag);
     out[i].waiting_for = StrCat("rank ", impl_->Job(w.dest), " to receive");
-    Status s = impl_->CheckPeer(out[i].what, w.dest, w.tag, w.bytes);
+    Status s =
+        impl_->CheckPeer(out[i].what, w.dest, w.tag, w.bytes + w.bytes2);
     if (!s.ok()) return s;
   }
   std::vector<MpiOp*> list;
   for (size_t i = 0; i < ops.size(); ++i) {
     const SendOp& w = ops[i];
     MpiOp& op = out[i];
-    const int rc = MPI_Isend(w.buf, static_cast<int>(w.bytes), MPI_BYTE, w.dest,
-                             w.tag, impl_->comm, &op.request);
+    auto start = [&](const void* at, int n, MPI_Datatype type) {
+      return MPI_Isend(at, n, type, w.dest, w.tag, impl_->comm, &op.request);
+    };
+    const int rc =
+        w.bytes2 == 0
+            ? start(w.buf, static_cast<int>(w.bytes), MPI_BYTE)
+            : StartTwoParts(w.buf, w.bytes, w.buf2, w.bytes2, start);
     if (rc != MPI_SUCCESS) {
       Status s = MpiErrorStatus(rc, impl_->self(), op.what, "MPI_Isend",
                                 __FILE__, __LINE__);

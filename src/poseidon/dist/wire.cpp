@@ -18,24 +18,39 @@ void EncodeBlockMessage(const BlockHeader& header, const void* payload,
   }
 }
 
+namespace {
+
+// "rank 3's push of block 7 (iteration 2)", "the sum of block 7 ...", for
+// messages.
+std::string BlockMessageName(const BlockExpectation& want) {
+  return want.kind == BlockMessageKind::kPush
+             ? StrCat("rank ", want.peer_job, "'s push of block ", want.block,
+                      " (iteration ", want.iter, ")")
+             : StrCat("the sum of block ", want.block, " (iteration ",
+                      want.iter, ") from the shard of rank ", want.peer_job);
+}
+
+}  // namespace
+
 BlockHeader DecodeBlockMessage(const void* data, size_t bytes,
                                const BlockExpectation& want) {
-  CHECK(want.partition != nullptr);
-  const bool push = want.kind == BlockMessageKind::kPush;
-  // Built only for an error: this runs for every block a rank receives.
-  auto what = [&] {
-    return push ? StrCat("rank ", want.peer_job, "'s push of block ",
-                         want.block, " (iteration ", want.iter, ")")
-                : StrCat("the sum of block ", want.block, " (iteration ",
-                         want.iter, ") from the shard of rank ",
-                         want.peer_job);
-  };
-  POSEIDON_REQUIRE(bytes >= sizeof(BlockHeader), DistributedError, what(),
-                   ": truncated message of ", bytes,
+  POSEIDON_REQUIRE(bytes >= sizeof(BlockHeader), DistributedError,
+                   BlockMessageName(want), ": truncated message of ", bytes,
                    " bytes, shorter than its ", sizeof(BlockHeader),
                    "-byte header");
   BlockHeader header;
   std::memcpy(&header, data, sizeof(header));
+  DecodeBlockHeader(header, bytes, want);
+  return header;
+}
+
+void DecodeBlockHeader(const BlockHeader& header, size_t bytes,
+                       const BlockExpectation& want) {
+  CHECK(want.partition != nullptr);
+  CHECK_GE(bytes, sizeof(BlockHeader));
+  const bool push = want.kind == BlockMessageKind::kPush;
+  // Built only for an error: this runs for every block a rank receives.
+  auto what = [&] { return BlockMessageName(want); };
   const std::vector<ParamBlock>& blocks = want.partition->blocks();
   POSEIDON_REQUIRE(header.block >= 0 &&
                        static_cast<size_t>(header.block) < blocks.size(),
@@ -72,7 +87,6 @@ BlockHeader DecodeBlockMessage(const void* data, size_t bytes,
                    push ? " (did the ranks start from different solver "
                           "states?)"
                         : "");
-  return header;
 }
 
 SolverAction DecodeAction(const void* data, size_t bytes, int peer_job) {

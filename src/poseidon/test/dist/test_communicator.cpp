@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -91,10 +92,10 @@ TEST_P(LoopbackTest, SendRecvCannotDeadlockAroundARing) {
   });
 }
 
-// The default RecvAll and SendAll (one op after another): every rank sends
-// a message to every rank with SendAll and takes every rank's with
-// RecvAll; a failed op's error comes back naming its peer.
-TEST_P(LoopbackTest, RecvAllAndSendAllOneByOne) {
+// RecvAll and SendAll: every rank sends a message to every rank with
+// SendAll and takes every rank's with RecvAll; a failed op's error comes
+// back naming its peer.
+TEST_P(LoopbackTest, RecvAllAndSendAll) {
   LoopbackWorld world(n(), ShortTimeout());
   RunRanks(&world, [](Communicator* c) {
     const int n = c->size(), me = c->rank();
@@ -122,6 +123,110 @@ TEST_P(LoopbackTest, RecvAllAndSendAllOneByOne) {
                          StrCat("Recv of 4 bytes from rank ", n - 1, " tag 8")))
         << s.message();
     EXPECT_TRUE(Contains(s.message(), "timed out")) << s.message();
+  });
+}
+
+// Forwards Send and Recv to a loopback rank and nothing else, so that
+// RecvAll and SendAll are Communicator's defaults (one op after another).
+class SendRecvOnly final : public Communicator {
+ public:
+  explicit SendRecvOnly(Communicator* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status Send(const void* buf, size_t bytes, int dest, int tag) override {
+    return inner_->Send(buf, bytes, dest, tag);
+  }
+  Status Recv(void* buf, size_t bytes, int src, int tag) override {
+    return inner_->Recv(buf, bytes, src, tag);
+  }
+  Status AllreduceSum(float*, size_t) override { return Unused(); }
+  Status AllreduceSum(double*, size_t) override { return Unused(); }
+  Status Broadcast(void*, size_t, int) override { return Unused(); }
+  Status Allgather(const void*, size_t, void*) override { return Unused(); }
+  Status Barrier() override { return Unused(); }
+  void Abort(const std::string& why) override { inner_->Abort(why); }
+
+ private:
+  static Status Unused() { return Status::Failure("not forwarded"); }
+  Communicator* const inner_;
+};
+
+// Two-part messages (a header beside a payload) through loopback's own
+// RecvAll / SendAll and through the defaults: sent in two parts and taken
+// in one, sent in one and taken in two, and in two both ways; a message
+// of another total size is refused naming both sizes.
+TEST(LoopbackTwoPartsTest, PartsMakeOneMessage) {
+  for (const bool defaults : {false, true}) {
+    SCOPED_TRACE(defaults ? "Communicator's defaults" : "loopback's own");
+    LoopbackWorld world(2, ShortTimeout(2000));
+    RunRanks(&world, [defaults](Communicator* loopback) {
+      SendRecvOnly plain(loopback);
+      Communicator* c = defaults ? static_cast<Communicator*>(&plain)
+                                 : loopback;
+      const int peer = 1 - c->rank();
+      const int32_t head = 1000 + c->rank();
+      std::vector<float> body(300, 0.5f + c->rank());
+      Status s = c->SendAll({{&head, 4, peer, 1, body.data(), 1200},
+                             {&head, 4, peer, 2, body.data(), 1200},
+                             {&head, 4, peer, 3}});
+      ASSERT_TRUE(s.ok()) << s.message();
+      std::vector<char> whole(1204);
+      int32_t got_head = 0, short_head = 0;
+      std::vector<float> got_body(300);
+      s = c->RecvAll({{whole.data(), whole.size(), peer, 1},
+                      {&got_head, 4, peer, 2, got_body.data(), 1200}});
+      ASSERT_TRUE(s.ok()) << s.message();
+      int32_t whole_head = 0;
+      std::memcpy(&whole_head, whole.data(), 4);
+      EXPECT_EQ(whole_head, 1000 + peer);
+      EXPECT_EQ(got_head, 1000 + peer);
+      EXPECT_EQ(got_body, std::vector<float>(300, 0.5f + peer));
+      float first = 0;
+      std::memcpy(&first, whole.data() + 4, 4);
+      EXPECT_EQ(first, 0.5f + peer);
+      // 4 bytes sent, 4 + 8 expected.
+      float tail[2];
+      s = c->RecvAll({{&short_head, 4, peer, 3, tail, 8}});
+      ASSERT_FALSE(s.ok());
+      EXPECT_TRUE(Contains(s.message(), StrCat("Recv of 12 bytes from rank ",
+                                               peer, " tag 3")))
+          << s.message();
+      EXPECT_TRUE(Contains(s.message(), "sent 4 bytes, this rank expected 12"))
+          << s.message();
+    });
+  }
+}
+
+// Loopback's RecvAll takes its messages in whatever order they come and
+// its SendAll posts every message before waiting, as MPI's do: with
+// synchronous sends, plain sends of b then a meet a RecvAll of a then b,
+// and a SendAll of a then b meets plain receives of b then a (one op after
+// another, both would wait for each other until the timeout).
+TEST(LoopbackTwoPartsTest, BatchesAreInFlightAtOnce) {
+  LoopbackOptions options = ShortTimeout(2000);
+  options.synchronous_send = true;
+  LoopbackWorld world(2, options);
+  RunRanks(&world, [](Communicator* c) {
+    const int a = 10, b = 20;
+    int got_a = 0, got_b = 0;
+    Status s;
+    if (c->rank() == 0) {
+      s = c->Send(&b, 4, 1, 2);
+      if (s.ok()) s = c->Send(&a, 4, 1, 1);
+      ASSERT_TRUE(s.ok()) << s.message();
+      s = c->SendAll({{&a, 4, 1, 3}, {&b, 4, 1, 4}});
+      ASSERT_TRUE(s.ok()) << s.message();
+    } else {
+      s = c->RecvAll({{&got_a, 4, 0, 1}, {&got_b, 4, 0, 2}});
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(got_a, a);
+      EXPECT_EQ(got_b, b);
+      s = c->Recv(&got_b, 4, 0, 4);
+      if (s.ok()) s = c->Recv(&got_a, 4, 0, 3);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(got_a, a);
+      EXPECT_EQ(got_b, b);
+    }
   });
 }
 
