@@ -10,11 +10,15 @@
 // is what makes N workers with batch K match one with batch N K.)
 //
 // Threads (each a CommThread, see comm_thread.hpp):
-//   push i  (num_push_threads) sends the blocks at positions j with
-//           j % num_push == i of this rank's order of each exchange;
-//   pull i  (num_pull_threads) receives the sums of the blocks at positions
-//           j with j % num_pull == i, in that order, into the caller's
-//           memory;
+//   push i  (push_threads) sends the blocks at positions j with
+//           j % push_threads == i of this rank's order of each exchange, a
+//           window of them at a time (Windows): every push of a window in
+//           flight at once (Communicator::SendAll), up to bytes_in_flight
+//           bytes, each a header and the block's elements sent from the
+//           caller's memory;
+//   pull i  (pull_threads) receives the sums of the blocks at positions j
+//           with j % pull_threads == i, in that order, a window at a time
+//           (RecvAll), the elements straight into the caller's memory;
 //   server  takes this shard's blocks' pushes, in order, and sums them;
 //   server send
 //           sends each sum to every rank, while `server` sums the next block
@@ -30,14 +34,17 @@
 // failed shard cannot serve any rank, so it aborts the job (comm->Abort)
 // with a message naming the shard, the block and the peer. Pushes carry
 // (iteration, block) so a shard that receives a push of another iteration
-// or block than it expects names both; every message is checked by
-// DecodeBlockMessage (wire.hpp) before its payload is used.
+// or block than it expects names both; every message's header is checked
+// (DecodeBlockHeader, wire.hpp) before its payload is used: a sum whose
+// header is wrong fails the exchange, and the elements it left in the
+// caller's memory are never applied.
 #ifndef POSEIDON_DIST_PARAM_SERVER_HPP_
 #define POSEIDON_DIST_PARAM_SERVER_HPP_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "poseidon/dist/block_partition.hpp"
@@ -53,6 +60,17 @@ class Timeline;
 namespace poseidon {
 namespace dist {
 
+struct ParamServerOptions {
+  int push_threads = 1;  // >= 1
+  int pull_threads = 1;  // >= 1
+  // Message bytes each push and each pull thread keeps in flight at once: a
+  // window holds consecutive blocks of the thread's order up to this many
+  // bytes, and at least one block whatever its size. It costs no memory
+  // (messages stay in the caller's memory); it bounds how many operations
+  // wait on the communicator at once.
+  size_t bytes_in_flight = size_t{64} << 20;
+};
+
 template <typename Dtype>
 class ParamServer {
  public:
@@ -65,11 +83,11 @@ class ParamServer {
 
   // `comm` and `partition` are observed and must outlive the server; the
   // partition must have comm->size() shards and be the same on every rank.
-  // `timeline` (may be null) receives one event per block pushed, pulled,
-  // summed and sent back, on the lanes "push i", "pull i", "server" and
-  // "server send".
+  // Throws ConfigError for options out of range. `timeline` (may be null)
+  // receives one event per window pushed or pulled and per block summed and
+  // sent back, on the lanes "push i", "pull i", "server" and "server send".
   ParamServer(Communicator* comm, const BlockPartition* partition,
-              int num_push_threads, int num_pull_threads,
+              const ParamServerOptions& options,
               Timeline* timeline = nullptr);
   // Finishes the exchanges already posted, then stops the threads.
   ~ParamServer();
@@ -92,6 +110,15 @@ class ParamServer {
       const BlockPartition& partition, const std::vector<BlockRef>& blocks,
       int rank);
 
+  // The blocks at positions thread, thread + threads, ... of `order`, cut
+  // into windows: runs of consecutive ones whose messages (header
+  // included) hold at most `bytes_in_flight` bytes, at least one block
+  // each, and never two blocks of one shard with the same message tag (a
+  // window's messages must be told apart by peer and tag).
+  static std::vector<std::vector<BlockRef>> Windows(
+      const BlockPartition& partition, const std::vector<BlockRef>& order,
+      int thread, int threads, size_t bytes_in_flight);
+
   // Bytes this rank has sent to and received from other ranks, pushes and
   // pulls together with its shard's traffic (headers included).
   uint64_t bytes_moved() const;
@@ -100,20 +127,33 @@ class ParamServer {
 
  private:
   struct Pending;
-  void Push(int64_t iter, const BlockRef& block, Status* status);
-  void Pull(int64_t iter, const BlockRef& block, Status* status);
+  // Sends a window's pushes, all at once; the first failure, naming the
+  // window's blocks and shards.
+  Status Push(int64_t iter, const std::vector<BlockRef>& window);
+  // Receives a window's sums, all at once, into the blocks' memory.
+  Status Pull(int64_t iter, const std::vector<BlockRef>& window);
+  // Runs Push or Pull over this thread's windows of `order`, with a
+  // timeline event per window on `lane`; the first failure.
+  Status RunWindows(bool push, int thread, int64_t iter,
+                    const std::vector<BlockRef>& order);
+  // "push of block 3 (iteration 5) to the shard of rank 1", or of several
+  // blocks, for messages.
+  std::string Describe(bool push, int64_t iter,
+                       const std::vector<BlockRef>& window) const;
   // Takes block `block`'s pushes and sums them into a free sum buffer,
   // then hands it to the server send thread.
   Status Serve(int64_t iter, int block);
   // Sends the sum in `slot` to every rank; frees the slot.
   void SendSum(int64_t iter, int block, int slot);
-  // DecodeBlockMessage of a push or sum received from `peer`, as a Status
-  // naming this rank too (the communication threads do not throw).
+  // DecodeBlockHeader of a push or sum of `bytes` bytes received from
+  // `peer`, as a Status naming this rank too (the communication threads do
+  // not throw).
   Status Decode(BlockMessageKind kind, int peer, int64_t iter, int block,
-                const char* msg, size_t bytes) const;
+                const BlockHeader& header, size_t bytes) const;
 
   Communicator* comm_;
   const BlockPartition* partition_;
+  const ParamServerOptions options_;
   Timeline* timeline_;
   std::vector<std::unique_ptr<CommThread>> push_;
   std::vector<std::unique_ptr<CommThread>> pull_;

@@ -25,6 +25,8 @@
 //                ParamSpec's `comm` overrides it per layer (sync_policy.hpp)
 //   block_size   PS block bytes (4 MB)
 //   num_push_threads, num_pull_threads   PS threads (1, 1)
+//   bytes_in_flight  PS message bytes each of those threads keeps in
+//                flight at once (64 MB; param_server.hpp)
 //   staleness    s >= 0: the forward of iteration t needs the updates of
 //                iterations up to t - 1 - s only (SSP); 0 is BSP
 //   wait_free    false: exchange everything after the whole backward and

@@ -38,9 +38,13 @@ class PsTransport final : public Transport<Dtype> {
         }
       }
     }
+    ParamServerOptions options;
+    options.push_threads = context.param->num_push_threads();
+    options.pull_threads = context.param->num_pull_threads();
+    options.bytes_in_flight =
+        static_cast<size_t>(context.param->bytes_in_flight());
     server_ = std::make_unique<ParamServer<Dtype>>(
-        context.comm, partition_.get(), context.param->num_push_threads(),
-        context.param->num_pull_threads(), context.timeline);
+        context.comm, partition_.get(), options, context.timeline);
   }
 
   ~PsTransport() override {

@@ -836,7 +836,9 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
               << ", staleness " << param.staleness() << ", block_size "
               << param.block_size() << " bytes, push/pull threads "
               << param.num_push_threads() << "/" << param.num_pull_threads()
-              << ", comm " << CommTypeName(CommTypeFromProto(param.comm()));
+              << " (" << param.bytes_in_flight()
+              << " bytes in flight each), comm "
+              << CommTypeName(CommTypeFromProto(param.comm()));
     if (d.clip) {
       LOG(INFO) << "clip_gradients is set: every layer is updated after the "
                    "whole gradient arrives (no overlap with the next forward)";

@@ -15,12 +15,15 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/mpi_communicator.hpp"
+#include "poseidon/dist/param_server.hpp"
 #include "poseidon/dist/ring_allreduce.hpp"
 
 namespace poseidon {
@@ -609,6 +612,109 @@ std::string BroadcastTimeoutNamesTheParent(Communicator* main_comm) {
   return !result.empty() ? result : !e.empty() ? e : f;
 }
 
+// Two-part messages (RecvOp / SendOp with buf2), above the eager limit:
+// sent in two parts and received in one, sent in one and received in two,
+// and a message of another total size refused naming both sizes.
+std::string TwoPartMessages(Communicator* c) {
+  const int n = c->size(), r = c->rank();
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const size_t count = size_t{1} << 18;  // 1 MB of int32 after the header
+  const int64_t head = 1000 + r;
+  std::vector<int32_t> body(count), whole(2 + count);
+  for (size_t i = 0; i < count; ++i) body[i] = static_cast<int32_t>(i) * n + r;
+  std::memcpy(whole.data(), &head, 8);
+  std::memcpy(whole.data() + 2, body.data(), count * 4);
+  // Each rank sends to the next while it receives from the previous.
+  Status sent;
+  std::thread sender([&] {
+    sent = c->SendAll({{&head, 8, next, 21, body.data(), count * 4},
+                       {whole.data(), whole.size() * 4, next, 22}});
+  });
+  std::vector<int32_t> got_whole(2 + count), got_body(count);
+  int64_t got_head = 0;
+  Status got = c->RecvAll({{got_whole.data(), got_whole.size() * 4, prev, 21},
+                           {&got_head, 8, prev, 22, got_body.data(),
+                            count * 4}});
+  sender.join();
+  std::string e = Expect(sent, "SendAll of two-part messages");
+  if (e.empty()) e = Expect(got, "RecvAll of two-part messages");
+  if (!e.empty()) return e;
+  int64_t whole_head = 0;
+  std::memcpy(&whole_head, got_whole.data(), 8);
+  if (whole_head != 1000 + prev || got_head != 1000 + prev) {
+    return StrCat("headers ", whole_head, " and ", got_head, ", want ",
+                  1000 + prev);
+  }
+  for (size_t i = 0; i < count; i += 997) {
+    const int32_t want = static_cast<int32_t>(i) * n + prev;
+    if (got_whole[2 + i] != want || got_body[i] != want) {
+      return StrCat("element ", i, " is ", got_whole[2 + i], " / ",
+                    got_body[i], ", want ", want);
+    }
+  }
+  // 8 bytes sent; 8 + 4 expected.
+  sent = c->Send(&head, 8, next, 23);
+  int32_t tail = 0;
+  got = c->RecvAll({{&got_head, 8, prev, 23, &tail, 4}});
+  e = Expect(sent, "the short send");
+  if (!e.empty()) return e;
+  if (got.ok()) return "a two-part receive took a message of 8 bytes for 12";
+  if (!Contains(got.message(), "sent 8 bytes, this rank expected 12")) {
+    return StrCat("unclear message: ", got.message());
+  }
+  return "";
+}
+
+// ParamServer over real MPI: exchanges of blocks above the eager limit
+// (rendezvous: a send waits for its receive), with one block at a time, a
+// window of three, and the default window, and two push and pull threads:
+// no deadlock, and every rank gets the rank-order sum bit for bit.
+std::string ParamServerWindows(Communicator* c) {
+  const size_t total = size_t{3} << 18;  // 3 MB of floats
+  const std::vector<size_t> blobs = {total / 2, total / 3,
+                                     total - total / 2 - total / 3};
+  const std::vector<size_t> start = {0, blobs[0], blobs[0] + blobs[1]};
+  const BlockPartition part(blobs, sizeof(float), 256 << 10, c->size());
+  const size_t message = sizeof(BlockHeader) + (size_t{256} << 10);
+  struct Case {
+    int threads;
+    size_t bytes_in_flight;
+  };
+  for (const Case k : {Case{1, 1}, Case{1, 3 * message},
+                       Case{2, ParamServerOptions().bytes_in_flight}}) {
+    ParamServerOptions options;
+    options.push_threads = options.pull_threads = k.threads;
+    options.bytes_in_flight = k.bytes_in_flight;
+    std::vector<float> grad(total);
+    for (size_t i = 0; i < total; ++i) grad[i] = Term<float>(c->rank(), i);
+    {
+      ParamServer<float> server(c, &part, options);
+      std::vector<ParamServer<float>::BlockRef> refs;
+      for (size_t b = 0; b < part.blocks().size(); ++b) {
+        const ParamBlock& block = part.blocks()[b];
+        refs.push_back({static_cast<int>(b),
+                        grad.data() + start[block.blob] + block.offset});
+      }
+      std::promise<Status> done;
+      server.Exchange(7, refs, [&done](Status s) { done.set_value(s); });
+      const std::string e =
+          Expect(done.get_future().get(),
+                 StrCat("exchange with ", k.threads, " threads, ",
+                        k.bytes_in_flight, " bytes in flight"));
+      if (!e.empty()) return e;
+    }
+    for (size_t i = 0; i < total; ++i) {
+      float want = Term<float>(0, i);
+      for (int r = 1; r < c->size(); ++r) want = want + Term<float>(r, i);
+      if (std::memcmp(&want, &grad[i], sizeof(float)) != 0) {
+        return StrCat(k.bytes_in_flight, " bytes in flight: element ", i,
+                      " is ", grad[i], ", the rank-order sum is ", want);
+      }
+    }
+  }
+  return "";
+}
+
 int Run() {
   MpiOptions options;
   options.timeout = std::chrono::seconds(20);
@@ -631,6 +737,8 @@ int Run() {
       {"DeterministicAllreduceDouble", DeterministicAllreduce<double>},
       {"RecvTimeout", RecvTimeout},
       {"BatchesRunAtOnce", BatchesRunAtOnce},
+      {"TwoPartMessages", TwoPartMessages},
+      {"ParamServerWindows", ParamServerWindows},
       {"UrgentWaitLeavesTheCore", UrgentWaitLeavesTheCore},
       {"SplitNamesJobRanks", SplitNamesJobRanks},
       {"CollectiveTimeout", CollectiveTimeout},

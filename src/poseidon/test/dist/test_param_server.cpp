@@ -1,12 +1,16 @@
 // ParamServer: the staggered push/pull order (rounds, each rank starting at
-// its own shard, the ranks on different shards at every step), and exchanges
-// over loopback ranks giving every rank the rank-order sum, bit for bit,
-// with several threads, synchronous sends and exchanges back to back.
+// its own shard, the ranks on different shards at every step), the windows
+// of blocks a push or pull thread keeps in flight, and exchanges over
+// loopback ranks giving every rank the rank-order sum, bit for bit, with
+// several threads, windows of several sizes, synchronous sends and
+// exchanges back to back.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +19,8 @@
 #include "dist/run_ranks.hpp"
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/param_server.hpp"
+#include "poseidon/dist/tags.hpp"
+#include "poseidon/dist/wire.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -97,6 +103,87 @@ TEST(ParamServerOrderTest, RanksLoadDifferentShardsAtEachStep) {
   }
 }
 
+size_t MessageBytes(const BlockPartition& part, int id) {
+  return sizeof(BlockHeader) + part.blocks()[id].count * sizeof(float);
+}
+
+// Windows(order, t, threads, limit): the blocks at positions t, t + threads,
+// ... in order; each window within `limit` bytes of messages or a single
+// block; each as long as it can be (the next block would pass the limit or
+// repeat a shard and tag); no shard and tag twice in a window.
+void CheckWindows(const BlockPartition& part, const std::vector<Ref>& order,
+                  int threads, size_t limit) {
+  for (int t = 0; t < threads; ++t) {
+    SCOPED_TRACE(::testing::Message() << "thread " << t << " of " << threads
+                                      << ", " << limit << " bytes");
+    const std::vector<std::vector<Ref>> windows =
+        ParamServer<float>::Windows(part, order, t, threads, limit);
+    std::vector<int> want, got;
+    for (size_t j = t; j < order.size(); j += threads) {
+      want.push_back(order[j].id);
+    }
+    for (size_t w = 0; w < windows.size(); ++w) {
+      ASSERT_FALSE(windows[w].empty()) << "window " << w;
+      size_t bytes = 0;
+      std::set<std::pair<int, int>> keys;
+      for (const Ref& b : windows[w]) {
+        got.push_back(b.id);
+        bytes += MessageBytes(part, b.id);
+        const int tag = b.id % kTagSpan;
+        EXPECT_TRUE(keys.insert({part.blocks()[b.id].shard, tag}).second)
+            << "window " << w << " holds two blocks of shard "
+            << part.blocks()[b.id].shard << " with tag " << tag;
+      }
+      if (windows[w].size() > 1) {
+        EXPECT_LE(bytes, limit) << "window " << w;
+      }
+      if (w + 1 < windows.size()) {
+        const int next = windows[w + 1].front().id;
+        const bool full = bytes + MessageBytes(part, next) > limit;
+        const bool repeats =
+            keys.count({part.blocks()[next].shard, next % kTagSpan}) > 0;
+        EXPECT_TRUE(full || repeats)
+            << "window " << w << " (" << bytes << " bytes) ends before block "
+            << next << ", which would fit";
+      }
+    }
+    EXPECT_EQ(got, want);
+  }
+}
+
+TEST(ParamServerOrderTest, WindowsCoverTheThreadsBlocksInOrder) {
+  const std::vector<size_t> blobs = {5000, 120, 70000, 33, 9000, 40000, 7};
+  const BlockPartition part(blobs, sizeof(float), 4096, 3);
+  const std::vector<Ref> order =
+      ParamServer<float>::StaggeredOrder(part, AllBlocks(part), 1);
+  const size_t block = MessageBytes(part, 0);
+  for (int threads : {1, 2, 3}) {
+    for (size_t limit : {size_t{1}, block, 3 * block + 10, size_t{1} << 30}) {
+      CheckWindows(part, order, threads, limit);
+    }
+  }
+  // One block at a time when a window holds one; everything in one window
+  // when it holds all.
+  EXPECT_EQ(ParamServer<float>::Windows(part, order, 0, 1, 1).size(),
+            order.size());
+  EXPECT_EQ(ParamServer<float>::Windows(part, order, 0, 1, size_t{1} << 30)
+                .size(),
+            1u);
+}
+
+// Blocks kTagSpan apart share a message tag: on one shard they must go in
+// different windows however many bytes a window may hold.
+TEST(ParamServerOrderTest, WindowsNeverRepeatAShardsTag) {
+  const BlockPartition part({kTagSpan + 100}, sizeof(float), sizeof(float),
+                            1);
+  const std::vector<Ref> order = AllBlocks(part);
+  const auto windows =
+      ParamServer<float>::Windows(part, order, 0, 1, size_t{1} << 30);
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows[0].size(), static_cast<size_t>(kTagSpan));
+  CheckWindows(part, order, 1, size_t{1} << 30);
+}
+
 // A value whose float sum over ranks depends on the order of the additions.
 float Term(int rank, size_t i) {
   const double big = (rank % 2 == 0 ? 1 : -1) * 1e7 * (1 + (i + rank) % 5);
@@ -107,6 +194,7 @@ struct ExchangeCase {
   int ranks;
   int threads;  // push and pull threads each
   bool synchronous;
+  size_t bytes_in_flight = ParamServerOptions().bytes_in_flight;
 };
 
 class ParamServerExchangeTest : public ::testing::TestWithParam<ExchangeCase> {
@@ -126,7 +214,11 @@ TEST_P(ParamServerExchangeTest, EveryRankGetsTheRankOrderSum) {
   for (size_t b : blobs) total += b;
   RunRanks(&world, [&](Communicator* comm) {
     const BlockPartition part(blobs, sizeof(float), 8192, comm->size());
-    ParamServer<float> server(comm, &part, c.threads, c.threads);
+    ParamServerOptions options;
+    options.push_threads = c.threads;
+    options.pull_threads = c.threads;
+    options.bytes_in_flight = c.bytes_in_flight;
+    ParamServer<float> server(comm, &part, options);
     for (int64_t iter = 0; iter < 2; ++iter) {
       std::vector<float> grad(total);
       for (size_t i = 0; i < total; ++i) {
@@ -167,15 +259,171 @@ TEST_P(ParamServerExchangeTest, EveryRankGetsTheRankOrderSum) {
 
 std::string CaseName(const ::testing::TestParamInfo<ExchangeCase>& info) {
   return StrCat(info.param.ranks, "ranks_", info.param.threads, "threads",
-                info.param.synchronous ? "_synchronous" : "");
+                info.param.synchronous ? "_synchronous" : "", "_window",
+                info.param.bytes_in_flight);
 }
 
+// Windows: one block (1 byte), about three of the 8192-byte blocks of 4
+// shards, and the default (every block of a thread at once).
 INSTANTIATE_TEST_SUITE_P(
     Cases, ParamServerExchangeTest,
     ::testing::Values(ExchangeCase{1, 1, false}, ExchangeCase{2, 1, true},
                       ExchangeCase{3, 1, false}, ExchangeCase{3, 2, true},
-                      ExchangeCase{5, 3, false}, ExchangeCase{5, 1, true}),
+                      ExchangeCase{5, 3, false}, ExchangeCase{5, 1, true},
+                      ExchangeCase{2, 1, true, 1},
+                      ExchangeCase{4, 1, true, 3 * 8192 + 100},
+                      ExchangeCase{4, 2, false, 3 * 8192 + 100},
+                      ExchangeCase{5, 1, true, 1}),
     CaseName);
+
+// Forwards to a loopback rank and records the largest batch of pushes
+// (SendAll) and of sums received (RecvAll) that this rank put in flight;
+// with `fail_pulls`, fails every batch of sums received instead.
+class BatchRecorder final : public Communicator {
+ public:
+  explicit BatchRecorder(Communicator* inner, bool fail_pulls = false)
+      : inner_(inner), fail_pulls_(fail_pulls) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status Send(const void* buf, size_t bytes, int dest, int tag) override {
+    return inner_->Send(buf, bytes, dest, tag);
+  }
+  Status Recv(void* buf, size_t bytes, int src, int tag) override {
+    return inner_->Recv(buf, bytes, src, tag);
+  }
+  Status RecvAll(const std::vector<RecvOp>& ops) override {
+    if (!ops.empty() && ops[0].tag >= kPullTagBase) {
+      Note(&max_pulls_, ops);
+      if (fail_pulls_) return Status::Failure("injected failure");
+    }
+    return inner_->RecvAll(ops);
+  }
+  Status SendAll(const std::vector<SendOp>& ops) override {
+    if (!ops.empty() && ops[0].tag < kPullTagBase) Note(&max_pushes_, ops);
+    return inner_->SendAll(ops);
+  }
+  Status AllreduceSum(float* buf, size_t count) override {
+    return inner_->AllreduceSum(buf, count);
+  }
+  Status AllreduceSum(double* buf, size_t count) override {
+    return inner_->AllreduceSum(buf, count);
+  }
+  Status Broadcast(void* buf, size_t bytes, int root) override {
+    return inner_->Broadcast(buf, bytes, root);
+  }
+  Status Allgather(const void* send, size_t bytes, void* recv) override {
+    return inner_->Allgather(send, bytes, recv);
+  }
+  Status Barrier() override { return inner_->Barrier(); }
+  void Abort(const std::string& why) override { inner_->Abort(why); }
+
+  size_t max_pushes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_pushes_;
+  }
+  size_t max_pulls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_pulls_;
+  }
+
+ private:
+  template <typename Op>
+  void Note(size_t* max, const std::vector<Op>& ops) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *max = std::max(*max, ops.size());
+  }
+  Communicator* const inner_;
+  const bool fail_pulls_;
+  mutable std::mutex mu_;
+  size_t max_pushes_ = 0;  // GUARDED_BY(mu_)
+  size_t max_pulls_ = 0;   // GUARDED_BY(mu_)
+};
+
+// With room for three blocks' messages, a thread's pushes and pulls go out
+// three at a time (the first windows of 12 blocks); with room for one, one
+// at a time. The sums are right either way.
+TEST(ParamServerWindowTest, ThreadsKeepAWindowOfBlocksInFlight) {
+  for (const size_t blocks_per_window : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << blocks_per_window << " per window");
+    LoopbackOptions loopback;
+    loopback.synchronous_send = true;
+    loopback.timeout = std::chrono::seconds(20);
+    LoopbackWorld world(2, loopback);
+    RunRanks(&world, [&](Communicator* inner) {
+      BatchRecorder comm(inner);
+      // 12 blocks of 1000 floats, 6 per shard.
+      const BlockPartition part({12000}, sizeof(float), 4000, 2);
+      ASSERT_EQ(part.blocks().size(), 12u);
+      ParamServerOptions options;
+      options.bytes_in_flight = blocks_per_window * MessageBytes(part, 0);
+      std::vector<float> grad(12000, 1.0f + comm.rank());
+      {
+        ParamServer<float> server(&comm, &part, options);
+        std::vector<Ref> refs;
+        for (size_t b = 0; b < 12; ++b) {
+          refs.push_back({static_cast<int>(b),
+                          grad.data() + part.blocks()[b].offset});
+        }
+        std::promise<Status> done;
+        server.Exchange(0, refs, [&done](Status s) { done.set_value(s); });
+        const Status s = done.get_future().get();
+        ASSERT_TRUE(s.ok()) << s.message();
+      }
+      EXPECT_EQ(comm.max_pushes(), blocks_per_window);
+      EXPECT_EQ(comm.max_pulls(), blocks_per_window);
+      for (size_t i = 0; i < grad.size(); ++i) {
+        ASSERT_EQ(grad[i], 3.0f) << "rank " << comm.rank() << " element " << i;
+      }
+    });
+  }
+}
+
+// A failed pull names the blocks of its window, the iteration and their
+// shards, then what failed: one block (this rank's own shard first in the
+// staggered order), or three blocks of two shards.
+TEST(ParamServerWindowTest, AFailedWindowNamesItsBlocksAndShards) {
+  for (const size_t blocks_per_window : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << blocks_per_window << " per window");
+    LoopbackOptions loopback;
+    loopback.timeout = std::chrono::seconds(20);
+    LoopbackWorld world(2, loopback);
+    RunRanks(&world, [&](Communicator* inner) {
+      BatchRecorder comm(inner, /*fail_pulls=*/true);
+      const BlockPartition part({12000}, sizeof(float), 4000, 2);
+      ParamServerOptions options;
+      options.bytes_in_flight = blocks_per_window * MessageBytes(part, 0);
+      std::vector<float> grad(12000, 1.0f);
+      std::vector<Ref> refs;
+      for (size_t b = 0; b < 12; ++b) {
+        refs.push_back(
+            {static_cast<int>(b), grad.data() + part.blocks()[b].offset});
+      }
+      const std::vector<Ref> order =
+          ParamServer<float>::StaggeredOrder(part, refs, comm.rank());
+      Status s;
+      {
+        ParamServer<float> server(&comm, &part, options);
+        std::promise<Status> done;
+        server.Exchange(4, refs, [&done](Status st) { done.set_value(st); });
+        s = done.get_future().get();
+      }
+      ASSERT_FALSE(s.ok());
+      std::string want;
+      if (blocks_per_window == 1) {
+        want = StrCat("pull of block ", order[0].id,
+                      " (iteration 4) from the shard of rank ", comm.rank(),
+                      ": injected failure");
+      } else {
+        want = StrCat("pull of blocks ", order[0].id, ", ", order[1].id,
+                      " and ", order[2].id,
+                      " (iteration 4) from the shards of ranks ",
+                      part.blocks()[order[0].id].shard, " and ",
+                      part.blocks()[order[1].id].shard, ": injected failure");
+      }
+      EXPECT_EQ(s.message(), want);
+    });
+  }
+}
 
 }  // namespace
 }  // namespace dist

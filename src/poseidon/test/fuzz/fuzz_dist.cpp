@@ -184,7 +184,9 @@ Status RunExchange(const BlockPartition& partition, int64_t iter,
   bool done = false;
   Status result;
   {
-    dist::ParamServer<Dtype> server(&comm, &partition, 1, 1);
+    // Default options: a pull thread takes the sums a window at a time.
+    dist::ParamServer<Dtype> server(&comm, &partition,
+                                    dist::ParamServerOptions());
     server.Exchange(iter, std::move(refs), [&](Status s) {
       std::lock_guard<std::mutex> lock(mu);
       result = s;
