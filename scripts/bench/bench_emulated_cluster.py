@@ -22,7 +22,7 @@ per rank) and link rate (--rates) it runs
             layer, and the host level when hosts run several ranks;
 
 and prints seconds per iteration (median of the display intervals after the
-first), the speed-up against one host (ranks x compute / iteration time,
+first; with --repeats, the median over the runs), the speed-up against one host (ranks x compute / iteration time,
 ideal = ranks) and against naive, the bytes per iteration through the hosts'
 links (tc counters, all hosts, sent), and rank 0's bytes per transport beside
 the cost model's prediction. Needs root (namespaces).
@@ -40,9 +40,17 @@ emulated parameters] in the C++ sources):
                  one shared-memory mapping (on by default; --own-params to
                  give each rank its own), so 32 ranks of VGG19-22K fit.
 
+Settings side by side: --variants 'LABEL=FLAGS;LABEL=FLAGS' runs every mode
+once per variant (the flags added to every rank's poseidon_train), the
+variants taking turns, --repeats times each, on the same links and profile;
+the table has a row per variant.
+
 Example:
   sudo scripts/bench/bench_emulated_cluster.py --build build \
       --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
+  sudo scripts/bench/bench_emulated_cluster.py --nets vgg16 --rates 1gbit \
+      --modes naive --repeats 3 \
+      --variants 'one block=--bytes_in_flight=1;default='
 """
 
 import argparse
@@ -154,6 +162,39 @@ def link_bytes_sent():
     return sum(int(line.split()[2]) for line in out if line.split())
 
 
+def run_mode(args, per_host, hosts, cmd, net, mode):
+    """One run of the cluster: seconds per iteration (undilated), bytes
+    through the links per iteration, overrun and rank 0's traffic."""
+    before = link_bytes_sent()
+    r = run_cluster(per_host, hosts, cmd, args.timeout)
+    sent = link_bytes_sent() - before
+    if r.returncode != 0:
+        print(r.stdout[-4000:])
+        sys.exit("%s %s failed" % (net, mode))
+    parts = ["%s %s (model %s)" % m.groups() for m in PART_RE.finditer(r.stdout)]
+    return {"s": seconds_per_iter(r.stdout) / args.dilation,
+            "link": sent / max(args.iters, 1),
+            "overrun": overrun_seconds(r.stdout),
+            "traffic": "; ".join(parts)}
+
+
+def parse_variants(text):
+    """'a=--x=1;b=' -> [("a", ["--x=1"]), ("b", [])]; "" -> one unnamed."""
+    if not text.strip():
+        return [("", [])]
+    variants = []
+    for item in text.split(";"):
+        if "=" not in item:
+            sys.exit("--variants: '%s' is not LABEL=FLAGS" % item)
+        label, flags = item.split("=", 1)
+        if not label.strip():
+            sys.exit("--variants: '%s' has no label" % item)
+        variants.append((label.strip(), flags.split()))
+    if len({v[0] for v in variants}) != len(variants):
+        sys.exit("--variants: labels must differ")
+    return variants
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(REPO_ROOT, "build"))
@@ -179,7 +220,16 @@ def main():
                     "e.g. '--num_push_threads=4 --timeline=/tmp/t.json'")
     ap.add_argument("--modes", default="naive,flat,wfbp",
                     help="which of naive, flat, wfbp to run")
+    ap.add_argument("--variants", default="",
+                    help="'LABEL=FLAGS;LABEL=FLAGS': settings to compare, "
+                    "each run in turn (see above)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of every mode and variant; the median is "
+                    "reported")
     args = ap.parse_args()
+    variants = parse_variants(args.variants)
+    if args.repeats < 1:
+        sys.exit("--repeats must be >= 1")
     if args.dilation < 1:
         sys.exit("--dilation must be >= 1")
     wanted_modes = set(args.modes.split(","))
@@ -225,37 +275,48 @@ def main():
                     solver = os.path.join(tmp, net + "_solver.prototxt")
                     with open(solver, "w") as f:
                         f.write(SOLVER.format(net=model, iters=args.iters))
-                    row = {"net": net, "rate": rate, "compute": compute_ms,
-                           "topology": "%dx%d" % (num_hosts, per_host),
-                           "ranks": num_hosts * per_host}
+                    rows = {}
+                    for label, _ in variants:
+                        rows[label] = {
+                            "net": net, "rate": rate, "compute": compute_ms,
+                            "topology": "%dx%d" % (num_hosts, per_host),
+                            "ranks": num_hosts * per_host,
+                            "variant": label}
                     for mode, flags in modes:
-                        print("%s %s at %s, %s ..." % (
-                            row["topology"], net, rate, mode), flush=True)
-                        before = link_bytes_sent()
-                        r = run_cluster(per_host, hosts,
-                                        [train, "train", "--solver=" + solver,
-                                         "--emulate_compute=" + prof,
-                                         "--network_gbits=%g"
-                                         % (link_mbit / 1000)]
-                                        + emulation + flags
-                                        + args.train_flags.split(),
-                                        args.timeout)
-                        sent = link_bytes_sent() - before
-                        if r.returncode != 0:
-                            print(r.stdout[-4000:])
-                            sys.exit("%s %s failed" % (net, mode))
-                        row[mode] = seconds_per_iter(r.stdout) / args.dilation
-                        row[mode + "_link"] = sent / max(args.iters, 1)
-                        row[mode + "_overrun"] = overrun_seconds(r.stdout)
-                        parts = ["%s %s (model %s)" % m.groups()
-                                 for m in PART_RE.finditer(r.stdout)]
-                        row[mode + "_traffic"] = "; ".join(parts)
-                        print("  %.2f s per iteration; links %.0f MB per "
-                              "iteration; rank 0: %s; overrun %.2f s"
-                              % (row[mode], row[mode + "_link"] / 1e6,
-                                 row[mode + "_traffic"],
-                                 row[mode + "_overrun"]), flush=True)
-                    results.append(row)
+                        runs = {label: [] for label, _ in variants}
+                        for rep in range(args.repeats):
+                            for label, extra in variants:
+                                print("%s %s at %s, %s%s%s ..." % (
+                                    rows[label]["topology"], net, rate, mode,
+                                    ", " + label if label else "",
+                                    ", run %d" % (rep + 1)
+                                    if args.repeats > 1 else ""), flush=True)
+                                run = run_mode(
+                                    args, per_host, hosts,
+                                    [train, "train", "--solver=" + solver,
+                                     "--emulate_compute=" + prof,
+                                     "--network_gbits=%g"
+                                     % (link_mbit / 1000)]
+                                    + emulation + flags + extra
+                                    + args.train_flags.split(),
+                                    net, mode)
+                                runs[label].append(run)
+                                print("  %.2f s per iteration; links %.0f MB "
+                                      "per iteration; rank 0: %s; overrun "
+                                      "%.2f s" % (run["s"], run["link"] / 1e6,
+                                                  run["traffic"],
+                                                  run["overrun"]),
+                                      flush=True)
+                        for label, _ in variants:
+                            row, done = rows[label], runs[label]
+                            row[mode] = statistics.median(r["s"] for r in done)
+                            row[mode + "_link"] = statistics.median(
+                                r["link"] for r in done)
+                            row[mode + "_overrun"] = max(r["overrun"]
+                                                         for r in done)
+                            row[mode + "_traffic"] = done[-1]["traffic"]
+                            row[mode + "_runs"] = [r["s"] for r in done]
+                    results.extend(rows[label] for label, _ in variants)
             finally:
                 sh([CLUSTER, "down", "--prefix", PREFIX])
     print()
@@ -264,17 +325,19 @@ def main():
           "; time dilation %g (seconds shown undilated)"
           % (args.batch, args.dilation))
     nan = float("nan")
-    print("%-13s %-5s %-7s %9s %9s %9s %9s %8s %8s %10s %10s %8s  %s" % (
-        "net", "hosts", "link", "compute s", "naive s", "flat s", "wfbp s",
-        "speed-up", "vs naive", "naive MB", "wfbp MB", "overrun",
-        "published"))
+    width = max([len(v[0]) for v in variants] + [7])
+    print("%-13s %-*s %-5s %-7s %9s %9s %9s %9s %8s %8s %10s %10s %8s  %s" % (
+        "net", width, "variant", "hosts", "link", "compute s", "naive s",
+        "flat s", "wfbp s", "speed-up", "vs naive", "naive MB", "wfbp MB",
+        "overrun", "published"))
     for r in results:
         best = r.get("wfbp", nan)
         overrun = max(r.get(m + "_overrun", 0.0)
                       for m in ("naive", "flat", "wfbp"))
-        print("%-13s %-5s %-7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %10.0f "
-              "%10.0f %7.2fs  %s" % (
-                  r["net"], r["topology"], r["rate"], r["compute"] / 1000,
+        print("%-13s %-*s %-5s %-7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f "
+              "%10.0f %10.0f %7.2fs  %s" % (
+                  r["net"], width, r["variant"] or "-", r["topology"],
+                  r["rate"], r["compute"] / 1000,
                   r.get("naive", nan), r.get("flat", nan), best,
                   r["ranks"] * r["compute"] / 1000 / best,
                   r.get("naive", nan) / best, r.get("naive_link", nan) / 1e6,
@@ -288,9 +351,13 @@ def main():
     for r in results:
         for mode in ("naive", "flat", "wfbp"):
             if mode in r:
-                print("%s %s %s %s traffic per iteration (rank 0): %s" % (
+                print("%s %s %s %s%s traffic per iteration (rank 0): %s" % (
                     r["net"], r["topology"], r["rate"], mode,
+                    " (" + r["variant"] + ")" if r["variant"] else "",
                     r[mode + "_traffic"]))
+                if len(r[mode + "_runs"]) > 1:
+                    print("  s per iteration of each run: %s" % ", ".join(
+                        "%.2f" % x for x in r[mode + "_runs"]))
 
 
 if __name__ == "__main__":
