@@ -146,6 +146,8 @@ class Communicator {
     int tag;
     void* buf2 = nullptr;
     size_t bytes2 = 0;
+    // Copies a received message of bytes + bytes2 bytes into the parts.
+    void SplitFrom(const char* whole) const;
   };
   struct SendOp {
     const void* buf;
@@ -154,6 +156,8 @@ class Communicator {
     int tag;
     const void* buf2 = nullptr;
     size_t bytes2 = 0;
+    // Replaces *whole with the message: the first part, then the second.
+    void JoinInto(std::vector<char>* whole) const;
   };
   virtual Status RecvAll(const std::vector<RecvOp>& ops);
   virtual Status SendAll(const std::vector<SendOp>& ops);

@@ -140,6 +140,8 @@ class ParamServer {
   // blocks, for messages.
   std::string Describe(bool push, int64_t iter,
                        const std::vector<BlockRef>& window) const;
+  // Adds a window's messages to or from other ranks to the byte counters.
+  void CountTraffic(const std::vector<BlockRef>& window);
   // Takes block `block`'s pushes and sums them into a free sum buffer,
   // then hands it to the server send thread.
   Status Serve(int64_t iter, int block);

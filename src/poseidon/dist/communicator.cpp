@@ -27,6 +27,17 @@ Status Communicator::SendRecv(const void* send, size_t send_bytes, int dest,
   return Send(send, send_bytes, dest, tag);
 }
 
+void Communicator::RecvOp::SplitFrom(const char* whole) const {
+  if (bytes > 0) std::memcpy(buf, whole, bytes);
+  if (bytes2 > 0) std::memcpy(buf2, whole + bytes, bytes2);
+}
+
+void Communicator::SendOp::JoinInto(std::vector<char>* whole) const {
+  whole->resize(bytes + bytes2);
+  if (bytes > 0) std::memcpy(whole->data(), buf, bytes);
+  if (bytes2 > 0) std::memcpy(whole->data() + bytes, buf2, bytes2);
+}
+
 // The defaults take a two-part message through one buffer of both parts.
 Status Communicator::RecvAll(const std::vector<RecvOp>& ops) {
   std::vector<char> whole;
@@ -39,8 +50,7 @@ Status Communicator::RecvAll(const std::vector<RecvOp>& ops) {
     whole.resize(op.bytes + op.bytes2);
     Status s = Recv(whole.data(), whole.size(), op.src, op.tag);
     if (!s.ok()) return s;
-    if (op.bytes > 0) std::memcpy(op.buf, whole.data(), op.bytes);
-    std::memcpy(op.buf2, whole.data() + op.bytes, op.bytes2);
+    op.SplitFrom(whole.data());
   }
   return Status::OK();
 }
@@ -50,9 +60,7 @@ Status Communicator::SendAll(const std::vector<SendOp>& ops) {
   for (const SendOp& op : ops) {
     const void* buf = op.buf;
     if (op.bytes2 > 0) {
-      whole.resize(op.bytes + op.bytes2);
-      if (op.bytes > 0) std::memcpy(whole.data(), op.buf, op.bytes);
-      std::memcpy(whole.data() + op.bytes, op.buf2, op.bytes2);
+      op.JoinInto(&whole);
       buf = whole.data();
     }
     Status s = Send(buf, op.bytes + op.bytes2, op.dest, op.tag);

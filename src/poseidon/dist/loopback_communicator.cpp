@@ -121,11 +121,7 @@ class LoopbackCommunicator final : public Communicator {
     std::vector<std::shared_ptr<Message>> posted;
     for (const SendOp& op : ops) {
       posted.push_back(std::make_shared<Message>());
-      std::vector<char>& payload = posted.back()->payload;
-      payload.assign(static_cast<const char*>(op.buf),
-                     static_cast<const char*>(op.buf) + op.bytes);
-      payload.insert(payload.end(), static_cast<const char*>(op.buf2),
-                     static_cast<const char*>(op.buf2) + op.bytes2);
+      op.JoinInto(&posted.back()->payload);
       Post(op.dest, op.tag, posted.back());
     }
     if (!world_->options.synchronous_send) return Status::OK();
@@ -186,10 +182,7 @@ class LoopbackCommunicator final : public Communicator {
                     payload.size(), " bytes, this rank expected ",
                     op.bytes + op.bytes2);
       }
-      if (op.bytes > 0) std::memcpy(op.buf, payload.data(), op.bytes);
-      if (op.bytes2 > 0) {
-        std::memcpy(op.buf2, payload.data() + op.bytes, op.bytes2);
-      }
+      op.SplitFrom(payload.data());
     }
     return Status::OK();
   }

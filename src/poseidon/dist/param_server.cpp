@@ -363,6 +363,16 @@ std::string ParamServer<Dtype>::Describe(
 }
 
 template <typename Dtype>
+void ParamServer<Dtype>::CountTraffic(const std::vector<BlockRef>& window) {
+  for (const BlockRef& ref : window) {
+    const ParamBlock& b = partition_->blocks()[ref.id];
+    if (b.shard != comm_->rank()) {
+      counters_->Add(ref.id, MessageBytes<Dtype>(b));
+    }
+  }
+}
+
+template <typename Dtype>
 Status ParamServer<Dtype>::Push(int64_t iter,
                                 const std::vector<BlockRef>& window) {
   // Each push is a header and the block's elements where they are.
@@ -376,11 +386,7 @@ Status ParamServer<Dtype>::Push(int64_t iter,
                    b.count * sizeof(Dtype)});
   }
   Status s = comm_->SendAll(ops);
-  for (size_t i = 0; i < window.size(); ++i) {
-    if (ops[i].dest != comm_->rank()) {
-      counters_->Add(window[i].id, ops[i].bytes + ops[i].bytes2);
-    }
-  }
+  CountTraffic(window);
   if (!s.ok()) {
     return Status::Failure(
         StrCat(Describe(/*push=*/true, iter, window), ": ", s.message()));
@@ -402,11 +408,7 @@ Status ParamServer<Dtype>::Pull(int64_t iter,
                    b.count * sizeof(Dtype)});
   }
   Status s = comm_->RecvAll(ops);
-  for (size_t i = 0; i < window.size(); ++i) {
-    if (ops[i].src != comm_->rank()) {
-      counters_->Add(window[i].id, ops[i].bytes + ops[i].bytes2);
-    }
-  }
+  CountTraffic(window);
   if (!s.ok()) {
     return Status::Failure(
         StrCat(Describe(/*push=*/false, iter, window), ": ", s.message()));

@@ -126,29 +126,17 @@ TEST_P(LoopbackTest, RecvAllAndSendAll) {
   });
 }
 
-// Forwards Send and Recv to a loopback rank and nothing else, so that
-// RecvAll and SendAll are Communicator's defaults (one op after another).
-class SendRecvOnly final : public Communicator {
+// Forwards to a loopback rank, except RecvAll and SendAll, which are
+// Communicator's defaults (one op after another over Recv and Send).
+class SendRecvOnly final : public ForwardingCommunicator {
  public:
-  explicit SendRecvOnly(Communicator* inner) : inner_(inner) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  Status Send(const void* buf, size_t bytes, int dest, int tag) override {
-    return inner_->Send(buf, bytes, dest, tag);
+  using ForwardingCommunicator::ForwardingCommunicator;
+  Status RecvAll(const std::vector<RecvOp>& ops) override {
+    return Communicator::RecvAll(ops);
   }
-  Status Recv(void* buf, size_t bytes, int src, int tag) override {
-    return inner_->Recv(buf, bytes, src, tag);
+  Status SendAll(const std::vector<SendOp>& ops) override {
+    return Communicator::SendAll(ops);
   }
-  Status AllreduceSum(float*, size_t) override { return Unused(); }
-  Status AllreduceSum(double*, size_t) override { return Unused(); }
-  Status Broadcast(void*, size_t, int) override { return Unused(); }
-  Status Allgather(const void*, size_t, void*) override { return Unused(); }
-  Status Barrier() override { return Unused(); }
-  void Abort(const std::string& why) override { inner_->Abort(why); }
-
- private:
-  static Status Unused() { return Status::Failure("not forwarded"); }
-  Communicator* const inner_;
 };
 
 // Two-part messages (a header beside a payload) through loopback's own

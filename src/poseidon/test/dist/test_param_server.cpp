@@ -279,43 +279,21 @@ INSTANTIATE_TEST_SUITE_P(
 // Forwards to a loopback rank and records the largest batch of pushes
 // (SendAll) and of sums received (RecvAll) that this rank put in flight;
 // with `fail_pulls`, fails every batch of sums received instead.
-class BatchRecorder final : public Communicator {
+class BatchRecorder final : public ForwardingCommunicator {
  public:
   explicit BatchRecorder(Communicator* inner, bool fail_pulls = false)
-      : inner_(inner), fail_pulls_(fail_pulls) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  Status Send(const void* buf, size_t bytes, int dest, int tag) override {
-    return inner_->Send(buf, bytes, dest, tag);
-  }
-  Status Recv(void* buf, size_t bytes, int src, int tag) override {
-    return inner_->Recv(buf, bytes, src, tag);
-  }
+      : ForwardingCommunicator(inner), fail_pulls_(fail_pulls) {}
   Status RecvAll(const std::vector<RecvOp>& ops) override {
     if (!ops.empty() && ops[0].tag >= kPullTagBase) {
       Note(&max_pulls_, ops);
       if (fail_pulls_) return Status::Failure("injected failure");
     }
-    return inner_->RecvAll(ops);
+    return ForwardingCommunicator::RecvAll(ops);
   }
   Status SendAll(const std::vector<SendOp>& ops) override {
     if (!ops.empty() && ops[0].tag < kPullTagBase) Note(&max_pushes_, ops);
-    return inner_->SendAll(ops);
+    return ForwardingCommunicator::SendAll(ops);
   }
-  Status AllreduceSum(float* buf, size_t count) override {
-    return inner_->AllreduceSum(buf, count);
-  }
-  Status AllreduceSum(double* buf, size_t count) override {
-    return inner_->AllreduceSum(buf, count);
-  }
-  Status Broadcast(void* buf, size_t bytes, int root) override {
-    return inner_->Broadcast(buf, bytes, root);
-  }
-  Status Allgather(const void* send, size_t bytes, void* recv) override {
-    return inner_->Allgather(send, bytes, recv);
-  }
-  Status Barrier() override { return inner_->Barrier(); }
-  void Abort(const std::string& why) override { inner_->Abort(why); }
 
   size_t max_pushes() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -332,7 +310,6 @@ class BatchRecorder final : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     *max = std::max(*max, ops.size());
   }
-  Communicator* const inner_;
   const bool fail_pulls_;
   mutable std::mutex mu_;
   size_t max_pushes_ = 0;  // GUARDED_BY(mu_)
