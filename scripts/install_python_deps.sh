@@ -14,6 +14,9 @@
 # matplotlib: tools/extra/plot_training_log.py and the demo's curve;
 # scikit-image and scipy: caffe.io.resize_image, as in BVLC's pycaffe.)
 # pybind11 must be >= 2.12 when numpy is 2.x (numpy 2 ABI support).
+#
+# With --demo only what the demo needs: matplotlib (and numpy) for the
+# training curve.
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -30,6 +33,23 @@ apt_install() {
 }
 
 py_has() { "$PYTHON" -c "import $1" >/dev/null 2>&1; }
+
+is_debian_python=0
+if [ "$("$PYTHON" -c 'import sys; print(sys.prefix)')" = "/usr" ]; then
+  is_debian_python=1
+fi
+
+if [ "${1:-}" = --demo ]; then
+  if ! py_has matplotlib; then
+    echo "install_python_deps: matplotlib"
+    if [ "$is_debian_python" -eq 1 ]; then
+      apt_install python3-matplotlib
+    else
+      "$PYTHON" -m pip install -q matplotlib
+    fi
+  fi
+  exit 0
+fi
 
 command -v protoc >/dev/null 2>&1 || apt_install protobuf-compiler
 if ! "$PYTHON" - <<'EOF'
@@ -68,11 +88,6 @@ have = tuple(int(x) for x in pybind11.__version__.split(".")[:2])
 raise SystemExit(0 if have >= need else 1)
 EOF
 }
-
-is_debian_python=0
-if [ "$("$PYTHON" -c 'import sys; print(sys.prefix)')" = "/usr" ]; then
-  is_debian_python=1
-fi
 
 missing_apt=()
 missing_pip=()

@@ -1,25 +1,54 @@
 #!/usr/bin/env bash
-# The test suite: install what is missing, then build and run every test under
-# CTest in two configurations:
-#   CPU   ($BUILD_DIR, default build): the C++ unit tests, the tool and
-#         distributed scripts, and the pytest suite of the `caffe` package
-#         (one CTest test, pycaffe_pytest);
-#   CUDA  ($CUDA_BUILD_DIR, default build-cuda; USE_CUDA=ON, USE_CUDNN=ON):
-#         the same suite built with the GPU backend. On a machine without a
-#         GPU every GPU test skips, with the reason, and the skips are counted.
-#   hardening (scripts/run_hardening.sh): the unit tests under ASan + UBSan
-#         and the threaded ones under TSan (clang builds in build-asan/ and
-#         build-tsan/), and a short run of every fuzz harness; each of its
-#         checks counts once (docs/reliability.md).
-# CUDA=0 leaves the CUDA configuration out (it needs the CUDA toolkit);
-# HARDENING=0 leaves the hardening checks out.
-# The last line sums all runs: "N passed, N failed, N skipped".
+# The test suite. By default: install what is missing, build the CPU
+# configuration ($BUILD_DIR, default build: the library, the tools, the
+# Python and Octave bindings and the tests) and run everything under CTest:
+# the C++ unit tests, the tool and distributed scripts, the pytest suite of
+# the `caffe` package and the Octave suite of matcaffe. Switches add more:
+#
+#   --cuda        the CUDA configuration ($CUDA_BUILD_DIR, default
+#                 build-cuda; USE_CUDA=ON, USE_CUDNN=ON): the same suite with
+#                 the GPU backend; without a GPU every GPU test skips with
+#                 the reason and the skips are counted
+#   --hardening   scripts/run_hardening.sh: the unit tests under ASan +
+#                 UBSan and the threaded ones under TSan (clang builds in
+#                 build-asan/ and build-tsan/), a short run of every fuzz
+#                 harness; each check counts once (docs/reliability.md)
+#   --packaging   scripts/test_packaging.sh: the .deb and the wheel built,
+#                 installed (a clean prefix, apt, a venv) and LeNet trained
+#                 from each installed copy
+#   --slurm       scripts/test_slurm.sh: a one-node Slurm cluster (slurmctld +
+#                 slurmd), a two-task job, and a time limit's SIGTERM leaving
+#                 a snapshot
+#   --all         all of the above (what CI's .ci/run runs)
+#
+# The environment variables CUDA, HARDENING, PACKAGING, SLURM (1 or 0) set
+# the same switches. The last line sums every run: "N passed, N failed,
+# N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BUILD_DIR=${BUILD_DIR:-build}
 CUDA_BUILD_DIR=${CUDA_BUILD_DIR:-build-cuda}
 JOBS=${JOBS:-$(nproc)}
-bash scripts/install_deps.sh || exit 1
+CUDA=${CUDA:-0}
+HARDENING=${HARDENING:-0}
+PACKAGING=${PACKAGING:-0}
+SLURM=${SLURM:-0}
+for arg in "$@"; do
+  case "$arg" in
+    --cuda) CUDA=1 ;;
+    --hardening) HARDENING=1 ;;
+    --packaging) PACKAGING=1 ;;
+    --slurm) SLURM=1 ;;
+    --all) CUDA=1 HARDENING=1 PACKAGING=1 SLURM=1 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *)
+      echo "run_tests: unknown switch '$arg' (known: --cuda, --hardening," \
+           "--packaging, --slurm, --all; --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+bash scripts/install_deps.sh --tests || exit 1
 bash scripts/install_python_deps.sh || exit 1
 
 total_pass=0
@@ -60,17 +89,56 @@ run_suite() {
 }
 
 echo "=== CPU configuration: build ($BUILD_DIR) ==="
-if bash scripts/build.sh -DBUILD_python=ON -DBUILD_matlab=ON -DUSE_CUDA=OFF -DUSE_CUDNN=OFF; then
+if bash scripts/build.sh -DBUILD_TESTS=ON -DBUILD_python=ON -DBUILD_matlab=ON \
+    -DUSE_CUDA=OFF -DUSE_CUDNN=OFF; then
   run_suite CPU "$BUILD_DIR"
 else
   echo "CPU configuration: build failed"
   status=1
 fi
 
-if [ "${CUDA:-1}" != 0 ]; then
+# run_script NAME COMMAND...: a script that ends with "NAME: N passed, N
+# failed" (exit 77: skipped as a whole, with its reason); adds to the totals.
+run_script() {
+  local name=$1 log counts
+  shift
+  echo "=== $name ($*) ==="
+  log=$(mktemp /tmp/poseidon_$name.XXXXXX)
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  counts=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -1)
+  rm -f "$log"
+  if [ "$rc" -eq 77 ]; then
+    echo "$name: skipped (see above)"
+    total_skip=$((total_skip + 1))
+    return
+  fi
+  if [ -z "$counts" ]; then
+    echo "$name: no summary line (exit $rc)"
+    total_fail=$((total_fail + 1))
+    status=1
+    return
+  fi
+  local p f
+  read -r p f < <(sed -E "s/$name: ([0-9]+) passed, ([0-9]+) failed.*/\\1 \\2/" \
+                  <<<"$counts")
+  total_pass=$((total_pass + p))
+  total_fail=$((total_fail + f))
+  [ "$rc" -eq 0 ] || status=1
+}
+
+if [ "$PACKAGING" != 0 ]; then
+  # In the CPU configuration's tree: only the Python parts compile again.
+  run_script packaging bash scripts/test_packaging.sh "$BUILD_DIR"
+fi
+if [ "$SLURM" != 0 ]; then
+  run_script slurm bash scripts/test_slurm.sh "$BUILD_DIR"
+fi
+
+if [ "$CUDA" != 0 ]; then
   echo "=== CUDA configuration: build ($CUDA_BUILD_DIR) ==="
   if BUILD_DIR=$CUDA_BUILD_DIR bash scripts/build.sh -DUSE_CUDA=ON \
-      -DUSE_CUDNN=ON -DBUILD_python=OFF; then
+      -DUSE_CUDNN=ON -DBUILD_TESTS=ON -DBUILD_python=OFF; then
     run_suite CUDA "$CUDA_BUILD_DIR"
   else
     echo "CUDA configuration: build failed"
@@ -78,7 +146,7 @@ if [ "${CUDA:-1}" != 0 ]; then
   fi
 fi
 
-if [ "${HARDENING:-1}" != 0 ]; then
+if [ "$HARDENING" != 0 ]; then
   echo "=== hardening: sanitizers and fuzzing (scripts/run_hardening.sh) ==="
   hardening_log=$(mktemp /tmp/poseidon_hardening_run.XXXXXX)
   JOBS=$JOBS bash scripts/run_hardening.sh 2>&1 | tee "$hardening_log"
