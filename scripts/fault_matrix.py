@@ -96,13 +96,14 @@ def sh(cmd, **kw):
 class Run:
     """One mpirun job in the cluster; its output lines with arrival times."""
 
-    def __init__(self, cmd, env, log_path):
+    def __init__(self, cmd, env, log_path, cwd):
         self.lines = []  # (monotonic time, line)
         self.cond = threading.Condition()
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      env=env, stdin=subprocess.DEVNULL,
+                                     cwd=cwd,
                                      start_new_session=True, errors="replace")
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -304,6 +305,9 @@ class Matrix:
         a = self.args
         what, expected = FAULTS[name]
         what = what.format(flap=a.flap_seconds, stop=a.stop_seconds)
+        # The job runs in its folder: psd_run leaves poseidon_run.log and
+        # its poseidon_log_<timestamp>/ where it is started.
+        work = os.path.abspath(work)
         solver = self.solver(work)
         cmd, env = self.launch(solver, work)
         log_path = os.path.join(
@@ -311,7 +315,7 @@ class Matrix:
         print("==== %s: %s (expected: %s)" % (name, what, expected),
               flush=True)
         t_start = time.monotonic()
-        run = Run(cmd, env, log_path)
+        run = Run(cmd, env, log_path, work)
         res = {"fault": name, "what": what, "expected": expected,
                "log": log_path}
         try:

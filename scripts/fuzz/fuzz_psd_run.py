@@ -9,7 +9,8 @@ with it before launching anything: load_config, check_rank_order and
 build_command (with --out and a command, as a user gives them). The
 contract: either psd_run's ConfigError (its clear "psd_run: error: ..."
 message and exit status 2), or an mpirun command that starts one rank per
-worker node, rank k on worker_nodes[k]: -np is the number of workers and the
+worker node in psd_run's rank order (worker_nodes, the master's entries
+first when master_node names a worker): -np is the number of workers and the
 -H list splits back into exactly those host names. Anything else (another
 exception, a traceback, a wrong command) is a finding; the input is saved
 under --crashes and the script exits 1.
@@ -18,7 +19,8 @@ With atheris installed (scripts/install_python_deps.sh puts it in a Python
 that pip may change) the inputs come from libFuzzer's coverage-guided
 mutations; without it, from a built-in loop that mutates the seeds (JSON
 structure and bytes) at random. Seeds: the configs of psd_run's own test
-(src/poseidon/test/scripts/test_psd_run.sh) and of the docs.
+(src/poseidon/test/scripts/test_psd_run.sh), of the docs and of the
+original Poseidon's tutorial.
 """
 
 import argparse
@@ -37,7 +39,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 SEEDS = [
+    # The original Poseidon's two examples, as its tutorial writes them.
+    {"virtualenv": "/home/ubuntu/sandbox", "username": "ubuntu",
+     "pem_file": "/path/to/pem-file.pem", "master_node": "localhost",
+     "worker_nodes": ["192.168.1.11", "192.168.1.15"],
+     "server_nodes": ["192.168.1.70", "192.168.1.80"]},
+    {"pem_file": "cluster-key.pem", "worker_nodes": ["127.0.0.1"],
+     "server_nodes": ["127.0.0.1"]},
     {"worker_nodes": ["localhost"]},
+    {"worker_nodes": ["a", "b", "b", "c"], "master_node": "b"},
     {"worker_nodes": ["10.77.0.1", "10.77.0.2", "10.77.0.3"]},
     {"worker_nodes": ["h1", "h1", "h2"], "server_nodes": ["h1", "h1", "h2"],
      "master_node": "h1", "username": "user", "pem_file": "~/.ssh/key.pem",
@@ -67,9 +77,13 @@ class Finding(Exception):
     pass
 
 
-def check_command(cmd, workers):
+def check_command(cmd, config):
+    workers = config["workers"]  # in rank order
     if cmd[:2] != ["mpirun", "-np"] or cmd[2] != str(len(workers)):
         raise Finding("-np does not give one rank per worker: %r" % cmd[:3])
+    if sorted(workers) != sorted(config["worker_nodes"]):
+        raise Finding("the ranks' hosts %r are not the worker_nodes %r" %
+                      (workers, config["worker_nodes"]))
     hosts = cmd[cmd.index("-H") + 1]
     if hosts.split(",") != workers:
         raise Finding("-H %r does not list the workers %r in order" %
@@ -90,8 +104,7 @@ def run_one(data):
             config = psd_run.load_config(CONFIG)
             psd_run.check_rank_order(config["workers"], CONFIG)
             cmd = psd_run.build_command(
-                config, os.path.join(WORK, "logs"),
-                ["poseidon_train train --solver=solver.prototxt"], [])
+                config, ["poseidon_train train --solver=solver.prototxt"], [])
         except psd_run.ConfigError as e:
             if not str(e):
                 raise Finding("a ConfigError without a message")
@@ -99,7 +112,7 @@ def run_one(data):
     finally:
         sys.stderr.close()
         sys.stderr = stderr
-    check_command(cmd, config["workers"])
+    check_command(cmd, config)
 
 
 def save(crashes, data, error):
