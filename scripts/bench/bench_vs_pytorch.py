@@ -574,8 +574,8 @@ def make_parser():
                         help="print the commands, run nothing")
     parser.add_argument("--json", help="also write all measurements here")
     parser.add_argument("--markdown", action="store_true",
-                        help="also print the results as the README's "
-                        "Markdown table")
+                        help="also print the results as the Markdown "
+                        "table of docs/performance.md")
     parser.add_argument(
         "--net-dir",
         help="write the batch-adjusted timing nets (and profiles) here and "

@@ -49,8 +49,8 @@ void DataLayer<Dtype>::DataLayerSetUp(const vector<Blob<Dtype>*>& bottom,
     source = PartitionName(param.source(), shard_.index);
     POSEIDON_REQUIRE(FileExists(source), IOError, "Data layer: worker ",
                      shard_.index, " of ", shard_.count, " needs partition '",
-                     source, "' (make it with scripts/partition_data ",
-                     param.source(), " ", shard_.count, "), and ",
+                     source, "' (make it with partition_data --parts=",
+                     shard_.count, " ", param.source(), "), and ",
                      shard_.partitioned
                          ? string("partitioned data was asked for")
                          : StrCat("the shared '", param.source(),
