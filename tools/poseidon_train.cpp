@@ -30,6 +30,7 @@
 #include "poseidon/util/sgemm.hpp"
 #include "poseidon/util/signal_handler.hpp"
 #include "poseidon/util/timeline.hpp"
+#include "poseidon/version.hpp"
 #ifdef USE_MPI
 #include "poseidon/dist/mpi_communicator.hpp"
 #endif
@@ -141,6 +142,15 @@ DEFINE_string(sigint_effect, "stop",
 DEFINE_string(sighup_effect, "snapshot",
               "Optional; action to take when a SIGHUP signal is received: "
               "snapshot, stop or none.");
+// none by default: mpirun also ends the surviving ranks of a failed job with
+// SIGTERM, and they should end at once (Note [SIGTERM as a solver action] in
+// src/poseidon/util/signal_handler.cpp).
+DEFINE_string(sigterm_effect, "none",
+              "Optional; action to take when a SIGTERM signal is received: "
+              "snapshot, stop or none. none ends the process at once (exit "
+              "status 143); stop finishes the iteration under way on every "
+              "rank, snapshots and exits 0: use it under a batch scheduler "
+              "that sends SIGTERM at a job's time limit (docs/slurm.md).");
 
 namespace poseidon {
 namespace {
@@ -323,16 +333,6 @@ NetParameter NetOfModel(const string& model) {
   return net;
 }
 
-// The number of ranks mpirun started, from the launcher's environment (1 when
-// run alone).
-int LaunchedWorldSize() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    const char* value = std::getenv(var);
-    if (value != nullptr) return std::atoi(value);
-  }
-  return 1;
-}
-
 // The solver's `distributed` block with the flags given on the command line
 // applied over it.
 DistributedParameter DistributedSettings(const SolverParameter& param) {
@@ -482,7 +482,8 @@ int TrainDistributed() {
                      ConfigError, "--num_clients=", FLAGS_num_clients,
                      " but mpirun started ", size, " ranks");
     SolverParameter param = ReadTrainSolver();
-    SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
+    SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect,
+                          FLAGS_sigterm_effect);
     string summary;
     {
       dist::Trainer<float> trainer(param, &comm, TrainerOptionsFromFlags(
@@ -517,17 +518,19 @@ int TrainDistributed() {
 #endif
 
 int Train() {
-  if (LaunchedWorldSize() > 1) {
+  if (WorldSizeFromEnvironment() > 1) {
 #ifdef USE_MPI
     return TrainDistributed();
 #else
-    POSEIDON_THROW(ConfigError, "started by mpirun with ", LaunchedWorldSize(),
+    POSEIDON_THROW(ConfigError, "started by a launcher with ",
+                   WorldSizeFromEnvironment(),
                    " ranks, but this poseidon_train was built without MPI "
                    "(USE_MPI=OFF); rebuild with USE_MPI=ON or run it alone");
 #endif
   }
   SolverParameter param = ReadTrainSolver();
-  SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect);
+  SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect,
+                        FLAGS_sigterm_effect);
   dist::Trainer<float> trainer(param, nullptr,
                                TrainerOptionsFromFlags(param, &signals));
   const Clock::time_point start = Clock::now();
@@ -748,7 +751,7 @@ int main(int argc, char** argv) {
       "  test            score a model\n"
       "  device_query    show build and device information\n"
       "  time            benchmark model execution time");
-  gflags::SetVersionString("0.1.0");
+  gflags::SetVersionString(POSEIDON_VERSION);
   poseidon::GlobalInit(&argc, &argv);
   // One line, not glog's stack trace, when killed (TrainDistributed names
   // the rank once MPI has started).

@@ -19,6 +19,7 @@
 #include "_caffe.hpp"
 #include "poseidon/common.hpp"
 #include "poseidon/solver_factory.hpp"
+#include "poseidon/util/device_select.hpp"
 #include "poseidon/util/status.hpp"
 #ifdef USE_MPI
 #include "poseidon/dist/mpi_communicator.hpp"
@@ -102,14 +103,8 @@ int LaunchedRank() {
   return EnvInt(kNames, 0);
 }
 
-int LaunchedWorldSize() {
-  static const char* const kNames[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                       "PMIX_SIZE", nullptr};
-  return EnvInt(kNames, 1);
-}
-
 std::shared_ptr<Solver<Dtype>> MakeSolver(const SolverParameter& param) {
-  if (LaunchedWorldSize() <= 1 || !param.has_distributed()) {
+  if (WorldSizeFromEnvironment() <= 1 || !param.has_distributed()) {
     return std::shared_ptr<Solver<Dtype>>(CreateSolver<Dtype>(param));
   }
 #ifdef USE_MPI
@@ -122,7 +117,7 @@ std::shared_ptr<Solver<Dtype>> MakeSolver(const SolverParameter& param) {
   State().solvers.push_back(owner);
   return std::shared_ptr<Solver<Dtype>>(owner, owner->trainer->solver());
 #else
-  POSEIDON_THROW(ConfigError, "started by mpirun with ", LaunchedWorldSize(),
+  POSEIDON_THROW(ConfigError, "started by mpirun with ", WorldSizeFromEnvironment(),
                  " ranks and a `distributed` solver, but Poseidon was built "
                  "without MPI (USE_MPI=OFF)");
 #endif
@@ -139,7 +134,7 @@ void BindDistributed(py::module_& m) {
 #ifdef USE_MPI
     if (State().comm) return State().comm->size();
 #endif
-    return LaunchedWorldSize();
+    return WorldSizeFromEnvironment();
   }, "The number of ranks of the mpirun job (1 when alone).");
   m.def("is_distributed", [] {
 #ifdef USE_MPI

@@ -30,6 +30,13 @@ struct LocalRank {
 };
 LocalRank LocalRankFromEnvironment();
 
+// The number of processes the launcher started, read before MPI starts, to
+// decide whether to start it: mpirun's OMPI_COMM_WORLD_SIZE, a PMI or PMIx
+// launcher's PMI_SIZE / PMIX_SIZE, and for `srun --mpi=pmix` (which gives a
+// task PMIX_RANK but no size) Slurm's SLURM_STEP_NUM_TASKS or SLURM_NTASKS;
+// 1 when run alone.
+int WorldSizeFromEnvironment();
+
 // The id, from `ids`, that the process `local` uses. With one process on
 // the host, `ids` must name one GPU (ConfigError otherwise, saying how to use
 // several). With several, process k takes ids[k % ids.size()]; `shared` is

@@ -1,11 +1,16 @@
-// Turns SIGINT and SIGHUP into solver actions, as Caffe's tool does: while a
-// SignalHandler lives, the two signals only set flags (the handler itself does
-// nothing else, so it is async-signal-safe), and the solver polls them once
-// per iteration through GetActionFunction(). Defaults as in Caffe: SIGINT
-// stops training (Solve still writes its final snapshot when
-// snapshot_after_train), SIGHUP snapshots and goes on.
+// Turns SIGINT, SIGHUP and, when asked, SIGTERM into solver actions, as
+// Caffe's tool does for the first two: while a SignalHandler lives, the
+// signals only set flags (the handler itself does nothing else but, for
+// SIGTERM, write one line, so it is async-signal-safe), and the solver
+// polls them once per iteration through GetActionFunction(). Defaults as in
+// Caffe: SIGINT stops training (Solve still writes its final snapshot when
+// snapshot_after_train), SIGHUP snapshots and goes on. SIGTERM's default
+// is NONE, which leaves SIGTERM alone: it ends the process at once, as
+// InstallTerminationMessage says (Note [SIGTERM as a solver action] in
+// signal_handler.cpp tells why that stays the default).
 //
-//   SignalHandler handler(FLAGS_sigint_effect, FLAGS_sighup_effect);
+//   SignalHandler handler(FLAGS_sigint_effect, FLAGS_sighup_effect,
+//                         FLAGS_sigterm_effect);
 //   solver->SetActionFunction(handler.GetActionFunction());
 //
 // Thread safety: one SignalHandler may exist at a time in a process (a second
@@ -21,8 +26,9 @@
 
 namespace poseidon {
 
-// Parses a --sigint_effect / --sighup_effect value: "stop", "snapshot" or
-// "none"; anything else throws ConfigError naming `flag_name`.
+// Parses a --sigint_effect / --sighup_effect / --sigterm_effect value:
+// "stop", "snapshot" or "none"; anything else throws ConfigError naming
+// `flag_name`.
 SolverAction ParseSolverAction(const string& value, const string& flag_name);
 
 // Makes a SIGTERM end the process with one line on stderr,
@@ -33,11 +39,13 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name);
 // text is copied, at most 511 bytes. When a thread is waiting (a WaitNote,
 // util/wait_notes.hpp), the line ends "; waiting S s for WHAT" naming the
 // longest wait, or every wait ("; ...; ...") when the environment has
-// POSEIDON_WAIT_NOTES=all at the call. A crash signal (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL)
-// that comes while a SIGTERM is pending or being handled ends the process
-// the same way (Note [Crashes while ending] in signal_handler.cpp); other
-// crashes, and other signals, keep the handlers installed before the first
-// call (glog's failure handler, after GlobalInit).
+// POSEIDON_WAIT_NOTES=all at the call. A crash signal (SIGABRT, SIGSEGV,
+// SIGBUS, SIGFPE, SIGILL) that comes while a SIGTERM is pending or being
+// handled ends the process the same way (Note [Crashes while ending] in
+// signal_handler.cpp); other crashes, and other signals, keep the handlers
+// installed before the first call (glog's failure handler, after
+// GlobalInit). A SignalHandler with a SIGTERM action replaces this handler
+// while it lives, and names `who` in the line it writes.
 void InstallTerminationMessage(const string& who, const string& why);
 
 // Notes the time of every continuation from a stop (SIGSTOP, SIGTSTP, a
@@ -57,15 +65,24 @@ std::chrono::steady_clock::time_point LastContinued();
 
 class SignalHandler {
  public:
-  SignalHandler(SolverAction sigint_action, SolverAction sighup_action);
+  // `sigterm_action` NONE leaves SIGTERM's disposition as it is. STOP or
+  // SNAPSHOT flag it like the others, and the first SIGTERM also writes
+  // "<who>: SIGTERM received: <what happens> (--sigterm_effect=<action>)"
+  // to stderr at once (`who` from InstallTerminationMessage, else
+  // "poseidon").
+  SignalHandler(SolverAction sigint_action, SolverAction sighup_action,
+                SolverAction sigterm_action = SolverAction::NONE);
   // From the flag strings (see ParseSolverAction).
-  SignalHandler(const string& sigint_effect, const string& sighup_effect);
+  SignalHandler(const string& sigint_effect, const string& sighup_effect,
+                const string& sigterm_effect = "none");
   ~SignalHandler();
   SignalHandler(const SignalHandler&) = delete;
   SignalHandler& operator=(const SignalHandler&) = delete;
 
   // Returns (and clears) the action of a signal received since the last
-  // call: SIGHUP's first, then SIGINT's; NONE when neither arrived.
+  // call: SIGHUP's first, then SIGINT's, then SIGTERM's; a signal whose
+  // action is NONE is cleared and skipped. NONE when no signal with an
+  // action arrived.
   SolverAction CheckForSignals() const;
   ActionCallback GetActionFunction();
 
@@ -74,6 +91,7 @@ class SignalHandler {
 
   SolverAction sigint_action_;
   SolverAction sighup_action_;
+  SolverAction sigterm_action_;
 };
 
 }  // namespace poseidon

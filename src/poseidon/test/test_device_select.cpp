@@ -1,6 +1,9 @@
 // --gpu parsing and the mapping of a host's ranks onto its GPUs.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "poseidon/util/device_select.hpp"
@@ -62,6 +65,32 @@ TEST(DeviceSelectTest, ReadsTheLaunchersLocalRank) {
   EXPECT_EQ(local.size, 1);
   unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
   unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
+TEST(DeviceSelectTest, ReadsTheLaunchersWorldSize) {
+  const char* kNames[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                          "PMIX_RANK", "PMI_RANK", "SLURM_STEP_NUM_TASKS",
+                          "SLURM_NTASKS"};
+  std::vector<std::pair<const char*, std::string>> saved;
+  for (const char* name : kNames) {
+    if (const char* value = std::getenv(name)) saved.emplace_back(name, value);
+    unsetenv(name);
+  }
+  EXPECT_EQ(WorldSizeFromEnvironment(), 1);
+  // Inside an allocation but not a task of srun --mpi: alone.
+  setenv("SLURM_NTASKS", "4", 1);
+  EXPECT_EQ(WorldSizeFromEnvironment(), 1);
+  // A task of srun --mpi=pmix: its rank, and the step's size from Slurm.
+  setenv("PMIX_RANK", "1", 1);
+  EXPECT_EQ(WorldSizeFromEnvironment(), 4);
+  setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+  EXPECT_EQ(WorldSizeFromEnvironment(), 2);
+  setenv("PMIX_SIZE", "3", 1);
+  EXPECT_EQ(WorldSizeFromEnvironment(), 3);
+  setenv("OMPI_COMM_WORLD_SIZE", "5", 1);
+  EXPECT_EQ(WorldSizeFromEnvironment(), 5);
+  for (const char* name : kNames) unsetenv(name);
+  for (const auto& [name, value] : saved) setenv(name, value.c_str(), 1);
 }
 
 TEST(DeviceSelectTest, TrainingAloneUsesEveryListedGpu) {

@@ -64,6 +64,23 @@ LocalRank LocalRankFromEnvironment() {
   return local;
 }
 
+int WorldSizeFromEnvironment() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    const int size = EnvInt(name, 0);
+    if (size > 0) return size;
+  }
+  // Only a task of a PMI/PMIx launch: a job step's shell or a lone
+  // poseidon_train inside an allocation also sees SLURM_NTASKS.
+  if (std::getenv("PMIX_RANK") != nullptr ||
+      std::getenv("PMI_RANK") != nullptr) {
+    for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}) {
+      const int size = EnvInt(name, 0);
+      if (size > 0) return size;
+    }
+  }
+  return 1;
+}
+
 int GpuForLocalRank(const std::vector<int>& ids, const LocalRank& local,
                     bool* shared) {
   POSEIDON_REQUIRE(!ids.empty(), ConfigError, "no GPU to choose from");

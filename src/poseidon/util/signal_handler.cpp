@@ -1,4 +1,5 @@
-// SIGINT/SIGHUP -> SolverAction through flags set by a minimal handler.
+// SIGINT/SIGHUP/SIGTERM -> SolverAction through flags set by a minimal
+// handler; SIGTERM's one-line ending; SIGCONT bookkeeping.
 #include "poseidon/util/signal_handler.hpp"
 
 #include <poll.h>
@@ -25,15 +26,34 @@ static_assert(std::atomic<bool>::is_always_lock_free,
 
 std::atomic<bool> g_got_sigint{false};
 std::atomic<bool> g_got_sighup{false};
+std::atomic<bool> g_got_sigterm{false};
 std::atomic<bool> g_installed{false};
 struct sigaction g_old_sigint;
 struct sigaction g_old_sighup;
+struct sigaction g_old_sigterm;  // saved only while SIGTERM has an action
+
+// The line the first SIGTERM writes (see SignalHandler); composed by
+// SignalHandler::Install before the handler is installed, read only by the
+// handler. For a snapshot, every SIGTERM that finds no request pending
+// writes it; for a stop, only the first (mpirun and Slurm each send one).
+char g_sigterm_line[640];
+std::atomic<size_t> g_sigterm_length{0};
+std::atomic<bool> g_sigterm_every{false};
+std::atomic<bool> g_sigterm_written{false};
 
 extern "C" void HandleSignal(int signal) {
   if (signal == SIGINT) {
     g_got_sigint.store(true);
   } else if (signal == SIGHUP) {
     g_got_sighup.store(true);
+  } else if (signal == SIGTERM) {
+    const bool pending = g_got_sigterm.exchange(true);
+    const size_t length = g_sigterm_length.load();
+    if (!pending && length > 0 &&
+        (g_sigterm_every.load() || !g_sigterm_written.exchange(true))) {
+      ssize_t unused = ::write(STDERR_FILENO, g_sigterm_line, length);
+      (void)unused;
+    }
   }
 }
 
@@ -42,9 +62,12 @@ extern "C" void HandleSignal(int signal) {
 namespace {
 
 // The line a SIGTERM prints (see InstallTerminationMessage); written before
-// the handler is installed, read only by the handlers.
+// the handler is installed, read only by the handlers. Its first
+// g_term_who_length bytes are the "<who>" part, which the line of a SIGTERM
+// with an action (SignalHandler) begins with too.
 char g_term_line[512];
 std::atomic<size_t> g_term_length{0};
+std::atomic<size_t> g_term_who_length{0};
 // Set when a SIGTERM handler starts; the first thread to set
 // g_term_printed prints the line.
 std::atomic<bool> g_terminating{false};
@@ -144,6 +167,7 @@ void InstallTerminationMessage(const string& who, const string& why) {
   const string line = StrCat(who, ": ", why, "\n");
   g_term_length = 0;  // the handler prints nothing while the text changes
   const size_t length = std::min(line.size(), sizeof(g_term_line) - 1);
+  g_term_who_length = std::min(who.size(), length);
   std::memcpy(g_term_line, line.data(), length);
   if (length > 0 && g_term_line[length - 1] != '\n') {
     g_term_line[length - 1] = '\n';
@@ -263,18 +287,67 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name) {
                  " (expected stop, snapshot or none)");
 }
 
+// Note [SIGTERM as a solver action]
+// SIGTERM is what ends a job from outside: mpirun sends it to every other
+// rank when one rank fails or when mpirun itself is sent SIGTERM (Open MPI
+// 4.1: SIGCONT, odls_base_sigkill_timeout seconds later SIGTERM, as many
+// seconds later SIGKILL; 1 s by default), and a batch scheduler sends it
+// at a job's time limit or when the job is cancelled (Slurm: SIGCONT and
+// SIGTERM to every process of the job, then SIGKILL KillWait seconds
+// later, 30 by default). --sigterm_effect=stop turns it into the solver's
+// STOP: the iteration under way finishes, every rank stops at the same
+// iteration (dist/action_agreement.hpp: one rank's request is enough),
+// Solve writes its snapshot, and the process exits 0, so a job cut by its
+// time limit resumes from where it was cut.
+//
+// The default stays NONE (SIGTERM ends the process at once, with the one
+// line of InstallTerminationMessage, status 143) because the same signal
+// also ends failed jobs. A rank that treated mpirun's SIGTERM as STOP would
+// go on to its next exchange with the rank that just died, fail or wait
+// there (--comm_timeout), and be killed by mpirun's SIGKILL a second later;
+// test_rank_failure.sh expects each surviving rank to end at the SIGTERM
+// with its one line. A stop can never make a job outlive its launcher:
+// mpirun and Slurm both follow the SIGTERM with SIGKILL. For that case
+// --sigterm_effect=stop adds the line the handler writes at the first
+// SIGTERM, so each rank still says what came. docs/slurm.md tells how to
+// give a stop enough time (KillWait, and mpirun's odls_base_sigkill_timeout,
+// which otherwise cuts the grace to 2 seconds).
 SignalHandler::SignalHandler(SolverAction sigint_action,
-                             SolverAction sighup_action)
-    : sigint_action_(sigint_action), sighup_action_(sighup_action) {
+                             SolverAction sighup_action,
+                             SolverAction sigterm_action)
+    : sigint_action_(sigint_action),
+      sighup_action_(sighup_action),
+      sigterm_action_(sigterm_action) {
   Install();
 }
 
 SignalHandler::SignalHandler(const string& sigint_effect,
-                             const string& sighup_effect)
+                             const string& sighup_effect,
+                             const string& sigterm_effect)
     : sigint_action_(ParseSolverAction(sigint_effect, "--sigint_effect")),
-      sighup_action_(ParseSolverAction(sighup_effect, "--sighup_effect")) {
+      sighup_action_(ParseSolverAction(sighup_effect, "--sighup_effect")),
+      sigterm_action_(ParseSolverAction(sigterm_effect, "--sigterm_effect")) {
   Install();
 }
+
+namespace {
+
+// The line the first SIGTERM writes for `action` (STOP or SNAPSHOT).
+string SigtermLine(SolverAction action) {
+  const size_t who_length = g_term_who_length.load();
+  const string who = g_term_length.load() > 0 && who_length > 0
+                         ? string(g_term_line, who_length)
+                         : string("poseidon");
+  const char* what =
+      action == SolverAction::STOP
+          ? "stopping at the end of an iteration, with a snapshot unless "
+            "snapshot_after_train is false (--sigterm_effect=stop)"
+          : "snapshotting at the end of an iteration, then training on "
+            "(--sigterm_effect=snapshot)";
+  return StrCat(who, ": SIGTERM received: ", what, "\n");
+}
+
+}  // namespace
 
 void SignalHandler::Install() {
   bool expected = false;
@@ -283,32 +356,61 @@ void SignalHandler::Install() {
                    "SignalHandler");
   g_got_sigint = false;
   g_got_sighup = false;
+  g_got_sigterm = false;
+  const bool term = sigterm_action_ != SolverAction::NONE;
+  if (term) {
+    const string line = SigtermLine(sigterm_action_);
+    g_sigterm_length = 0;
+    const size_t length = std::min(line.size(), sizeof(g_sigterm_line));
+    std::memcpy(g_sigterm_line, line.data(), length);
+    g_sigterm_line[length - 1] = '\n';
+    g_sigterm_every = sigterm_action_ == SolverAction::SNAPSHOT;
+    g_sigterm_written = false;
+    g_sigterm_length = length;
+  }
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = &HandleSignal;
   action.sa_flags = SA_RESTART;
   sigfillset(&action.sa_mask);  // block other signals while flagging
-  if (sigaction(SIGINT, &action, &g_old_sigint) != 0 ||
-      sigaction(SIGHUP, &action, &g_old_sighup) != 0) {
+  // SIGTERM keeps its disposition unless it has an action (Note [SIGTERM as
+  // a solver action]).
+  const bool int_set = sigaction(SIGINT, &action, &g_old_sigint) == 0;
+  const bool hup_set =
+      int_set && sigaction(SIGHUP, &action, &g_old_sighup) == 0;
+  const bool all_set =
+      hup_set && (!term || sigaction(SIGTERM, &action, &g_old_sigterm) == 0);
+  if (!all_set) {
     const int err = errno;
+    if (hup_set) sigaction(SIGHUP, &g_old_sighup, nullptr);
+    if (int_set) sigaction(SIGINT, &g_old_sigint, nullptr);
     g_installed = false;
-    POSEIDON_THROW(
-        Error, "cannot install SIGINT/SIGHUP handlers: ", std::strerror(err));
+    POSEIDON_THROW(Error, "cannot install the SIGINT/SIGHUP",
+                   term ? "/SIGTERM" : "", " handlers: ", std::strerror(err));
   }
 }
 
 SignalHandler::~SignalHandler() {
   if (sigaction(SIGINT, &g_old_sigint, nullptr) != 0 ||
-      sigaction(SIGHUP, &g_old_sighup, nullptr) != 0) {
-    LOG(ERROR) << "cannot restore the SIGINT/SIGHUP handlers: "
+      sigaction(SIGHUP, &g_old_sighup, nullptr) != 0 ||
+      (sigterm_action_ != SolverAction::NONE &&
+       sigaction(SIGTERM, &g_old_sigterm, nullptr) != 0)) {
+    LOG(ERROR) << "cannot restore the SIGINT/SIGHUP/SIGTERM handlers: "
                << std::strerror(errno);
   }
   g_installed = false;
 }
 
 SolverAction SignalHandler::CheckForSignals() const {
-  if (g_got_sighup.exchange(false)) return sighup_action_;
-  if (g_got_sigint.exchange(false)) return sigint_action_;
+  // A flag whose action is NONE is cleared and passed over, so it cannot
+  // hold back another signal's action for a poll.
+  if (g_got_sighup.exchange(false) && sighup_action_ != SolverAction::NONE) {
+    return sighup_action_;
+  }
+  if (g_got_sigint.exchange(false) && sigint_action_ != SolverAction::NONE) {
+    return sigint_action_;
+  }
+  if (g_got_sigterm.exchange(false)) return sigterm_action_;
   return SolverAction::NONE;
 }
 
