@@ -2,7 +2,7 @@
 # and the Python wheel (pyproject.toml) put where. Four components:
 #
 #   runtime  bin/: poseidon_train, the data tools (partition_data too), psd_run;
-#            lib/libposeidon.so; share/poseidon/: caffe.proto and the log
+#            lib/libposeidon.so and its image codecs plugin; share/poseidon/: caffe.proto and the log
 #            tools (parse_log.py, plot_training_log.py)
 #   dev      include/poseidon/ (with the generated proto/caffe.pb.h and
 #            version.hpp),
@@ -46,6 +46,11 @@ install(TARGETS ${POSEIDON_INSTALLED_TOOLS}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 install(TARGETS poseidon
   LIBRARY DESTINATION ${POSEIDON_INSTALL_LIBDIR} COMPONENT runtime)
+# The image codecs plugin goes beside the library, where it is looked for.
+if(TARGET poseidon_imgcodecs)
+  install(TARGETS poseidon_imgcodecs
+    LIBRARY DESTINATION ${POSEIDON_INSTALL_LIBDIR} COMPONENT runtime)
+endif()
 # (scripts/partition_data only finds the build tree's tool, which bin/ holds
 # itself.)
 install(PROGRAMS scripts/psd_run
@@ -111,6 +116,10 @@ if(BUILD_python)
   # launcher as a module the psd_run console script runs.
   install(TARGETS poseidon
     LIBRARY DESTINATION caffe COMPONENT wheel EXCLUDE_FROM_ALL)
+  if(TARGET poseidon_imgcodecs)
+    install(TARGETS poseidon_imgcodecs
+      LIBRARY DESTINATION caffe COMPONENT wheel EXCLUDE_FROM_ALL)
+  endif()
   install(TARGETS ${POSEIDON_INSTALLED_TOOLS}
     RUNTIME DESTINATION caffe/bin COMPONENT wheel EXCLUDE_FROM_ALL)
   install(FILES scripts/psd_run RENAME _psd_run.py

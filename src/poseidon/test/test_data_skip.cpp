@@ -7,13 +7,13 @@
 
 #ifdef USE_OPENCV
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #endif
 
 #include <fstream>
 #include <functional>
 #include <memory>
 
+#include "poseidon/util/image_codecs.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/solver.hpp"
 #include "poseidon/solver_factory.hpp"
@@ -124,7 +124,7 @@ TEST(DataSkipTest, ImageDataShufflesAtEachEpoch) {
   for (int i = 0; i < 4; ++i) {
     cv::Mat image(3, 5, CV_8UC1);
     for (int p = 0; p < 15; ++p) image.data[p] = static_cast<uchar>(i * 20 + p);
-    cv::imwrite(StrCat(dir, "/", i, ".png"), image);
+    codecs::Write(StrCat(dir, "/", i, ".png"), image);
     list << i << ".png " << i << "\n";
   }
   list.close();

@@ -3,10 +3,10 @@
 
 #include <memory>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <set>
 
 #include "data_layer_device_check.hpp"
+#include "poseidon/util/image_codecs.hpp"
 #include "poseidon/layers/image_data_layer.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
@@ -32,7 +32,7 @@ class ImageDataLayerTest : public test::MultiDeviceTest<TypeParam> {
       const cv::Mat image(4, 5, CV_8UC3,
                           cv::Scalar(10 * i, 10 * i + 1, 10 * i + 2));
       const string name = "img" + std::to_string(i) + ".png";
-      CHECK(cv::imwrite(dir_ + name, image));
+      CHECK(codecs::Write(dir_ + name, image));
       list += name + " " + std::to_string(100 + i) + "\n";
     }
     WriteFileAtomically(dir_ + "list.txt", list);
@@ -165,7 +165,7 @@ TYPED_TEST(ImageDataLayerTest, UnreadableImageIsNamed) {
 
 TYPED_TEST(ImageDataLayerTest, ImagesOfAnotherSizeInABatch) {
   using Dtype = typename TypeParam::Dtype;
-  CHECK(cv::imwrite(this->dir_ + "big.png", cv::Mat(6, 6, CV_8UC3)));
+  CHECK(codecs::Write(this->dir_ + "big.png", cv::Mat(6, 6, CV_8UC3)));
   WriteFileAtomically(this->dir_ + "list.txt", "img0.png 1\nbig.png 2\n");
   ImageDataLayer<Dtype> layer(this->Param(2));
   layer.SetUp({}, this->top_);

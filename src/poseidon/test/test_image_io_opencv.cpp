@@ -2,11 +2,13 @@
 // decoding, Datum conversion, list files.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
+#include <opencv2/imgcodecs.hpp>  // IMREAD_* flags
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include "poseidon/data_transformer.hpp"
+#include "poseidon/util/image_codecs.hpp"
 #include "poseidon/util/image_io.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
@@ -26,7 +28,7 @@ cv::Mat TestImage() {
 
 string WritePng(const cv::Mat& image) {
   const string path = test::MakeTempDir() + "/image.png";
-  CHECK(cv::imwrite(path, image));
+  CHECK(codecs::Write(path, image));
   return path;
 }
 
@@ -100,7 +102,7 @@ TEST(ImageIOTest, ErrorsNameTheImage) {
 // errors naming the image, never as a foreign exception.
 TEST(ImageIOTest, OpenCvExceptionsBecomeErrors) {
   const string dir = test::MakeTempDir();
-  ASSERT_TRUE(cv::imwrite(dir + "/small.png", cv::Mat(3, 4, CV_8UC3,
+  ASSERT_TRUE(codecs::Write(dir + "/small.png", cv::Mat(3, 4, CV_8UC3,
                                                       cv::Scalar(1, 2, 3))));
   Datum datum;
   try {
@@ -193,6 +195,38 @@ TYPED_TEST(ImageTransformTest, EncodedDatumsHonourForceColorAndGray) {
   Blob<Dtype> rgb({1, 3, 2, 2});
   color.Transform(datum, &rgb);
   for (int i = 0; i < 12; ++i) EXPECT_EQ(rgb.cpu_data()[i], 9);
+}
+
+// The codecs come from the plugin beside the library; the library itself
+// does not link OpenCV's imgcodecs, whose dependencies (GDAL and some 150
+// libraries) cost every process 0.2 s at start.
+TEST(ImageCodecsTest, PluginBesideTheLibraryRoundTripsAnImage) {
+  const string plugin = codecs::PluginPath();
+  EXPECT_EQ(plugin, StrCat(POSEIDON_BINARY_DIR, "/lib/libposeidon_imgcodecs.so"));
+  EXPECT_TRUE(FileExists(plugin)) << plugin;
+  std::vector<uchar> bytes;
+  ASSERT_TRUE(codecs::Encode(".png", TestImage(), &bytes));
+  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
+                       bytes.data());
+  const cv::Mat decoded = codecs::Decode(buffer, cv::IMREAD_COLOR);
+  ASSERT_EQ(decoded.size(), TestImage().size());
+  EXPECT_EQ(cv::norm(decoded, TestImage(), cv::NORM_INF), 0);
+  EXPECT_TRUE(codecs::Read(test::MakeTempDir() + "/none.png",
+                           cv::IMREAD_COLOR).empty());
+}
+
+TEST(ImageCodecsTest, LibraryDoesNotLinkImgcodecs) {
+  const string command =
+      StrCat("ldd '", POSEIDON_BINARY_DIR, "/lib/libposeidon.so' 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  string out;
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof(chunk), pipe)) > 0) out.append(chunk, n);
+  ASSERT_EQ(pclose(pipe), 0) << out;
+  EXPECT_NE(out.find("libopencv_core"), string::npos) << out;
+  EXPECT_EQ(out.find("libopencv_imgcodecs"), string::npos) << out;
 }
 
 }  // namespace

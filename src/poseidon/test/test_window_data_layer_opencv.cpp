@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <memory>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "data_layer_device_check.hpp"
+#include "poseidon/util/image_codecs.hpp"
 #include "poseidon/layers/window_data_layer.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
@@ -42,7 +42,7 @@ class WindowDataLayerTest : public test::MultiDeviceTest<TypeParam> {
   void Image(const string& name, int width, int height, Colour colour) {
     const cv::Mat image(height, width, CV_8UC3,
                         cv::Scalar(colour.b, colour.g, colour.r));
-    CHECK(cv::imwrite(dir_ + name, image));
+    CHECK(codecs::Write(dir_ + name, image));
   }
 
   // Writes the window file; returns its path.

@@ -1,5 +1,6 @@
-// Image reading, encoding and Datum conversion with OpenCV (core, imgproc,
-// imgcodecs only), and the image list parser.
+// Image reading, encoding and Datum conversion with OpenCV (core and
+// imgproc here; the codecs through the plugin of image_codecs.hpp), and the
+// image list parser.
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -7,9 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgcodecs.hpp>  // the IMREAD_* flags (constants only)
 #include <opencv2/imgproc.hpp>
 
+#include "poseidon/util/image_codecs.hpp"
 #include "poseidon/util/image_io.hpp"
 #include "poseidon/util/io.hpp"
 
@@ -53,7 +55,7 @@ cv::Mat Decode(const Datum& datum, int flags) {
   cv::Mat image = CallOpenCV(what, [&] {
     const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
                          const_cast<char*>(bytes.data()));
-    return cv::imdecode(buffer, flags);
+    return codecs::Decode(buffer, flags);
   });
   POSEIDON_REQUIRE(!image.empty(), IOError, what,
                    ": not an image OpenCV can read");
@@ -72,8 +74,8 @@ cv::Mat ReadImageToCVMat(const string& filename, int height, int width,
                    filename, "': no such file");
   const string what = StrCat("cannot read image '", filename, "'");
   cv::Mat image = CallOpenCV(what, [&] {
-    return cv::imread(filename,
-                      is_color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
+    return codecs::Read(filename,
+                        is_color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
   });
   POSEIDON_REQUIRE(!image.empty(), IOError, what,
                    ": not an image OpenCV can decode");
@@ -118,7 +120,7 @@ void ReadImageToDatum(const string& filename, int label, int height, int width,
       StrCat("cannot encode '", filename, "' as '", encoding, "'");
   bool encoded = false;
   try {
-    encoded = cv::imencode("." + encoding, image, buffer);
+    encoded = codecs::Encode("." + encoding, image, &buffer);
   } catch (const cv::Exception& e) {
     POSEIDON_THROW(ConfigError, what, ": OpenCV failed: ",
                    e.err.empty() ? string(e.what()) : e.err);

@@ -7,7 +7,6 @@
 #include <google/protobuf/text_format.h>
 
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "fuzz_common.hpp"
 #include "fuzz_dist.hpp"
 #include "fuzz_input.hpp"
+#include "poseidon/util/image_codecs.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/db.hpp"
@@ -247,7 +247,7 @@ vector<cv::Mat> Images(int n) {
 
 std::string Encode(const cv::Mat& image, const std::string& ext) {
   std::vector<uchar> bytes;
-  CHECK(cv::imencode(ext, image, bytes)) << ext;
+  CHECK(poseidon::codecs::Encode(ext, image, &bytes)) << ext;
   return std::string(bytes.begin(), bytes.end());
 }
 
