@@ -152,6 +152,11 @@ def bench_gemm_of_executable(path):
 def parse_bench_gemm(text, n):
     """(GFLOP/s of the avx512 column for the square n product, thread
     count) from bench_gemm's output; raises RuntimeError if absent."""
+    # On a CPU without AVX-512 bench_gemm says so and fills the column with
+    # zeros.
+    if "not on this CPU" in text:
+        raise RuntimeError("Poseidon's AVX-512 kernel does not run on this "
+                           "CPU")
     columns, threads = None, None
     for line in text.splitlines():
         m = re.match(r"== (\d+) thread", line)
@@ -167,9 +172,6 @@ def parse_bench_gemm(text, n):
             if "avx512" not in columns:
                 break
             return float(values[columns.index("avx512")]), threads
-    if "not on this CPU" in text:
-        raise RuntimeError("Poseidon's AVX-512 kernel does not run on this "
-                           "CPU")
     raise RuntimeError("bench_gemm printed no avx512 figure for the square "
                        "%d product" % n)
 

@@ -407,6 +407,14 @@ def test_bench_gemm_avx512_column_is_parsed():
                                 "on this CPU\nGFLOP/s,")
     with pytest.raises(RuntimeError, match="does not run on this CPU"):
         cpu_peak.parse_bench_gemm(without, 2048)
+    # What bench_gemm prints on a CPU without AVX-512: the column is there,
+    # filled with zeros (a figure of 0 would divide by zero).
+    zeros = BENCH_GEMM_OUTPUT.replace("455.8", "0.0").replace(
+        "412.8", "0.0").replace("GFLOP/s,", "Poseidon's AVX-512 kernel: not "
+                                "on this CPU (or POSEIDON_KERNELS=blas)\n"
+                                "GFLOP/s,")
+    with pytest.raises(RuntimeError, match="does not run on this CPU"):
+        cpu_peak.parse_bench_gemm(zeros, 2048)
 
 
 def test_poseidon_gemm_peak_runs_bench_gemm():
