@@ -29,7 +29,7 @@ ARCHIVE=$PACK_DIR/poseidon_gpu.tar.xz
 pack() {
   set -e
   local build=${BUILD_DIR:-build-gpu-pack}
-  bash scripts/install_deps.sh
+  bash scripts/install_deps.sh --tests
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DUSE_CUDA=ON \
     -DUSE_CUDNN=ON -DUSE_OPENCV=OFF -DUSE_HDF5=OFF -DUSE_MPI=OFF \
     -DUSE_DNNL=OFF -DBUILD_python=OFF >/dev/null
@@ -184,8 +184,9 @@ case "${1:-}" in
     ;;
   "")
     build=${BUILD_DIR:-build-cuda}
-    bash scripts/install_deps.sh || exit 1
-    BUILD_DIR=$build bash scripts/build.sh -DUSE_CUDA=ON -DUSE_CUDNN=ON || exit 1
+    bash scripts/install_deps.sh --tests || exit 1
+    BUILD_DIR=$build bash scripts/build.sh -DUSE_CUDA=ON -DUSE_CUDNN=ON \
+      -DBUILD_TESTS=ON || exit 1
     find_cuda_libs
     checks "$build/tools" "$build/test/poseidon_tests" \
       /usr/share/datasets/fashion-mnist

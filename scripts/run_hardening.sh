@@ -69,7 +69,7 @@ skip() {
 }
 
 if ! command -v clang++ > /dev/null; then
-  echo "hardening: clang++ is missing; run scripts/install_deps.sh"
+  echo "hardening: clang++ is missing; run scripts/install_deps.sh --tests"
   echo "hardening: 0 passed, 1 failed, 0 skipped"
   exit 1
 fi
