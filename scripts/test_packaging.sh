@@ -56,6 +56,7 @@ DEB=$(ls -t dist/poseidon_*.deb | head -1)
 dpkg-deb -c "$DEB" | awk '{print $6}' | sed 's|^\./|/|' > "$WORK/deb_files.txt"
 for f in /usr/bin/poseidon_train /usr/bin/psd_run /usr/bin/convert_mnist_data \
          /usr/bin/compute_image_mean /usr/lib/libposeidon.so \
+         /usr/lib/libposeidon_imgcodecs.so \
          /usr/include/poseidon/net.hpp /usr/include/poseidon/proto/caffe.pb.h \
          /usr/lib/cmake/Poseidon/PoseidonConfig.cmake \
          /usr/lib/pkgconfig/poseidon.pc \
@@ -107,6 +108,21 @@ EOF
                                 tail -1))"
   else
     fail "$name: training exit $rc:"; tail -15 "$dir/train.log"
+  fi
+}
+
+# convert_png NAME TOOL: the installed convert_imageset reads a PNG
+# through the image codecs plugin installed beside the library.
+convert_png() {
+  local name=$1 tool=$2 dir="$WORK/imageset_$1"
+  mkdir -p "$dir"
+  echo "lenet_curve.png 3" > "$dir/list.txt"
+  if "$tool" --resize_height=16 --resize_width=16 "$ROOT/docs/images/" \
+       "$dir/list.txt" "$dir/lmdb" > "$dir/log" 2>&1 &&
+     grep -q "Wrote 1 images" "$dir/log"; then
+    ok "$name: convert_imageset decodes a PNG (image codecs plugin)"
+  else
+    fail "$name: convert_imageset:"; tail -5 "$dir/log"
   fi
 }
 
@@ -173,6 +189,7 @@ ldd "$PREFIX/bin/poseidon_train" | grep libposeidon > "$WORK/ldd.txt"
 expect_in "prefix: tools load the prefix's libposeidon" \
   "$PREFIX/bin/../lib/libposeidon.so" "$WORK/ldd.txt"
 train_lenet prefix "$PREFIX/bin/poseidon_train" "$PREFIX/bin/convert_mnist_data"
+convert_png prefix "$PREFIX/bin/convert_imageset"
 cpp_consumer prefix -DCMAKE_PREFIX_PATH="$PREFIX"
 if g++ -o "$WORK/consumer_pc" "$WORK/consumer.cpp" \
      $(PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config --cflags --libs poseidon) \
@@ -206,6 +223,7 @@ else
         fail "deb: $tool is '$(command -v $tool)'"
     done
     train_lenet deb /usr/bin/poseidon_train /usr/bin/convert_mnist_data
+    convert_png deb /usr/bin/convert_imageset
     (cd "$WORK" && /usr/bin/python3 -c \
       'import caffe, poseidon; print(caffe.__file__); n = caffe.Net("'"$ROOT"'/models/lenet/deploy.prototxt", caffe.TEST); print(n.forward()["prob"].shape)') \
       > "$WORK/deb_py.txt" 2>&1
@@ -240,6 +258,7 @@ if [ -n "$WHEEL" ]; then
     "$VENV/bin/poseidon_train" --version > "$WORK/wversion.txt" 2>&1
     expect_in "wheel: poseidon_train --version" "0.1.0" "$WORK/wversion.txt"
     train_lenet wheel "$VENV/bin/poseidon_train" "$VENV/bin/convert_mnist_data"
+    convert_png wheel "$VENV/bin/convert_imageset"
     "$VENV/bin/psd_run" --dry-run -c examples/cluster/config.json \
       "poseidon_train train --solver=s.prototxt" > "$WORK/wpsd.txt" 2>&1
     expect_in "wheel: psd_run --dry-run" "mpirun " "$WORK/wpsd.txt"
