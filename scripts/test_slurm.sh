@@ -40,10 +40,8 @@ BUILD_DIR=$(cd "$1" 2>/dev/null && pwd) ||
 TRAIN="$BUILD_DIR/tools/poseidon_train"
 REPO=$(pwd)
 
-passed=0
-failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL $*"; failed=$((failed + 1)); }
+source "$REPO/src/poseidon/test/scripts/test_lib.sh"
+# test_lib's checks, with this script's own closing line.
 finish() {
   echo "slurm: $passed passed, $failed failed"
   [ "$failed" -eq 0 ] && exit 0
@@ -200,17 +198,7 @@ fi
 ok "one-node cluster up: $HOST, $CPUS CPUs, idle"
 
 # --- the net ---------------------------------------------------------------
-cat > "$TMP/job/net.prototxt" <<'EOF'
-name: "tiny"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-  dummy_data_param { shape { dim: 8 dim: 16 } shape { dim: 8 }
-    data_filler { type: "gaussian" }
-    data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label"
-  top: "loss" }
-EOF
+write_tiny_net "$TMP/job/net.prototxt"
 # solver FILE PREFIX MAX_ITER
 solver() {
   cat > "$1" <<EOF

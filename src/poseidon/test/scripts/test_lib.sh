@@ -77,3 +77,20 @@ fatal() {
   fail "$@"
   finish
 }
+
+# write_tiny_net FILE: a net that needs no data (DummyData of batch 8, one
+# InnerProduct, SoftmaxWithLoss) and trains thousands of iterations a
+# second, for the tests of training's mechanics (signals, ranks, launchers).
+write_tiny_net() {
+  cat > "$1" <<'EOF'
+name: "tiny"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+  dummy_data_param { shape { dim: 8 dim: 16 } shape { dim: 8 }
+    data_filler { type: "gaussian" }
+    data_filler { type: "constant" value: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+  inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label"
+  top: "loss" }
+EOF
+}

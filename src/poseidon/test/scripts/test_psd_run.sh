@@ -554,17 +554,7 @@ if [ -z "$TRAIN" ]; then
   echo "skip poseidon_train run: no BUILD_DIR/tools/poseidon_train"
   finish
 fi
-cat > net.prototxt <<'EOF'
-name: "tiny"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-  dummy_data_param { shape { dim: 4 dim: 8 } shape { dim: 4 }
-    data_filler { type: "gaussian" }
-    data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label"
-  top: "loss" }
-EOF
+write_tiny_net net.prototxt
 cat > solver.prototxt <<EOF
 net: "$WORK/net.prototxt"
 base_lr: 0.01 lr_policy: "fixed" max_iter: 4 display: 1

@@ -16,17 +16,7 @@ TRAIN="$BUILD_DIR/tools/poseidon_train"
 make_workdir poseidon_rankfail
 export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-cat > "$WORK/net.prototxt" <<'EOF'
-name: "tiny"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-  dummy_data_param { shape { dim: 8 dim: 16 } shape { dim: 8 }
-    data_filler { type: "gaussian" }
-    data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label"
-  top: "loss" }
-EOF
+write_tiny_net "$WORK/net.prototxt"
 cat > "$WORK/solver.prototxt" <<EOF
 net: "$WORK/net.prototxt"
 base_lr: 0.01 lr_policy: "fixed" max_iter: 100000000 display: 0

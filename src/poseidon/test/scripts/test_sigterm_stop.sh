@@ -31,17 +31,7 @@ TRAIN="$BUILD_DIR/tools/poseidon_train"
 make_workdir poseidon_sigterm
 export POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
-cat > "$WORK/net.prototxt" <<'EOF'
-name: "tiny"
-layer { name: "data" type: "DummyData" top: "data" top: "label"
-  dummy_data_param { shape { dim: 8 dim: 16 } shape { dim: 8 }
-    data_filler { type: "gaussian" }
-    data_filler { type: "constant" value: 1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
-  inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label"
-  top: "loss" }
-EOF
+write_tiny_net "$WORK/net.prototxt"
 
 # solver FILE PREFIX MAX_ITER [DISPLAY]: the tiny net, no scheduled
 # snapshots, a log line every DISPLAY (default 100) iterations.
