@@ -39,6 +39,51 @@ struct TensorLayout {
 // cuDNN needs one (an empty blob has no descriptor).
 TensorLayout PackedLayout(const std::vector<int>& shape);
 
+// Filter dims (out_channels, in_channels per group, kernel...) as
+// cudnnSetFilterNdDescriptor takes them: padded with trailing 1s to
+// kMinDims, as tensors are, so a 1-D filter K x C x L is K x C x L x 1.
+std::vector<int> PaddedFilterDims(const std::vector<int>& dims);
+
+// Per-spatial-axis convolution parameters as cudnnSetConvolutionNdDescriptor
+// takes them. cuDNN's convolutions are at least 2-D: a 1-D one gets a
+// trailing axis with pad 0, stride 1, dilation 1 (matching the trailing 1
+// of its padded tensors and filter).
+struct ConvolutionArrays {
+  std::vector<int> pad, stride, dilation;
+};
+ConvolutionArrays PaddedConvolutionArrays(const std::vector<int>& pad,
+                                          const std::vector<int>& stride,
+                                          const std::vector<int>& dilation);
+
+// Per-spatial-axis pooling parameters as cudnnSetPoolingNdDescriptor takes
+// them, at least 2-D: a missing axis gets window 1, pad 0, stride 1.
+struct PoolingArrays {
+  std::vector<int> window, pad, stride;
+};
+PoolingArrays PaddedPoolingArrays(const std::vector<int>& window,
+                                  const std::vector<int>& pad,
+                                  const std::vector<int>& stride);
+
+// The dims of one grouped convolution's descriptors, in convolution terms
+// (x input, w filter, y output; for a Deconvolution x is its top and y its
+// bottom), with N images and G groups:
+//   x    = (N, C_in, in_spatial...)
+//   w    = (C_out, C_in / G, kernel...)   cuDNN slices the channels by G
+//   y    = (N, C_out, out_spatial...)
+//   bias = (1, bias_channels, 1, ...)     with the rank of x
+// Unpadded (PackedLayout and PaddedFilterDims pad them). Throws ShapeError
+// when G does not divide C_in and C_out, or the spatial lists differ in
+// length.
+struct ConvolutionDims {
+  std::vector<int> x, w, y, bias;
+};
+ConvolutionDims ConvolutionTensorDims(int num, int in_channels,
+                                      int out_channels, int groups,
+                                      const std::vector<int>& in_spatial,
+                                      const std::vector<int>& kernel,
+                                      const std::vector<int>& out_spatial,
+                                      int bias_channels);
+
 #ifdef USE_CUDNN
 
 template <typename Dtype>

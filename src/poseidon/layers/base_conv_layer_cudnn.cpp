@@ -50,18 +50,20 @@ void BaseConvolutionLayer<Dtype>::CudnnReshape() {
   if (gpu_engine_ != GpuEngine::kCudnn || num_ == 0) return;
   if (cudnn_ == nullptr) cudnn_ = std::make_shared<CudnnConvState>();
   CudnnConvState& st = *cudnn_;
+  // The spatial dims follow the channels in conv_input_shape_ (im2col
+  // side) and the column count in col_shape_ (GEMM side); the bias is on
+  // the top's num_output channels.
+  const cudnn::ConvolutionDims dims = cudnn::ConvolutionTensorDims(
+      num_, conv_in_channels_, conv_out_channels_, group_,
+      std::vector<int>(conv_input_shape_.begin() + 1, conv_input_shape_.end()),
+      kernel_shape_, std::vector<int>(col_shape_.begin() + 1, col_shape_.end()),
+      num_output_);
   cudnn::ConvAlgoKey key;
   key.device = Poseidon::device();
   key.data_type = cudnn::DataType<Dtype>();
-  key.input = {num_, conv_in_channels_};
-  key.input.insert(key.input.end(), conv_input_shape_.begin() + 1,
-                   conv_input_shape_.end());
-  key.output = {num_, conv_out_channels_};
-  key.output.insert(key.output.end(), col_shape_.begin() + 1,
-                    col_shape_.end());
-  key.filter = {conv_out_channels_, conv_in_channels_ / group_};
-  key.filter.insert(key.filter.end(), kernel_shape_.begin(),
-                    kernel_shape_.end());
+  key.input = dims.x;
+  key.output = dims.y;
+  key.filter = dims.w;
   key.pad = pad_;
   key.stride = stride_;
   key.dilation = dilation_;
@@ -74,14 +76,11 @@ void BaseConvolutionLayer<Dtype>::CudnnReshape() {
   if (st.built && st.key == key) return;
 
   const cudnnDataType_t type = cudnn::DataType<Dtype>();
-  st.x.Set(cudnn::PackedLayout(key.input), type);
-  st.y.Set(cudnn::PackedLayout(key.output), type);
-  st.w.Set(key.filter, type);
+  st.x.Set(cudnn::PackedLayout(dims.x), type);
+  st.y.Set(cudnn::PackedLayout(dims.y), type);
+  st.w.Set(dims.w, type);
   st.conv.Set(pad_, stride_, dilation_, group_, type);
-  // (1, num_output, 1, ...) with the rank of the top.
-  std::vector<int> bias_dims(key.input.size(), 1);
-  bias_dims[1] = num_output_;
-  st.bias.Set(cudnn::PackedLayout(bias_dims), type);
+  st.bias.Set(cudnn::PackedLayout(dims.bias), type);
   st.key = key;
   st.built = true;
   st.forward_known = st.data_known = st.filter_known = false;

@@ -1,9 +1,11 @@
 // The host-side logic of the GPU path that needs no GPU: cuDNN tensor
-// layouts from blob shapes, the for_each contract on the CPU, and the GPU
-// switches and device listing in every build.
+// layouts, filter dims and convolution/pooling arrays from Caffe's shapes,
+// the for_each contract on the CPU, and the GPU switches and device
+// listing in every build.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include "poseidon/util/cudnn.hpp"
@@ -30,6 +32,126 @@ TEST(CudnnLayoutTest, PacksRowMajorAndPadsToFourDims) {
 TEST(CudnnLayoutTest, RefusesShapesCudnnCannotDescribe) {
   EXPECT_THROW(cudnn::PackedLayout({1, 2, 3, 4, 5, 6, 7, 8, 9}), ShapeError);
   EXPECT_THROW(cudnn::PackedLayout({2, 0, 4, 4}), ShapeError);
+}
+
+TEST(CudnnFilterTest, PadsFilterDimsLikeTensors) {
+  EXPECT_EQ(cudnn::PaddedFilterDims({16, 3, 5, 5}),
+            (std::vector<int>{16, 3, 5, 5}));
+  EXPECT_EQ(cudnn::PaddedFilterDims({8, 4, 3}), (std::vector<int>{8, 4, 3, 1}));
+  EXPECT_EQ(cudnn::PaddedFilterDims({8, 4, 3, 2, 1}),
+            (std::vector<int>{8, 4, 3, 2, 1}));
+}
+
+TEST(CudnnConvolutionArraysTest, PadsOneDimensionalConvolutionsToTwo) {
+  cudnn::ConvolutionArrays a = cudnn::PaddedConvolutionArrays({2}, {3}, {4});
+  EXPECT_EQ(a.pad, (std::vector<int>{2, 0}));
+  EXPECT_EQ(a.stride, (std::vector<int>{3, 1}));
+  EXPECT_EQ(a.dilation, (std::vector<int>{4, 1}));
+  a = cudnn::PaddedConvolutionArrays({1, 2}, {3, 4}, {5, 6});
+  EXPECT_EQ(a.pad, (std::vector<int>{1, 2}));
+  EXPECT_EQ(a.stride, (std::vector<int>{3, 4}));
+  EXPECT_EQ(a.dilation, (std::vector<int>{5, 6}));
+  a = cudnn::PaddedConvolutionArrays({1, 0, 2}, {1, 2, 3}, {2, 1, 1});
+  EXPECT_EQ(a.pad, (std::vector<int>{1, 0, 2}));
+  EXPECT_EQ(a.stride, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(a.dilation, (std::vector<int>{2, 1, 1}));
+}
+
+TEST(CudnnPoolingArraysTest, PadsOneDimensionalPoolingToTwo) {
+  cudnn::PoolingArrays a = cudnn::PaddedPoolingArrays({3}, {1}, {2});
+  EXPECT_EQ(a.window, (std::vector<int>{3, 1}));
+  EXPECT_EQ(a.pad, (std::vector<int>{1, 0}));
+  EXPECT_EQ(a.stride, (std::vector<int>{2, 1}));
+  a = cudnn::PaddedPoolingArrays({3, 2}, {1, 0}, {2, 1});
+  EXPECT_EQ(a.window, (std::vector<int>{3, 2}));
+  EXPECT_EQ(a.pad, (std::vector<int>{1, 0}));
+  EXPECT_EQ(a.stride, (std::vector<int>{2, 1}));
+}
+
+TEST(CudnnConvolutionDimsTest, GroupedConvolutionSlicesTheFilterChannels) {
+  // 6 input channels in 2 groups: each of the 4 filters sees 3.
+  const cudnn::ConvolutionDims d =
+      cudnn::ConvolutionTensorDims(2, 6, 4, 2, {9, 7}, {3, 2}, {7, 6}, 4);
+  EXPECT_EQ(d.x, (std::vector<int>{2, 6, 9, 7}));
+  EXPECT_EQ(d.w, (std::vector<int>{4, 3, 3, 2}));
+  EXPECT_EQ(d.y, (std::vector<int>{2, 4, 7, 6}));
+  EXPECT_EQ(d.bias, (std::vector<int>{1, 4, 1, 1}));
+  // A Deconvolution's bias is on its top, the x side (num_output = C_in).
+  const cudnn::ConvolutionDims t = cudnn::ConvolutionTensorDims(
+      1, 4, 6, 1, {5, 5, 5}, {2, 2, 2}, {4, 4, 4}, 4);
+  EXPECT_EQ(t.x, (std::vector<int>{1, 4, 5, 5, 5}));
+  EXPECT_EQ(t.w, (std::vector<int>{6, 4, 2, 2, 2}));
+  EXPECT_EQ(t.y, (std::vector<int>{1, 6, 4, 4, 4}));
+  EXPECT_EQ(t.bias, (std::vector<int>{1, 4, 1, 1, 1}));
+  EXPECT_THROW(cudnn::ConvolutionTensorDims(2, 6, 4, 4, {9}, {3}, {7}, 4),
+               ShapeError);
+  EXPECT_THROW(cudnn::ConvolutionTensorDims(2, 6, 3, 2, {9}, {3}, {7}, 3),
+               ShapeError);
+  EXPECT_THROW(cudnn::ConvolutionTensorDims(2, 6, 4, 1, {9, 9}, {3}, {7}, 4),
+               ShapeError);
+}
+
+// What cuDNN checks when it runs a convolution, applied to the padded
+// descriptors of 1-, 2- and 3-D convolutions: x, w and y of one rank, two
+// more than the convolution's spatial axes; pad >= 0, stride and dilation
+// >= 1; C_in = w's channels x groups;
+// y's channels w's count; every spatial output dim
+//   1 + (in + 2 pad - ((filter - 1) dilation + 1)) / stride
+// (cudnnGetConvolutionNdForwardOutputDim); and a bias that broadcasts
+// (each dim 1 or the top's) over the top.
+TEST(CudnnConvolutionDimsTest, PaddedDescriptorsAgreeWithCudnnsOutputRule) {
+  struct Case {
+    int groups;
+    std::vector<int> in, kernel, pad, stride, dilation;
+  };
+  const Case cases[] = {
+      {1, {11}, {3}, {1}, {2}, {1}},
+      {3, {10, 7}, {3, 2}, {1, 0}, {2, 1}, {1, 2}},
+      {2, {6, 5, 9}, {2, 3, 3}, {0, 1, 2}, {1, 2, 3}, {2, 1, 1}},
+  };
+  for (const Case& c : cases) {
+    const int axes = static_cast<int>(c.in.size());
+    SCOPED_TRACE(std::to_string(axes) + "-D");
+    std::vector<int> out;
+    for (int i = 0; i < axes; ++i) {
+      const int extent = c.dilation[i] * (c.kernel[i] - 1) + 1;
+      out.push_back((c.in[i] + 2 * c.pad[i] - extent) / c.stride[i] + 1);
+    }
+    const int in_channels = 2 * c.groups, out_channels = 3 * c.groups;
+    const cudnn::ConvolutionDims d =
+        cudnn::ConvolutionTensorDims(4, in_channels, out_channels, c.groups,
+                                     c.in, c.kernel, out, out_channels);
+    const cudnn::TensorLayout x = cudnn::PackedLayout(d.x);
+    const cudnn::TensorLayout y = cudnn::PackedLayout(d.y);
+    const std::vector<int> w = cudnn::PaddedFilterDims(d.w);
+    const cudnn::ConvolutionArrays a =
+        cudnn::PaddedConvolutionArrays(c.pad, c.stride, c.dilation);
+    const int rank = static_cast<int>(x.dims.size());
+    ASSERT_EQ(rank, 2 + static_cast<int>(a.pad.size()));
+    ASSERT_EQ(static_cast<int>(y.dims.size()), rank);
+    ASSERT_EQ(static_cast<int>(w.size()), rank);
+    EXPECT_EQ(x.dims[0], y.dims[0]);
+    EXPECT_EQ(x.dims[1], w[1] * c.groups);
+    EXPECT_EQ(y.dims[1], w[0]);
+    for (int i = 0; i < rank - 2; ++i) {
+      // cuDNN refuses a negative pad and a stride or dilation below 1.
+      EXPECT_GE(a.pad[i], 0) << "spatial axis " << i;
+      EXPECT_GE(a.stride[i], 1) << "spatial axis " << i;
+      EXPECT_GE(a.dilation[i], 1) << "spatial axis " << i;
+      const int extent = (w[2 + i] - 1) * a.dilation[i] + 1;
+      EXPECT_EQ(y.dims[2 + i],
+                1 + (x.dims[2 + i] + 2 * a.pad[i] - extent) / a.stride[i])
+          << "spatial axis " << i << ": x " << x.ToString() << ", y "
+          << y.ToString();
+    }
+    const cudnn::TensorLayout bias = cudnn::PackedLayout(d.bias);
+    ASSERT_EQ(bias.dims.size(), y.dims.size());
+    for (int i = 0; i < rank; ++i) {
+      EXPECT_TRUE(bias.dims[i] == 1 || bias.dims[i] == y.dims[i])
+          << "bias " << bias.ToString() << " over y " << y.ToString();
+    }
+    EXPECT_EQ(bias.dims[1], y.dims[1]);
+  }
 }
 
 // One functor, the way layers write element-wise bodies.

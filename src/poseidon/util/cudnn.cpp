@@ -1,6 +1,8 @@
 // cuDNN layouts (plain C++) and descriptor wrappers (USE_CUDNN builds).
 #include "poseidon/util/cudnn.hpp"
 
+#include <glog/logging.h>
+
 #include <sstream>
 
 #include "poseidon/util/status.hpp"
@@ -44,6 +46,67 @@ TensorLayout PackedLayout(const std::vector<int>& shape) {
   return layout;
 }
 
+std::vector<int> PaddedFilterDims(const std::vector<int>& dims) {
+  std::vector<int> padded = dims;
+  while (static_cast<int>(padded.size()) < kMinDims) padded.push_back(1);
+  return padded;
+}
+
+ConvolutionArrays PaddedConvolutionArrays(const std::vector<int>& pad,
+                                          const std::vector<int>& stride,
+                                          const std::vector<int>& dilation) {
+  CHECK_EQ(pad.size(), stride.size());
+  CHECK_EQ(pad.size(), dilation.size());
+  ConvolutionArrays a{pad, stride, dilation};
+  while (a.pad.size() < 2) {
+    a.pad.push_back(0);
+    a.stride.push_back(1);
+    a.dilation.push_back(1);
+  }
+  return a;
+}
+
+PoolingArrays PaddedPoolingArrays(const std::vector<int>& window,
+                                  const std::vector<int>& pad,
+                                  const std::vector<int>& stride) {
+  CHECK_EQ(window.size(), pad.size());
+  CHECK_EQ(window.size(), stride.size());
+  PoolingArrays a{window, pad, stride};
+  while (a.window.size() < 2) {
+    a.window.push_back(1);
+    a.pad.push_back(0);
+    a.stride.push_back(1);
+  }
+  return a;
+}
+
+ConvolutionDims ConvolutionTensorDims(int num, int in_channels,
+                                      int out_channels, int groups,
+                                      const std::vector<int>& in_spatial,
+                                      const std::vector<int>& kernel,
+                                      const std::vector<int>& out_spatial,
+                                      int bias_channels) {
+  POSEIDON_REQUIRE(
+      groups >= 1 && in_channels % groups == 0 && out_channels % groups == 0,
+      ShapeError, "cuDNN convolution: ", groups, " groups do not divide ",
+      in_channels, " input and ", out_channels, " output channels");
+  POSEIDON_REQUIRE(
+      in_spatial.size() == kernel.size() && out_spatial.size() == kernel.size(),
+      ShapeError, "cuDNN convolution: ", in_spatial.size(), " input, ",
+      kernel.size(), " kernel and ", out_spatial.size(),
+      " output spatial axes");
+  ConvolutionDims d;
+  d.x = {num, in_channels};
+  d.x.insert(d.x.end(), in_spatial.begin(), in_spatial.end());
+  d.w = {out_channels, in_channels / groups};
+  d.w.insert(d.w.end(), kernel.begin(), kernel.end());
+  d.y = {num, out_channels};
+  d.y.insert(d.y.end(), out_spatial.begin(), out_spatial.end());
+  d.bias.assign(d.x.size(), 1);
+  d.bias[1] = bias_channels;
+  return d;
+}
+
 #ifdef USE_CUDNN
 
 template <>
@@ -71,8 +134,7 @@ FilterDescriptor::FilterDescriptor() {
 }
 FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
 void FilterDescriptor::Set(const std::vector<int>& dims, cudnnDataType_t type) {
-  std::vector<int> padded = dims;
-  while (static_cast<int>(padded.size()) < kMinDims) padded.push_back(1);
+  const std::vector<int> padded = PaddedFilterDims(dims);
   POSEIDON_CUDNN_CHECK(cudnnSetFilterNdDescriptor(
       desc_, type, CUDNN_TENSOR_NCHW, static_cast<int>(padded.size()),
       padded.data()));
@@ -88,18 +150,10 @@ void ConvolutionDescriptor::Set(const std::vector<int>& pad,
                                 const std::vector<int>& stride,
                                 const std::vector<int>& dilation, int groups,
                                 cudnnDataType_t compute_type) {
-  CHECK_EQ(pad.size(), stride.size());
-  CHECK_EQ(pad.size(), dilation.size());
-  // cuDNN's convolutions are at least 2-D: a 1-D one is N x C x L x 1.
-  std::vector<int> p = pad, s = stride, d = dilation;
-  while (p.size() < 2) {
-    p.push_back(0);
-    s.push_back(1);
-    d.push_back(1);
-  }
+  const ConvolutionArrays a = PaddedConvolutionArrays(pad, stride, dilation);
   POSEIDON_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(
-      desc_, static_cast<int>(p.size()), p.data(), s.data(), d.data(),
-      CUDNN_CROSS_CORRELATION, compute_type));
+      desc_, static_cast<int>(a.pad.size()), a.pad.data(), a.stride.data(),
+      a.dilation.data(), CUDNN_CROSS_CORRELATION, compute_type));
   POSEIDON_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc_, groups));
   POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(
       desc_, gpu::GetSettings().allow_tf32 ? CUDNN_DEFAULT_MATH
@@ -114,17 +168,10 @@ void PoolingDescriptor::Set(cudnnPoolingMode_t mode,
                             const std::vector<int>& window,
                             const std::vector<int>& pad,
                             const std::vector<int>& stride) {
-  CHECK_EQ(window.size(), pad.size());
-  CHECK_EQ(window.size(), stride.size());
-  std::vector<int> w = window, p = pad, s = stride;
-  while (w.size() < 2) {
-    w.push_back(1);
-    p.push_back(0);
-    s.push_back(1);
-  }
+  const PoolingArrays a = PaddedPoolingArrays(window, pad, stride);
   POSEIDON_CUDNN_CHECK(cudnnSetPoolingNdDescriptor(
-      desc_, mode, CUDNN_PROPAGATE_NAN, static_cast<int>(w.size()), w.data(),
-      p.data(), s.data()));
+      desc_, mode, CUDNN_PROPAGATE_NAN, static_cast<int>(a.window.size()),
+      a.window.data(), a.pad.data(), a.stride.data()));
 }
 
 ActivationDescriptor::ActivationDescriptor() {

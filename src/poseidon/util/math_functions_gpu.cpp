@@ -11,6 +11,7 @@
 
 #include "poseidon/kernels/math_kernels.hpp"
 #include "poseidon/syncedmem.hpp"
+#include "poseidon/util/blas_args.hpp"
 #include "poseidon/util/device_check.hpp"
 #include "poseidon/util/for_each.hpp"
 #include "poseidon/util/gpu_context.hpp"
@@ -19,58 +20,71 @@
 namespace poseidon {
 namespace {
 
-cublasOperation_t ToCublas(CBLAS_TRANSPOSE t) {
-  return t == CblasNoTrans ? CUBLAS_OP_N : CUBLAS_OP_T;
+// The one place Poseidon's op enum becomes cuBLAS's.
+cublasOperation_t ToCublas(blas::Op op) {
+  return op == blas::Op::kNoTrans ? CUBLAS_OP_N : CUBLAS_OP_T;
+}
+
+// The row-major operands in the order the column-major call takes them.
+template <typename Dtype>
+struct GemmOperands {
+  const Dtype* first;
+  const Dtype* second;
+};
+template <typename Dtype>
+GemmOperands<Dtype> Order(const blas::ColumnMajorGemm& g, const Dtype* A,
+                          const Dtype* B) {
+  return g.first == blas::Operand::kA ? GemmOperands<Dtype>{A, B}
+                                      : GemmOperands<Dtype>{B, A};
 }
 
 }  // namespace
 
-// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
-// (column-major) gets B and A swapped and N, M swapped, with the same leading
-// dimensions the row-major call would use.
+// cuBLAS is column-major: the row-major GEMM and GEMV become the calls
+// util/blas_args.hpp computes (tested on the CPU in test_blas_args.cpp).
 template <>
 void gpu_gemm<float>(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
                      int N, int K, float alpha, const float* A, const float* B,
                      float beta, float* C) {
-  const int lda = trans_a == CblasNoTrans ? K : M;
-  const int ldb = trans_b == CblasNoTrans ? N : K;
-  POSEIDON_CUBLAS_CHECK(cublasSgemm(gpu::Cublas(), ToCublas(trans_b),
-                                    ToCublas(trans_a), N, M, K, &alpha, B, ldb,
-                                    A, lda, &beta, C, N));
+  const blas::ColumnMajorGemm g =
+      blas::ToColumnMajorGemm(trans_a, trans_b, M, N, K);
+  const GemmOperands<float> o = Order(g, A, B);
+  POSEIDON_CUBLAS_CHECK(cublasSgemm(
+      gpu::Cublas(), ToCublas(g.op_first), ToCublas(g.op_second), g.m, g.n, g.k,
+      &alpha, o.first, g.ld_first, o.second, g.ld_second, &beta, C, g.ldc));
 }
 
 template <>
 void gpu_gemm<double>(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
                       int N, int K, double alpha, const double* A,
                       const double* B, double beta, double* C) {
-  const int lda = trans_a == CblasNoTrans ? K : M;
-  const int ldb = trans_b == CblasNoTrans ? N : K;
-  POSEIDON_CUBLAS_CHECK(cublasDgemm(gpu::Cublas(), ToCublas(trans_b),
-                                    ToCublas(trans_a), N, M, K, &alpha, B, ldb,
-                                    A, lda, &beta, C, N));
+  const blas::ColumnMajorGemm g =
+      blas::ToColumnMajorGemm(trans_a, trans_b, M, N, K);
+  const GemmOperands<double> o = Order(g, A, B);
+  POSEIDON_CUBLAS_CHECK(cublasDgemm(
+      gpu::Cublas(), ToCublas(g.op_first), ToCublas(g.op_second), g.m, g.n, g.k,
+      &alpha, o.first, g.ld_first, o.second, g.ld_second, &beta, C, g.ldc));
 }
 
-// Row-major A (M x N) is column-major A^T (N x M), so the transposition
-// flips.
 template <>
 void gpu_gemv<float>(CBLAS_TRANSPOSE trans_a, int M, int N, float alpha,
                      const float* A, const float* x, float beta, float* y) {
-  const cublasOperation_t op =
-      trans_a == CblasNoTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  POSEIDON_CUBLAS_CHECK(
-      cublasSgemv(gpu::Cublas(), op, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+  const blas::ColumnMajorGemv g = blas::ToColumnMajorGemv(trans_a, M, N);
+  POSEIDON_CUBLAS_CHECK(cublasSgemv(gpu::Cublas(), ToCublas(g.op), g.m, g.n,
+                                    &alpha, A, g.lda, x, 1, &beta, y, 1));
 }
 
 template <>
 void gpu_gemv<double>(CBLAS_TRANSPOSE trans_a, int M, int N, double alpha,
                       const double* A, const double* x, double beta,
                       double* y) {
-  const cublasOperation_t op =
-      trans_a == CblasNoTrans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  POSEIDON_CUBLAS_CHECK(
-      cublasDgemv(gpu::Cublas(), op, N, M, &alpha, A, N, x, 1, &beta, y, 1));
+  const blas::ColumnMajorGemv g = blas::ToColumnMajorGemv(trans_a, M, N);
+  POSEIDON_CUBLAS_CHECK(cublasDgemv(gpu::Cublas(), ToCublas(g.op), g.m, g.n,
+                                    &alpha, A, g.lda, x, 1, &beta, y, 1));
 }
 
+// axpy, dot and asum need no translation: a contiguous vector is the same
+// in row- and column-major order, so they take n and unit increments.
 template <>
 void gpu_axpy<float>(int N, float alpha, const float* x, float* y) {
   POSEIDON_CUBLAS_CHECK(cublasSaxpy(gpu::Cublas(), N, &alpha, x, 1, y, 1));
