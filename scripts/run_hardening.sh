@@ -32,7 +32,7 @@ JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${FUZZ_SECONDS:-5}
 MPIEXEC=${MPIEXEC:-mpirun}
 FUZZ_TARGETS=(net_prototxt solver_prototxt caffemodel solverstate datum image
-              hdf5 dist_messages psd_run)
+              hdf5 dist_messages layer_setup psd_run)
 export POSEIDON_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1
 
 passed=0

@@ -13,7 +13,7 @@
 #       git ignores); findings go to CORPUS_DIR/findings/TARGET/
 #   -s  libFuzzer's random seed (default 1: runs repeat)
 #   TARGET  some of: net_prototxt solver_prototxt caffemodel solverstate datum
-#       image hdf5 dist_messages psd_run (default: all)
+#       image hdf5 dist_messages layer_setup psd_run (default: all)
 #
 # Seeds are written by the build's fuzz_seeds from the repository's files.
 # For each target one line gives the executions, the coverage libFuzzer
@@ -39,7 +39,7 @@ done
 shift $((OPTIND - 1))
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(net_prototxt solver_prototxt caffemodel
-  solverstate datum image hdf5 dist_messages psd_run)
+  solverstate datum image hdf5 dist_messages layer_setup psd_run)
 
 if [ ! -x "$BUILD_DIR/fuzz/fuzz_seeds" ]; then
   echo "run_fuzzers: $BUILD_DIR/fuzz/fuzz_seeds is missing; build with" \

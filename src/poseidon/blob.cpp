@@ -30,12 +30,15 @@ void Blob<Dtype>::Reshape(const vector<int>& shape) {
   POSEIDON_REQUIRE(static_cast<int>(shape.size()) <= kMaxBlobAxes, ShapeError,
                    "blob shape has ", shape.size(), " axes; at most ",
                    kMaxBlobAxes, " are supported");
-  int64_t count = 1;
+  // The non-zero dimensions' product too: count(start, end) is an int even
+  // when another axis is 0 (a blob of 0 x 3 x 2000000000 x 4).
+  int64_t count = 1, nonzero = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     POSEIDON_REQUIRE(shape[i] >= 0, ShapeError, "blob dimension ", i,
                      " is negative (", shape[i], ")");
     count *= shape[i];
-    POSEIDON_REQUIRE(count <= INT_MAX, ShapeError,
+    if (shape[i] != 0) nonzero *= shape[i];
+    POSEIDON_REQUIRE(nonzero <= INT_MAX, ShapeError,
                      "blob size exceeds INT_MAX elements");
   }
   shape_ = shape;

@@ -206,6 +206,11 @@ class BaseConvolutionLayer : public Layer<Dtype> {
 
  private:
   void ReadGeometry(const ConvolutionParameter& p);
+  // Sets num_, input_shape_ and output_shape_ from `bottom` (bottom[0]) and
+  // checks that the top, the weights and the column buffer fit (Note
+  // [Window sizes in 64 bits] in conv_geometry.cpp); LayerSetUp calls it
+  // before allocating the weights, Reshape before reshaping the tops.
+  void ComputeShapes(const Blob<Dtype>& bottom);
   void ChooseAlgorithm();
   // The CPU pass (the ConvForward ... of the CPU above).
   void CpuConvForward(const Dtype* input, const Dtype* weights, Dtype* output);

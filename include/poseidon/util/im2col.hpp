@@ -33,6 +33,8 @@
 #ifndef POSEIDON_UTIL_IM2COL_HPP_
 #define POSEIDON_UTIL_IM2COL_HPP_
 
+#include <cstdint>
+
 #include "poseidon/common.hpp"
 #include "poseidon/kernels/im2col_kernels.hpp"
 
@@ -40,11 +42,14 @@ namespace poseidon {
 
 // Number of window positions along one axis:
 //   (in + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1.
-// Callers check that the padded input holds one dilated kernel.
+// Callers check the geometry first (the layers through WindowOutputSize,
+// layers/conv_geometry.hpp: the padded input holds one dilated kernel and
+// every position fits in an int); computed in 64 bits all the same.
 inline int ConvOutputSize(int in, int kernel, int pad, int stride,
                           int dilation) {
-  const int extent = dilation * (kernel - 1) + 1;
-  return (in + 2 * pad - extent) / stride + 1;
+  const int64_t extent = int64_t{dilation} * (kernel - 1) + 1;
+  return static_cast<int>((int64_t{in} + 2 * int64_t{pad} - extent) / stride +
+                          1);
 }
 
 template <typename Dtype>

@@ -12,6 +12,7 @@
 
 #include "poseidon/filler.hpp"
 #include "poseidon/layers/conv_geometry.hpp"
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/im2col.hpp"
 #include "poseidon/util/parallel.hpp"
 #include "poseidon/util/thread_scratch.hpp"
@@ -148,14 +149,13 @@ void BaseConvolutionLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
   force_nd_im2col_ = p.force_nd_im2col();
   ReadGeometry(p);
 
-  num_output_ = static_cast<int>(p.num_output());
+  num_output_ =
+      UInt32FieldToInt("convolution_param.num_output", p.num_output());
   POSEIDON_REQUIRE(num_output_ > 0, ConfigError,
-                   "convolution_param.num_output must be positive, got ",
-                   static_cast<int32_t>(p.num_output()));
-  group_ = static_cast<int>(p.group());
+                   "convolution_param.num_output must be positive, got 0");
+  group_ = UInt32FieldToInt("convolution_param.group", p.group());
   POSEIDON_REQUIRE(group_ > 0, ConfigError,
-                   "convolution_param.group must be positive, got ",
-                   static_cast<int32_t>(p.group()));
+                   "convolution_param.group must be positive, got 0");
   channels_ = bottom[0]->shape(channel_axis_);
   POSEIDON_REQUIRE(channels_ % group_ == 0, ShapeError, this->type(),
                    ": bottom[0] has ", channels_, " channels (shape ",
@@ -172,6 +172,8 @@ void BaseConvolutionLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
     conv_in_channels_ = channels_;
   }
   bias_term_ = p.bias_term();
+  // Every shape is known to fit before the weights are allocated.
+  ComputeShapes(*bottom[0]);
 
   vector<int> weight_shape = {conv_out_channels_, conv_in_channels_ / group_};
   weight_shape.insert(weight_shape.end(), kernel_shape_.begin(),
@@ -226,10 +228,7 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                      "bottom[0] is ", bottom[0]->shape_string(), ", bottom[", i,
                      "] is ", bottom[i]->shape_string());
   }
-  num_ = bottom[0]->count(0, channel_axis_);
-  input_shape_.assign(bottom[0]->shape().begin() + first_spatial,
-                      bottom[0]->shape().end());
-  compute_output_shape(*bottom[0]);
+  ComputeShapes(*bottom[0]);
 
   vector<int> top_shape(bottom[0]->shape().begin(),
                         bottom[0]->shape().begin() + channel_axis_);
@@ -262,6 +261,34 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   }
   ChoosePortable();
   if (Poseidon::mode() == Poseidon::GPU) CudnnReshape();
+}
+
+template <typename Dtype>
+void BaseConvolutionLayer<Dtype>::ComputeShapes(const Blob<Dtype>& bottom) {
+  num_ = bottom.count(0, channel_axis_);
+  input_shape_.assign(bottom.shape().begin() + channel_axis_ + 1,
+                      bottom.shape().end());
+  compute_output_shape(bottom);
+  // See Note [Window sizes in 64 bits] in conv_geometry.cpp: the top, the
+  // weights and one image's column buffer, checked before any is allocated.
+  const vector<int>& shape = bottom.shape();
+  vector<int64_t> top(shape.begin(), shape.begin() + channel_axis_);
+  top.push_back(num_output_);
+  top.insert(top.end(), output_shape_.begin(), output_shape_.end());
+  RequireBlobFits(top, sizeof(Dtype), "the top (convolution_param.num_output)");
+  vector<int64_t> weights = {conv_out_channels_, conv_in_channels_ / group_};
+  weights.insert(weights.end(), kernel_shape_.begin(), kernel_shape_.end());
+  RequireBlobFits(weights, sizeof(Dtype),
+                  "the weights (convolution_param.num_output, group, "
+                  "kernel_size)");
+  const vector<int>& col_side =
+      reverse_dimensions() ? input_shape_ : output_shape_;
+  vector<int64_t> col = {conv_in_channels_};
+  col.insert(col.end(), kernel_shape_.begin(), kernel_shape_.end());
+  col.insert(col.end(), col_side.begin(), col_side.end());
+  RequireBlobFits(col, sizeof(Dtype),
+                  "the column buffer of one image (channels, kernel_size, "
+                  "output positions)");
 }
 
 template <typename Dtype>

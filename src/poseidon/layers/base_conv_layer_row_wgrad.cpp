@@ -25,6 +25,10 @@ namespace poseidon {
 // quick's conv2 and conv3, 8 x 8 to 16 x 16 maps) the row gradient made
 // the backward pass 1.5 and 4 ms slower than the direct path's; with 363
 // pairs (AlexNet's conv1) it was slower than im2col + GEMM.
+// The gradient splits the padded image into stride_w column phases; with a
+// stride wider than the padded row, the phases past it hold only padding
+// (stride 1000000000 on an 8-pixel row: a billion of them), so such a
+// geometry takes the im2col path instead.
 // Threads: with at least as many images as threads, the images are split
 // over the workers, each summing into its own zeroed copy of the gradient,
 // added to weight_diff in worker order (the same result on every run with
@@ -49,7 +53,8 @@ void BaseConvolutionLayer<Dtype>::ChooseRowWeightGrad() {
   if (!std::is_same<Dtype, float>::value || algorithm_ != Algorithm::kAuto ||
       num_spatial_axes_ != 2 || force_nd_im2col_ ||
       conv_in_channels_ / group_ > kRowMaxChannels ||
-      kernel_dim_ > kRowMaxPairs || !Avx512KernelsAvailable()) {
+      kernel_dim_ > kRowMaxPairs || !Avx512KernelsAvailable() ||
+      stride_[1] > conv_input_shape_[2] + 2 * pad_[1]) {
     return;
   }
   RowWeightGradient::Geometry g;

@@ -2,27 +2,27 @@
 // top of BaseConvolutionLayer's device-dispatching helpers.
 #include "poseidon/layers/conv_layer.hpp"
 
-#include "poseidon/util/im2col.hpp"
+#include "poseidon/layers/conv_geometry.hpp"
 
 namespace poseidon {
 
 template <typename Dtype>
 void ConvolutionLayer<Dtype>::compute_output_shape(const Blob<Dtype>& bottom) {
+  // See Note [Window sizes in 64 bits] in conv_geometry.cpp.
   this->output_shape_.clear();
   for (int i = 0; i < this->num_spatial_axes_; ++i) {
-    const int in = this->input_shape_[i];
-    const int pad = this->pad_[i];
-    const int extent = this->dilation_[i] * (this->kernel_shape_[i] - 1) + 1;
-    POSEIDON_REQUIRE(
-        in + 2 * pad >= extent, ShapeError, "Convolution: spatial axis ", i,
-        " (axis ", this->channel_axis_ + 1 + i, " of bottom shape ",
-        bottom.shape_string(), ") has size ", in, ", padded by ", pad,
-        " on each side that is ", in + 2 * pad,
-        ", smaller than the kernel extent ", extent, " (kernel_size ",
-        this->kernel_shape_[i], ", dilation ", this->dilation_[i], ", pad ",
-        pad, "), so the output would be empty");
-    this->output_shape_.push_back(ConvOutputSize(
-        in, this->kernel_shape_[i], pad, this->stride_[i], this->dilation_[i]));
+    WindowAxis a;
+    a.input = this->input_shape_[i];
+    a.kernel = this->kernel_shape_[i];
+    a.pad = this->pad_[i];
+    a.stride = this->stride_[i];
+    a.dilation = this->dilation_[i];
+    WindowRule rule;
+    rule.param = "convolution_param";
+    rule.axis = i;
+    rule.bottom_shape = &bottom.shape();
+    rule.bottom_axis = this->channel_axis_ + 1 + i;
+    this->output_shape_.push_back(WindowOutputSize(a, rule));
   }
 }
 

@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "poseidon/layers/conv_geometry.hpp"
+
 namespace poseidon {
 
 template <typename Dtype>
@@ -27,6 +29,21 @@ void DeconvolutionLayer<Dtype>::compute_output_shape(
         " (kernel_size ", this->kernel_shape_[i], ", dilation ",
         this->dilation_[i], ") - 2 * pad ", this->pad_[i], " = ", out,
         out > 0 ? ", too large" : ", which is not positive");
+    // The convolution's side must pass the forward rule too (its kernels
+    // compute positions up to out + 2 * pad + stride - 1), and give back
+    // the bottom. See Note [Window sizes in 64 bits] in conv_geometry.cpp.
+    WindowAxis a;
+    a.input = out;
+    a.kernel = this->kernel_shape_[i];
+    a.pad = this->pad_[i];
+    a.stride = this->stride_[i];
+    a.dilation = this->dilation_[i];
+    WindowRule rule;
+    rule.param = "convolution_param";
+    rule.axis = i;
+    const int back = WindowOutputSize(a, rule);
+    CHECK_EQ(back, in) << "Deconvolution: output size " << out
+                       << " does not convolve back to " << in;
     this->output_shape_.push_back(static_cast<int>(out));
   }
 }

@@ -43,28 +43,44 @@ void Im2colLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                    "-axis input; it cannot be reshaped to ",
                    bottom[0]->shape_string());
   const Blob<Dtype>& in = *bottom[0];
-  vector<int> top_shape(in.shape().begin(), in.shape().begin() + channel_axis_);
-  int kernel_count = 1;
-  for (int k : kernel_) kernel_count *= k;
   const int channels = in.shape(channel_axis_);
-  top_shape.push_back(channels * kernel_count);
   im_shape_ = {channels};
-  col_shape_ = {channels * kernel_count};
+  col_shape_ = {0};  // channels * kernel count, once it is known to fit
+  // See Note [Window sizes in 64 bits] in conv_geometry.cpp.
+  vector<int64_t> image_dims = {channels};
+  image_dims.insert(image_dims.end(), kernel_.begin(), kernel_.end());
   for (int i = 0; i < num_spatial_axes_; ++i) {
-    const int size = in.shape(channel_axis_ + 1 + i);
-    const int extent = dilation_[i] * (kernel_[i] - 1) + 1;
-    POSEIDON_REQUIRE(size + 2 * pad_[i] >= extent, ShapeError,
-                     "Im2col: the kernel ", JoinAxisValues(kernel_),
-                     " with dilation ", JoinAxisValues(dilation_), " spans ",
-                     extent, " along spatial axis ", i,
-                     ", larger than the padded input (", size, " + 2 * ",
-                     pad_[i], ") of the bottom of shape ", in.shape_string());
-    const int out =
-        ConvOutputSize(size, kernel_[i], pad_[i], stride_[i], dilation_[i]);
-    top_shape.push_back(out);
-    im_shape_.push_back(size);
+    WindowAxis a;
+    a.input = in.shape(channel_axis_ + 1 + i);
+    a.kernel = kernel_[i];
+    a.pad = pad_[i];
+    a.stride = stride_[i];
+    a.dilation = dilation_[i];
+    WindowRule rule;
+    rule.param = "convolution_param";
+    rule.axis = i;
+    rule.bottom_shape = &in.shape();
+    rule.bottom_axis = channel_axis_ + 1 + i;
+    const int out = WindowOutputSize(a, rule);
+    image_dims.push_back(out);
+    im_shape_.push_back(static_cast<int>(a.input));
     col_shape_.push_back(out);
   }
+  // One image's columns (no output axis is empty), then the whole top.
+  RequireBlobFits(image_dims, sizeof(Dtype),
+                  "one image's columns (channels, kernel_size, output "
+                  "positions)");
+  vector<int64_t> top_dims(in.shape().begin(),
+                           in.shape().begin() + channel_axis_);
+  top_dims.insert(top_dims.end(), image_dims.begin(), image_dims.end());
+  RequireBlobFits(top_dims, sizeof(Dtype), "the top");
+  // Both fit, so the kernel axes fold into the channel axis in int.
+  vector<int> top_shape(in.shape().begin(), in.shape().begin() + channel_axis_);
+  int rows = channels;
+  for (int k : kernel_) rows *= k;
+  top_shape.push_back(rows);
+  top_shape.insert(top_shape.end(), col_shape_.begin() + 1, col_shape_.end());
+  col_shape_[0] = rows;
   num_ = in.count(0, channel_axis_);
   top[0]->Reshape(top_shape);
 }

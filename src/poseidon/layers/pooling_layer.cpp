@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "poseidon/layers/conv_geometry.hpp"
 #include "poseidon/util/parallel.hpp"
 #include "poseidon/util/pool_rows.hpp"
 
@@ -19,13 +20,6 @@ namespace {
 // unless the AVX-512 row kernels run them (see Note [Pooling fast path]).
 constexpr int kMinInterior = 4;
 
-int ToInt(const char* field, uint32_t value) {
-  POSEIDON_REQUIRE(value <= static_cast<uint32_t>(INT_MAX), ConfigError,
-                   "pooling_param.", field, " must be non-negative, got ",
-                   static_cast<int32_t>(value));
-  return static_cast<int>(value);
-}
-
 // Reads `name` (one value for both axes) or name_h and name_w.
 void ReadPair(const char* name, bool has_both, uint32_t both, bool has_h,
               uint32_t h, bool has_w, uint32_t w, int* out_h, int* out_w) {
@@ -35,17 +29,11 @@ void ReadPair(const char* name, bool has_both, uint32_t both, bool has_h,
                      n, "_h/", n, "_w, not both");
     POSEIDON_REQUIRE(has_h && has_w, ConfigError, "pooling_param.", n,
                      "_h and ", n, "_w must be given together");
-    *out_h = ToInt((n + "_h").c_str(), h);
-    *out_w = ToInt((n + "_w").c_str(), w);
+    *out_h = UInt32FieldToInt("pooling_param." + n + "_h", h);
+    *out_w = UInt32FieldToInt("pooling_param." + n + "_w", w);
   } else {
-    *out_h = *out_w = ToInt(name, both);
+    *out_h = *out_w = UInt32FieldToInt("pooling_param." + n, both);
   }
-}
-
-// Number of windows along one axis before Caffe's last-window rule.
-int PooledSize(int size, int kernel, int pad, int stride, bool ceil_mode) {
-  const double span = static_cast<double>(size + 2 * pad - kernel) / stride;
-  return static_cast<int>(ceil_mode ? std::ceil(span) : std::floor(span)) + 1;
 }
 
 }  // namespace
@@ -120,14 +108,30 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   }
   const bool ceil_mode =
       this->layer_param_.pooling_param().round_mode() == PoolingParameter::CEIL;
-  pooled_height_ = PooledSize(height_, kernel_h_, pad_h_, stride_h_, ceil_mode);
-  pooled_width_ = PooledSize(width_, kernel_w_, pad_w_, stride_w_, ceil_mode);
-  if (pad_h_ != 0 || pad_w_ != 0) {
-    if ((pooled_height_ - 1) * stride_h_ >= height_ + pad_h_) --pooled_height_;
-    if ((pooled_width_ - 1) * stride_w_ >= width_ + pad_w_) --pooled_width_;
-  }
-  // A kernel larger than the padded input still gets one window when CEIL
-  // rounding reaches it (as in Caffe); otherwise nothing is left.
+  // See Note [Window sizes in 64 bits] in conv_geometry.cpp. A kernel
+  // larger than the padded input still gets one window when CEIL rounding
+  // reaches it (as in Caffe); otherwise nothing is left.
+  WindowRule rule;
+  rule.param = "pooling_param";
+  rule.bottom_shape = &bottom[0]->shape();
+  rule.ceil = ceil_mode;
+  rule.clip_last_window = pad_h_ != 0 || pad_w_ != 0;
+  rule.empty_ok = true;
+  WindowAxis a;
+  a.input = height_;
+  a.kernel = kernel_h_;
+  a.pad = pad_h_;
+  a.stride = stride_h_;
+  rule.axis = 0;
+  rule.bottom_axis = 2;
+  pooled_height_ = WindowOutputSize(a, rule);
+  a.input = width_;
+  a.kernel = kernel_w_;
+  a.pad = pad_w_;
+  a.stride = stride_w_;
+  rule.axis = 1;
+  rule.bottom_axis = 3;
+  pooled_width_ = WindowOutputSize(a, rule);
   POSEIDON_REQUIRE(
       pooled_height_ > 0 && pooled_width_ > 0, ShapeError,
       "pooling_param.kernel_size: a ", kernel_h_, " x ", kernel_w_,
@@ -135,6 +139,8 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
       " x ", stride_w_, " is larger than the padded input (",
       height_ + 2 * pad_h_, " x ", width_ + 2 * pad_w_,
       ") and leaves no output for bottom of shape ", bottom[0]->shape_string());
+  RequireBlobFits({num_, channels_, pooled_height_, pooled_width_},
+                  sizeof(Dtype), "the top");
   const vector<int> top_shape = {num_, channels_, pooled_height_,
                                  pooled_width_};
   for (Blob<Dtype>* t : top) t->Reshape(top_shape);

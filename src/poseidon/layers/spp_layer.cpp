@@ -4,6 +4,7 @@
 // the copies are functors (kernels/pool_kernels.hpp), the sums math::axpy.
 #include "poseidon/layers/spp_layer.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "poseidon/kernels/pool_kernels.hpp"
@@ -15,11 +16,13 @@ namespace poseidon {
 template <typename Dtype>
 LayerParameter SPPLayer<Dtype>::LevelParam(int level, int height,
                                            int width) const {
-  const int bins = 1 << level;
-  const int kernel_h = (height + bins - 1) / bins;
-  const int kernel_w = (width + bins - 1) / bins;
-  const int pad_h = (kernel_h * bins - height + 1) / 2;
-  const int pad_w = (kernel_w * bins - width + 1) / 2;
+  // In 64 bits: height + bins - 1 overflows an int for heights near
+  // INT_MAX. Each result is at most the height (width) plus one.
+  const int64_t bins = int64_t{1} << level;
+  const int64_t kernel_h = (height + bins - 1) / bins;
+  const int64_t kernel_w = (width + bins - 1) / bins;
+  const int64_t pad_h = (kernel_h * bins - height + 1) / 2;
+  const int64_t pad_w = (kernel_w * bins - width + 1) / 2;
   LayerParameter p;
   p.set_name(this->layer_param_.name() + "/level" + std::to_string(level));
   p.set_type("Pooling");
@@ -36,12 +39,12 @@ LayerParameter SPPLayer<Dtype>::LevelParam(int level, int height,
       pool->set_pool(PoolingParameter::STOCHASTIC);
       break;
   }
-  pool->set_kernel_h(kernel_h);
-  pool->set_kernel_w(kernel_w);
-  pool->set_stride_h(kernel_h);
-  pool->set_stride_w(kernel_w);
-  pool->set_pad_h(pad_h);
-  pool->set_pad_w(pad_w);
+  pool->set_kernel_h(static_cast<uint32_t>(kernel_h));
+  pool->set_kernel_w(static_cast<uint32_t>(kernel_w));
+  pool->set_stride_h(static_cast<uint32_t>(kernel_h));
+  pool->set_stride_w(static_cast<uint32_t>(kernel_w));
+  pool->set_pad_h(static_cast<uint32_t>(pad_h));
+  pool->set_pad_w(static_cast<uint32_t>(pad_w));
   return p;
 }
 
@@ -51,10 +54,10 @@ void SPPLayer<Dtype>::LayerSetUp(const vector<Blob<Dtype>*>& bottom,
   const SPPParameter& p = this->layer_param_.spp_param();
   POSEIDON_REQUIRE(p.has_pyramid_height(), ConfigError,
                    "spp_param.pyramid_height is required");
-  POSEIDON_REQUIRE(p.pyramid_height() >= 1 && p.pyramid_height() <= 16,
-                   ConfigError,
-                   "spp_param.pyramid_height must be in [1, 16], got ",
-                   static_cast<int32_t>(p.pyramid_height()));
+  // Quoted as written: a uint32, never read as a negative number.
+  POSEIDON_REQUIRE(
+      p.pyramid_height() >= 1 && p.pyramid_height() <= 16, ConfigError,
+      "spp_param.pyramid_height must be in [1, 16], got ", p.pyramid_height());
   pyramid_height_ = static_cast<int>(p.pyramid_height());
   height_ = width_ = -1;
 }
@@ -84,7 +87,12 @@ void SPPLayer<Dtype>::BuildLevels(Blob<Dtype>* bottom) {
     pooling_.push_back(LayerRegistry<Dtype>::CreateLayer(param));
     vector<Blob<Dtype>*> in = {level_in_.back().get()};
     vector<Blob<Dtype>*> out = {level_out_.back().get()};
-    pooling_.back()->SetUp(in, out);
+    try {
+      pooling_.back()->SetUp(in, out);
+    } catch (const Error&) {
+      RethrowWithContext(StrCat("SPP: pyramid level ", level, " (", bins, " x ",
+                                bins, " bins, the pooling below)"));
+    }
     const Blob<Dtype>& o = *level_out_.back();
     POSEIDON_REQUIRE(o.shape(2) == bins && o.shape(3) == bins, ShapeError,
                      "SPP: pyramid level ", level, " of the bottom of shape ",

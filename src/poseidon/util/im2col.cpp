@@ -7,7 +7,9 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -16,6 +18,22 @@
 
 namespace poseidon {
 namespace {
+
+// The geometry of one axis is one the layers accept (Note [Window sizes in
+// 64 bits] in layers/conv_geometry.cpp): every position the bodies below
+// compute, up to the padded input plus the stride, fits in an int, and the
+// output is not empty. Returns the output size.
+int CheckedOutputSize(int in, int kernel, int pad, int stride, int dilation,
+                      const char* axis) {
+  const int64_t extent = int64_t{dilation} * (kernel - 1) + 1;
+  const int64_t padded = int64_t{in} + 2 * int64_t{pad};
+  CHECK(in >= 0 && kernel > 0 && pad >= 0 && stride > 0 && dilation > 0 &&
+        extent <= INT_MAX && padded + stride - 1 <= INT_MAX && padded >= extent)
+      << "im2col: unchecked geometry along " << axis << ": input " << in
+      << ", kernel " << kernel << ", pad " << pad << ", stride " << stride
+      << ", dilation " << dilation;
+  return ConvOutputSize(in, kernel, pad, stride, dilation);
+}
 
 struct Geometry2D {
   int channels, height, width;
@@ -41,10 +59,10 @@ Geometry2D MakeGeometry(int channels, int height, int width, int kernel_h,
   g.stride_w = stride_w;
   g.dilation_h = dilation_h;
   g.dilation_w = dilation_w;
-  g.output_h = ConvOutputSize(height, kernel_h, pad_h, stride_h, dilation_h);
-  g.output_w = ConvOutputSize(width, kernel_w, pad_w, stride_w, dilation_w);
-  CHECK_GT(g.output_h, 0) << "im2col: empty output height";
-  CHECK_GT(g.output_w, 0) << "im2col: empty output width";
+  g.output_h = CheckedOutputSize(height, kernel_h, pad_h, stride_h, dilation_h,
+                                 "the height");
+  g.output_w = CheckedOutputSize(width, kernel_w, pad_w, stride_w, dilation_w,
+                                 "the width");
   return g;
 }
 
@@ -287,9 +305,8 @@ kernels::Im2colShape MakeIm2colShape(int num_axes, const int* im_shape,
     s.pad[d] = pad[d];
     s.stride[d] = stride[d];
     s.dilation[d] = dilation[d];
-    s.out[d] = ConvOutputSize(s.im[d], kernel[d], pad[d], stride[d],
-                              dilation[d]);
-    CHECK_GT(s.out[d], 0) << "im2col: empty output along axis " << d;
+    s.out[d] = CheckedOutputSize(s.im[d], kernel[d], pad[d], stride[d],
+                                 dilation[d], "a spatial axis");
     s.im_spatial *= s.im[d];
     s.out_spatial *= s.out[d];
     s.kernel_count *= kernel[d];

@@ -1,8 +1,9 @@
 // fuzz_seeds OUT_DIR: writes the seed corpora of the fuzz harnesses, one
 // folder per harness under OUT_DIR, made from the repository's own files
 // (its prototxts and nets) and from Fashion-MNIST (Debian's
-// dataset-fashion-mnist; synthetic images stand in when it is absent), and
-// the distributed layer's messages from its own encoders (fuzz_dist.cpp).
+// dataset-fashion-mnist; synthetic images stand in when it is absent), the
+// distributed layer's messages from its own encoders (fuzz_dist.cpp), and
+// the layer set-up nets (fuzz_layers.cpp).
 // scripts/fuzz/run_fuzzers.sh runs it before fuzzing.
 #include <google/protobuf/text_format.h>
 
@@ -21,6 +22,7 @@
 #include "fuzz_common.hpp"
 #include "fuzz_dist.hpp"
 #include "fuzz_input.hpp"
+#include "fuzz_layers.hpp"
 #include "poseidon/util/image_codecs.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/util/alloc_guard.hpp"
@@ -377,6 +379,9 @@ int main(int argc, char** argv) {
     std::printf("fuzz_seeds: %-16s %3d seeds in %s\n", "dist_messages",
                 fuzz::WriteDistSeeds(out.string()),
                 (out / "dist_messages").c_str());
+    std::printf("fuzz_seeds: %-16s %3d seeds in %s\n", "layer_setup",
+                fuzz::WriteLayerSetupSeeds(out.string()),
+                (out / "layer_setup").c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_seeds: %s\n", e.what());
     return 1;
