@@ -108,6 +108,16 @@ struct AdamUpdate {
   }
 };
 
+// g += decay * w  (L2 regularisation; element by element, Note [One update
+// body] in solvers/update_rule.hpp)
+template <typename Dtype>
+struct L2Regularize {
+  const Dtype* w;
+  Dtype* g;
+  Dtype decay;
+  POSEIDON_HD void operator()(int i) const { g[i] = decay * w[i] + g[i]; }
+};
+
 // g += decay * sign(w)  (L1 regularisation)
 template <typename Dtype>
 struct L1Regularize {

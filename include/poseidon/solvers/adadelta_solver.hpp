@@ -19,12 +19,11 @@ namespace poseidon {
 template <typename Dtype>
 class AdaDeltaSolver final : public SGDSolver<Dtype> {
  public:
-  explicit AdaDeltaSolver(const SolverParameter& param);
-  explicit AdaDeltaSolver(const string& param_file);
+  explicit AdaDeltaSolver(const SolverParameter& param)
+      : SGDSolver<Dtype>(param, UpdateRule::kAdaDelta) {}
+  explicit AdaDeltaSolver(const string& param_file)
+      : SGDSolver<Dtype>(param_file, UpdateRule::kAdaDelta) {}
   const char* type() const override { return "AdaDelta"; }
-
- protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
 };
 
 }  // namespace poseidon

@@ -14,15 +14,11 @@ namespace poseidon {
 template <typename Dtype>
 class AdaGradSolver final : public SGDSolver<Dtype> {
  public:
-  explicit AdaGradSolver(const SolverParameter& param);
-  explicit AdaGradSolver(const string& param_file);
+  explicit AdaGradSolver(const SolverParameter& param)
+      : SGDSolver<Dtype>(param, UpdateRule::kAdaGrad) {}
+  explicit AdaGradSolver(const string& param_file)
+      : SGDSolver<Dtype>(param_file, UpdateRule::kAdaGrad) {}
   const char* type() const override { return "AdaGrad"; }
-
- protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
-
- private:
-  void CheckParams() const;
 };
 
 }  // namespace poseidon

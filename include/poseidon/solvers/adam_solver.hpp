@@ -18,12 +18,11 @@ namespace poseidon {
 template <typename Dtype>
 class AdamSolver final : public SGDSolver<Dtype> {
  public:
-  explicit AdamSolver(const SolverParameter& param);
-  explicit AdamSolver(const string& param_file);
+  explicit AdamSolver(const SolverParameter& param)
+      : SGDSolver<Dtype>(param, UpdateRule::kAdam) {}
+  explicit AdamSolver(const string& param_file)
+      : SGDSolver<Dtype>(param_file, UpdateRule::kAdam) {}
   const char* type() const override { return "Adam"; }
-
- protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
 };
 
 }  // namespace poseidon

@@ -16,13 +16,10 @@ template <typename Dtype>
 class NesterovSolver final : public SGDSolver<Dtype> {
  public:
   explicit NesterovSolver(const SolverParameter& param)
-      : SGDSolver<Dtype>(param) {}
+      : SGDSolver<Dtype>(param, UpdateRule::kNesterov) {}
   explicit NesterovSolver(const string& param_file)
-      : SGDSolver<Dtype>(param_file) {}
+      : SGDSolver<Dtype>(param_file, UpdateRule::kNesterov) {}
   const char* type() const override { return "Nesterov"; }
-
- protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
 };
 
 }  // namespace poseidon

@@ -15,15 +15,11 @@ namespace poseidon {
 template <typename Dtype>
 class RMSPropSolver final : public SGDSolver<Dtype> {
  public:
-  explicit RMSPropSolver(const SolverParameter& param);
-  explicit RMSPropSolver(const string& param_file);
+  explicit RMSPropSolver(const SolverParameter& param)
+      : SGDSolver<Dtype>(param, UpdateRule::kRMSProp) {}
+  explicit RMSPropSolver(const string& param_file)
+      : SGDSolver<Dtype>(param_file, UpdateRule::kRMSProp) {}
   const char* type() const override { return "RMSProp"; }
-
- protected:
-  void ComputeUpdateValue(int param_id, Dtype rate) override;
-
- private:
-  void CheckParams() const;
 };
 
 }  // namespace poseidon

@@ -26,8 +26,12 @@
 // momentum (0), weight_decay (0), regularization_type ("L2"),
 // clip_gradients (-1: off), iter_size (1).
 //
+// Steps 2-4 are the shared arithmetic of solvers/update_rule.hpp (Note [One
+// update body]); a subclass names its rule (UpdateRule) and may override the
+// hooks.
+//
 // State (.solverstate): history holds one blob per learnable param (the
-// momentum v); subclasses may append more (AdaDelta, Adam).
+// momentum v), two for AdaDelta and Adam: [0, P) then [P, 2P).
 #ifndef POSEIDON_SOLVERS_SGD_SOLVER_HPP_
 #define POSEIDON_SOLVERS_SGD_SOLVER_HPP_
 
@@ -35,6 +39,7 @@
 #include <vector>
 
 #include "poseidon/solver.hpp"
+#include "poseidon/solvers/update_rule.hpp"
 
 namespace poseidon {
 
@@ -59,13 +64,20 @@ class SGDSolver : public Solver<Dtype> {
   virtual void ClipGradients();
   void ApplyUpdateToParam(int param_id, Dtype rate, int iter);
   const vector<shared_ptr<Blob<Dtype>>>& history() const { return history_; }
+  UpdateRule rule() const { return rule_; }
 
  protected:
-  // Allocates history/update/temp like the learnable params and checks the
-  // schedule and regularisation settings.
+  // For the subclasses: the same solver with another update rule.
+  SGDSolver(const SolverParameter& param, UpdateRule rule);
+  SGDSolver(const string& param_file, UpdateRule rule);
+  // Checks the settings (CheckUpdateSettings) and allocates the history:
+  // HistoryArrays(rule) zeroed blobs per learnable param.
   void PreSolve();
-  // Appends one more zeroed history blob per learnable param.
-  void AppendHistory();
+  // The elements of learnable param `param_id` as one run, with what
+  // `parts` names of its memory on `dev` (Normalize needs only the
+  // gradient; asking for no more keeps the rest where it is).
+  enum RunParts { kDiff, kDataAndDiff, kAll };
+  ParamRun<Dtype> WholeParam(int param_id, RunParts parts);
   virtual void Normalize(int param_id);
   virtual void Regularize(int param_id);
   virtual void ComputeUpdateValue(int param_id, Dtype rate);
@@ -77,11 +89,14 @@ class SGDSolver : public Solver<Dtype> {
   void RestoreSolverStateFromHDF5(const string& state_file) override;
 
   // The update rule's state (saved in snapshots): one blob per parameter,
-  // two for AdaDelta and Adam (AppendHistory). The rules run in one pass
+  // two for AdaDelta and Adam ([0, P) then [P, 2P)). The rules run in one pass
   // each (kernels/solver_kernels.hpp) and need no scratch space.
   vector<shared_ptr<Blob<Dtype>>> history_;
   // The iteration whose gradient ComputeUpdateValue is applying.
   int update_iter_ = 0;
+
+ private:
+  UpdateRule rule_;
 };
 
 }  // namespace poseidon

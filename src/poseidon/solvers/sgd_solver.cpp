@@ -6,7 +6,6 @@
 #include <random>
 #include <sstream>
 
-#include "poseidon/kernels/solver_kernels.hpp"
 #include "poseidon/solver_factory.hpp"
 #include "poseidon/util/emulation.hpp"
 #include "poseidon/util/for_each.hpp"
@@ -17,49 +16,32 @@ namespace poseidon {
 
 template <typename Dtype>
 SGDSolver<Dtype>::SGDSolver(const SolverParameter& param)
-    : Solver<Dtype>(param) {
+    : SGDSolver(param, UpdateRule::kSGD) {}
+
+template <typename Dtype>
+SGDSolver<Dtype>::SGDSolver(const string& param_file)
+    : SGDSolver(param_file, UpdateRule::kSGD) {}
+
+template <typename Dtype>
+SGDSolver<Dtype>::SGDSolver(const SolverParameter& param, UpdateRule rule)
+    : Solver<Dtype>(param), rule_(rule) {
   PreSolve();
 }
 
 template <typename Dtype>
-SGDSolver<Dtype>::SGDSolver(const string& param_file)
-    : Solver<Dtype>(param_file) {
+SGDSolver<Dtype>::SGDSolver(const string& param_file, UpdateRule rule)
+    : Solver<Dtype>(param_file), rule_(rule) {
   PreSolve();
 }
 
 template <typename Dtype>
 void SGDSolver<Dtype>::PreSolve() {
-  const SolverParameter& p = this->param_;
-  const string& policy = p.lr_policy();
-  POSEIDON_REQUIRE(policy == "fixed" || policy == "step" || policy == "exp" ||
-                       policy == "inv" || policy == "multistep" ||
-                       policy == "poly" || policy == "sigmoid",
-                   ConfigError, "unknown lr_policy: \"", policy,
-                   "\" (known: fixed, step, exp, inv, multistep, poly, "
-                   "sigmoid)");
-  POSEIDON_REQUIRE(policy != "step" || p.stepsize() > 0, ConfigError,
-                   "lr_policy \"step\" needs stepsize > 0, got ", p.stepsize());
-  POSEIDON_REQUIRE(policy != "poly" || p.max_iter() > 0, ConfigError,
-                   "lr_policy \"poly\" needs max_iter > 0, got ", p.max_iter());
-  for (int i = 1; i < p.stepvalue_size(); ++i) {
-    POSEIDON_REQUIRE(p.stepvalue(i) > p.stepvalue(i - 1), ConfigError,
-                     "stepvalue must increase, but stepvalue[", i,
-                     "] = ", p.stepvalue(i), " follows ", p.stepvalue(i - 1));
-  }
-  POSEIDON_REQUIRE(
-      p.regularization_type() == "L2" || p.regularization_type() == "L1",
-      ConfigError, "unknown regularization_type: \"", p.regularization_type(),
-      "\" (known: L1, L2)");
+  CheckUpdateSettings(this->param_, rule_);
   history_.clear();
-  for (Blob<Dtype>* param : this->net_->learnable_params()) {
-    history_.push_back(std::make_shared<Blob<Dtype>>(param->shape()));
-  }
-}
-
-template <typename Dtype>
-void SGDSolver<Dtype>::AppendHistory() {
-  for (Blob<Dtype>* param : this->net_->learnable_params()) {
-    history_.push_back(std::make_shared<Blob<Dtype>>(param->shape()));
+  for (int a = 0; a < HistoryArrays(rule_); ++a) {
+    for (Blob<Dtype>* param : this->net_->learnable_params()) {
+      history_.push_back(std::make_shared<Blob<Dtype>>(param->shape()));
+    }
   }
 }
 
@@ -67,34 +49,17 @@ template <typename Dtype>
 Dtype SGDSolver<Dtype>::GetLearningRate() {
   const SolverParameter& p = this->param_;
   const string& policy = p.lr_policy();
-  const double base_lr = p.base_lr();
-  const double it = this->iter_;
-  double rate = 0;
-  if (policy == "fixed") {
-    rate = base_lr;
-  } else if (policy == "step") {
+  if (policy == "step") {
     this->current_step_ = this->iter_ / p.stepsize();
-    rate = base_lr * std::pow(double(p.gamma()), this->current_step_);
-  } else if (policy == "exp") {
-    rate = base_lr * std::pow(double(p.gamma()), it);
-  } else if (policy == "inv") {
-    rate = base_lr * std::pow(1.0 + double(p.gamma()) * it, -double(p.power()));
-  } else if (policy == "multistep") {
-    if (this->current_step_ < p.stepvalue_size() &&
-        this->iter_ >= p.stepvalue(this->current_step_)) {
-      ++this->current_step_;
-      LOG(INFO) << "MultiStep Status: Iteration " << this->iter_
-                << ", step = " << this->current_step_;
-    }
-    rate = base_lr * std::pow(double(p.gamma()), this->current_step_);
-  } else if (policy == "poly") {
-    rate = base_lr * std::pow(1.0 - it / p.max_iter(), double(p.power()));
-  } else if (policy == "sigmoid") {
-    rate = base_lr / (1.0 + std::exp(-double(p.gamma()) * (it - p.stepsize())));
-  } else {
-    POSEIDON_THROW(ConfigError, "unknown lr_policy: \"", policy, "\"");
+  } else if (policy == "multistep" &&
+             this->current_step_ < p.stepvalue_size() &&
+             this->iter_ >= p.stepvalue(this->current_step_)) {
+    ++this->current_step_;
+    LOG(INFO) << "MultiStep Status: Iteration " << this->iter_
+              << ", step = " << this->current_step_;
   }
-  return static_cast<Dtype>(rate);
+  return static_cast<Dtype>(
+      ScheduledRate(p, this->iter_, this->current_step_));
 }
 
 template <typename Dtype>
@@ -143,43 +108,46 @@ void SGDSolver<Dtype>::ClipGradients() {
 }
 
 template <typename Dtype>
-void SGDSolver<Dtype>::Normalize(int param_id) {
-  if (this->param_.iter_size() == 1) return;
+ParamRun<Dtype> SGDSolver<Dtype>::WholeParam(int param_id, RunParts parts) {
   Blob<Dtype>* param = this->net_->learnable_params()[param_id];
   const Poseidon::Brew dev = Poseidon::mode();
-  math::scal<Dtype>(dev, param->count(), Dtype(1) / this->param_.iter_size(),
-                    param->mutable_diff_on(dev));
+  ParamRun<Dtype> run;
+  run.count = param->count();
+  run.diff = param->mutable_diff_on(dev);
+  if (parts != kDiff) run.data = param->data_on(dev);
+  if (parts == kAll) {
+    const size_t num_params = this->net_->learnable_params().size();
+    for (int a = 0; a < HistoryArrays(rule_); ++a) {
+      run.history[a] =
+          history_[a * num_params + param_id]->mutable_data_on(dev);
+    }
+  }
+  run.lr_mult = this->net_->params_lr()[param_id];
+  run.decay_mult = this->net_->params_weight_decay()[param_id];
+  return run;
+}
+
+template <typename Dtype>
+void SGDSolver<Dtype>::Normalize(int param_id) {
+  if (this->param_.iter_size() == 1) return;
+  NormalizeRun(Poseidon::mode(), this->param_, WholeParam(param_id, kDiff));
 }
 
 template <typename Dtype>
 void SGDSolver<Dtype>::Regularize(int param_id) {
-  Blob<Dtype>* param = this->net_->learnable_params()[param_id];
-  const Dtype local_decay =
-      this->param_.weight_decay() * this->net_->params_weight_decay()[param_id];
-  if (local_decay == 0) return;
-  const int count = param->count();
-  const Poseidon::Brew dev = Poseidon::mode();
-  if (this->param_.regularization_type() == "L2") {
-    math::axpy<Dtype>(dev, count, local_decay, param->data_on(dev),
-                      param->mutable_diff_on(dev));
-  } else {
-    for_each(dev, count,
-             kernels::L1Regularize<Dtype>{param->data_on(dev),
-                                          param->mutable_diff_on(dev),
-                                          local_decay});
+  if (this->param_.weight_decay() *
+          this->net_->params_weight_decay()[param_id] ==
+      0) {
+    return;
   }
+  RegularizeRun(Poseidon::mode(), this->param_,
+                WholeParam(param_id, kDataAndDiff));
 }
 
 template <typename Dtype>
 void SGDSolver<Dtype>::ComputeUpdateValue(int param_id, Dtype rate) {
-  Blob<Dtype>* param = this->net_->learnable_params()[param_id];
-  const Dtype momentum = this->param_.momentum();
-  const Dtype local_rate = rate * this->net_->params_lr()[param_id];
-  const Poseidon::Brew dev = Poseidon::mode();
-  for_each(dev, param->count(),
-           kernels::SgdUpdate<Dtype>{param->mutable_diff_on(dev),
-                                     history_[param_id]->mutable_data_on(dev),
-                                     momentum, local_rate});
+  RuleStepRun(Poseidon::mode(), this->param_, rule_, rate, update_iter_,
+              WholeParam(param_id, kAll));
 }
 
 template <typename Dtype>
