@@ -3,11 +3,14 @@
 // means (for transform_param.mean_value).
 #include <gflags/gflags.h>
 
+#include <exception>
 #include <iostream>
 #include <optional>
 
 #include "poseidon/common.hpp"
+#include "poseidon/data_transformer.hpp"
 #include "poseidon/proto/caffe.pb.h"
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/db.hpp"
 #include "poseidon/util/io.hpp"
 
@@ -49,6 +52,9 @@ void Run(const string& db_path, const string& output) {
   const string where = StrCat(db->name(), " '", db_path, "'");
   POSEIDON_REQUIRE(cursor->valid(), IOError, where, " holds no records");
 
+  // Only for its check of a record's shape against the bytes it holds, made
+  // before the sum is sized from the first record's shape.
+  const DataTransformer<float> checker(TransformationParameter(), TEST);
   int channels = 0, height = 0, width = 0;
   vector<double> sum;
   int count = 0;
@@ -56,12 +62,21 @@ void Run(const string& db_path, const string& output) {
     Datum encoded;
     POSEIDON_REQUIRE(encoded.ParseFromString(cursor->value()), IOError, where,
                      " record '", cursor->key(), "' is not a valid Datum");
-    const Datum datum = Raw(encoded);
+    Datum datum;
+    try {
+      datum = Raw(encoded);
+      checker.InferBlobShape(datum);
+    } catch (const Error&) {
+      RethrowWithContext(StrCat(where, " record '", cursor->key(), "'"));
+    }
     if (count == 0) {
       channels = datum.channels();
       height = datum.height();
       width = datum.width();
-      sum.assign(static_cast<size_t>(channels) * height * width, 0.0);
+      const size_t size = static_cast<size_t>(channels) * height * width;
+      RequireAllocatable(size * sizeof(double),
+                         StrCat("the sum of ", where, "'s records"));
+      sum.assign(size, 0.0);
     }
     POSEIDON_REQUIRE(datum.channels() == channels && datum.height() == height &&
                          datum.width() == width,
@@ -69,19 +84,13 @@ void Run(const string& db_path, const string& output) {
                      datum.channels(), "x", datum.height(), "x", datum.width(),
                      " but the first record is ", channels, "x", height, "x",
                      width);
+    // InferBlobShape checked that the pixels or floats fill the shape.
     const string& pixels = datum.data();
     if (!pixels.empty()) {
-      POSEIDON_REQUIRE(pixels.size() == sum.size(), IOError, where, " record '",
-                       cursor->key(), "' holds ", pixels.size(), " bytes for ",
-                       sum.size(), " pixels");
       for (size_t i = 0; i < sum.size(); ++i) {
         sum[i] += static_cast<unsigned char>(pixels[i]);
       }
     } else {
-      POSEIDON_REQUIRE(
-          static_cast<size_t>(datum.float_data_size()) == sum.size(), IOError,
-          where, " record '", cursor->key(), "' holds ",
-          datum.float_data_size(), " values for ", sum.size(), " pixels");
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += datum.float_data(i);
     }
     if (++count % 10000 == 0) LOG(INFO) << "Processed " << count << " records";
@@ -122,7 +131,7 @@ int main(int argc, char** argv) {
     }
     poseidon::Run(argv[1], argc == 3 ? argv[2] : "");
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

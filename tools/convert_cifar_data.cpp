@@ -3,6 +3,7 @@
 // LevelDB).
 #include <gflags/gflags.h>
 
+#include <exception>
 #include <iostream>
 
 #include "poseidon/common.hpp"
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
     LOG(INFO) << "Converted " << counts.train << " training and " << counts.test
               << " test examples into " << argv[2];
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

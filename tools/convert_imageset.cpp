@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
 #include <iostream>
 #include <utility>
 
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
     const int count = poseidon::Run(argv[1], argv[2], argv[3]);
     LOG(INFO) << "Wrote " << count << " images to " << argv[3];
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

@@ -2,6 +2,7 @@
 // a database of Datums for the Data layer.
 #include <gflags/gflags.h>
 
+#include <exception>
 #include <iostream>
 
 #include "poseidon/common.hpp"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
         poseidon::ConvertMnistToDB(argv[1], argv[2], argv[3], FLAGS_backend);
     LOG(INFO) << "Converted " << count << " examples into " << argv[3];
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

@@ -3,6 +3,7 @@
 // records that worker i % K of K would read from the shared database.
 #include <gflags/gflags.h>
 
+#include <exception>
 #include <iostream>
 
 #include "poseidon/common.hpp"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
     std::cout << "Partitioned " << total << " records of " << source
               << " into " << counts.size() << " parts" << std::endl;
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

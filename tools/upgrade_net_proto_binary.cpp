@@ -1,5 +1,6 @@
 // Rewrites a legacy binary net (.caffemodel with V0 or V1 `layers`) in the
 // current format:  upgrade_net_proto_binary OLD.caffemodel NEW.caffemodel
+#include <exception>
 #include <iostream>
 
 #include "poseidon/common.hpp"
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
     poseidon::WriteProtoToBinaryFile(param, argv[2]);
     LOG(INFO) << "Wrote upgraded NetParameter binary proto to " << argv[2];
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

@@ -1,6 +1,7 @@
 // Rewrites a legacy (V0 `layers { layer {} }` with padding layers, V1
 // `layers {}`, net-level `input:`) text prototxt in the current format:
 //   upgrade_net_proto_text OLD.prototxt NEW.prototxt
+#include <exception>
 #include <iostream>
 
 #include "poseidon/common.hpp"
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     poseidon::WriteProtoToTextFile(param, argv[2]);
     LOG(INFO) << "Wrote upgraded NetParameter text proto to " << argv[2];
     return 0;
-  } catch (const poseidon::Error& e) {
+  } catch (const std::exception& e) {  // poseidon::Error and any other
     std::cerr << "Error: " << e.what() << std::endl;
     return 1;
   }

@@ -28,6 +28,7 @@
 #define POSEIDON_SOLVER_HPP_
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ class Solver {
   const NetParameter& train_net_param() const { return train_net_param_; }
   const vector<shared_ptr<Net<Dtype>>>& test_nets() const { return test_nets_; }
   int iter() const { return iter_; }
+  // Roughly the bytes of one snapshot: every parameter (twice with
+  // snapshot_diff) and the update rule's history arrays.
+  uint64_t SnapshotBytesEstimate() const;
   int max_iter() const { return param_.max_iter(); }
   Dtype smoothed_loss() const { return smoothed_loss_; }
   // The mean scores of each test net's outputs from the last TestAll, in
@@ -156,6 +160,9 @@ class Solver {
   void InitTrainNet();
   void InitTestNets();
   void CheckSnapshotWritePermissions() const;
+  // Before the first iteration: the snapshot folder is writable and has
+  // room, stale temporary files are removed. See Note [Start-up checks].
+  void RunStartupChecks() const;
   void Test(int test_net_id);
   void UpdateSmoothedLoss(Dtype loss, int start_iter, int average_loss);
   void DisplayProgress(int stop_iter);

@@ -21,6 +21,7 @@
 #include <glog/logging.h>
 
 #include <climits>
+#include <filesystem>
 #include <memory>
 #include <new>
 #include <string>
@@ -422,6 +423,47 @@ const Command kCommands[] = {
 // Frees every object while the core library is certainly still loaded.
 void AtExit() { HandleTable::Get().Reset(); }
 
+// Note [Octave's exit error]
+// Octave 7 sessions printed "error: ignoring const execution_exception&
+// while preparing to exit" as they ended (exit status 0), after
+// caffe.reset_all() too. matcaffe threw nothing there: Octave itself saves
+// the command history at exit to history_file(), by default
+// ~/.local/share/octave/history, without making that folder, and where it
+// does not exist (a fresh account, a container, CI) the failed write is the
+// exception its shutdown reports. Every Octave 7 session without the folder
+// prints it, with or without matcaffe (`octave-cli --eval 1`); --no-history
+// hides it. So on its first call the module makes the folder of
+// history_file() when history_save() is on, and the history Octave meant to
+// save is saved. Octave-only: MATLAB has neither function.
+// test_matcaffe_exit.sh runs sessions in a fresh home and checks stderr.
+void MakeHistoryFolder() {
+#ifdef POSEIDON_MEX_OCTAVE
+  // mexCallMATLABWithTrap returns the error instead of raising it.
+  mxArray* save = nullptr;
+  if (mexCallMATLABWithTrap(1, &save, 0, nullptr, "history_save") != nullptr ||
+      save == nullptr) {
+    return;
+  }
+  const bool saving =
+      mxGetNumberOfElements(save) == 1 && mxGetScalar(save) != 0;
+  mxDestroyArray(save);
+  if (!saving) return;
+  mxArray* file = nullptr;
+  if (mexCallMATLABWithTrap(1, &file, 0, nullptr, "history_file") != nullptr ||
+      file == nullptr) {
+    return;
+  }
+  char* name = mxArrayToString(file);
+  mxDestroyArray(file);
+  if (name == nullptr) return;
+  const std::filesystem::path folder =
+      std::filesystem::path(name).parent_path();
+  mxFree(name);
+  std::error_code ec;  // a folder that cannot be made: Octave says so
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+#endif
+}
+
 // Runs one command; on failure fills the Octave error id and message and
 // returns false. Octave's own errors (raised inside mx* calls) pass through.
 bool Dispatch(POSEIDON_MEX_ARGS, std::string* id, std::string* message) {
@@ -492,6 +534,7 @@ void mexFunction(int nlhs, mxArray** plhs, int nrhs, const mxArray** prhs) {
     // would otherwise drop the table under live caffe.Net objects).
     mexLock();
     mexAtExit(&poseidon::matlab::AtExit);
+    poseidon::matlab::MakeHistoryFolder();
     locked = true;
   }
   std::string id, message;

@@ -2,10 +2,14 @@
 // execution over layer ranges.
 #include "poseidon/net.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <new>
+#include <set>
 #include <thread>
 
 #include "poseidon/layers/batch_norm_layer.hpp"  // Note [BatchNorm + Scale]
@@ -25,6 +29,67 @@ void ReadNetParamsFromBinaryFile(const string& filename, NetParameter* param) {
   ReadProtoFromBinaryFile(filename, param);
   UpgradeNetAsNeeded(filename, param);
 }
+
+namespace {
+
+// "layer 'ip' (InnerProduct; bottoms data: 64 784 (50176)): ", the start of
+// an error raised while setting a layer up or reshaping it. With `sizes`
+// (running out of memory), also the shapes of its parameter and top blobs
+// as far as the layer got: the allocation that failed is among them. (The
+// layer is not const only because Layer::blobs() has no const form.)
+template <typename Dtype>
+string LayerContext(Layer<Dtype>& layer, const vector<Blob<Dtype>*>& bottoms,
+                    const vector<Blob<Dtype>*>& tops, bool sizes) {
+  const LayerParameter& param = layer.layer_param();
+  string shapes;
+  for (size_t b = 0; b < bottoms.size(); ++b) {
+    shapes += StrCat(b ? ", " : "",
+                     b < static_cast<size_t>(param.bottom_size())
+                         ? param.bottom(static_cast<int>(b))
+                         : StrCat(b),
+                     ": ", bottoms[b]->shape_string());
+  }
+  string context = StrCat("layer '", param.name(), "' (", param.type(),
+                          shapes.empty() ? "" : "; bottoms ", shapes);
+  if (sizes) {
+    string params;
+    for (size_t p = 0; p < layer.blobs().size(); ++p) {
+      params += StrCat(p ? ", " : "", layer.blobs()[p]->shape_string());
+    }
+    string top_shapes;
+    for (size_t t = 0; t < tops.size(); ++t) {
+      top_shapes += StrCat(t ? ", " : "",
+                           t < static_cast<size_t>(param.top_size())
+                               ? param.top(static_cast<int>(t))
+                               : StrCat(t),
+                           ": ", tops[t]->shape_string());
+    }
+    if (!params.empty()) context += "; params " + params;
+    if (!top_shapes.empty()) context += "; tops " + top_shapes;
+  }
+  return context + "): ";
+}
+
+// Call inside a catch block for OutOfMemoryError or std::bad_alloc: throws
+// it again as an OutOfMemoryError whose message starts with LayerContext.
+// Blobs allocate when first written, so a layer's parameters run out of
+// memory in SetUp (their fillers), its tops in the first Forward and its
+// diffs in the first Backward: each of those calls is wrapped.
+template <typename Dtype>
+[[noreturn]] void RethrowOutOfMemory(Layer<Dtype>& layer,
+                                     const vector<Blob<Dtype>*>& bottoms,
+                                     const vector<Blob<Dtype>*>& tops) {
+  const string context = LayerContext(layer, bottoms, tops, true);
+  try {
+    throw;
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(context + e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError(context + "out of host memory (std::bad_alloc)");
+  }
+}
+
+}  // namespace
 
 template <typename Dtype>
 Net<Dtype>::Net(const NetParameter& param) {
@@ -131,17 +196,18 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
       }
     }
 
+    // An allocation that fails while the layer sets up (its parameters'
+    // fillers, a data layer's prefetch buffers, internal buffers) names the
+    // layer and the shapes it asked for, and stays an OutOfMemoryError.
     try {
       layer->SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
+    } catch (const OutOfMemoryError&) {
+      RethrowOutOfMemory(*layer, bottom_vecs_[layer_id], top_vecs_[layer_id]);
+    } catch (const std::bad_alloc&) {
+      RethrowOutOfMemory(*layer, bottom_vecs_[layer_id], top_vecs_[layer_id]);
     } catch (const Error& e) {
-      string shapes;
-      for (size_t b = 0; b < bottom_vecs_[layer_id].size(); ++b) {
-        shapes += StrCat(b ? ", " : "", layer_param.bottom(b), ": ",
-                         bottom_vecs_[layer_id][b]->shape_string());
-      }
-      const string context =
-          StrCat("layer '", layer_param.name(), "' (", layer_param.type(),
-                 shapes.empty() ? "" : "; bottoms ", shapes, "): ");
+      const string context = LayerContext(*layer, bottom_vecs_[layer_id],
+                                          top_vecs_[layer_id], false);
       if (dynamic_cast<const ShapeError*>(&e)) {
         throw ShapeError(context + e.what());
       }
@@ -508,7 +574,13 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
                                       f->scale->bias_cpu_data());
       f->scale->FoldForward(&f->batch_norm->normalized());
     }
-    loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    try {
+      loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    } catch (const OutOfMemoryError&) {
+      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
+    } catch (const std::bad_alloc&) {
+      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
+    }
     if (debug_info_) ForwardDebugInfo(i);
     after_forward_.Run(i);
   }
@@ -548,8 +620,14 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
       const BatchNormScaleFold* f =
           fold ? FoldOfScaleForBackward(i, end) : nullptr;
       if (f != nullptr) f->scale->FoldBackward(true);
-      layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i],
-                           bottom_vecs_[i]);
+      try {
+        layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i],
+                             bottom_vecs_[i]);
+      } catch (const OutOfMemoryError&) {
+        RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
+      } catch (const std::bad_alloc&) {
+        RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
+      }
       if (f != nullptr) {
         f->scale->FoldBackward(false);
         f->batch_norm->FoldScaleBackward(f->scale->channel_sums());
@@ -591,7 +669,13 @@ void Net<Dtype>::Backward() {
 template <typename Dtype>
 void Net<Dtype>::Reshape() {
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+    try {
+      layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+    } catch (const OutOfMemoryError&) {
+      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
+    } catch (const std::bad_alloc&) {
+      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
+    }
   }
 }
 
@@ -671,7 +755,9 @@ void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
     const int target_id =
         LayerOfName(source_layer.name(), seen[source_layer.name()]++);
     if (target_id < 0) {
-      VLOG(1) << "Ignoring source layer " << source_layer.name();
+      LOG(INFO) << "Ignoring source layer '"
+                << EscapeForMessage(source_layer.name())
+                << "': the net has no layer of that name";
       continue;
     }
     auto& target = layers_[target_id]->blobs();
@@ -697,6 +783,35 @@ void Net<Dtype>::CopyTrainedLayersFrom(const NetParameter& param) {
   }
 }
 
+// Note [Weights that match nothing]
+// Caffe copies weights by layer name and skips the layers of the file that
+// the net lacks, which is what fine-tuning relies on: rename the layers to
+// retrain (fc8 -> fc8_flickr) and they keep their fillers' values. But the
+// same rule copies nothing, silently, from an empty file or the weights of
+// another net, and `test` then scores an untrained net. So a weights FILE
+// (what a user names: --weights, a solver's weights, a snapshot's
+// learned_net, pycaffe's weights= and copy_from) must be non-empty, hold
+// layers, and fill at least one layer of the net that has parameters (a
+// net without any has nothing to fill); otherwise it is an IOError naming
+// the file, raised before anything is copied. Any number of renamed layers
+// stays allowed; each file layer skipped gets a line, and a closing line
+// says "copied N of M layers" (M: the net's layers with parameters). The
+// NetParameter overload, for code that copies between nets it built, keeps
+// Caffe's rule as it is.
+namespace {
+
+// "'a', 'b', 'c'" (at most 8 names, then how many more).
+string NameList(const vector<string>& names) {
+  string list;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) {
+    list += StrCat(i ? ", '" : "'", EscapeForMessage(names[i]), "'");
+  }
+  if (names.size() > 8) list += StrCat(" and ", names.size() - 8, " more");
+  return list.empty() ? "none" : list;
+}
+
+}  // namespace
+
 template <typename Dtype>
 void Net<Dtype>::CopyTrainedLayersFrom(const string& trained_filename) {
   // By content, as Caffe decides (H5Fis_hdf5), whatever the name.
@@ -704,13 +819,55 @@ void Net<Dtype>::CopyTrainedLayersFrom(const string& trained_filename) {
     CopyTrainedLayersFromHDF5(trained_filename);
     return;
   }
+  // See Note [Weights that match nothing].
+  struct stat info;
+  POSEIDON_REQUIRE(::stat(trained_filename.c_str(), &info) != 0 ||
+                       !S_ISREG(info.st_mode) || info.st_size > 0,
+                   IOError, "weights file '", trained_filename,
+                   "' is empty (0 bytes)");
   NetParameter param;
   ReadNetParamsFromBinaryFile(trained_filename, &param);
+  POSEIDON_REQUIRE(param.layer_size() > 0, IOError, "weights file '",
+                   trained_filename, "' is not a trained net: it reads as a ",
+                   "NetParameter of no layers (a .solverstate, a prototxt or ",
+                   "another file?)");
+  std::map<string, int> seen;
+  std::set<int> filled;
+  vector<string> stored;
+  for (const auto& source_layer : param.layer()) {
+    const int target =
+        LayerOfName(source_layer.name(), seen[source_layer.name()]++);
+    if (source_layer.blobs_size() == 0) continue;
+    stored.push_back(source_layer.name());
+    if (target >= 0 && !layers_[target]->blobs().empty()) filled.insert(target);
+  }
+  vector<string> with_params;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (!layers_[l]->blobs().empty()) with_params.push_back(layer_names_[l]);
+  }
+  POSEIDON_REQUIRE(
+      !filled.empty() || with_params.empty(), IOError, "weights file '",
+      trained_filename, "' matches no layer of net '", EscapeForMessage(name_),
+      "': its layers with weights (", NameList(stored),
+      ") and the net's layers with parameters (", NameList(with_params),
+      ") share no name; are these the weights of another net?");
   try {
     CopyTrainedLayersFrom(param);
   } catch (const Error&) {
     RethrowWithContext(StrCat("weights '", trained_filename, "'"));
   }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (layers_[l]->blobs().empty() || filled.count(static_cast<int>(l))) {
+      continue;
+    }
+    LOG(INFO) << "Layer '" << EscapeForMessage(layer_names_[l])
+              << "' keeps its initial values: " << trained_filename
+              << " has no weights for it";
+  }
+  LOG(INFO) << "Copied " << filled.size() << " of " << with_params.size()
+            << " layers from " << trained_filename << " (net '" << name_
+            << "', " << Phase_Name(phase_) << "; counting layers with "
+            << "parameters)";
 }
 
 template <typename Dtype>

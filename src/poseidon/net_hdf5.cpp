@@ -79,6 +79,42 @@ void Net<Dtype>::CopyTrainedLayersFromHDF5(const string& trained_filename) {
   POSEIDON_REQUIRE(file.HasGroup("data"), IOError, "HDF5 weights file '",
                    trained_filename, "' has no /data group (not written by ",
                    "Net.save_hdf5 / a Caffe HDF5 snapshot?)");
+  // A file that fills no layer with parameters is refused before anything
+  // is copied; see Note [Weights that match nothing] (net.cpp).
+  std::set<string> names;
+  vector<string> with_params;
+  int filled = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (!names.insert(layer_names_[l]).second) continue;
+    if (layers_[l]->blobs().empty()) continue;
+    with_params.push_back(layer_names_[l]);
+    if (file.HasGroup("data/" + layer_names_[l])) ++filled;
+  }
+  const vector<string> groups = file.ChildNames("data");
+  if (filled == 0 && !with_params.empty()) {
+    string net_list, file_list;
+    for (const string& n : with_params) {
+      net_list += StrCat(net_list.empty() ? "'" : ", '", n, "'");
+    }
+    for (const string& g : groups) {
+      file_list += StrCat(file_list.empty() ? "'" : ", '", g, "'");
+    }
+    POSEIDON_THROW(IOError, "HDF5 weights file '", trained_filename,
+                   "' matches no layer of net '", name_,
+                   "': its /data groups (",
+                   file_list.empty() ? "none" : file_list,
+                   ") and the net's layers with parameters (", net_list,
+                   ") share no name; are these the weights of another net?");
+  }
+  for (const string& g : groups) {
+    // A layer named "conv1/7x7_s2" is stored under the group "conv1".
+    bool used = false;
+    for (const string& n : names) {
+      used = used || n == g || n.rfind(g + "/", 0) == 0;
+    }
+    LOG_IF(INFO, !used) << "Ignoring source layer '" << g
+                        << "': the net has no layer of that name";
+  }
   // Layers are looked up in the file by name, each name once (the first
   // layer of a name gets the weights, as with .caffemodel files).
   std::set<string> seen;
@@ -118,6 +154,10 @@ void Net<Dtype>::CopyTrainedLayersFromHDF5(const string& trained_filename) {
                        target[p]->mutable_cpu_data());
     }
   }
+  LOG(INFO) << "Copied " << filled << " of " << with_params.size()
+            << " layers from " << trained_filename << " (net '" << name_
+            << "', " << Phase_Name(phase_) << "; counting layers with "
+            << "parameters)";
 }
 
 #else  // !USE_HDF5

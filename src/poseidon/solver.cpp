@@ -6,11 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "poseidon/solvers/update_rule.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/math_functions.hpp"
+#include "poseidon/util/snapshot_checks.hpp"
 
 namespace poseidon {
 namespace {
@@ -34,6 +35,17 @@ vector<string> SplitWeights(const string& list) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+// Reads a net prototxt the solver names. One of no layers is refused here,
+// where the file is known, as Net's file constructor does.
+void ReadNetFile(const string& file, NetParameter* param) {
+  ReadNetParamsFromTextFile(file, param);
+  POSEIDON_REQUIRE(param->layer_size() > 0 || param->layers_size() > 0 ||
+                       param->input_size() > 0,
+                   ConfigError, file,
+                   ": the file defines no layers (is it empty, or not a net "
+                   "prototxt?)");
 }
 
 template <typename Dtype>
@@ -173,13 +185,13 @@ void Solver<Dtype>::InitTrainNet() {
   } else if (param_.has_train_net()) {
     LOG(INFO) << "Creating training net from train_net file: "
               << param_.train_net();
-    ReadNetParamsFromTextFile(param_.train_net(), &net_param);
+    ReadNetFile(param_.train_net(), &net_param);
   } else if (param_.has_net_param()) {
     LOG(INFO) << "Creating training net specified in net_param.";
     net_param.CopyFrom(param_.net_param());
   } else {
     LOG(INFO) << "Creating training net from net file: " << param_.net();
-    ReadNetParamsFromTextFile(param_.net(), &net_param);
+    ReadNetFile(param_.net(), &net_param);
   }
   // Precedence, lowest first: the solver's TRAIN default, the net's own
   // state, the solver's train_state.
@@ -241,7 +253,7 @@ void Solver<Dtype>::InitTestNets() {
   }
   for (int i = 0; i < num_test_net_files; ++i, ++id) {
     sources[id] = "test_net file: " + param_.test_net(i);
-    ReadNetParamsFromTextFile(param_.test_net(i), &net_params[id]);
+    ReadNetFile(param_.test_net(i), &net_params[id]);
   }
   for (; id < num_instances; ++id) {
     if (has_net_param) {
@@ -249,7 +261,7 @@ void Solver<Dtype>::InitTestNets() {
       net_params[id].CopyFrom(param_.net_param());
     } else {
       sources[id] = "net file: " + param_.net();
-      ReadNetParamsFromTextFile(param_.net(), &net_params[id]);
+      ReadNetFile(param_.net(), &net_params[id]);
     }
   }
   test_nets_.resize(num_instances);
@@ -278,13 +290,67 @@ void Solver<Dtype>::CheckSnapshotWritePermissions() const {
   POSEIDON_REQUIRE(param_.has_snapshot_prefix(), ConfigError,
                    "the solver sets snapshot: ", param_.snapshot(),
                    " but no snapshot_prefix");
-  const string probe = SnapshotFilename(".tempfile");
-  std::ofstream out(probe);
-  POSEIDON_REQUIRE(out.good(), IOError, "cannot write to snapshot_prefix '",
-                   param_.snapshot_prefix(),
-                   "': make sure the directory exists and is writable");
-  out.close();
-  std::remove(probe.c_str());
+  CheckSnapshotFolderWritable(param_.snapshot_prefix());
+}
+
+// Note [Start-up checks]
+// A run that cannot write its snapshots should end before its first
+// iteration, not hours later at its first snapshot (or, with snapshot: 0,
+// at the one snapshot_after_train writes when training is done). So Solve
+// first checks, on the one worker of the job that writes snapshots and only
+// when snapshots will be written:
+//  - the snapshot_prefix's folder exists and a file can be created in it
+//    (IOError naming the folder and snapshot_prefix otherwise);
+//  - its file system has room for one snapshot: the bytes of every
+//    parameter (twice with snapshot_diff) for the weights, plus the update
+//    history's for the solver state; a warning only, as the estimate leaves
+//    out the files' framing and other writers may free space meanwhile;
+//  - the "<prefix>_iter_*.tmp.<pid>" files that killed runs left (Note
+//    [Atomic writes] in util/io.cpp) are removed, when process <pid> is gone.
+// Init already refuses an unwritable folder when snapshot > 0, as Caffe
+// does (CheckSnapshotWritePermissions); Solve covers snapshot_after_train and
+// the rest.
+
+template <typename Dtype>
+uint64_t Solver<Dtype>::SnapshotBytesEstimate() const {
+  uint64_t param_bytes = 0;
+  for (const auto& blob : net_->params()) {
+    param_bytes += static_cast<uint64_t>(blob->count()) * sizeof(Dtype);
+  }
+  uint64_t learnable_bytes = 0;
+  for (const Blob<Dtype>* blob : net_->learnable_params()) {
+    learnable_bytes += static_cast<uint64_t>(blob->count()) * sizeof(Dtype);
+  }
+  // The built-in update rules keep one history array per learnable
+  // parameter, AdaDelta and Adam two; another solver type counts as one.
+  const string name = type();
+  int history_arrays = 1;
+  for (const char* known :
+       {"SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam"}) {
+    if (name == known) history_arrays = HistoryArrays(UpdateRuleNamed(name));
+  }
+  return param_bytes * (param_.snapshot_diff() ? 2 : 1) +
+         learnable_bytes * history_arrays;
+}
+
+template <typename Dtype>
+void Solver<Dtype>::RunStartupChecks() const {
+  // See Note [Start-up checks].
+  if (!dist_.writes_snapshots || !Poseidon::root_solver()) return;
+  if (param_.snapshot() == 0 && !param_.snapshot_after_train()) return;
+  const string& prefix = param_.snapshot_prefix();
+  CheckSnapshotFolderWritable(prefix);
+  for (const string& path : RemoveStaleSnapshotTemporaries(prefix)) {
+    LOG(INFO) << "Removed " << path << ", the temporary file of a snapshot "
+              << "whose writer was killed";
+  }
+  const string folder = SnapshotFolder(prefix);
+  const std::optional<uint64_t> free_bytes = FreeBytes(folder);
+  if (free_bytes) {
+    const string warning =
+        LowDiskWarning(folder, *free_bytes, SnapshotBytesEstimate());
+    LOG_IF(WARNING, !warning.empty()) << warning;
+  }
 }
 
 template <typename Dtype>
@@ -424,6 +490,7 @@ template <typename Dtype>
 void Solver<Dtype>::Solve(const char* resume_file) {
   LOG(INFO) << "Solving " << net_->name();
   LOG(INFO) << "Learning Rate Policy: " << param_.lr_policy();
+  RunStartupChecks();
   if (resume_file != nullptr) {
     LOG(INFO) << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);

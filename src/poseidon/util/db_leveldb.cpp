@@ -132,9 +132,13 @@ class LevelDBCursor final : public Cursor {
   bool valid() const override { return iter_->Valid(); }
 
  private:
-  // An iterator that stops on an error is invalid with a failed status.
+  // Checked after every move, not only when the iterator stops: LevelDB's
+  // iterator steps over a block it cannot read (a bad checksum, a table
+  // cut short) to the next one and stays valid, keeping the error in its
+  // status, so a damaged table would otherwise lose records silently until
+  // the end of the pass. status() looks at the iterators' saved errors; it
+  // reads nothing.
   void CheckStatus() const {
-    if (iter_->Valid()) return;
     const leveldb::Status status = iter_->status();
     if (!status.ok()) ThrowStatus("cannot read from LevelDB", source_, status);
   }

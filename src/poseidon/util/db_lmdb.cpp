@@ -1,5 +1,6 @@
-// The LMDB backend of util/db: environment setup, cursors, and transactions
-// that grow the memory map on demand.
+// The LMDB backend of util/db: environment setup, cursors, transactions that
+// grow the memory map on demand, and the size checks that keep a truncated
+// data file from ending the process with SIGBUS.
 #include "poseidon/util/db.hpp"
 
 #include <lmdb.h>
@@ -23,6 +24,57 @@ void MdbRequire(int rc, const char* what, const string& source) {
   POSEIDON_THROW(IOError, what, " '", source, "': ", mdb_strerror(rc));
 }
 
+// Note [Truncated LMDB files]
+// LMDB reads data.mdb through a memory map as large as the map size, not the
+// file. A page past the end of a truncated file (a copy cut short, a full
+// disk) is nothing LMDB can detect: touching it raises SIGBUS, which kills
+// the process in mdb_cursor_get, often many iterations in. So the file is
+// checked against what LMDB's newest meta page says is in use: data.mdb
+// must hold every page up to me_last_pgno, (me_last_pgno + 1) * ms_psize
+// bytes. Open refuses a short file with an IOError naming the database and
+// both sizes. A file may also shrink while it is open, so every cursor move
+// first fstat()s the data file (one system call, a fraction of a
+// microsecond beside the record it reads) and throws the same error once
+// it has become short. The alternative, a SIGBUS handler that siglongjmps
+// out of LMDB, would also close the small window between that check and
+// the read, but it takes over a process-wide signal (Python's handlers and
+// other libraries' included) and jumps over LMDB's frames with its reader
+// slot held; a file cut within that window still ends the process.
+
+// The bytes data.mdb must hold: every page up to the last one in use.
+size_t NeededBytes(MDB_env* env, const string& source) {
+  MDB_envinfo info;
+  MDB_stat stat;
+  MdbRequire(mdb_env_info(env, &info), "cannot query LMDB", source);
+  MdbRequire(mdb_env_stat(env, &stat), "cannot query LMDB", source);
+  return (static_cast<size_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+}
+
+// The descriptor of data.mdb.
+int DataFd(MDB_env* env, const string& source) {
+  mdb_filehandle_t fd;
+  MdbRequire(mdb_env_get_fd(env, &fd), "cannot query LMDB", source);
+  return fd;
+}
+
+// Throws IOError naming the database and both sizes unless data.mdb (open
+// as `fd`) holds `needed` bytes. See Note [Truncated LMDB files].
+void RequireWholeFile(int fd, size_t needed, const string& source,
+                      bool while_open) {
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    POSEIDON_THROW(IOError, "cannot read LMDB '", source,
+                   "': fstat of data.mdb: ", std::strerror(errno));
+  }
+  const size_t have = static_cast<size_t>(info.st_size);
+  POSEIDON_REQUIRE(have >= needed, IOError, "LMDB '", source, "' ",
+                   while_open ? "was truncated while open" : "is truncated",
+                   ": its data.mdb holds ", have,
+                   " bytes but the pages in use need ", needed,
+                   " (a partial copy, or a full disk when it was written?); "
+                   "copy or convert it again");
+}
+
 MDB_val ToVal(const string& s) {
   MDB_val v;
   v.mv_size = s.size();
@@ -32,7 +84,10 @@ MDB_val ToVal(const string& s) {
 
 class LMDBCursor final : public Cursor {
  public:
-  LMDBCursor(MDB_env* env, const string& source) : source_(source) {
+  LMDBCursor(MDB_env* env, const string& source)
+      : source_(source),
+        fd_(DataFd(env, source)),
+        needed_bytes_(NeededBytes(env, source)) {
     MdbRequire(mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn_),
                "cannot start a read transaction on LMDB", source_);
     MDB_dbi dbi;
@@ -67,6 +122,8 @@ class LMDBCursor final : public Cursor {
 
  private:
   void Seek(MDB_cursor_op op) {
+    // The snapshot reads no page past the newest meta page's last one.
+    RequireWholeFile(fd_, needed_bytes_, source_, /*while_open=*/true);
     const int rc = mdb_cursor_get(cursor_, &key_, &value_, op);
     if (rc == MDB_NOTFOUND) {
       valid_ = false;
@@ -77,6 +134,8 @@ class LMDBCursor final : public Cursor {
   }
 
   string source_;
+  int fd_;
+  size_t needed_bytes_;
   MDB_txn* txn_ = nullptr;
   MDB_cursor* cursor_ = nullptr;
   MDB_val key_{0, nullptr};
@@ -213,6 +272,14 @@ void LMDB::Open(const string& source, Mode mode) {
     }
     env_ = shared_->env;
     source_ = source;
+    try {
+      RequireWholeFile(DataFd(env_, source), NeededBytes(env_, source), source,
+                       /*while_open=*/false);
+    } catch (const Error&) {
+      shared_.reset();  // under g_env_mu, as Close() would take it
+      env_ = nullptr;
+      throw;
+    }
     LOG(INFO) << "Opened LMDB " << source;
     return;
   }
@@ -229,6 +296,16 @@ void LMDB::Open(const string& source, Mode mode) {
     mdb_env_close(env_);
     env_ = nullptr;
     MdbRequire(rc, "cannot open LMDB", source);
+  }
+  if (mode == Mode::WRITE) {
+    try {
+      RequireWholeFile(DataFd(env_, source), NeededBytes(env_, source), source,
+                       /*while_open=*/false);
+    } catch (const Error&) {
+      mdb_env_close(env_);
+      env_ = nullptr;
+      throw;
+    }
   }
   source_ = source;
   LOG(INFO) << "Opened LMDB " << source;
