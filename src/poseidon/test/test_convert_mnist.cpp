@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/cifar.hpp"
 #include "poseidon/util/db.hpp"
 #include "poseidon/util/io.hpp"
@@ -135,6 +136,35 @@ TEST(ConvertMnistTest, BadInputsAreNamedAndLeaveNoDatabase) {
   });
   EXPECT_NE(error.find("is truncated"), string::npos) << error;
   EXPECT_FALSE(FileExists(dir + "/out_leveldb"));
+}
+
+// The header's image size is a claim: 65536 x 65536 (4 GiB an image) or an
+// image over what one allocation may take is refused before the buffer for
+// one image is allocated (issue 35).
+TEST(ConvertMnistTest, HugeDeclaredImagesAreRefusedBeforeAllocating) {
+  const string dir = test::MakeTempDir();
+  const string images = dir + "/images", labels = dir + "/labels";
+  WriteFileAtomically(labels, LabelBytes(1));
+  WriteFileAtomically(images, BigEndian(2051) + BigEndian(1) +
+                                  BigEndian(65536) + BigEndian(65536) +
+                                  string(4, '\0'));
+  string error = ErrorOf([&] { ConvertMnistToDB(images, labels, dir + "/a"); });
+  EXPECT_NE(error.find("65536x65536 pixels (4294967296 bytes each)"),
+            string::npos)
+      << error;
+  EXPECT_FALSE(FileExists(dir + "/a"));
+  WriteFileAtomically(images, BigEndian(2051) + BigEndian(1) +
+                                  BigEndian(20000) + BigEndian(20000) +
+                                  string(4, '\0'));
+  SetHostAllocationLimit(size_t{64} << 20);
+  try {
+    ConvertMnistToDB(images, labels, dir + "/b");
+    ADD_FAILURE() << "a 400 MB image under a 64 MB limit was allocated";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(string(e.what()).find("20000x20000"), string::npos) << e.what();
+  }
+  SetHostAllocationLimit(0);
+  EXPECT_FALSE(FileExists(dir + "/b"));
 }
 
 TEST(ConvertCifarTest, BatchesBecomeTrainAndTestDatabases) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "poseidon/proto/caffe.pb.h"
+#include "poseidon/util/alloc_guard.hpp"
 #include "poseidon/util/db.hpp"
 
 namespace poseidon {
@@ -93,6 +94,17 @@ int ConvertMnistToDB(const string& image_file, const string& label_file,
                    cols, " pixels");
   POSEIDON_REQUIRE(num_images <= INT32_MAX, IOError, "'", image_file,
                    "' declares ", num_images, " images");
+  // A Datum holds at most 2 GB (a protobuf message), and the header's sizes
+  // are only a claim until the pixels are read: checked before the image
+  // buffer is allocated.
+  const uint64_t image_bytes = uint64_t{rows} * cols;
+  POSEIDON_REQUIRE(image_bytes <= (uint64_t{1} << 30), IOError, "'",
+                   image_file, "' declares images of ", rows, "x", cols,
+                   " pixels (", image_bytes,
+                   " bytes each); a record may hold at most 1 GiB");
+  RequireAllocatable(static_cast<size_t>(image_bytes),
+                     StrCat("an image of '", image_file, "' (", rows, "x",
+                            cols, " pixels)"));
   LOG(INFO) << "Converting " << num_images << " images of " << rows << "x"
             << cols << " from " << image_file << " to " << db_path;
 
