@@ -211,12 +211,19 @@ TEST(SignalHandlerTest, SigtermLineNamesTheProcess) {
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     InstallTerminationMessage("trainer rank 1 of 2", "stopped by SIGTERM");
+    // ThreadSanitizer delivers a raised signal at the process's next
+    // intercepted call, not inside raise(): sleeping lets it arrive.
+    const auto let_signal_arrive = [] {
+      for (int i = 0; i < 100; ++i) usleep(2000);
+    };
     {
       SignalHandler handler("stop", "snapshot", "stop");
       raise(SIGTERM);
+      let_signal_arrive();
       if (handler.CheckForSignals() != SolverAction::STOP) _exit(3);
     }
     raise(SIGTERM);
+    let_signal_arrive();
     _exit(4);  // not reached when the termination handler is back
   }
   close(fds[1]);
