@@ -11,12 +11,8 @@ void ConvolutionLayer<Dtype>::compute_output_shape(const Blob<Dtype>& bottom) {
   // See Note [Window sizes in 64 bits] in conv_geometry.cpp.
   this->output_shape_.clear();
   for (int i = 0; i < this->num_spatial_axes_; ++i) {
-    WindowAxis a;
-    a.input = this->input_shape_[i];
-    a.kernel = this->kernel_shape_[i];
-    a.pad = this->pad_[i];
-    a.stride = this->stride_[i];
-    a.dilation = this->dilation_[i];
+    const WindowAxis a{this->input_shape_[i], this->kernel_shape_[i],
+                       this->pad_[i], this->stride_[i], this->dilation_[i]};
     WindowRule rule;
     rule.param = "convolution_param";
     rule.axis = i;

@@ -32,12 +32,8 @@ void DeconvolutionLayer<Dtype>::compute_output_shape(
     // The convolution's side must pass the forward rule too (its kernels
     // compute positions up to out + 2 * pad + stride - 1), and give back
     // the bottom. See Note [Window sizes in 64 bits] in conv_geometry.cpp.
-    WindowAxis a;
-    a.input = out;
-    a.kernel = this->kernel_shape_[i];
-    a.pad = this->pad_[i];
-    a.stride = this->stride_[i];
-    a.dilation = this->dilation_[i];
+    const WindowAxis a{out, this->kernel_shape_[i], this->pad_[i],
+                       this->stride_[i], this->dilation_[i]};
     WindowRule rule;
     rule.param = "convolution_param";
     rule.axis = i;

@@ -50,12 +50,8 @@ void Im2colLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   vector<int64_t> image_dims = {channels};
   image_dims.insert(image_dims.end(), kernel_.begin(), kernel_.end());
   for (int i = 0; i < num_spatial_axes_; ++i) {
-    WindowAxis a;
-    a.input = in.shape(channel_axis_ + 1 + i);
-    a.kernel = kernel_[i];
-    a.pad = pad_[i];
-    a.stride = stride_[i];
-    a.dilation = dilation_[i];
+    const WindowAxis a{in.shape(channel_axis_ + 1 + i), kernel_[i], pad_[i],
+                       stride_[i], dilation_[i]};
     WindowRule rule;
     rule.param = "convolution_param";
     rule.axis = i;

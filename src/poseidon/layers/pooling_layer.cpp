@@ -117,21 +117,14 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   rule.ceil = ceil_mode;
   rule.clip_last_window = pad_h_ != 0 || pad_w_ != 0;
   rule.empty_ok = true;
-  WindowAxis a;
-  a.input = height_;
-  a.kernel = kernel_h_;
-  a.pad = pad_h_;
-  a.stride = stride_h_;
   rule.axis = 0;
   rule.bottom_axis = 2;
-  pooled_height_ = WindowOutputSize(a, rule);
-  a.input = width_;
-  a.kernel = kernel_w_;
-  a.pad = pad_w_;
-  a.stride = stride_w_;
+  pooled_height_ =
+      WindowOutputSize(WindowAxis{height_, kernel_h_, pad_h_, stride_h_}, rule);
   rule.axis = 1;
   rule.bottom_axis = 3;
-  pooled_width_ = WindowOutputSize(a, rule);
+  pooled_width_ =
+      WindowOutputSize(WindowAxis{width_, kernel_w_, pad_w_, stride_w_}, rule);
   POSEIDON_REQUIRE(
       pooled_height_ > 0 && pooled_width_ > 0, ShapeError,
       "pooling_param.kernel_size: a ", kernel_h_, " x ", kernel_w_,
