@@ -85,6 +85,11 @@ DEFINE_string(host_level, "",
               "Distributed: true (ranks of a host combine gradients through "
               "shared memory before the network; several hosts of several "
               "ranks) or false.");
+DEFINE_string(server_update, "",
+              "Distributed: true (the parameter-server shards hold their "
+              "blocks' parameters and solver history and apply the update; "
+              "workers pull parameters) or false (the shards only sum; "
+              "every worker updates).");
 DEFINE_double(network_gbits, 0,
               "Distributed: each host's link bandwidth in Gbit/s for the "
               "cost model (default 10).");
@@ -364,6 +369,8 @@ DistributedParameter DistributedSettings(const SolverParameter& param) {
           &DistributedParameter::set_shared_memory, &d);
   boolean("host_level", FLAGS_host_level,
           &DistributedParameter::set_host_level, &d);
+  boolean("server_update", FLAGS_server_update,
+          &DistributedParameter::set_server_update, &d);
   if (FLAGS_network_gbits != 0) {
     POSEIDON_REQUIRE(FLAGS_network_gbits > 0, ConfigError,
                      "--network_gbits must be positive, got ",

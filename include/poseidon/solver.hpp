@@ -128,6 +128,17 @@ class Solver {
     // Brings the weights up to date (applies pending updates); called
     // before testing and snapshotting and when Step returns.
     std::function<void()> sync_weights;
+    // Brings the update history (history() of an SGDSolver) up to date
+    // where the update ran elsewhere (parameter-server shards, Note
+    // [Server-side update]); called after sync_weights before a snapshot,
+    // on every worker (collective).
+    std::function<void()> sync_history;
+    // Called when Step begins (the weights may have been set outside
+    // training: from Python, by fine-tuning weights) and when Restore has
+    // loaded a solver state (weights and history), for whoever holds a copy
+    // of them.
+    std::function<void()> step_begins;
+    std::function<void()> restored;
     // Test iteration i runs on this worker when i % test_count ==
     // test_index; sum_test_scores then adds the workers' sums (the loss sum
     // first, then each output's) so the means cover the test set once.

@@ -367,6 +367,7 @@ void Solver<Dtype>::Step(int iters) {
   const int start_iter = iter_;
   const int stop_iter = iter_ + iters;
   const int average_loss = param_.average_loss();
+  if (dist_.step_begins) dist_.step_begins();
   losses_.clear();
   smoothed_loss_ = 0;
   requested_early_exit_ = false;
@@ -633,6 +634,7 @@ string Solver<Dtype>::LastSnapshotNote() const {
 template <typename Dtype>
 void Solver<Dtype>::Snapshot() {
   if (dist_.sync_weights) dist_.sync_weights();
+  if (dist_.sync_history) dist_.sync_history();
   if (!dist_.writes_snapshots) return;
   CheckWeightsFinite("(snapshot refused)");
   string model_filename;
@@ -698,6 +700,7 @@ void Solver<Dtype>::Restore(const char* state_file) {
   } else {
     RestoreSolverStateFromBinaryProto(name);
   }
+  if (dist_.restored) dist_.restored();
   // See Note [Exact resume].
   const int64_t iter_size = std::max(1, param_.iter_size());
   const int64_t skip = (iter_ - iter_before) * iter_size;

@@ -5,9 +5,11 @@
 // rank for that iteration, adds them in rank order,
 //   sum = (((g_0 + g_1) + g_2) + ...) + g_{n-1},
 // and sends the same sum back to every rank, so all replicas stay
-// bit-identical whatever the arrival order. (The shard keeps no weights:
-// every worker applies the update rule to the summed gradient itself, which
-// is what makes N workers with batch K match one with batch N K.)
+// bit-identical whatever the arrival order. With an update function (the
+// servers own the model, Note [Server-side update] in shard_state.hpp) the
+// shard turns the sum into the block's new parameters before sending, and
+// the ranks pull parameters; without one it sends the sum and every worker
+// applies the update rule itself.
 //
 // Threads (each a CommThread, see comm_thread.hpp):
 //   push i  (push_threads) sends the blocks at positions j with
@@ -19,7 +21,8 @@
 //   pull i  (pull_threads) receives the sums of the blocks at positions j
 //           with j % pull_threads == i, in that order, a window at a time
 //           (RecvAll), the elements straight into the caller's memory;
-//   server  takes this shard's blocks' pushes, in order, and sums them;
+//   server  takes this shard's blocks' pushes, in order, sums them and
+//           applies the update function, if any;
 //   server send
 //           sends each sum to every rank, while `server` sums the next block
 //           (Note [Server pipeline] in param_server.cpp).
@@ -81,20 +84,28 @@ class ParamServer {
     Dtype* data = nullptr;
   };
 
+  // What the shard does with a block's sum before sending it back: called
+  // on the server thread with the sum of iteration `iter`'s pushes of
+  // `block` (partition.blocks()[block].count elements), which it may
+  // replace in place (ShardState::Apply).
+  using Update = std::function<void(int64_t iter, int block, Dtype* values)>;
+
   // `comm` and `partition` are observed and must outlive the server; the
   // partition must have comm->size() shards and be the same on every rank.
   // Throws ConfigError for options out of range. `timeline` (may be null)
   // receives one event per window pushed or pulled and per block summed and
   // sent back, on the lanes "push i", "pull i", "server" and "server send".
+  // `update` may be empty (the sums go back as they are).
   ParamServer(Communicator* comm, const BlockPartition* partition,
               const ParamServerOptions& options,
-              Timeline* timeline = nullptr);
+              Timeline* timeline = nullptr, Update update = {});
   // Finishes the exchanges already posted, then stops the threads.
   ~ParamServer();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(ParamServer);
 
   // Pushes the blocks (summing iteration `iter`'s gradients), and writes the
-  // sums over all ranks back into the same memory. `done` runs once, on a
+  // sums over all ranks (or what the update made of them) back into the
+  // same memory. `done` runs once, on a
   // communication thread, when every sum is in place or on the first error.
   // Every rank must post the same block ids in the same order; the memory
   // must stay valid and untouched by others until `done`.
@@ -157,6 +168,7 @@ class ParamServer {
   const BlockPartition* partition_;
   const ParamServerOptions options_;
   Timeline* timeline_;
+  const Update update_;
   std::vector<std::unique_ptr<CommThread>> push_;
   std::vector<std::unique_ptr<CommThread>> pull_;
   struct Counters;

@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/communicator.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
@@ -98,6 +99,12 @@ struct TransportContext {
   // host level marks its slices' exchange done in shared memory, Note
   // [Deadline ladder] in host_transport.cpp).
   std::function<void(int g, int64_t iter)> on_exchanged;
+  // May be empty. PS only: the servers own the model (Note [Server-side
+  // update] in shard_state.hpp): called on this rank's shard's server
+  // thread with the sum over ranks of a block's pushes of `iter`
+  // (Dtype elements), which it replaces by the block's new parameters, so
+  // that Read then reads parameters.
+  std::function<void(int64_t iter, int block, void* values)> server_update;
 };
 
 template <typename Dtype>
@@ -132,6 +139,13 @@ class Transport {
 
 // The groups' names, for messages.
 std::vector<std::string> GroupNames(const std::vector<ExchangeSpec>& groups);
+
+// The parameter server's partition of the net's params
+// (context.param_counts) into blocks of context.param->block_size() bytes
+// over context.comm->size() shards: PsTransport's, and the one the
+// synchroniser gives the shards' state (ShardState).
+std::unique_ptr<BlockPartition> MakePsPartition(
+    const TransportContext& context, size_t elem_bytes);
 
 // The transports, each in its own file; the table in transport.cpp maps a
 // Kind to one of these.

@@ -189,11 +189,12 @@ template <typename Dtype>
 ParamServer<Dtype>::ParamServer(Communicator* comm,
                                 const BlockPartition* partition,
                                 const ParamServerOptions& options,
-                                Timeline* timeline)
+                                Timeline* timeline, Update update)
     : comm_(comm),
       partition_(partition),
       options_(options),
       timeline_(timeline),
+      update_(std::move(update)),
       counters_(new Counters(partition->blocks().size())),
       sums_(new SumSlots) {
   POSEIDON_REQUIRE(options.push_threads >= 1 && options.pull_threads >= 1,
@@ -465,6 +466,7 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
                                     " (iteration ", iter, "): ", s.message()));
     }
   }
+  if (update_) update_(iter, block, sum);
   EncodeBlockMessage({iter, block, comm_->rank()}, sum,
                      b.count * sizeof(Dtype), out);
   server_send_->Post(

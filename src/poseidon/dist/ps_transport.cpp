@@ -1,6 +1,8 @@
 // The parameter server as a transport: the groups' gradients are cut into
 // the blocks of one BlockPartition over every learnable param and exchanged
-// through ParamServer, each group's blocks in one Exchange.
+// through ParamServer, each group's blocks in one Exchange; with the
+// context's server_update the shards apply the update and the groups' slots
+// come back holding parameters.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -24,10 +26,7 @@ class PsTransport final : public Transport<Dtype> {
         slots_(groups_, context.slots),
         completions_(context.comm, GroupNames(groups_)) {
     completions_.set_on_finish(context.on_exchanged);
-    partition_ = std::make_unique<BlockPartition>(
-        context.param_counts, sizeof(Dtype),
-        static_cast<size_t>(context.param->block_size()),
-        context.comm->size());
+    partition_ = MakePsPartition(context, sizeof(Dtype));
     blocks_.resize(groups_.size());
     for (size_t g = 0; g < groups_.size(); ++g) {
       const ExchangeSpec& spec = groups_[g];
@@ -43,8 +42,16 @@ class PsTransport final : public Transport<Dtype> {
     options.pull_threads = context.param->num_pull_threads();
     options.bytes_in_flight =
         static_cast<size_t>(context.param->bytes_in_flight());
+    typename ParamServer<Dtype>::Update update;
+    if (context.server_update) {
+      update = [f = context.server_update](int64_t iter, int block,
+                                           Dtype* values) {
+        f(iter, block, values);
+      };
+    }
     server_ = std::make_unique<ParamServer<Dtype>>(
-        context.comm, partition_.get(), options, context.timeline);
+        context.comm, partition_.get(), options, context.timeline,
+        std::move(update));
   }
 
   ~PsTransport() override {
@@ -106,6 +113,14 @@ class PsTransport final : public Transport<Dtype> {
 };
 
 }  // namespace
+
+std::unique_ptr<BlockPartition> MakePsPartition(
+    const TransportContext& context, size_t elem_bytes) {
+  return std::make_unique<BlockPartition>(
+      context.param_counts, elem_bytes,
+      static_cast<size_t>(context.param->block_size()),
+      context.comm->size());
+}
 
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> MakePsTransport(

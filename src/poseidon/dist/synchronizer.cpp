@@ -19,6 +19,7 @@
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/host_level.hpp"
 #include "poseidon/dist/param_uses.hpp"
+#include "poseidon/dist/shard_state.hpp"
 #include "poseidon/dist/shared_flags.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
 #include "poseidon/dist/transport.hpp"
@@ -79,7 +80,10 @@ void WaitForHostCopies() {
 //   before_forward(wait layer), first pass of iteration t: for every
 //       pending j <= t - 1 - staleness (waiting for it) and any later j
 //       already done: diff <- slot / W; SGDSolver::ApplyUpdateToParam(p,
-//       rate_j, j) for each param; diff <- 0.
+//       rate_j, j) for each param; diff <- 0. A PS group whose params the
+//       servers update (Note [Server-side update] in shard_state.hpp)
+//       reads the servers' new parameters into the params' data instead,
+//       and only the diffs are zeroed.
 // The diffs are scratch between the Solver's ClearParamDiffs and the next
 // backward, so the training thread and the communication threads never
 // share them: the threads only touch the staging slots. A slot is reused
@@ -134,6 +138,9 @@ struct Synchronizer<Dtype>::Impl {
     vector<size_t> offset;  // of each param in the group's gradient
     size_t count = 0;
     CommType transport = CommType::PS;
+    // PS with the update on the servers: the exchange brings parameters
+    // back (Note [Server-side update] in shard_state.hpp).
+    bool on_server = false;
     // SFB: rows K, outputs M, inputs N, the weight layout, and whether
     // params[1] is the bias.
     int rows = 0, M = 0, N = 0;
@@ -173,6 +180,17 @@ struct Synchronizer<Dtype>::Impl {
   std::unique_ptr<HostComms> hosts;
   std::map<Kind, std::unique_ptr<Transport<Dtype>>> transports;
   std::unique_ptr<ActionAgreement> agreement;
+  // The servers own the PS groups' params (Note [Server-side update]):
+  // this rank's shard's state, the partition it is cut by, which params
+  // it covers (by net id), whether its weights or its history must be
+  // seeded from the solver before the next exchange, and whether the
+  // workers' history is behind the shards'.
+  std::unique_ptr<BlockPartition> ps_partition;
+  std::unique_ptr<ShardState<Dtype>> shard;
+  vector<bool> on_server;
+  bool seed_weights = true;
+  bool seed_history = true;
+  bool history_behind = false;
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
   int pass = 0;                    // forward pass within the iteration
   int64_t layer_begin = 0;         // timeline: when the current layer began
@@ -188,6 +206,12 @@ struct Synchronizer<Dtype>::Impl {
   void MakeGroups();
   void MakePlan();
   void MakeTransports(const ClusterShape& cluster);
+  // Decides which PS groups the servers update and makes the shard's
+  // state; returns the transports' server_update hook (empty for none).
+  std::function<void(int64_t, int, void*)> MakeShard(
+      const TransportContext& context);
+  void SeedShard();
+  void SyncHistory();
   bool MakeHostTransports(const TransportContext& context,
                           const std::map<Kind, vector<ExchangeSpec>>& specs);
   void Attach();
@@ -471,6 +495,7 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
     g.index = static_cast<int>(specs[g.kind].size());
     specs[g.kind].push_back(std::move(spec));
   }
+  context.server_update = MakeShard(context);
   // Every rank has the same plan, so every rank makes the same (collective)
   // calls here, in the same order.
   if (hosts) {
@@ -538,6 +563,97 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   }
   agreement = std::make_unique<ActionAgreement>(
       comm, collective.get(), wait_free ? param.staleness() + 1 : 1);
+}
+
+template <typename Dtype>
+std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
+    const TransportContext& context) {
+  // Not with clip_gradients (the shards would have to agree on the norm of
+  // the whole gradient first) nor at the host level (its PS transport sums
+  // between hosts' leaders); then every worker updates, as with
+  // server_update: false.
+  const bool any_ps =
+      std::any_of(groups.begin(), groups.end(),
+                  [](const Group& g) { return g.kind == Kind::kPs; });
+  if (!param.server_update() || !any_ps) return {};
+  const char* why_not = clip    ? "clip_gradients is set"
+                        : hosts ? "the host level sums between hosts"
+                                : nullptr;
+  if (why_not != nullptr) {
+    LOG_IF(INFO, Poseidon::root_solver())
+        << "The workers apply the update of the PS layers, not the "
+           "servers: "
+        << why_not;
+    return {};
+  }
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  ServerUpdateSettings settings;
+  settings.solver = solver->param();
+  settings.rule = sgd->rule();
+  settings.workers = comm->size();
+  settings.on_server.assign(learnable.size(), false);
+  settings.lr_mult = net->params_lr();
+  settings.decay_mult = net->params_weight_decay();
+  for (Group& g : groups) {
+    g.on_server = g.kind == Kind::kPs;
+    if (!g.on_server) continue;
+    for (int p : g.params) settings.on_server[p] = true;
+  }
+  for (PlannedLayer& p : plan) {
+    if (p.transport == CommType::PS) p.reason += " (updated on the servers)";
+  }
+  on_server = settings.on_server;
+  ps_partition = MakePsPartition(context, sizeof(Dtype));
+  shard = std::make_unique<ShardState<Dtype>>(
+      ps_partition.get(), comm->rank(), std::move(settings));
+  ShardState<Dtype>* state = shard.get();
+  return [state](int64_t iter, int block, void* values) {
+    state->Apply(iter, block, static_cast<Dtype*>(values));
+  };
+}
+
+// Before the first exchange of a Step: the shard takes its blocks' weights,
+// and when the synchroniser is new or a state was restored their history,
+// from this rank's solver (the same on every rank: rank 0's weights, or a
+// snapshot or weights every rank loaded alike). See Note [Server-side
+// update].
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SeedShard() {
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
+  const size_t num = learnable.size();
+  std::function<const Dtype*(int, int)> from_solver;
+  if (seed_history) {
+    from_solver = [&](int a, int p) {
+      return history[a * num + p]->cpu_data();
+    };
+  }
+  shard->Seed([&](int p) { return learnable[p]->cpu_data(); }, from_solver);
+  seed_weights = false;
+  seed_history = false;
+}
+
+// Every shard's history into every worker's solver before a snapshot
+// (collective, on the collective thread behind the exchanges posted).
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SyncHistory() {
+  if (!shard || !history_behind) return;
+  const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
+  const size_t num = net->learnable_params().size();
+  // The solver's host memory, taken here on the training thread.
+  vector<Dtype*> into(history.size());
+  for (size_t i = 0; i < history.size(); ++i) {
+    into[i] = history[i]->mutable_cpu_data();
+  }
+  const Status s = OnCollectiveThread(
+      "gathering the servers' solver history", [&] {
+        return shard->Gather(comm, [&](int a, int p) {
+          return into[a * num + p];
+        });
+      });
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
+                   s.message());
+  history_behind = false;
 }
 
 // The host level's transports for PS, ring and SFB groups, on every rank or
@@ -608,6 +724,10 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   // The first exchange (after a restore it is not iteration 0).
   if (g.last_posted < 0) g.next_apply = iter;
   g.last_posted = iter;
+  if (g.on_server) {
+    if (seed_weights || seed_history) SeedShard();
+    history_behind = true;
+  }
   const int64_t begin = timeline ? timeline->NowMicros() : 0;
   Stage(&g, iter, g.via->Stage(g.index, iter));
   g.via->Post(g.index, iter);
@@ -633,12 +753,17 @@ void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
   plan[gid].measured_seconds += done - g.posted_at[iter % slots];
   plan[gid].blocked_seconds += done - waiting;
   ++plan[gid].exchanges;
-  const Dtype scale = Dtype(1) / comm->size();
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (size_t i = 0; i < g.params.size(); ++i) {
     Blob<Dtype>* b = learnable[g.params[i]];
-    g.via->Read(g.index, iter, g.offset[i], b->count(), scale,
-                b->mutable_cpu_diff());
+    if (g.on_server) {
+      // The servers' parameters after the update of `iter`.
+      g.via->Read(g.index, iter, g.offset[i], b->count(), Dtype(1),
+                  b->mutable_cpu_data());
+    } else {
+      g.via->Read(g.index, iter, g.offset[i], b->count(),
+                  Dtype(1) / comm->size(), b->mutable_cpu_diff());
+    }
   }
   g.via->Release(g.index, iter);
   g.next_apply = iter + 1;
@@ -672,7 +797,9 @@ void Synchronizer<Dtype>::Impl::ApplyGroup(int gid, int64_t iter) {
   const Dtype rate = rates.at(iter);
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   for (int p : g.params) {
-    sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+    if (!g.on_server) {
+      sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+    }
     const Poseidon::Brew dev = Poseidon::mode();
     math::set<Dtype>(dev, learnable[p]->count(), Dtype(0),
                      learnable[p]->mutable_diff_on(dev));
@@ -721,6 +848,7 @@ void Synchronizer<Dtype>::Impl::UpdatePoint() {
     }
     sgd->ClipGradients();
     for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
+      if (!on_server.empty() && on_server[p]) continue;  // pulled already
       sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
     }
     rates.erase(iter);
@@ -781,6 +909,9 @@ void Synchronizer<Dtype>::Impl::Attach() {
   typename Solver<Dtype>::DistributedHooks dist;
   dist.apply_update = [this] { UpdatePoint(); };
   dist.sync_weights = [this] { SyncAll(); };
+  dist.sync_history = [this] { SyncHistory(); };
+  dist.step_begins = [this] { seed_weights = true; };
+  dist.restored = [this] { seed_history = true; };
   dist.test_index = comm->rank();
   dist.test_count = comm->size();
   dist.sum_test_scores = [this](vector<double>* sums) {

@@ -4,7 +4,9 @@
 #      2 ranks x batch 32 reaches the same test accuracy (within 0.01) as one
 #      process with batch 64 after the same iterations (= the same epochs);
 #      only rank 0 writes snapshots; 4 ranks x batch 16 likewise; --timeline writes a valid Chrome trace
-#      per rank; the transport plan and traffic are logged.
+#      per rank; the transport plan and traffic are logged; with every
+#      layer by PS, the update on the servers gives the snapshot of the
+#      update on the workers, byte for byte.
 #   2. 4 ranks on partitions made by scripts/partition_data
 #      (--partitioned_data, comm: ALLREDUCE as a ring over MPI messages, not
 #      shared memory) train well above chance. (AUTO on one host, as in 1,
@@ -129,6 +131,33 @@ if awk -v a="$a1" -v b="$at" -v c="$at2" 'BEGIN { d = a - b; e = a - c;
   ok "device workers match one process: --threads=2 $at, 2 ranks x 2 threads $at2 vs $a1"
 else
   fail "device workers: --threads=2 $at, 2 ranks x 2 threads $at2, one process $a1"
+fi
+
+# 1d. The parameter server's shards apply the update (server_update, the
+#     default): 2 ranks with every layer by PS over MPI messages end with
+#     the snapshot, weights and solver history, of the same run with the
+#     update on the workers, byte for byte.
+for su in true false; do
+  mkdir -p "$WORK/su_$su"
+  make_solver 32 40 lenet "$WORK/su_$su/solver.prototxt"
+  # Run from the run's folder (the .solverstate names its weights by the
+  # relative prefix), with the data by absolute path.
+  sed -i "s|\"data/fashion_mnist/|\"$PWD/data/fashion_mnist/|" \
+    "$WORK/su_$su/solver.prototxt.net"
+  (cd "$WORK/su_$su" && timeout 300 "${MPI[@]}" -np 2 "$TRAIN" train \
+     --solver=solver.prototxt --comm=PS --shared_memory=false \
+     --server_update=$su > train.log 2>&1) ||
+    { tail -20 "$WORK/su_$su/train.log"; fail "server_update=$su training failed"; }
+done
+if grep -q "(updated on the servers)" "$WORK/su_true/train.log" &&
+   ! grep -q "(updated on the servers)" "$WORK/su_false/train.log" &&
+   cmp "$WORK/su_true/lenet_iter_40.caffemodel" \
+       "$WORK/su_false/lenet_iter_40.caffemodel" &&
+   cmp "$WORK/su_true/lenet_iter_40.solverstate" \
+       "$WORK/su_false/lenet_iter_40.solverstate"; then
+  ok "update on the servers: snapshot identical to the workers' update"
+else
+  fail "update on the servers: the snapshots differ or the plan does not say"
 fi
 
 # 2. Four ranks on partitioned data, every layer over the ring allreduce.

@@ -1,0 +1,156 @@
+// A parameter-server shard's parameters and solver history, and the
+// solver's update applied to them (Note [Server-side update]).
+#include "poseidon/dist/shard_state.hpp"
+
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "poseidon/util/emulation.hpp"
+#include "poseidon/util/math_functions.hpp"
+
+namespace poseidon {
+namespace dist {
+
+constexpr size_t kNotHeld = std::numeric_limits<size_t>::max();
+
+template <typename Dtype>
+std::vector<int> ShardState<Dtype>::HeldBlocks(
+    const BlockPartition& partition, int shard,
+    const std::vector<bool>& on_server) {
+  std::vector<int> held;
+  for (int b : partition.shard_blocks(shard)) {
+    const int blob = partition.blocks()[b].blob;
+    if (blob < static_cast<int>(on_server.size()) && on_server[blob]) {
+      held.push_back(b);
+    }
+  }
+  return held;
+}
+
+template <typename Dtype>
+ShardState<Dtype>::ShardState(const BlockPartition* partition, int shard,
+                              ServerUpdateSettings settings)
+    : partition_(partition), settings_(std::move(settings)), shard_(shard) {
+  const size_t params = settings_.on_server.size();
+  POSEIDON_REQUIRE(static_cast<int>(params) == partition_->num_blobs() &&
+                       settings_.lr_mult.size() == params &&
+                       settings_.decay_mult.size() == params,
+                   ConfigError, "server update: settings for ", params,
+                   " params (", settings_.lr_mult.size(), " lr_mult, ",
+                   settings_.decay_mult.size(),
+                   " decay_mult) but the "
+                   "block partition has ",
+                   partition_->num_blobs());
+  POSEIDON_REQUIRE(settings_.workers >= 1, ConfigError,
+                   "server update: ", settings_.workers, " workers");
+  CheckUpdateSettings(settings_.solver, settings_.rule);
+  blocks_ = HeldBlocks(*partition_, shard, settings_.on_server);
+  at_.assign(partition_->blocks().size(), kNotHeld);
+  size_t total = 0;
+  for (int b : blocks_) {
+    at_[b] = total;
+    total += partition_->blocks()[b].count;
+  }
+  weights_.assign(total, Dtype(0));
+  for (int a = 0; a < HistoryArrays(settings_.rule); ++a) {
+    history_[a].assign(total, Dtype(0));
+  }
+}
+
+template <typename Dtype>
+void ShardState<Dtype>::Seed(
+    const std::function<const Dtype*(int p)>& weights,
+    const std::function<const Dtype*(int a, int p)>& history) {
+  CHECK(seeded_ || history) << "a shard's first seed needs the history";
+  const int arrays = history ? HistoryArrays(settings_.rule) : 0;
+  for (int b : blocks_) {
+    const ParamBlock& block = partition_->blocks()[b];
+    const size_t bytes = block.count * sizeof(Dtype);
+    std::memcpy(weights_.data() + at_[b], weights(block.blob) + block.offset,
+                bytes);
+    for (int a = 0; a < arrays; ++a) {
+      std::memcpy(history_[a].data() + at_[b],
+                  history(a, block.blob) + block.offset, bytes);
+    }
+  }
+  seeded_ = true;
+}
+
+template <typename Dtype>
+void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
+  CHECK(seeded_) << "server update of block " << block << " (iteration " << iter
+                 << ") before the shard was seeded";
+  CHECK(block >= 0 && block < static_cast<int>(at_.size()) &&
+        at_[block] != kNotHeld)
+      << "server update of block " << block << ", which this shard does "
+      << "not hold";
+  emulation::DilatedCompute dilated;  // Note [Time dilation]
+  const ParamBlock& b = partition_->blocks()[block];
+  const int count = static_cast<int>(b.count);
+  Dtype* w = weights_.data() + at_[block];
+  // The steps of SGDSolver::ApplyUpdateToParam, on this block's elements:
+  // the mean over workers (the synchroniser's Read), ComputeStep, and
+  // Blob::Update's w -= step.
+  cpu_scale(count, Dtype(1) / settings_.workers, values, values);
+  const SolverParameter& sp = settings_.solver;
+  const int it = static_cast<int>(iter);
+  const Dtype rate =
+      static_cast<Dtype>(ScheduledRate(sp, it, MultistepStepAt(sp, it)));
+  ParamRun<Dtype> run;
+  run.count = count;
+  run.data = w;
+  run.diff = values;
+  for (int a = 0; a < HistoryArrays(settings_.rule); ++a) {
+    run.history[a] = history_[a].data() + at_[block];
+  }
+  run.lr_mult = settings_.lr_mult[b.blob];
+  run.decay_mult = settings_.decay_mult[b.blob];
+  ComputeStep(Poseidon::CPU, sp, settings_.rule, rate, it, run);
+  cpu_axpy(count, Dtype(-1), values, w);
+  std::memcpy(values, w, b.count * sizeof(Dtype));
+}
+
+template <typename Dtype>
+Status ShardState<Dtype>::Gather(
+    Communicator* comm,
+    const std::function<Dtype*(int a, int p)>& history) const {
+  const int arrays = HistoryArrays(settings_.rule);
+  std::vector<Dtype> buffer;
+  for (int s = 0; s < partition_->num_shards(); ++s) {
+    const std::vector<int> held =
+        s == shard_ ? blocks_ : HeldBlocks(*partition_, s, settings_.on_server);
+    size_t total = 0;
+    for (int b : held) total += partition_->blocks()[b].count;
+    if (total == 0) continue;
+    for (int a = 0; a < arrays; ++a) {
+      if (s == shard_) {
+        buffer = history_[a];
+      } else {
+        buffer.assign(total, Dtype(0));
+      }
+      const Status st =
+          comm->Broadcast(buffer.data(), total * sizeof(Dtype), s);
+      if (!st.ok()) {
+        return Status::Failure(
+            StrCat("gathering the solver history of the "
+                   "parameter-server shard of rank ",
+                   comm->JobRank(s), ": ", st.message()));
+      }
+      size_t at = 0;
+      for (int b : held) {
+        const ParamBlock& block = partition_->blocks()[b];
+        std::memcpy(history(a, block.blob) + block.offset, buffer.data() + at,
+                    block.count * sizeof(Dtype));
+        at += block.count;
+      }
+    }
+  }
+  return Status::OK();
+}
+
+template class ShardState<float>;
+template class ShardState<double>;
+
+}  // namespace dist
+}  // namespace poseidon

@@ -1,0 +1,349 @@
+// The servers own the model (Note [Server-side update]): a shard's update
+// of its blocks is the workers' update of the whole params bit for bit, a
+// distributed run with the update on the servers ends with the weights and
+// the solver history of the same run with the update on every worker, bit
+// for bit, for every solver, and its snapshots hold the servers' history.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poseidon/dist/block_partition.hpp"
+#include "poseidon/dist/shard_state.hpp"
+#include "poseidon/solvers/sgd_solver.hpp"
+#include "poseidon/util/math_functions.hpp"
+#include "sync_test_util.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+using namespace sync_test;  // NOLINT(build/namespaces)
+
+const char* const kSolvers[] = {"SGD",     "Nesterov", "AdaGrad",
+                                "RMSProp", "AdaDelta", "Adam"};
+
+// Two params (37 and 10 elements) cut into blocks of 4 doubles over three
+// shards, stepped for three iterations: once whole, as a worker's solver
+// steps them, and once block by block by the shard that holds each block.
+TEST(ShardStateTest, BlocksStepAsTheWholeParamDoes) {
+  const std::vector<size_t> counts = {37, 10};
+  const BlockPartition partition(counts, sizeof(double), 4 * sizeof(double), 3);
+  constexpr int kWorkers = 2;
+  for (const char* type : kSolvers) {
+    SCOPED_TRACE(type);
+    const SolverParameter sp = MakeSolver(type, 2, "iter_size: 2");
+    const UpdateRule rule = UpdateRuleNamed(type);
+    ServerUpdateSettings settings;
+    settings.solver = sp;
+    settings.rule = rule;
+    settings.workers = kWorkers;
+    settings.on_server = {true, true};
+    settings.lr_mult = {1.5f, 2.f};
+    settings.decay_mult = {1.f, 0.5f};
+    std::mt19937 gen(5);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::vector<std::vector<double>> weights(2), history[2];
+    for (int p = 0; p < 2; ++p) {
+      for (size_t i = 0; i < counts[p]; ++i) weights[p].push_back(normal(gen));
+      for (int a = 0; a < 2; ++a) {
+        history[a].emplace_back(counts[p], 0.0);
+        // AdaDelta and AdaGrad keep positive sums of squares.
+        for (double& h : history[a][p]) h = std::fabs(normal(gen));
+      }
+    }
+    std::vector<std::unique_ptr<ShardState<double>>> shards;
+    for (int s = 0; s < 3; ++s) {
+      shards.push_back(
+          std::make_unique<ShardState<double>>(&partition, s, settings));
+      shards.back()->Seed([&](int p) { return weights[p].data(); },
+                          [&](int a, int p) { return history[a][p].data(); });
+    }
+    for (int iter = 0; iter < 3; ++iter) {
+      for (int p = 0; p < 2; ++p) {
+        std::vector<double> sum(counts[p]);
+        for (double& g : sum) g = normal(gen);
+        // The worker: the mean over workers, the step, w -= step.
+        std::vector<double> diff(counts[p]);
+        cpu_scale(static_cast<int>(counts[p]), 1.0 / kWorkers, sum.data(),
+                  diff.data());
+        ParamRun<double> run;
+        run.count = static_cast<int>(counts[p]);
+        run.data = weights[p].data();
+        run.diff = diff.data();
+        run.history[0] = history[0][p].data();
+        run.history[1] = history[1][p].data();
+        run.lr_mult = settings.lr_mult[p];
+        run.decay_mult = settings.decay_mult[p];
+        const double rate = ScheduledRate(sp, iter, MultistepStepAt(sp, iter));
+        ComputeStep(Poseidon::CPU, sp, rule, rate, iter, run);
+        cpu_axpy(run.count, -1.0, diff.data(), weights[p].data());
+        // The shards, each block on its own.
+        for (int b : partition.blob_blocks(p)) {
+          const ParamBlock& block = partition.blocks()[b];
+          std::vector<double> values(sum.begin() + block.offset,
+                                     sum.begin() + block.offset + block.count);
+          shards[block.shard]->Apply(iter, b, values.data());
+          for (size_t i = 0; i < block.count; ++i) {
+            ASSERT_EQ(values[i], weights[p][block.offset + i])
+                << "iteration " << iter << " param " << p << " element "
+                << block.offset + i;
+          }
+        }
+      }
+    }
+    // Each shard's history, block after block, is the whole params'.
+    for (int s = 0; s < 3; ++s) {
+      size_t at = 0;
+      for (int b : shards[s]->blocks()) {
+        const ParamBlock& block = partition.blocks()[b];
+        for (int a = 0; a < HistoryArrays(rule); ++a) {
+          for (size_t i = 0; i < block.count; ++i) {
+            ASSERT_EQ(shards[s]->history(a)[at + i],
+                      history[a][block.blob][block.offset + i])
+                << "shard " << s << " block " << b << " history " << a;
+          }
+        }
+        at += block.count;
+      }
+      EXPECT_EQ(at, shards[s]->elements());
+    }
+  }
+}
+
+TEST(ShardStateTest, HoldsOnlyTheBlocksOfParamsUpdatedOnTheServers) {
+  const BlockPartition partition({8, 8, 8}, sizeof(float), 4 * sizeof(float),
+                                 2);
+  std::vector<int> held;
+  for (int s = 0; s < 2; ++s) {
+    for (int b :
+         ShardState<float>::HeldBlocks(partition, s, {true, false, true})) {
+      EXPECT_NE(partition.blocks()[b].blob, 1) << "block " << b;
+      EXPECT_EQ(partition.blocks()[b].shard, s) << "block " << b;
+      held.push_back(b);
+    }
+  }
+  EXPECT_EQ(held.size(), 4u);  // 2 blocks each of params 0 and 2
+}
+
+TEST(ShardStateTest, SettingsThatDoNotFitThePartitionAreRefused) {
+  const BlockPartition partition({8, 8}, sizeof(float), 16, 2);
+  ServerUpdateSettings settings;
+  settings.solver = MakeSolver("SGD", 2);
+  settings.on_server = {true};  // one param, the partition has two
+  settings.lr_mult = {1};
+  settings.decay_mult = {1};
+  EXPECT_THROW(ShardState<float>(&partition, 0, settings), ConfigError);
+}
+
+template <typename Dtype>
+struct Outcome {
+  std::vector<Weights<Dtype>> weights;  // per rank
+  std::vector<Weights<Dtype>> history;  // per rank
+  std::vector<std::string> reasons;     // rank 0's plan
+};
+
+// Trains `ranks` ranks; each rank's weights and solver history at the end
+// (gathered from the servers, as before a snapshot). `between`, if set,
+// runs on every rank after the first half of the iterations, before the
+// second Step.
+template <typename Dtype>
+Outcome<Dtype> Train(const SolverParameter& param,
+                     const DistributedParameter& dist, int ranks, int iters,
+                     std::function<void(Solver<Dtype>*)> between = {}) {
+  Outcome<Dtype> out;
+  out.weights.resize(ranks);
+  out.history.resize(ranks);
+  RunRanks(ranks, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, ranks, false});
+    std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
+    Synchronizer<Dtype> sync(solver.get(), comm, dist);
+    if (between) {
+      solver->Step(iters / 2);
+      between(solver.get());
+      solver->Step(iters - iters / 2);
+    } else {
+      solver->Step(iters);
+    }
+    solver->distributed_hooks().sync_history();
+    out.weights[r] = ReadWeights(*solver);
+    for (const auto& h : dynamic_cast<SGDSolver<Dtype>&>(*solver).history()) {
+      out.history[r].emplace_back(h->cpu_data(), h->cpu_data() + h->count());
+    }
+    if (r == 0) {
+      for (const PlannedLayer& p : sync.plan()) out.reasons.push_back(p.reason);
+    }
+  });
+  return out;
+}
+
+template <typename Dtype>
+void ExpectIdentical(const Weights<Dtype>& a, const Weights<Dtype>& b,
+                     const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t p = 0; p < a.size(); ++p) {
+    ASSERT_EQ(a[p].size(), b[p].size()) << what << " " << p;
+    for (size_t i = 0; i < a[p].size(); ++i) {
+      ASSERT_EQ(a[p][i], b[p][i]) << what << " " << p << " element " << i;
+    }
+  }
+}
+
+DistributedParameter PsDist(bool server_update, const std::string& extra = "") {
+  DistributedParameter d =
+      Dist(DistributedParameter::PS,
+           "block_size: 64 num_push_threads: 2 num_pull_threads: 2 " + extra);
+  d.set_server_update(server_update);
+  return d;
+}
+
+void ExpectServersMatchWorkers(
+    const SolverParameter& param, int ranks, int iters,
+    const std::string& extra, const std::string& what,
+    std::function<void(Solver<double>*)> between = {}) {
+  const Outcome<double> servers =
+      Train<double>(param, PsDist(true, extra), ranks, iters, between);
+  const Outcome<double> workers =
+      Train<double>(param, PsDist(false, extra), ranks, iters, between);
+  ExpectReplicasIdentical(servers.weights);
+  ExpectReplicasIdentical(servers.history);
+  ExpectIdentical(servers.weights[0], workers.weights[0], what + " weights");
+  ExpectIdentical(servers.history[0], workers.history[0], what + " history");
+  for (const std::string& reason : servers.reasons) {
+    EXPECT_NE(reason.find("(updated on the servers)"), std::string::npos)
+        << what << ": " << reason;
+  }
+  for (const std::string& reason : workers.reasons) {
+    EXPECT_EQ(reason.find("(updated on the servers)"), std::string::npos)
+        << what << ": " << reason;
+  }
+  // Training moved the weights: the servers updated them, the workers did
+  // not (they skip the update of server-owned params).
+  const Weights<double> start = TrainAlone<double>(param, 0);
+  double moved = 0;
+  for (size_t p = 0; p < start.size(); ++p) {
+    for (size_t i = 0; i < start[p].size(); ++i) {
+      moved =
+          std::max(moved, std::fabs(start[p][i] - servers.weights[0][p][i]));
+    }
+  }
+  EXPECT_GT(moved, 1e-4) << what;
+}
+
+TEST(ServerUpdateTest, EverySolverMatchesTheWorkersUpdateBitForBit) {
+  for (const char* type : kSolvers) {
+    ExpectServersMatchWorkers(MakeSolver(type, 2), 2, 4, "", type);
+  }
+}
+
+TEST(ServerUpdateTest, ScheduleIterSizeAndThreeRanks) {
+  // A multistep schedule (the shards compute the rate from the iteration),
+  // iter_size 2 (the shards normalise) and L1 decay.
+  SolverParameter param = MakeSolver("Adam", 2,
+                                     "stepvalue: 1 stepvalue: 3 iter_size: 2 "
+                                     "regularization_type: 'L1'");
+  param.set_lr_policy("multistep");
+  ExpectServersMatchWorkers(param, 3, 5, "", "multistep, iter_size 2, 3 ranks");
+}
+
+TEST(ServerUpdateTest, ExchangeAfterBackward) {
+  ExpectServersMatchWorkers(MakeSolver("Nesterov", 2), 2, 4, "wait_free: false",
+                            "wait_free: false");
+}
+
+// Between two Steps every rank halves the conv weights, as a pycaffe
+// script may: the servers take the new weights.
+TEST(ServerUpdateTest, WeightsSetBetweenStepsReachTheServers) {
+  ExpectServersMatchWorkers(MakeSolver("Adam", 2), 2, 4, "",
+                            "weights set between steps", [](Solver<double>* s) {
+                              Blob<double>* w = s->net()->learnable_params()[0];
+                              cpu_scal(w->count(), 0.5, w->mutable_cpu_data());
+                            });
+}
+
+TEST(ServerUpdateTest, MatchesOneRankWithTheWholeBatch) {
+  const Weights<double> alone = TrainAlone<double>(MakeSolver("RMSProp", 4), 5);
+  const Outcome<double> servers =
+      Train<double>(MakeSolver("RMSProp", 2), PsDist(true), 2, 5);
+  ExpectClose(alone, servers.weights[0], 1e-9, "RMSProp on the servers");
+}
+
+TEST(ServerUpdateTest, StalenessKeepsReplicasIdentical) {
+  const Outcome<double> servers =
+      Train<double>(MakeSolver("SGD", 2), PsDist(true, "staleness: 2"), 3, 8);
+  ExpectReplicasIdentical(servers.weights);
+  ExpectReplicasIdentical(servers.history);
+}
+
+TEST(ServerUpdateTest, ClipGradientsLeavesTheUpdateToTheWorkers) {
+  const Outcome<double> run = Train<double>(
+      MakeSolver("SGD", 2, "clip_gradients: 0.05"), PsDist(true), 2, 3);
+  for (const std::string& reason : run.reasons) {
+    EXPECT_EQ(reason.find("(updated on the servers)"), std::string::npos)
+        << reason;
+  }
+  ExpectReplicasIdentical(run.weights);
+}
+
+// A snapshot taken between steps holds the servers' history, and a run
+// resumed from it with another number of ranks goes on as one process
+// resumed from it does.
+TEST(ServerUpdateTest, SnapshotsHoldTheServersHistory) {
+  const std::string dir = test::MakeTempDir();
+  auto snapshot = [&](bool server_update, const std::string& name) {
+    const std::string extra =
+        StrCat("snapshot_prefix: '", dir, "/", name, "' ");
+    RunRanks(2, [&](int r, Communicator* comm) {
+      Poseidon::set_data_shard({r, 2, false});
+      auto solver = CreateSolver<double>(MakeSolver("AdaDelta", 2, extra));
+      Synchronizer<double> sync(solver.get(), comm, PsDist(server_update));
+      solver->Step(3);
+      solver->Snapshot();
+    });
+    SolverState state;
+    ReadProtoFromBinaryFile(StrCat(dir, "/", name, "_iter_3.solverstate"),
+                            &state);
+    return state;
+  };
+  const SolverState servers = snapshot(true, "servers");
+  const SolverState workers = snapshot(false, "workers");
+  ASSERT_EQ(servers.history_size(), workers.history_size());
+  ASSERT_GT(servers.history_size(), 0);
+  double largest = 0;
+  for (int i = 0; i < servers.history_size(); ++i) {
+    ASSERT_EQ(servers.history(i).double_data_size(),
+              workers.history(i).double_data_size());
+    for (int k = 0; k < servers.history(i).double_data_size(); ++k) {
+      ASSERT_EQ(servers.history(i).double_data(k),
+                workers.history(i).double_data(k))
+          << "history blob " << i << " element " << k;
+      largest = std::max(largest, std::fabs(servers.history(i).double_data(k)));
+    }
+  }
+  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
+  // Resumed on 3 ranks with the update on the servers, and in one process.
+  const std::string state = dir + "/servers_iter_3.solverstate";
+  const SolverParameter param3 = MakeSolver("AdaDelta", 2);
+  std::vector<Weights<double>> resumed(3);
+  RunRanks(3, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 3, false});
+    auto solver = CreateSolver<double>(param3);
+    Synchronizer<double> sync(solver.get(), comm, PsDist(true));
+    solver->Restore(state);
+    solver->Step(2);
+    resumed[r] = ReadWeights(*solver);
+  });
+  ExpectReplicasIdentical(resumed);
+  auto alone = CreateSolver<double>(MakeSolver("AdaDelta", 6));
+  alone->Restore(state);
+  alone->Step(2);
+  ExpectClose(ReadWeights(*alone), resumed[0], 1e-9, "resumed on 3 ranks");
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace poseidon
