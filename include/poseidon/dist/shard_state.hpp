@@ -73,7 +73,9 @@ class ShardState {
   // Copies the held blocks' parameters and, unless `history` is empty
   // (then the shard must have been seeded with history before), their
   // history from whole params: weights(p) points at param p's elements,
-  // history(a, p) at those of its history array a (a < HistoryArrays).
+  // history(a, p) at those of its history array a (a < HistoryArrays), or
+  // is null for a history of zeros (a solver's fresh history, which a
+  // worker then never allocates).
   void Seed(const std::function<const Dtype*(int p)>& weights,
             const std::function<const Dtype*(int a, int p)>& history);
 
@@ -84,8 +86,9 @@ class ShardState {
 
   // Collective over `comm` (whose rank r holds shard r): every shard's
   // history goes to every rank, each element into history(a, p) + its
-  // offset in param p (the worker's solver history). A failed broadcast,
-  // naming the shard.
+  // offset in param p (the worker's solver history), or nowhere where
+  // history(a, p) is null (a rank that writes no snapshot). A failed
+  // broadcast, naming the shard.
   Status Gather(Communicator* comm,
                 const std::function<Dtype*(int a, int p)>& history) const;
 

@@ -2,6 +2,7 @@
 // solver's update applied to them (Note [Server-side update]).
 #include "poseidon/dist/shard_state.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -70,8 +71,12 @@ void ShardState<Dtype>::Seed(
     std::memcpy(weights_.data() + at_[b], weights(block.blob) + block.offset,
                 bytes);
     for (int a = 0; a < arrays; ++a) {
-      std::memcpy(history_[a].data() + at_[b],
-                  history(a, block.blob) + block.offset, bytes);
+      const Dtype* from = history(a, block.blob);
+      if (from == nullptr) {
+        std::fill_n(history_[a].data() + at_[b], block.count, Dtype(0));
+      } else {
+        std::memcpy(history_[a].data() + at_[b], from + block.offset, bytes);
+      }
     }
   }
   seeded_ = true;
@@ -140,8 +145,11 @@ Status ShardState<Dtype>::Gather(
       size_t at = 0;
       for (int b : held) {
         const ParamBlock& block = partition_->blocks()[b];
-        std::memcpy(history(a, block.blob) + block.offset, buffer.data() + at,
-                    block.count * sizeof(Dtype));
+        Dtype* into = history(a, block.blob);
+        if (into != nullptr) {
+          std::memcpy(into + block.offset, buffer.data() + at,
+                      block.count * sizeof(Dtype));
+        }
         at += block.count;
       }
     }

@@ -624,8 +624,13 @@ void Synchronizer<Dtype>::Impl::SeedShard() {
   const size_t num = learnable.size();
   std::function<const Dtype*(int, int)> from_solver;
   if (seed_history) {
-    from_solver = [&](int a, int p) {
-      return history[a * num + p]->cpu_data();
+    // A history never written (a fresh solver's zeros) is left unallocated:
+    // the worker never steps a server-owned param, so the optimizer state
+    // of those params lives on the servers only.
+    from_solver = [&](int a, int p) -> const Dtype* {
+      const Blob<Dtype>& h = *history[a * num + p];
+      if (h.data()->head() == SyncedMemory::UNINITIALIZED) return nullptr;
+      return h.cpu_data();
     };
   }
   shard->Seed([&](int p) { return learnable[p]->cpu_data(); }, from_solver);
@@ -633,17 +638,20 @@ void Synchronizer<Dtype>::Impl::SeedShard() {
   seed_history = false;
 }
 
-// Every shard's history into every worker's solver before a snapshot
-// (collective, on the collective thread behind the exchanges posted).
+// Every shard's history into the solver of the rank that writes snapshots
+// (rank 0; the others let it pass) before a snapshot: collective, on the
+// collective thread behind the exchanges posted.
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::SyncHistory() {
   if (!shard || !history_behind) return;
   const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
   const size_t num = net->learnable_params().size();
   // The solver's host memory, taken here on the training thread.
-  vector<Dtype*> into(history.size());
-  for (size_t i = 0; i < history.size(); ++i) {
-    into[i] = history[i]->mutable_cpu_data();
+  vector<Dtype*> into(history.size(), nullptr);
+  if (comm->rank() == 0) {
+    for (size_t i = 0; i < history.size(); ++i) {
+      into[i] = history[i]->mutable_cpu_data();
+    }
   }
   const Status s = OnCollectiveThread(
       "gathering the servers' solver history", [&] {

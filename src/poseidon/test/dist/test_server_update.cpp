@@ -143,12 +143,16 @@ TEST(ShardStateTest, SettingsThatDoNotFitThePartitionAreRefused) {
 template <typename Dtype>
 struct Outcome {
   std::vector<Weights<Dtype>> weights;  // per rank
-  std::vector<Weights<Dtype>> history;  // per rank
-  std::vector<std::string> reasons;     // rank 0's plan
+  Weights<Dtype> history;               // rank 0's, gathered
+  // Per rank: the history blobs that hold memory (a worker never allocates
+  // the history of the params the servers update, rank 0 only gathers it
+  // for a snapshot).
+  std::vector<int> allocated_history;
+  std::vector<std::string> reasons;  // rank 0's plan
 };
 
-// Trains `ranks` ranks; each rank's weights and solver history at the end
-// (gathered from the servers, as before a snapshot). `between`, if set,
+// Trains `ranks` ranks; each rank's weights and rank 0's solver history at
+// the end (gathered from the servers, as before a snapshot). `between`, if set,
 // runs on every rank after the first half of the iterations, before the
 // second Step.
 template <typename Dtype>
@@ -157,7 +161,7 @@ Outcome<Dtype> Train(const SolverParameter& param,
                      std::function<void(Solver<Dtype>*)> between = {}) {
   Outcome<Dtype> out;
   out.weights.resize(ranks);
-  out.history.resize(ranks);
+  out.allocated_history.resize(ranks);
   RunRanks(ranks, [&](int r, Communicator* comm) {
     Poseidon::set_data_shard({r, ranks, false});
     std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
@@ -172,7 +176,12 @@ Outcome<Dtype> Train(const SolverParameter& param,
     solver->distributed_hooks().sync_history();
     out.weights[r] = ReadWeights(*solver);
     for (const auto& h : dynamic_cast<SGDSolver<Dtype>&>(*solver).history()) {
-      out.history[r].emplace_back(h->cpu_data(), h->cpu_data() + h->count());
+      if (h->data()->head() != SyncedMemory::UNINITIALIZED) {
+        ++out.allocated_history[r];
+      }
+      if (r == 0) {
+        out.history.emplace_back(h->cpu_data(), h->cpu_data() + h->count());
+      }
     }
     if (r == 0) {
       for (const PlannedLayer& p : sync.plan()) out.reasons.push_back(p.reason);
@@ -210,9 +219,8 @@ void ExpectServersMatchWorkers(
   const Outcome<double> workers =
       Train<double>(param, PsDist(false, extra), ranks, iters, between);
   ExpectReplicasIdentical(servers.weights);
-  ExpectReplicasIdentical(servers.history);
   ExpectIdentical(servers.weights[0], workers.weights[0], what + " weights");
-  ExpectIdentical(servers.history[0], workers.history[0], what + " history");
+  ExpectIdentical(servers.history, workers.history, what + " history");
   for (const std::string& reason : servers.reasons) {
     EXPECT_NE(reason.find("(updated on the servers)"), std::string::npos)
         << what << ": " << reason;
@@ -276,7 +284,19 @@ TEST(ServerUpdateTest, StalenessKeepsReplicasIdentical) {
   const Outcome<double> servers =
       Train<double>(MakeSolver("SGD", 2), PsDist(true, "staleness: 2"), 3, 8);
   ExpectReplicasIdentical(servers.weights);
-  ExpectReplicasIdentical(servers.history);
+}
+
+// The optimizer state of the params the servers update lives on the
+// servers: the workers other than rank 0 (which gathers it for snapshots)
+// never allocate it. Every param of the test net goes by PS here.
+TEST(ServerUpdateTest, WorkersHoldNoHistoryOfServerOwnedParams) {
+  const Outcome<double> servers =
+      Train<double>(MakeSolver("Adam", 2), PsDist(true), 2, 3);
+  const Outcome<double> workers =
+      Train<double>(MakeSolver("Adam", 2), PsDist(false), 2, 3);
+  EXPECT_EQ(servers.allocated_history[1], 0);
+  EXPECT_EQ(workers.allocated_history[1], 12);  // 6 params x 2 arrays
+  EXPECT_EQ(servers.allocated_history[0], 12);  // gathered
 }
 
 TEST(ServerUpdateTest, ClipGradientsLeavesTheUpdateToTheWorkers) {
