@@ -12,7 +12,9 @@
 //                              nothing waits;
 //   before layer l's forward   (next iteration) waits for layer l's summed
 //                              gradients only, applies the update rule to
-//                              its parameters and goes on.
+//                              its parameters (or, where the parameter
+//                              server's shards update them, takes their
+//                              new values) and goes on.
 //
 // So the tail of the communication hides behind the next forward. The sum
 // over W ranks is divided by W: W ranks with batch K each follow the same
@@ -27,6 +29,10 @@
 //   num_push_threads, num_pull_threads   PS threads (1, 1)
 //   bytes_in_flight  PS message bytes each of those threads keeps in
 //                flight at once (64 MB; param_server.hpp)
+//   server_update  true: the PS shards hold their blocks' parameters and
+//                solver history and apply the update (Note [Server-side
+//                update] in shard_state.hpp); not with clip_gradients or
+//                at the host level
 //   staleness    s >= 0: the forward of iteration t needs the updates of
 //                iterations up to t - 1 - s only (SSP); 0 is BSP
 //   wait_free    false: exchange everything after the whole backward and
