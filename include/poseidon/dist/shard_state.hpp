@@ -97,7 +97,6 @@ class ShardState {
   const std::vector<int>& blocks() const { return blocks_; }
   const Dtype* history(int a) const { return history_[a].data(); }
   size_t elements() const { return weights_.size(); }
-  bool seeded() const { return seeded_; }
 
  private:
   const BlockPartition* partition_;
