@@ -646,11 +646,13 @@ void Synchronizer<Dtype>::Impl::SyncHistory() {
   if (!shard || !history_behind) return;
   const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
   const size_t num = net->learnable_params().size();
-  // The solver's host memory, taken here on the training thread.
+  // The solver's host memory of the server-owned params' history, taken
+  // here on the training thread (the rest stays where it is, on the GPU in
+  // GPU mode).
   vector<Dtype*> into(history.size(), nullptr);
   if (comm->rank() == 0) {
     for (size_t i = 0; i < history.size(); ++i) {
-      into[i] = history[i]->mutable_cpu_data();
+      if (on_server[i % num]) into[i] = history[i]->mutable_cpu_data();
     }
   }
   const Status s = OnCollectiveThread(
