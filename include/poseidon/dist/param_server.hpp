@@ -1,10 +1,13 @@
-// ParamServer: the parameter-server transport. Every rank hosts one server
-// shard; the learnable parameters are cut into blocks by a BlockPartition
-// (block_size bytes, spread over the shards). For each block a worker pushes
-// its gradient to the owning shard; the shard waits for the push of every
-// rank for that iteration, adds them in rank order,
-//   sum = (((g_0 + g_1) + g_2) + ...) + g_{n-1},
-// and sends the same sum back to every rank, so all replicas stay
+// ParamServer: the parameter-server transport. The learnable parameters are
+// cut into blocks by a BlockPartition (block_size bytes, spread over the
+// shards). Roles (PsRoles): the workers push and pull, and each shard lives
+// on a rank of its own choosing; by default every rank is a worker and
+// hosts shard number `rank` (colocated), and a job may instead name server
+// ranks that push nothing (dedicated servers, Note [Roles]). For each block
+// a worker pushes its gradient to the owning shard; the shard waits for the
+// push of every worker for that iteration, adds them in the workers' order,
+//   sum = (((g_w0 + g_w1) + g_w2) + ...),
+// and sends the same sum back to every worker, so all replicas stay
 // bit-identical whatever the arrival order. With an update function (the
 // servers own the model, Note [Server-side update] in shard_state.hpp) the
 // shard turns the sum into the block's new parameters before sending, and
@@ -24,8 +27,8 @@
 //   server  takes this shard's blocks' pushes, in order, sums them and
 //           applies the update function, if any;
 //   server send
-//           sends each sum to every rank, while `server` sums the next block
-//           (Note [Server pipeline] in param_server.cpp).
+//           sends each sum to every worker, while `server` sums the next
+//           block (Note [Server pipeline] in param_server.cpp).
 // Every rank posts exchanges in the same order, and every shard takes the
 // blocks of an exchange in the order posted; a rank pushes and pulls them in
 // a staggered order of rounds (StaggeredOrder), so that the ranks load
@@ -63,7 +66,21 @@ class Timeline;
 namespace poseidon {
 namespace dist {
 
+// Note [Roles]
+// Which ranks push and pull (workers) and which rank hosts each shard
+// (servers). A rank may be both (colocated, the default: the lists empty
+// stand for workers 0..n-1 and shard s on rank s), a worker only, or a
+// server only: a dedicated server posts no exchange of its own but serves
+// each one the workers post (ParamServer::Serve), with the block ids in the
+// order they posted them. A shard adds its workers' pushes in the order of
+// `workers`, so the sum's bits depend on that list, not on arrival.
+struct PsRoles {
+  std::vector<int> workers;  // distinct ranks
+  std::vector<int> servers;  // servers[s]: the rank of shard s; distinct
+};
+
 struct ParamServerOptions {
+  PsRoles roles;         // empty lists: colocated (Note [Roles])
   int push_threads = 1;  // >= 1
   int pull_threads = 1;  // >= 1
   // Message bytes each push and each pull thread keeps in flight at once: a
@@ -91,8 +108,10 @@ class ParamServer {
   using Update = std::function<void(int64_t iter, int block, Dtype* values)>;
 
   // `comm` and `partition` are observed and must outlive the server; the
-  // partition must have comm->size() shards and be the same on every rank.
-  // Throws ConfigError for options out of range. `timeline` (may be null)
+  // partition must be the same on every rank and have one shard per server
+  // rank (options.roles.servers, or comm->size() when colocated). Throws
+  // ConfigError for options out of range or roles that are not ranks of
+  // `comm` or repeat one. `timeline` (may be null)
   // receives one event per window pushed or pulled and per block summed and
   // sent back, on the lanes "push i", "pull i", "server" and "server send".
   // `update` may be empty (the sums go back as they are).
@@ -103,23 +122,40 @@ class ParamServer {
   ~ParamServer();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(ParamServer);
 
-  // Pushes the blocks (summing iteration `iter`'s gradients), and writes the
-  // sums over all ranks (or what the update made of them) back into the
-  // same memory. `done` runs once, on a
-  // communication thread, when every sum is in place or on the first error.
-  // Every rank must post the same block ids in the same order; the memory
-  // must stay valid and untouched by others until `done`.
+  // On a worker: pushes the blocks (summing iteration `iter`'s gradients),
+  // and writes the sums over all workers (or what the update made of them)
+  // back into the same memory. `done` runs once, on a communication thread,
+  // when every sum is in place or on the first error. Every worker must
+  // post the same block ids in the same order; the memory must stay valid
+  // and untouched by others until `done`. A worker that also hosts a shard
+  // serves that shard's blocks of the exchange too.
   void Exchange(int64_t iter, std::vector<BlockRef> blocks,
                 std::function<void(Status)> done);
 
-  // The order in which `rank` pushes and pulls `blocks` (one exchange's,
-  // as posted): by round, a block's place among the blocks of its shard in
-  // `blocks`, and within a round starting at the shard `rank` and going up
-  // (mod the number of shards), so that at any time the ranks push to, and
-  // pull from, different shards. See Note [Server pipeline].
+  // On a dedicated server (a rank that is not a worker): serves this rank's
+  // shard's blocks among `blocks`, the ids of an exchange the workers post
+  // (all of it, in their order): takes the workers' pushes, sums them,
+  // applies the update and sends the result to every worker. `done` runs
+  // once, on the server thread, when every such block has been summed and
+  // handed to the sending thread, or on the first error (which also aborts
+  // the job, as a failed shard does on a worker).
+  void Serve(int64_t iter, std::vector<int> blocks,
+             std::function<void(Status)> done);
+
+  // This rank's roles.
+  bool is_worker() const { return worker_index_ >= 0; }
+  int shard() const { return shard_; }  // -1: this rank hosts none
+
+  // The order in which worker number `worker` (its place in the roles'
+  // workers; its rank when colocated) pushes and pulls `blocks` (one
+  // exchange's, as posted): by round, a block's place among the blocks of
+  // its shard in `blocks`, and within a round starting at shard `worker`
+  // (mod the number of shards) and going up, so that at any time the
+  // workers push to, and pull from, different shards. See Note [Server
+  // pipeline].
   static std::vector<BlockRef> StaggeredOrder(
       const BlockPartition& partition, const std::vector<BlockRef>& blocks,
-      int rank);
+      int worker);
 
   // The blocks at positions thread, thread + threads, ... of `order`, cut
   // into windows: runs of consecutive ones whose messages (header
@@ -153,10 +189,18 @@ class ParamServer {
                        const std::vector<BlockRef>& window) const;
   // Adds a window's messages to or from other ranks to the byte counters.
   void CountTraffic(const std::vector<BlockRef>& window);
+  // Posts to the server thread the serving of `mine` (this shard's blocks
+  // of an exchange, in order); `done` (may be empty) as Serve's.
+  void PostServe(int64_t iter, std::vector<int> mine,
+                 std::function<void(Status)> done);
   // Takes block `block`'s pushes and sums them into a free sum buffer,
   // then hands it to the server send thread.
-  Status Serve(int64_t iter, int block);
-  // Sends the sum in `slot` to every rank; frees the slot.
+  Status ServeBlock(int64_t iter, int block);
+  // The rank that hosts the shard of block `block`.
+  int ServerOf(int block) const {
+    return servers_[partition_->blocks()[block].shard];
+  }
+  // Sends the sum in `slot` to every worker; frees the slot.
   void SendSum(int64_t iter, int block, int slot);
   // DecodeBlockHeader of a push or sum of `bytes` bytes received from
   // `peer`, as a Status naming this rank too (the communication threads do
@@ -169,6 +213,10 @@ class ParamServer {
   const ParamServerOptions options_;
   Timeline* timeline_;
   const Update update_;
+  std::vector<int> workers_;  // resolved roles (Note [Roles])
+  std::vector<int> servers_;
+  int worker_index_ = -1;  // this rank's place in workers_, or -1
+  int shard_ = -1;         // the shard this rank hosts, or -1
   std::vector<std::unique_ptr<CommThread>> push_;
   std::vector<std::unique_ptr<CommThread>> pull_;
   struct Counters;

@@ -57,13 +57,16 @@ struct BlockExpectation {
   int64_t iter = 0;
   int block = 0;
   const BlockPartition* partition = nullptr;
+  // servers[s]: the rank hosting shard s (ParamServer's roles); null: shard
+  // s is on rank s.
+  const std::vector<int>* servers = nullptr;
   size_t dtype_bytes = 4;
 };
 
 // Checks a push or sum of `bytes` bytes: the header is whole, names a block
 // of the partition and a rank of the job, the length is the header plus
 // that block's elements, the sender is `peer` (a push's own rank; a sum's
-// shard, which owns the block), and block and iteration are the expected
+// shard's rank, whose shard owns the block), and block and iteration are the expected
 // ones. Returns the header; the payload starts sizeof(BlockHeader) bytes in.
 BlockHeader DecodeBlockMessage(const void* data, size_t bytes,
                                const BlockExpectation& want);

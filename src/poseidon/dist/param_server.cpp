@@ -98,16 +98,16 @@ template <typename Dtype>
 std::vector<typename ParamServer<Dtype>::BlockRef>
 ParamServer<Dtype>::StaggeredOrder(const BlockPartition& partition,
                                    const std::vector<BlockRef>& blocks,
-                                   int rank) {
+                                   int worker) {
   // See Note [Server pipeline]: block b's round is how many blocks of its
-  // shard come before it in `blocks`; within a round this rank starts at
-  // its own shard.
+  // shard come before it in `blocks`; within a round this worker starts at
+  // shard `worker` (mod the shards).
   const int n = partition.num_shards();
   std::vector<int> seen(n, 0);
   std::vector<std::pair<std::pair<int, int>, size_t>> keys;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const int shard = partition.blocks()[blocks[i].id].shard;
-    keys.push_back({{seen[shard]++, (shard - rank + n) % n}, i});
+    keys.push_back({{seen[shard]++, ((shard - worker) % n + n) % n}, i});
   }
   std::sort(keys.begin(), keys.end());
   std::vector<BlockRef> order;
@@ -205,7 +205,36 @@ ParamServer<Dtype>::ParamServer(Communicator* comm,
   POSEIDON_REQUIRE(options.bytes_in_flight >= 1, ConfigError,
                    "distributed bytes_in_flight must be >= 1, got ",
                    options.bytes_in_flight);
-  CHECK_EQ(partition->num_shards(), comm->size());
+  const int n = comm->size();
+  workers_ = options.roles.workers;
+  servers_ = options.roles.servers;
+  if (workers_.empty()) {
+    for (int r = 0; r < n; ++r) workers_.push_back(r);
+  }
+  if (servers_.empty()) {
+    for (int r = 0; r < n; ++r) servers_.push_back(r);
+  }
+  for (const auto* list : {&workers_, &servers_}) {
+    const char* what = list == &workers_ ? "worker" : "server";
+    std::set<int> seen;
+    for (int r : *list) {
+      POSEIDON_REQUIRE(r >= 0 && r < n, ConfigError, "parameter server ",
+                       what, " rank ", r, " is not a rank of the job's ", n);
+      POSEIDON_REQUIRE(seen.insert(r).second, ConfigError,
+                       "parameter server ", what, " rank ", r,
+                       " is named twice");
+    }
+  }
+  POSEIDON_REQUIRE(
+      partition->num_shards() == static_cast<int>(servers_.size()),
+      ConfigError, "the parameter partition has ", partition->num_shards(),
+      " shards for ", servers_.size(), " server ranks");
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i] == comm->rank()) worker_index_ = static_cast<int>(i);
+  }
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    if (servers_[s] == comm->rank()) shard_ = static_cast<int>(s);
+  }
   for (int i = 0; i < options.push_threads; ++i) {
     push_.push_back(std::make_unique<CommThread>(StrCat("push ", i)));
   }
@@ -239,14 +268,16 @@ uint64_t ParamServer<Dtype>::block_bytes(int block) const {
 template <typename Dtype>
 void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
                                   std::function<void(Status)> done) {
-  // Every shard takes its blocks in the order posted; this rank pushes and
-  // pulls them in a staggered order. See Note [Server pipeline].
-  std::vector<BlockRef> mine;
+  // Every shard takes its blocks in the order posted; this worker pushes
+  // and pulls them in a staggered order. See Note [Server pipeline].
+  CHECK(is_worker()) << "ParamServer::Exchange on rank " << comm_->rank()
+                     << ", which is not a worker (Serve is for servers)";
+  std::vector<int> mine;
   for (const BlockRef& b : blocks) {
-    if (partition_->blocks()[b.id].shard == comm_->rank()) mine.push_back(b);
+    if (ServerOf(b.id) == comm_->rank()) mine.push_back(b.id);
   }
   auto shared = std::make_shared<std::vector<BlockRef>>(
-      StaggeredOrder(*partition_, blocks, comm_->rank()));
+      StaggeredOrder(*partition_, blocks, worker_index_));
   auto pending = std::make_shared<Pending>();
   pending->done = std::move(done);
   const int num_push = static_cast<int>(push_.size());
@@ -254,27 +285,7 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
   pending->parts = num_push + num_pull;
 
   // This shard's part first: its thread may already hold pushes for it.
-  server_->Post([this, iter, mine] {
-    const int lane = timeline_ ? timeline_->Lane("server") : 0;
-    for (const BlockRef& block : mine) {
-      const int id = block.id;
-      const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
-      Status s = Serve(iter, id);
-      if (timeline_) {
-        timeline_->Complete(lane, StrCat("block ", id), "sum", begin,
-                            timeline_->NowMicros(), {{"iter", iter}});
-      }
-      if (!s.ok()) {
-        comm_->Abort(StrCat("parameter server shard of rank ",
-                            comm_->JobRank(comm_->rank()), ": ",
-                            s.message()));
-        return;
-      }
-    }
-  }, [this](const Status& s) {
-    comm_->Abort(StrCat("parameter server shard of rank ",
-                        comm_->JobRank(comm_->rank()), ": ", s.message()));
-  });
+  if (!mine.empty()) PostServe(iter, std::move(mine), {});
   for (int t = 0; t < num_push; ++t) {
     push_[t]->Post([this, iter, shared, pending, t] {
       pending->Report(RunWindows(/*push=*/true, t, iter, *shared));
@@ -285,6 +296,46 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
       pending->Report(RunWindows(/*push=*/false, t, iter, *shared));
     }, [pending](const Status& s) { pending->Report(s); });
   }
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::Serve(int64_t iter, std::vector<int> blocks,
+                               std::function<void(Status)> done) {
+  CHECK(!is_worker()) << "ParamServer::Serve on rank " << comm_->rank()
+                      << ", a worker (its Exchange serves its shard)";
+  std::vector<int> mine;
+  for (int id : blocks) {
+    CHECK(id >= 0 && static_cast<size_t>(id) < partition_->blocks().size())
+        << "block " << id;
+    if (ServerOf(id) == comm_->rank()) mine.push_back(id);
+  }
+  PostServe(iter, std::move(mine), std::move(done));
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::PostServe(int64_t iter, std::vector<int> mine,
+                                   std::function<void(Status)> done) {
+  auto fail = [this, done](const Status& s) {
+    comm_->Abort(StrCat("parameter server shard of rank ",
+                        comm_->JobRank(comm_->rank()), ": ", s.message()));
+    if (done) done(s);
+  };
+  server_->Post([this, iter, mine, done, fail] {
+    const int lane = timeline_ ? timeline_->Lane("server") : 0;
+    for (const int id : mine) {
+      const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
+      Status s = ServeBlock(iter, id);
+      if (timeline_) {
+        timeline_->Complete(lane, StrCat("block ", id), "sum", begin,
+                            timeline_->NowMicros(), {{"iter", iter}});
+      }
+      if (!s.ok()) {
+        fail(s);
+        return;
+      }
+    }
+    if (done) done(Status::OK());
+  }, fail);
 }
 
 template <typename Dtype>
@@ -351,7 +402,7 @@ std::string ParamServer<Dtype>::Describe(
   std::vector<std::string> ids, shards;
   for (const BlockRef& b : window) {
     ids.push_back(StrCat(b.id));
-    shards.push_back(StrCat(comm_->JobRank(partition_->blocks()[b.id].shard)));
+    shards.push_back(StrCat(comm_->JobRank(ServerOf(b.id))));
   }
   const std::set<std::string> distinct(shards.begin(), shards.end());
   return StrCat(push ? "push of " : "pull of ",
@@ -367,7 +418,7 @@ template <typename Dtype>
 void ParamServer<Dtype>::CountTraffic(const std::vector<BlockRef>& window) {
   for (const BlockRef& ref : window) {
     const ParamBlock& b = partition_->blocks()[ref.id];
-    if (b.shard != comm_->rank()) {
+    if (ServerOf(ref.id) != comm_->rank()) {
       counters_->Add(ref.id, MessageBytes<Dtype>(b));
     }
   }
@@ -382,7 +433,7 @@ Status ParamServer<Dtype>::Push(int64_t iter,
   for (size_t i = 0; i < window.size(); ++i) {
     const ParamBlock& b = partition_->blocks()[window[i].id];
     headers[i] = {iter, window[i].id, comm_->rank()};
-    ops.push_back({&headers[i], sizeof(BlockHeader), b.shard,
+    ops.push_back({&headers[i], sizeof(BlockHeader), ServerOf(window[i].id),
                    PushTag(window[i].id), window[i].data,
                    b.count * sizeof(Dtype)});
   }
@@ -404,7 +455,7 @@ Status ParamServer<Dtype>::Pull(int64_t iter,
   std::vector<Communicator::RecvOp> ops;
   for (size_t i = 0; i < window.size(); ++i) {
     const ParamBlock& b = partition_->blocks()[window[i].id];
-    ops.push_back({&headers[i], sizeof(BlockHeader), b.shard,
+    ops.push_back({&headers[i], sizeof(BlockHeader), ServerOf(window[i].id),
                    PullTag(window[i].id), window[i].data,
                    b.count * sizeof(Dtype)});
   }
@@ -422,10 +473,10 @@ Status ParamServer<Dtype>::Pull(int64_t iter,
 }
 
 template <typename Dtype>
-Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
-  // See Note [Server pipeline].
+Status ParamServer<Dtype>::ServeBlock(int64_t iter, int block) {
+  // See Note [Server pipeline]; the workers in their order (Note [Roles]).
   const ParamBlock& b = partition_->blocks()[block];
-  const int n = comm_->size();
+  const int n = static_cast<int>(workers_.size());
   const size_t bytes = MessageBytes<Dtype>(b);
   const int group = static_cast<int>(std::clamp<size_t>(
       kPushBytesInFlight / bytes, 1, static_cast<size_t>(n)));
@@ -438,18 +489,19 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
     const int last = std::min(n, first + group);
     ops.clear();
     for (int r = first; r < last; ++r) {
-      ops.push_back({in + static_cast<size_t>(r - first) * bytes, bytes, r,
-                     PushTag(block)});
+      ops.push_back({in + static_cast<size_t>(r - first) * bytes, bytes,
+                     workers_[r], PushTag(block)});
     }
     Status s = comm_->RecvAll(ops);
     for (int r = first; r < last; ++r) {
-      if (r != comm_->rank()) counters_->Add(block, bytes);
+      if (workers_[r] != comm_->rank()) counters_->Add(block, bytes);
     }
     for (int r = first; r < last && s.ok(); ++r) {
       const char* msg = in + static_cast<size_t>(r - first) * bytes;
       BlockHeader header;
       std::memcpy(&header, msg, sizeof(header));
-      s = Decode(BlockMessageKind::kPush, r, iter, block, header, bytes);
+      s = Decode(BlockMessageKind::kPush, workers_[r], iter, block, header,
+                 bytes);
       if (!s.ok()) break;
       const Dtype* g =
           reinterpret_cast<const Dtype*>(msg + sizeof(BlockHeader));
@@ -482,15 +534,14 @@ Status ParamServer<Dtype>::Serve(int64_t iter, int block) {
 template <typename Dtype>
 void ParamServer<Dtype>::SendSum(int64_t iter, int block, int slot) {
   const ParamBlock& b = partition_->blocks()[block];
-  const int n = comm_->size();
   const size_t bytes = MessageBytes<Dtype>(b);
   const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
   std::vector<Communicator::SendOp> ops;
-  for (int r = 0; r < n; ++r) {
+  for (int r : workers_) {
     ops.push_back({sums_->data(slot), bytes, r, PullTag(block)});
   }
   Status s = comm_->SendAll(ops);
-  for (int r = 0; r < n; ++r) {
+  for (int r : workers_) {
     if (r != comm_->rank()) counters_->Add(block, bytes);
   }
   sums_->Release(slot);
@@ -521,6 +572,7 @@ Status ParamServer<Dtype>::Decode(BlockMessageKind kind, int peer,
   want.iter = iter;
   want.block = block;
   want.partition = partition_;
+  want.servers = &servers_;
   want.dtype_bytes = sizeof(Dtype);
   try {
     DecodeBlockHeader(header, bytes, want);

@@ -74,10 +74,13 @@ void DecodeBlockHeader(const BlockHeader& header, size_t bytes,
                      ": its header says rank ", header.rank,
                      " pushed it (a message of another kind or sender)");
   } else {
-    POSEIDON_REQUIRE(header.rank == want.peer && named.shard == want.peer,
-                     DistributedError, what(), ": its header says shard ",
-                     header.rank, " summed block ", header.block,
-                     ", which shard ", named.shard,
+    const int owner = want.servers == nullptr
+                          ? named.shard
+                          : (*want.servers)[named.shard];
+    POSEIDON_REQUIRE(header.rank == want.peer && owner == want.peer,
+                     DistributedError, what(), ": its header says the shard "
+                     "of rank ", header.rank, " summed block ", header.block,
+                     ", which the shard of rank ", owner,
                      " owns (a message of another kind or sender)");
   }
   POSEIDON_REQUIRE(header.block == want.block && header.iter == want.iter,

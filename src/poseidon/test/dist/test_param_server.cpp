@@ -6,6 +6,7 @@
 // exchanges back to back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -275,6 +276,158 @@ INSTANTIATE_TEST_SUITE_P(
                       ExchangeCase{4, 2, false, 3 * 8192 + 100},
                       ExchangeCase{5, 1, true, 1}),
     CaseName);
+
+// A value whose float sum over three or more ranks depends on their order
+// in every element: one rank adds 1e8, one -1e8 and one a small number,
+// which an earlier 1e8 rounds away.
+float OrderTerm(int rank, size_t i) {
+  switch ((rank + i) % 3) {
+    case 0: return 1e8f;
+    case 1: return -1e8f;
+    default: return 1.0f + 0.001f * static_cast<float>(i % 1000);
+  }
+}
+
+struct RolesCase {
+  std::string name;
+  int ranks;
+  PsRoles roles;
+  bool update;  // the shards apply v -> 0.5 v + iter before sending
+};
+
+class ParamServerRolesTest : public ::testing::TestWithParam<RolesCase> {};
+
+// Workers post exchanges, dedicated server ranks serve them (Serve), and
+// colocated ones serve within Exchange: every worker ends with the sum in
+// the roles' worker order (then the update, if any), the same bits on
+// every worker, for two iterations of two exchanges each. A dedicated
+// server moves bytes; a rank that is neither worker nor server is idle.
+TEST_P(ParamServerRolesTest, WorkersGetTheWorkerOrderSum) {
+  const RolesCase c = GetParam();
+  LoopbackOptions loopback;
+  loopback.timeout = std::chrono::seconds(20);
+  LoopbackWorld world(c.ranks, loopback);
+  const std::vector<size_t> blobs = {30000, 777, 12000};
+  const size_t total = 30000 + 777 + 12000;
+  const std::vector<size_t> start = {0, 30000, 30777};
+  const std::vector<std::vector<int>> groups = {{0}, {1, 2}};
+  RunRanks(&world, [&](Communicator* comm) {
+    const BlockPartition part(blobs, sizeof(float), 8192,
+                              static_cast<int>(c.roles.servers.size()));
+    ParamServerOptions options;
+    options.roles = c.roles;
+    ParamServer<float>::Update update;
+    if (c.update) {
+      update = [&part](int64_t iter, int block, float* v) {
+        for (size_t i = 0; i < part.blocks()[block].count; ++i) {
+          v[i] = 0.5f * v[i] + static_cast<float>(iter);
+        }
+      };
+    }
+    ParamServer<float> server(comm, &part, options, nullptr, update);
+    const bool worker =
+        std::count(c.roles.workers.begin(), c.roles.workers.end(),
+                   comm->rank()) > 0;
+    const bool hosts =
+        std::count(c.roles.servers.begin(), c.roles.servers.end(),
+                   comm->rank()) > 0;
+    EXPECT_EQ(server.is_worker(), worker);
+    EXPECT_EQ(server.shard() >= 0, hosts);
+    for (int64_t iter = 0; iter < 2; ++iter) {
+      std::vector<float> grad(total);
+      for (size_t i = 0; i < total; ++i) {
+        grad[i] = OrderTerm(comm->rank(), i + iter);
+      }
+      std::vector<std::future<Status>> done;
+      for (const auto& group : groups) {
+        std::vector<ParamServer<float>::BlockRef> refs;
+        std::vector<int> ids;
+        for (int blob : group) {
+          for (int id : part.blob_blocks(blob)) {
+            refs.push_back(
+                {id, grad.data() + start[blob] + part.blocks()[id].offset});
+            ids.push_back(id);
+          }
+        }
+        auto promise = std::make_shared<std::promise<Status>>();
+        done.push_back(promise->get_future());
+        auto report = [promise](Status s) { promise->set_value(s); };
+        if (worker) {
+          server.Exchange(iter, refs, report);
+        } else if (hosts) {
+          server.Serve(iter, ids, report);
+        } else {
+          report(Status::OK());
+        }
+      }
+      for (auto& f : done) {
+        const Status s = f.get();
+        ASSERT_TRUE(s.ok()) << s.message();
+      }
+      if (!worker) continue;
+      for (size_t i = 0; i < total; ++i) {
+        float want = OrderTerm(c.roles.workers[0], i + iter);
+        for (size_t w = 1; w < c.roles.workers.size(); ++w) {
+          want = want + OrderTerm(c.roles.workers[w], i + iter);
+        }
+        if (c.update) want = 0.5f * want + static_cast<float>(iter);
+        ASSERT_EQ(std::memcmp(&want, &grad[i], sizeof(float)), 0)
+            << "rank " << comm->rank() << " element " << i << ": " << grad[i]
+            << ", want " << want;
+      }
+    }
+    if (hosts) {
+      EXPECT_GT(server.bytes_moved(), 0u) << "rank " << comm->rank();
+    } else if (!worker) {
+      EXPECT_EQ(server.bytes_moved(), 0u) << "rank " << comm->rank();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Roles, ParamServerRolesTest,
+    ::testing::Values(
+        RolesCase{"one_worker_one_server", 2, {{0}, {1}}, false},
+        RolesCase{"two_workers_one_server", 3, {{0, 1}, {2}}, false},
+        RolesCase{"two_workers_two_servers_update", 4, {{0, 1}, {2, 3}},
+                  true},
+        RolesCase{"colocated_subset_reversed", 3, {{0, 1, 2}, {2, 1}}, true},
+        RolesCase{"workers_out_of_rank_order", 5, {{4, 2, 3}, {0, 1}}, false},
+        RolesCase{"an_idle_rank", 4, {{1, 2}, {3}}, true}),
+    [](const ::testing::TestParamInfo<RolesCase>& info) {
+      return info.param.name;
+    });
+
+// Roles that are not ranks of the job, repeat a rank, or disagree with the
+// partition's shards are configuration errors that say which.
+TEST(ParamServerRolesTest, BadRolesAreConfigErrors) {
+  LoopbackWorld world(3);
+  Communicator* comm = world.rank(0);
+  const BlockPartition two({1000}, sizeof(float), 1024, 2);
+  const struct {
+    PsRoles roles;
+    std::string message;
+  } cases[] = {
+      {{{0, 3}, {1, 2}}, "parameter server worker rank 3 is not a rank of "
+                         "the job's 3"},
+      {{{0, 1}, {2, 2}}, "parameter server server rank 2 is named twice"},
+      {{{0, 1}, {-1, 2}}, "parameter server server rank -1 is not a rank"},
+      {{{0, 1}, {2}}, "the parameter partition has 2 shards for 1 server "
+                      "ranks"},
+      {{{0}, {}}, "the parameter partition has 2 shards for 3 server ranks"},
+  };
+  for (const auto& bad : cases) {
+    ParamServerOptions options;
+    options.roles = bad.roles;
+    try {
+      ParamServer<float> server(comm, &two, options);
+      ADD_FAILURE() << "no error for " << bad.message;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(bad.message), std::string::npos)
+          << e.what();
+    }
+  }
+}
 
 // Forwards to a loopback rank and records the largest batch of pushes
 // (SendAll) and of sums received (RecvAll) that this rank put in flight;
