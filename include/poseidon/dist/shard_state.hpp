@@ -79,6 +79,14 @@ class ShardState {
   void Seed(const std::function<const Dtype*(int p)>& weights,
             const std::function<const Dtype*(int a, int p)>& history);
 
+  // The same from the held blocks' values packed block after block in
+  // blocks() order (elements() of each): `weights`, and unless `history`
+  // is empty one array per history array of the rule, null for zeros (a
+  // dedicated server's seed, Note [Dedicated servers] in
+  // server_process.hpp).
+  void SeedPacked(const Dtype* weights,
+                  const std::vector<const Dtype*>& history);
+
   // `values`: the sum over the W workers of held block `block`'s gradient
   // of iteration `iter`; replaced by the block's parameters after that
   // iteration's update (Note [Server-side update]).
@@ -95,10 +103,16 @@ class ShardState {
   // The held blocks (HeldBlocks), and history array `a` of all of them,
   // block after block in that order.
   const std::vector<int>& blocks() const { return blocks_; }
+  bool holds(int block) const {
+    return block >= 0 && static_cast<size_t>(block) < at_.size() &&
+           at_[block] != kNotHeld;
+  }
   const Dtype* history(int a) const { return history_[a].data(); }
   size_t elements() const { return weights_.size(); }
 
  private:
+  static constexpr size_t kNotHeld = static_cast<size_t>(-1);  // in at_
+
   const BlockPartition* partition_;
   const ServerUpdateSettings settings_;
   const int shard_;

@@ -8,6 +8,8 @@
 //   kRingTag                    ring allreduce steps (one collective thread)
 //   kSfbTag                     sufficient-factor allgather steps
 //   kHostTag                    the host level's exchanges between hosts
+//   kServerTag                  the leader's commands to dedicated servers
+//                               and their replies (server_process.hpp)
 //   kActionTag                  SIGINT/SIGHUP agreement (action_agreement)
 //
 // Collectives that the communicator implements itself (AllreduceSum,
@@ -27,9 +29,11 @@ constexpr int kPullTagBase = kPushTagBase + kTagSpan;
 constexpr int kRingTag = kPullTagBase + kTagSpan;
 constexpr int kSfbTag = kRingTag + 1;
 constexpr int kHostTag = kRingTag + 2;
+constexpr int kServerTag = kRingTag + 3;
 constexpr int kActionTag = 30000;
 
-static_assert(kPullTagBase + kTagSpan <= kRingTag && kHostTag < kActionTag &&
+static_assert(kPullTagBase + kTagSpan <= kRingTag && kHostTag < kServerTag &&
+                  kServerTag < kActionTag &&
                   kActionTag <= kMaxTag,
               "message tags overlap or exceed kMaxTag");
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "poseidon/util/emulation.hpp"
@@ -12,8 +11,6 @@
 
 namespace poseidon {
 namespace dist {
-
-constexpr size_t kNotHeld = std::numeric_limits<size_t>::max();
 
 template <typename Dtype>
 std::vector<int> ShardState<Dtype>::HeldBlocks(
@@ -83,11 +80,28 @@ void ShardState<Dtype>::Seed(
 }
 
 template <typename Dtype>
+void ShardState<Dtype>::SeedPacked(const Dtype* weights,
+                                   const std::vector<const Dtype*>& history) {
+  CHECK(seeded_ || !history.empty())
+      << "a shard's first seed needs the history";
+  CHECK(history.empty() ||
+        static_cast<int>(history.size()) == HistoryArrays(settings_.rule));
+  std::copy_n(weights, weights_.size(), weights_.data());
+  for (size_t a = 0; a < history.size(); ++a) {
+    if (history[a] == nullptr) {
+      std::fill(history_[a].begin(), history_[a].end(), Dtype(0));
+    } else {
+      std::copy_n(history[a], history_[a].size(), history_[a].data());
+    }
+  }
+  seeded_ = true;
+}
+
+template <typename Dtype>
 void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
   CHECK(seeded_) << "server update of block " << block << " (iteration " << iter
                  << ") before the shard was seeded";
-  CHECK(block >= 0 && block < static_cast<int>(at_.size()) &&
-        at_[block] != kNotHeld)
+  CHECK(holds(block))
       << "server update of block " << block << ", which this shard does "
       << "not hold";
   emulation::DilatedCompute dilated;  // Note [Time dilation]
