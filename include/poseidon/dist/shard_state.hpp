@@ -93,11 +93,11 @@ class ShardState {
   void Apply(int64_t iter, int block, Dtype* values);
 
   // Collective over `comm` (whose rank r holds shard r): every shard's
-  // history goes to every rank, each element into history(a, p) + its
-  // offset in param p (the worker's solver history), or nowhere where
-  // history(a, p) is null (a rank that writes no snapshot). A failed
-  // broadcast, naming the shard.
-  Status Gather(Communicator* comm,
+  // history goes to rank `root` (point to point; the others keep theirs),
+  // each element into history(a, p) + its offset in param p (the root's
+  // solver history), or nowhere where history(a, p) is null. `history` is
+  // called on the root only. A failed send or receive, naming the shard.
+  Status Gather(Communicator* comm, int root,
                 const std::function<Dtype*(int a, int p)>& history) const;
 
   // The held blocks (HeldBlocks), and history array `a` of all of them,

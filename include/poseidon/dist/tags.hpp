@@ -10,6 +10,8 @@
 //   kHostTag                    the host level's exchanges between hosts
 //   kServerTag                  the leader's commands to dedicated servers
 //                               and their replies (server_process.hpp)
+//   kHistoryTag                 colocated shards' solver history to the
+//                               rank that writes snapshots (shard_state)
 //   kActionTag                  SIGINT/SIGHUP agreement (action_agreement)
 //
 // Collectives that the communicator implements itself (AllreduceSum,
@@ -30,10 +32,12 @@ constexpr int kRingTag = kPullTagBase + kTagSpan;
 constexpr int kSfbTag = kRingTag + 1;
 constexpr int kHostTag = kRingTag + 2;
 constexpr int kServerTag = kRingTag + 3;
+constexpr int kHistoryTag = kRingTag + 4;
 constexpr int kActionTag = 30000;
 
 static_assert(kPullTagBase + kTagSpan <= kRingTag && kHostTag < kServerTag &&
-                  kServerTag < kActionTag &&
+                  kServerTag < kHistoryTag &&
+                  kHistoryTag < kActionTag &&
                   kActionTag <= kMaxTag,
               "message tags overlap or exceed kMaxTag");
 

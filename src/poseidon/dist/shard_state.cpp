@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "poseidon/dist/tags.hpp"
 #include "poseidon/util/emulation.hpp"
 #include "poseidon/util/math_functions.hpp"
 
@@ -132,9 +133,26 @@ void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
 
 template <typename Dtype>
 Status ShardState<Dtype>::Gather(
-    Communicator* comm,
+    Communicator* comm, int root,
     const std::function<Dtype*(int a, int p)>& history) const {
   const int arrays = HistoryArrays(settings_.rule);
+  const bool at_root = comm->rank() == root;
+  if (!at_root) {
+    // Only the root keeps the history: send this shard's, array by array.
+    for (int a = 0; a < arrays && !blocks_.empty(); ++a) {
+      const Status st = comm->Send(history_[a].data(),
+                                   history_[a].size() * sizeof(Dtype), root,
+                                   kHistoryTag);
+      if (!st.ok()) {
+        return Status::Failure(StrCat("sending the solver history of the "
+                                      "parameter-server shard of rank ",
+                                      comm->JobRank(comm->rank()),
+                                      " to rank ", comm->JobRank(root), ": ",
+                                      st.message()));
+      }
+    }
+    return Status::OK();
+  }
   std::vector<Dtype> buffer;
   for (int s = 0; s < partition_->num_shards(); ++s) {
     const std::vector<int> held =
@@ -143,25 +161,25 @@ Status ShardState<Dtype>::Gather(
     for (int b : held) total += partition_->blocks()[b].count;
     if (total == 0) continue;
     for (int a = 0; a < arrays; ++a) {
-      if (s == shard_) {
-        buffer = history_[a];
-      } else {
-        buffer.assign(total, Dtype(0));
-      }
-      const Status st =
-          comm->Broadcast(buffer.data(), total * sizeof(Dtype), s);
-      if (!st.ok()) {
-        return Status::Failure(
-            StrCat("gathering the solver history of the "
-                   "parameter-server shard of rank ",
-                   comm->JobRank(s), ": ", st.message()));
+      const Dtype* from = history_[a].data();
+      if (s != shard_) {
+        buffer.resize(total);
+        const Status st =
+            comm->Recv(buffer.data(), total * sizeof(Dtype), s, kHistoryTag);
+        if (!st.ok()) {
+          return Status::Failure(
+              StrCat("gathering the solver history of the "
+                     "parameter-server shard of rank ",
+                     comm->JobRank(s), ": ", st.message()));
+        }
+        from = buffer.data();
       }
       size_t at = 0;
       for (int b : held) {
         const ParamBlock& block = partition_->blocks()[b];
         Dtype* into = history(a, block.blob);
         if (into != nullptr) {
-          std::memcpy(into + block.offset, buffer.data() + at,
+          std::memcpy(into + block.offset, from + at,
                       block.count * sizeof(Dtype));
         }
         at += block.count;

@@ -657,7 +657,7 @@ void Synchronizer<Dtype>::Impl::SyncHistory() {
   }
   const Status s = OnCollectiveThread(
       "gathering the servers' solver history", [&] {
-        return shard->Gather(comm, [&](int a, int p) {
+        return shard->Gather(comm, /*root=*/0, [&](int a, int p) {
           return into[a * num + p];
         });
       });
