@@ -18,6 +18,7 @@
 #include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/communicator.hpp"
 #include "poseidon/dist/param_server.hpp"
+#include "poseidon/dist/server_process.hpp"
 #include "poseidon/dist/tags.hpp"
 
 namespace poseidon {
@@ -385,6 +386,23 @@ int WriteDistSeeds(const std::string& root) {
       }
       add(Input(8, o, EncodePeerRecords(records)));
     }
+  }
+  // Dedicated servers' plans: summing only, and with a server-side Adam.
+  {
+    dist::ServerPlan plan;
+    plan.roles = {{0, 1}, {2}};
+    plan.blob_counts = {10, 3};
+    plan.exchanges = {{1}, {0}};
+    add(Input(9, DistOptions(), dist::EncodeServerPlan(plan)));
+    plan.update = true;
+    plan.settings.solver.set_base_lr(0.01f);
+    plan.settings.solver.set_type("Adam");
+    plan.settings.rule = UpdateRule::kAdam;
+    plan.settings.workers = 2;
+    plan.settings.on_server = {true, false};
+    plan.settings.lr_mult = {1.f, 2.f};
+    plan.settings.decay_mult = {1.f, 0.f};
+    add(Input(9, DistOptions(), dist::EncodeServerPlan(plan)));
   }
   return count;
 }

@@ -20,7 +20,7 @@ namespace poseidon {
 namespace fuzz {
 
 constexpr size_t kOptionBytes = 8;
-constexpr int kDistFamilies = 9;
+constexpr int kDistFamilies = 10;
 
 struct DistOptions {
   uint8_t bytes[kOptionBytes] = {};

@@ -15,6 +15,8 @@
 //                    pushes and sums being the message's records
 //                    (ExchangeWithScriptedPeer): the push, pull and server
 //                    threads' receive paths
+//   9 server plan    a dedicated server's start-up plan (DecodeServerPlan);
+//                    an accepted plan must survive encoding and decoding
 // Seeds: valid messages of every family from the real encoders
 // (fuzz_seeds, WriteDistSeeds).
 #include <cmath>
@@ -27,6 +29,7 @@
 #include "fuzz_common.hpp"
 #include "fuzz_dist.hpp"
 #include "poseidon/dist/action_agreement.hpp"
+#include "poseidon/dist/server_process.hpp"
 #include "poseidon/dist/transport.hpp"
 #include "poseidon/dist/wire.hpp"
 
@@ -123,11 +126,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 7:
         FuzzFactors(o, msg, n);
         break;
-      default:
+      case 8:
         // A rejected message fails the exchange with a Status; anything
         // else (a crash, a hang, an abort) is the finding.
         fuzz::ExchangeWithScriptedPeer(msg, n, o);
         break;
+      default: {
+        const ServerPlan plan =
+            DecodeServerPlan(std::string(copy.begin(), copy.end()), 1);
+        const std::string bytes = EncodeServerPlan(plan);
+        CHECK(EncodeServerPlan(DecodeServerPlan(bytes, 1)) == bytes)
+            << "a decoded server plan does not survive a round trip";
+        break;
+      }
     }
   });
   return 0;
