@@ -1,9 +1,9 @@
-// DeviceWorkers: the device level of the three-level hierarchy (DESIGN.md):
-// inside one process, T workers each run a replica of the train net on
-// their own slice of the data, and their gradients are summed locally
-// before the process talks to the cluster. Worker 0 is the solver's own net
-// on the calling (training) thread; workers 1..T-1 are threads started here,
-// one per CPU worker, or one per GPU.
+// DeviceWorkers: the device level of the three-level hierarchy
+// (docs/distributed.md): inside one process, T workers each run a replica of
+// the train net on their own slice of the data, and their gradients are summed
+// locally before the process talks to the cluster. Worker 0 is the solver's own
+// net on the calling (training) thread; workers 1..T-1 are threads started
+// here, one per CPU worker, or one per GPU.
 //
 // The replicas alias the solver net's weights (Blob::ShareData), so there is
 // nothing to broadcast after an update; each keeps its own activations and

@@ -1,6 +1,6 @@
-// The host level of the hierarchy (DESIGN.md: device -> node -> cluster):
-// in a job with several ranks on each of several hosts, a host's ranks
-// combine their gradients through shared memory, and only the combined
+// The host level of the hierarchy (docs/distributed.md: device -> node ->
+// cluster): in a job with several ranks on each of several hosts, a host's
+// ranks combine their gradients through shared memory, and only the combined
 // gradient crosses the network, once per host instead of once per rank.
 //
 // Note [Host level]

@@ -1,9 +1,10 @@
-// NcclReducer: the device level across the GPUs of one process (DESIGN.md:
-// device -> node -> cluster). Device worker t computes on devices[t] on its
-// own thread; after a layer's backward every worker hands that layer's
-// gradients to NCCL, which sums them into worker 0's (ncclReduce, root 0),
-// and before a layer's forward worker 0's updated weights go to the others
-// (ncclBroadcast). DeviceWorkers (device_workers.hpp) drives it.
+// NcclReducer: the device level across the GPUs of one process
+// (docs/distributed.md, What each rank does: device -> node -> cluster). Device
+// worker t computes on devices[t] on its own thread; after a layer's backward
+// every worker hands that layer's gradients to NCCL, which sums them into
+// worker 0's (ncclReduce, root 0), and before a layer's forward worker 0's
+// updated weights go to the others (ncclBroadcast). DeviceWorkers
+// (device_workers.hpp) drives it.
 //
 // Note [NCCL streams]
 // Each worker has a dedicated NCCL stream beside its compute stream

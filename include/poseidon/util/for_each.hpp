@@ -1,7 +1,7 @@
 // for_each(dev, n, f): calls f(i) for every i in [0, n) on the CPU or the
-// GPU. This is how element-wise arithmetic is written once for both devices
-// (DESIGN.md, "one layer, one contract"): `f` is a small copyable struct of
-// pointers and scalars whose operator()(int) const is POSEIDON_HD
+// GPU. This is how element-wise arithmetic is written once for both devices:
+// `f` is a small copyable struct of pointers and scalars whose
+// operator()(int) const is POSEIDON_HD
 // (util/hd.hpp); the CPU runs it in a loop, split over Poseidon's thread pool
 // when large, and the GPU in a grid-stride kernel on the calling thread's
 // stream. So every CPU test of a layer built this way also tests the body the

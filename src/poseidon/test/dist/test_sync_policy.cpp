@@ -114,8 +114,9 @@ TEST(SyncPolicyTest, SfbCrossoverMatchesThePublishedFigures) {
     int64_t M, N, K;
     int published;
   };
-  // DESIGN.md: SFB wins while P <= 2 M N / (K (M + N)): about 220 nodes for
-  // VGG fc6 at batch 32, about 22 for AlexNet fc6 at batch 256.
+  // SFB wins while P <= 2 M N / (K (M + N)) (sync_policy.hpp's formulas):
+  // about 220 nodes for VGG fc6 at batch 32, about 22 for AlexNet fc6 at
+  // batch 256, as the Poseidon paper reports.
   for (const Case& c : {Case{"vgg_fc6", 4096, 25088, 32, 220},
                         Case{"alexnet_fc6", 4096, 9216, 256, 22}}) {
     const double formula = 2.0 * c.M * c.N / (c.K * (c.M + c.N));

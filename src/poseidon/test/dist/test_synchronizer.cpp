@@ -1,4 +1,4 @@
-// The distributed trainer's correctness test (DESIGN.md, Consistency): under
+// The distributed trainer's correctness test (docs/distributed.md, Consistency): under
 // BSP, W ranks with batch K each end with the same weights, up to float
 // rounding, as one rank with batch W K on the same samples; for every solver
 // type, with weight decay, lr_mult, a step lr schedule, iter_size and
