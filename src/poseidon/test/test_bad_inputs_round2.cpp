@@ -30,28 +30,11 @@
 namespace poseidon {
 namespace {
 
-// Whether `text` contains `part`; a failure shows both.
-::testing::AssertionResult Contains(const string& text, const string& part) {
-  if (text.find(part) != string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "'" << part << "' is not in: " << text;
-}
+using test::Contains;
 
-template <typename F>
-string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::ErrorOf;
 
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 void WriteFile(const string& path, const string& bytes) {
   std::ofstream out(path, std::ios::binary);

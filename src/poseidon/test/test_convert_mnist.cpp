@@ -56,14 +56,7 @@ vector<Datum> ReadAll(const string& path, const string& backend = "lmdb") {
   return datums;
 }
 
-string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const IOError& e) {
-    return e.what();
-  }
-  return "(no IOError)";
-}
+using test::ErrorOf;
 
 TEST(ConvertMnistTest, GzippedAndPlainFilesConvert) {
   const string dir = test::MakeTempDir();
@@ -112,26 +105,28 @@ TEST(ConvertMnistTest, BadInputsAreNamedAndLeaveNoDatabase) {
   WriteGzip(labels, LabelBytes());
 
   WriteGzip(images, ImageBytes(2049));  // a label file's magic
-  string error = ErrorOf([&] { ConvertMnistToDB(images, labels, out); });
+  string error =
+      ErrorOf<IOError>([&] { ConvertMnistToDB(images, labels, out); });
   EXPECT_NE(error.find("'" + images + "' is not an MNIST image file"),
             string::npos)
       << error;
 
   WriteGzip(images, ImageBytes(2051, 4));
-  error = ErrorOf([&] { ConvertMnistToDB(images, labels, out); });
+  error = ErrorOf<IOError>([&] { ConvertMnistToDB(images, labels, out); });
   EXPECT_NE(error.find("holds 4 images"), string::npos) << error;
 
   // Declares 3 images but holds 2.5.
   WriteGzip(images, ImageBytes().substr(0, 16 + 15));
-  error = ErrorOf([&] { ConvertMnistToDB(images, labels, out); });
+  error = ErrorOf<IOError>([&] { ConvertMnistToDB(images, labels, out); });
   EXPECT_NE(error.find("is truncated"), string::npos) << error;
   EXPECT_FALSE(FileExists(out));
 
-  error = ErrorOf([&] { ConvertMnistToDB(dir + "/absent.gz", labels, out); });
+  error = ErrorOf<IOError>(
+      [&] { ConvertMnistToDB(dir + "/absent.gz", labels, out); });
   EXPECT_NE(error.find("absent.gz"), string::npos) << error;
   EXPECT_THROW(ConvertMnistToDB(images, labels, out, "rocksdb"), ConfigError);
   // A LevelDB whose conversion fails is removed too.
-  error = ErrorOf([&] {
+  error = ErrorOf<IOError>([&] {
     ConvertMnistToDB(images, labels, dir + "/out_leveldb", "leveldb");
   });
   EXPECT_NE(error.find("is truncated"), string::npos) << error;
@@ -148,7 +143,8 @@ TEST(ConvertMnistTest, HugeDeclaredImagesAreRefusedBeforeAllocating) {
   WriteFileAtomically(images, BigEndian(2051) + BigEndian(1) +
                                   BigEndian(65536) + BigEndian(65536) +
                                   string(4, '\0'));
-  string error = ErrorOf([&] { ConvertMnistToDB(images, labels, dir + "/a"); });
+  string error =
+      ErrorOf<IOError>([&] { ConvertMnistToDB(images, labels, dir + "/a"); });
   EXPECT_NE(error.find("65536x65536 pixels (4294967296 bytes each)"),
             string::npos)
       << error;
@@ -209,13 +205,15 @@ TEST(ConvertCifarTest, BatchesBecomeTrainAndTestDatabases) {
 
   const string out2 = test::MakeTempDir() + "/cifar";
   WriteFileAtomically(in + "/test_batch.bin", record(10, 0));
-  string error = ErrorOf([&] { ConvertCifar10ToDB(in, out2); });
+  string error = ErrorOf<IOError>([&] { ConvertCifar10ToDB(in, out2); });
   EXPECT_NE(error.find("label 10"), string::npos) << error;
   WriteFileAtomically(in + "/test_batch.bin", "short");
-  error = ErrorOf([&] { ConvertCifar10ToDB(in, test::MakeTempDir()); });
+  error =
+      ErrorOf<IOError>([&] { ConvertCifar10ToDB(in, test::MakeTempDir()); });
   EXPECT_NE(error.find("test_batch.bin' is 5 bytes"), string::npos) << error;
   std::remove((in + "/data_batch_3.bin").c_str());
-  error = ErrorOf([&] { ConvertCifar10ToDB(in, test::MakeTempDir()); });
+  error =
+      ErrorOf<IOError>([&] { ConvertCifar10ToDB(in, test::MakeTempDir()); });
   EXPECT_NE(error.find("data_batch_3.bin' is missing"), string::npos) << error;
 }
 

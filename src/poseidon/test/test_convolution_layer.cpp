@@ -94,17 +94,7 @@ void ExpectBlobsNear(const Dtype* expected, const Dtype* actual, int count,
 }
 
 // Sets Poseidon::num_threads() for a scope and restores it after.
-class ScopedNumThreads {
- public:
-  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
-    Poseidon::set_num_threads(n);
-  }
-  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
-  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
-
- private:
-  const int saved_;
-};
+using test::ScopedNumThreads;
 
 template <typename TypeParam>
 class ConvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {

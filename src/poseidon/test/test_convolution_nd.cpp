@@ -179,23 +179,9 @@ void ToDouble(const Blob<Dtype>& from, Blob<double>* to) {
 }
 
 // Sets Poseidon::num_threads() for a scope and restores it after.
-class ScopedNumThreads {
- public:
-  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
-    Poseidon::set_num_threads(n);
-  }
-  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
-  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
+using test::ScopedNumThreads;
 
- private:
-  const int saved_;
-};
-
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 // The message of the Error that building `text` throws, or "" if none.
 template <typename Dtype, typename ErrorType>

@@ -122,23 +122,9 @@ double Dot(const Blob<Dtype>& a, const Blob<Dtype>& b) {
 }
 
 // Sets Poseidon::num_threads() for a scope and restores it after.
-class ScopedNumThreads {
- public:
-  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
-    Poseidon::set_num_threads(n);
-  }
-  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
-  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
+using test::ScopedNumThreads;
 
- private:
-  const int saved_;
-};
-
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 template <typename TypeParam>
 class DeconvolutionLayerTest : public test::MultiDeviceTest<TypeParam> {

@@ -31,15 +31,7 @@ class LoaderGuardTest : public ::testing::Test {
   ~LoaderGuardTest() override { SetHostAllocationLimit(0); }
 };
 
-template <typename F>
-string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::ErrorOf;
 
 TEST_F(LoaderGuardTest, CheckedProduct) {
   EXPECT_EQ(CheckedProduct({2, 3, 4}, 100), 24);

@@ -13,11 +13,7 @@
 namespace poseidon {
 namespace {
 
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 // data (2x3) -> ip1 (4) -> relu (in place) -> ip2 (2) -> loss vs target.
 const char* kTinyNet = R"(

@@ -53,11 +53,7 @@ string NetText(const Variant& v) {
   )";
 }
 
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 template <typename Dtype>
 void FillRandom(Blob<Dtype>* blob, std::mt19937* gen, double lo, double hi) {

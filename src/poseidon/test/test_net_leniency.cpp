@@ -21,11 +21,7 @@
 namespace poseidon {
 namespace {
 
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 string WriteFile(const string& dir, const string& name, const string& text) {
   const string path = dir + "/" + name;
@@ -33,17 +29,7 @@ string WriteFile(const string& dir, const string& name, const string& text) {
   return path;
 }
 
-// The message of the Error `fn` throws ("" and a failure when none).
-template <typename Fn>
-string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no poseidon::Error thrown";
-  return "";
-}
+using test::ErrorOf;
 
 // True when `text` holds a byte a terminal would act on (other than the
 // newlines and tabs messages use for layout) or one >= 0x80 outside UTF-8.

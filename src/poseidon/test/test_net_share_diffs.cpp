@@ -117,11 +117,7 @@ string Chain(int depth) {
   return text;
 }
 
-NetParameter ParseNet(const string& text) {
-  NetParameter param;
-  ReadProtoFromTextString(text, "<test net>", &param);
-  return param;
-}
+using test::ParseNet;
 
 // Fills every input: a blob named "label" with class indices below 5, the
 // others with uniform values; the same stream for both nets.

@@ -99,17 +99,7 @@ class PoolingLayerTest : public test::MultiDeviceTest<TypeParam> {
 };
 
 // Sets Poseidon::num_threads() for a scope and restores it after.
-class ScopedNumThreads {
- public:
-  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
-    Poseidon::set_num_threads(n);
-  }
-  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
-  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
-
- private:
-  const int saved_;
-};
+using test::ScopedNumThreads;
 
 // A pooling geometry: kernel, stride and pad per axis (0 kernel: global).
 struct Window {

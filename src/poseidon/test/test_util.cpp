@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "poseidon/util/gpu_context.hpp"
+#include "poseidon/util/io.hpp"
 
 namespace poseidon {
 namespace test {
@@ -50,6 +51,12 @@ std::string GpuSkipReason() {
     return why;
   }();
   return reason;
+}
+
+NetParameter ParseNet(const std::string& text) {
+  NetParameter param;
+  ReadProtoFromTextString(text, "<test net>", &param);
+  return param;
 }
 
 std::string MakeTempDir() {

@@ -13,6 +13,7 @@
 #include "poseidon/blob.hpp"
 #include "poseidon/common.hpp"
 #include "poseidon/filler.hpp"
+#include "poseidon/util/status.hpp"
 
 namespace poseidon {
 namespace test {
@@ -128,6 +129,46 @@ void ExpectRelativelyClose(const Dtype* want, const Dtype* got, int n,
     ASSERT_NEAR(want[i], got[i], tol * (1 + std::fabs(want[i])))
         << what << ": element " << i << " of " << n;
   }
+}
+
+// Sets Poseidon's thread count for a scope, then restores it.
+class ScopedNumThreads {
+ public:
+  explicit ScopedNumThreads(int n) : saved_(Poseidon::num_threads()) {
+    Poseidon::set_num_threads(n);
+  }
+  ~ScopedNumThreads() { Poseidon::set_num_threads(saved_); }
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(ScopedNumThreads);
+
+ private:
+  const int saved_;
+};
+
+// A NetParameter from prototxt text (a parse error throws, naming
+// "<test net>").
+NetParameter ParseNet(const std::string& text);
+
+// The message of the ErrorType (any poseidon::Error by default) that `fn`
+// throws; a test failure and "(no error)" when it throws none.
+template <typename ErrorType = Error, typename Fn>
+std::string ErrorOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ErrorType& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return "(no error)";
+}
+
+// Whether `text` contains `part`; a failure shows both.
+inline ::testing::AssertionResult Contains(const std::string& text,
+                                           const std::string& part) {
+  if (text.find(part) != std::string::npos) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "'" << part << "' is not in: " << text;
 }
 
 }  // namespace test

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/run_ranks.hpp"
+#include "test_util.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
 
 namespace poseidon {
@@ -31,9 +32,7 @@ LoopbackOptions ShortTimeout(int ms = 100) {
   return options;
 }
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::Contains;
 
 // Values whose float sum depends on the order of the additions.
 template <typename Dtype>

@@ -8,15 +8,14 @@
 #include <limits>
 #include <string>
 
+#include "test_util.hpp"
 #include "poseidon/dist/sync_policy.hpp"
 
 namespace poseidon {
 namespace dist {
 namespace {
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::Contains;
 
 LayerCommShape Fc(const std::string& name, int64_t M, int64_t N, int64_t K,
                   bool bias = true) {
