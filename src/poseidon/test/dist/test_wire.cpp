@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dist/run_ranks.hpp"
+#include "test_util.hpp"
 #include "poseidon/dist/action_agreement.hpp"
 #include "poseidon/dist/loopback_communicator.hpp"
 #include "poseidon/dist/tags.hpp"
@@ -23,17 +24,7 @@ namespace poseidon {
 namespace dist {
 namespace {
 
-// Runs `fn`, which must throw ErrorType; returns its message.
-template <typename ErrorType, typename Fn>
-std::string ErrorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const ErrorType& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return "";
-}
+using test::ErrorOf;
 
 ::testing::AssertionResult Names(const std::string& text,
                                  const std::string& part) {
