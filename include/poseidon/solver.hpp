@@ -110,7 +110,6 @@ class Solver {
 
   // Observes (does not own) the callback; it must outlive the solver's use.
   void add_callback(Callback* callback) { callbacks_.push_back(callback); }
-  const vector<Callback*>& callbacks() const { return callbacks_; }
   // Function forms of the two callback points; each stays registered while
   // its Subscription lives (util/callback_list.hpp).
   Subscription add_on_start(std::function<void()> fn) {

@@ -6,8 +6,6 @@
 //                               uses kPushTagBase + b % kTagSpan
 //   [kPullTagBase, +kTagSpan)   parameter server: the shard's sum of block b
 //   kRingTag                    ring allreduce steps (one collective thread)
-//   kSfbTag                     sufficient-factor allgather steps
-//   kHostTag                    the host level's exchanges between hosts
 //   kServerTag                  the leader's commands to dedicated servers
 //                               and their replies (server_process.hpp)
 //   kHistoryTag                 colocated shards' solver history to the
@@ -29,13 +27,11 @@ constexpr int kTagSpan = 8192;
 constexpr int kPushTagBase = 1;
 constexpr int kPullTagBase = kPushTagBase + kTagSpan;
 constexpr int kRingTag = kPullTagBase + kTagSpan;
-constexpr int kSfbTag = kRingTag + 1;
-constexpr int kHostTag = kRingTag + 2;
-constexpr int kServerTag = kRingTag + 3;
-constexpr int kHistoryTag = kRingTag + 4;
+constexpr int kServerTag = kRingTag + 1;
+constexpr int kHistoryTag = kRingTag + 2;
 constexpr int kActionTag = 30000;
 
-static_assert(kPullTagBase + kTagSpan <= kRingTag && kHostTag < kServerTag &&
+static_assert(kPullTagBase + kTagSpan <= kRingTag && kRingTag < kServerTag &&
                   kServerTag < kHistoryTag &&
                   kHistoryTag < kActionTag &&
                   kActionTag <= kMaxTag,

@@ -411,7 +411,6 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
   }
   const CommType net_default = CommTypeFromProto(param.comm());
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
-  bool any_ps = false;
   for (Group& g : groups) {
     const Layer<Dtype>& layer = *net->layers()[g.push_layer];
     vector<vector<int>> shapes;
@@ -447,7 +446,6 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
     planned.reason = choice.reason;
     plan.push_back(planned);
     predicted += choice.bytes;
-    any_ps = any_ps || choice.type == CommType::PS;
   }
   MakeTransports(cluster);
 }
