@@ -51,12 +51,18 @@ TEST(CallbackListTest, DetachKeepsTheCallbackAndMovesTransferIt) {
 
 TEST(CallbackListTest, AHandleOutlivingItsListDoesNothing) {
   Subscription s;
+  int calls = 0;
   {
     CallbackList<> list;
-    s = list.Add([] {});
+    s = list.Add([&calls] { ++calls; });
+    list.Run();
+    EXPECT_EQ(list.size(), 1u);
   }
-  s.Reset();  // the list is gone: no crash, no effect
-  SUCCEED();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(s.active());
+  s.Reset();  // the list is gone: no effect (ASan would see a stale write)
+  EXPECT_FALSE(s.active());
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(CallbackListDeathTest, ACallbackMayNotRemoveItselfWhileRunning) {

@@ -627,11 +627,21 @@ TEST(TimelineTest, ScopeRecordsItsLifetimeAndArgs) {
   EXPECT_EQ(Member(e, "args").members.size(), TimelineScope::kMaxArgs);
 }
 
+// A scope without a timeline records nothing anywhere, even with a lane no
+// Timeline handed out, while one beside it on a timeline records its event.
 TEST(TimelineTest, ScopeWithNullTimelineDoesNothing) {
-  TimelineScope scope(nullptr, 7, "conv1", "forward");
-  scope.AddArg("bytes", 4096);
-  // Nothing to observe but that construction and destruction are harmless,
-  // even with a lane no Timeline ever handed out.
+  Timeline timeline(0, "rank 0");
+  const int lane = timeline.Lane("compute");
+  {
+    TimelineScope scope(nullptr, 7, "conv1", "forward");
+    scope.AddArg("bytes", 4096);
+    TimelineScope recorded(&timeline, lane, "conv2", "forward");
+  }
+  ASSERT_EQ(timeline.recorded(), 1u);
+  const Json doc = ParseOrFail(timeline.ToJson());
+  const std::vector<const Json*> complete = EventsWithPhase(doc, "X");
+  ASSERT_EQ(complete.size(), 1u);
+  EXPECT_EQ(Member(*complete[0], "name").text, "conv2");
 }
 
 TEST(TimelineTest, EpochSetsTheZeroOfTimestamps) {
