@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -33,6 +34,7 @@
 #include "poseidon/version.hpp"
 #ifdef USE_MPI
 #include "poseidon/dist/mpi_communicator.hpp"
+#include "poseidon/dist/server_process.hpp"
 #endif
 #ifdef POSEIDON_EMBED_PYTHON
 #include <pybind11/embed.h>
@@ -90,6 +92,11 @@ DEFINE_string(server_update, "",
               "blocks' parameters and solver history and apply the update; "
               "workers pull parameters) or false (the shards only sum; "
               "every worker updates).");
+DEFINE_int32(servers, 0,
+             "Distributed: the last N ranks of the mpirun job are dedicated "
+             "parameter servers: they train nothing and hold the PS layers' "
+             "blocks (and, with server_update, their solver state); 0: every "
+             "rank is a worker hosting one shard.");
 DEFINE_double(network_gbits, 0,
               "Distributed: each host's link bandwidth in Gbit/s for the "
               "cost model (default 10).");
@@ -488,20 +495,50 @@ int TrainDistributed() {
     POSEIDON_REQUIRE(FLAGS_num_clients < 0 || FLAGS_num_clients == size,
                      ConfigError, "--num_clients=", FLAGS_num_clients,
                      " but mpirun started ", size, " ranks");
+    // Dedicated parameter servers: the last --servers ranks (Note
+    // [Dedicated servers] in dist/server_process.hpp); the workers train
+    // on a communicator of their own.
+    POSEIDON_REQUIRE(FLAGS_servers >= 0 && FLAGS_servers < size, ConfigError,
+                     "--servers=", FLAGS_servers, " leaves no worker among "
+                     "the job's ", size, " ranks");
+    const int workers = size - FLAGS_servers;
+    std::unique_ptr<dist::Communicator> worker_comm;
+    dist::DedicatedServers dedicated;
+    if (FLAGS_servers > 0) {
+      worker_comm = comm.Split(rank < workers ? 0 : 1, rank, comm.timeout());
+      if (rank >= workers) {
+        Status s = dist::RunDedicatedServer(&comm, 0);
+        if (s.ok()) s = comm.Barrier();
+        POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+        return 0;
+      }
+      for (int r = 0; r < size; ++r) {
+        (r < workers ? dedicated.roles.workers : dedicated.roles.servers)
+            .push_back(r);
+      }
+      dedicated.job = &comm;
+      Poseidon::set_node(rank, workers);
+      LOG_IF(INFO, rank == 0) << "Ranks " << workers << " to " << size - 1
+                              << " of " << size
+                              << " are dedicated parameter servers";
+    }
     SolverParameter param = ReadTrainSolver();
     SignalHandler signals(FLAGS_sigint_effect, FLAGS_sighup_effect,
                           FLAGS_sigterm_effect);
+    dist::TrainerOptions trainer_options =
+        TrainerOptionsFromFlags(param, &signals);
+    trainer_options.servers = dedicated;
     string summary;
     {
-      dist::Trainer<float> trainer(param, &comm, TrainerOptionsFromFlags(
-                                                     param, &signals));
+      dist::Trainer<float> trainer(
+          param, worker_comm ? worker_comm.get() : &comm, trainer_options);
       try {
         const Clock::time_point start = Clock::now();
         const int iterations = RunSolver(trainer.solver());
         LogGpuMemory();
         trainer.Finish();
         summary = TrainingSummaryLine(*trainer.solver(), start, iterations,
-                                      FLAGS_threads * size);
+                                      FLAGS_threads * workers);
       } catch (const std::exception& e) {
         // Abort before the trainer's destructor frees the exchanges'
         // buffers: after a timeout MPI may still write into them (Note [MPI

@@ -31,6 +31,14 @@ struct ParamBlock {
   int shard = 0;      // the server shard that owns the block
 };
 
+// Which ranks push and pull (workers, in the order a shard adds their
+// pushes) and which rank hosts each shard; empty lists: every rank both,
+// shard s on rank s. See Note [Roles] in param_server.hpp.
+struct PsRoles {
+  std::vector<int> workers;  // distinct ranks
+  std::vector<int> servers;  // servers[s]: the rank of shard s; distinct
+};
+
 class BlockPartition {
  public:
   // blob_counts: elements per parameter blob, in the net's learnable-param

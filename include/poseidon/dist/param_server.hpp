@@ -74,10 +74,7 @@ namespace dist {
 // each one the workers post (ParamServer::Serve), with the block ids in the
 // order they posted them. A shard adds its workers' pushes in the order of
 // `workers`, so the sum's bits depend on that list, not on arrival.
-struct PsRoles {
-  std::vector<int> workers;  // distinct ranks
-  std::vector<int> servers;  // servers[s]: the rank of shard s; distinct
-};
+// (PsRoles itself is in block_partition.hpp.)
 
 struct ParamServerOptions {
   PsRoles roles;         // empty lists: colocated (Note [Roles])

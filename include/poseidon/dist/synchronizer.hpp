@@ -72,6 +72,7 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/communicator.hpp"
 #include "poseidon/dist/sync_policy.hpp"
 #include "poseidon/solver.hpp"
@@ -98,6 +99,16 @@ struct PlannedLayer {
   double blocked_seconds = 0;
 };
 
+// Dedicated parameter servers (Note [Dedicated servers] in
+// server_process.hpp): the job's communicator and the roles in it. The
+// synchroniser's own communicator then holds the workers only, rank i
+// being roles.workers[i] of `job`; the server ranks run
+// RunDedicatedServer. A null `job`: the shards live on the workers.
+struct DedicatedServers {
+  Communicator* job = nullptr;
+  PsRoles roles;
+};
+
 template <typename Dtype>
 class Synchronizer {
  public:
@@ -106,10 +117,13 @@ class Synchronizer {
   // `replicas`: the other device workers' nets of this process
   // (DeviceWorkers::replicas(), constructed before this object), whose
   // activations join this rank's sufficient factors. solver, comm,
-  // timeline and replicas are observed and must outlive this object.
+  // timeline and replicas are observed and must outlive this object, as
+  // must servers.job. With dedicated servers the first worker sends them
+  // their plan here and tells them to stop when this object goes.
   Synchronizer(Solver<Dtype>* solver, Communicator* comm,
                const DistributedParameter& param, Timeline* timeline = nullptr,
-               std::vector<Net<Dtype>*> replicas = {});
+               std::vector<Net<Dtype>*> replicas = {},
+               DedicatedServers servers = {});
   // Waits for the exchanges in flight and detaches from the solver.
   ~Synchronizer();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(Synchronizer);

@@ -62,6 +62,9 @@ struct TrainerOptions {
   // This process's own stop/snapshot requests (a signal handler); may be
   // empty.
   ActionCallback action;
+  // Dedicated parameter servers (synchronizer.hpp); `comm` then holds the
+  // workers only.
+  DedicatedServers servers;
 };
 
 template <typename Dtype>

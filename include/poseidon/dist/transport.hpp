@@ -105,6 +105,12 @@ struct TransportContext {
   // (Dtype elements), which it replaces by the block's new parameters, so
   // that Read then reads parameters.
   std::function<void(int64_t iter, int block, void* values)> server_update;
+  // PS only: with dedicated servers (Note [Dedicated servers] in
+  // server_process.hpp), the job's communicator and the roles in it; the
+  // PS transport then pushes to and pulls from the server ranks. Null:
+  // every rank of `comm` is a worker hosting one shard.
+  Communicator* ps_comm = nullptr;
+  PsRoles ps_roles;
 };
 
 template <typename Dtype>
@@ -142,8 +148,9 @@ std::vector<std::string> GroupNames(const std::vector<ExchangeSpec>& groups);
 
 // The parameter server's partition of the net's params
 // (context.param_counts) into blocks of context.param->block_size() bytes
-// over context.comm->size() shards: PsTransport's, and the one the
-// synchroniser gives the shards' state (ShardState).
+// over context.comm->size() shards (or one per dedicated server rank):
+// PsTransport's, and the one the synchroniser gives the shards' state
+// (ShardState) or the dedicated servers' plan.
 std::unique_ptr<BlockPartition> MakePsPartition(
     const TransportContext& context, size_t elem_bytes);
 

@@ -38,6 +38,7 @@ class PsTransport final : public Transport<Dtype> {
       }
     }
     ParamServerOptions options;
+    options.roles = context.ps_roles;
     options.push_threads = context.param->num_push_threads();
     options.pull_threads = context.param->num_pull_threads();
     options.bytes_in_flight =
@@ -50,8 +51,8 @@ class PsTransport final : public Transport<Dtype> {
       };
     }
     server_ = std::make_unique<ParamServer<Dtype>>(
-        context.comm, partition_.get(), options, context.timeline,
-        std::move(update));
+        context.ps_comm != nullptr ? context.ps_comm : context.comm,
+        partition_.get(), options, context.timeline, std::move(update));
   }
 
   ~PsTransport() override {
@@ -119,7 +120,9 @@ std::unique_ptr<BlockPartition> MakePsPartition(
   return std::make_unique<BlockPartition>(
       context.param_counts, elem_bytes,
       static_cast<size_t>(context.param->block_size()),
-      context.comm->size());
+      context.ps_roles.servers.empty()
+          ? context.comm->size()
+          : static_cast<int>(context.ps_roles.servers.size()));
 }
 
 template <typename Dtype>

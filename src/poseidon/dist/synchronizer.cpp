@@ -19,6 +19,7 @@
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/host_level.hpp"
 #include "poseidon/dist/param_uses.hpp"
+#include "poseidon/dist/server_process.hpp"
 #include "poseidon/dist/shard_state.hpp"
 #include "poseidon/dist/shared_flags.hpp"
 #include "poseidon/dist/sufficient_factor.hpp"
@@ -187,6 +188,14 @@ struct Synchronizer<Dtype>::Impl {
   // workers' history is behind the shards'.
   std::unique_ptr<BlockPartition> ps_partition;
   std::unique_ptr<ShardState<Dtype>> shard;
+  // Dedicated servers instead of a shard here (Note [Dedicated servers]):
+  // the job, the servers' update settings (when they update), the control
+  // the first worker commands them with, and the last iteration they were
+  // told to serve.
+  DedicatedServers servers;
+  std::unique_ptr<ServerUpdateSettings> server_settings;
+  std::unique_ptr<ServerControl<Dtype>> control;
+  int64_t last_iterated = -1;
   vector<bool> on_server;
   bool seed_weights = true;
   bool seed_history = true;
@@ -198,8 +207,13 @@ struct Synchronizer<Dtype>::Impl {
   vector<Subscription> hooks;
 
   Impl(Solver<Dtype>* s, Communicator* c, const DistributedParameter& p,
-       Timeline* t)
-      : solver(s), net(s->net().get()), comm(c), param(p), timeline(t) {}
+       Timeline* t, DedicatedServers d)
+      : solver(s),
+        net(s->net().get()),
+        comm(c),
+        param(p),
+        timeline(t),
+        servers(std::move(d)) {}
 
   void CheckAgreement();
   void BroadcastWeights();
@@ -210,6 +224,9 @@ struct Synchronizer<Dtype>::Impl {
   // state; returns the transports' server_update hook (empty for none).
   std::function<void(int64_t, int, void*)> MakeShard(
       const TransportContext& context);
+  // With dedicated servers: sends them their plan (the PS groups' blocks
+  // in posting order, the update settings if they update).
+  void StartServers(const TransportContext& context);
   void SeedShard();
   void SyncHistory();
   bool MakeHostTransports(const TransportContext& context,
@@ -394,12 +411,17 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
                       "memory, ", std::lround(cluster.flops / 1e9),
                       " GFLOP/s");
   cluster.num_workers = comm->size();
-  cluster.num_servers = comm->size();
-  cluster.colocated = true;
+  cluster.num_servers =
+      servers.job != nullptr ? static_cast<int>(servers.roles.servers.size())
+                             : comm->size();
+  cluster.colocated = servers.job == nullptr;
   cluster.dtype_bytes = sizeof(Dtype);
   cluster.shared_memory =
       param.shared_memory() && comm->size() > 1 && comm->OnOneHost();
-  if (param.host_level() && comm->size() > 1 && !comm->OnOneHost()) {
+  // Not with dedicated servers: the host level's PS sums between the
+  // hosts' leaders, which are workers.
+  if (param.host_level() && servers.job == nullptr && comm->size() > 1 &&
+      !comm->OnOneHost()) {
     string why_not;
     hosts = SplitByHost(comm, &why_not);
     if (hosts) {
@@ -462,6 +484,10 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   for (Blob<Dtype>* b : net->learnable_params()) {
     context.param_counts.push_back(b->count());
   }
+  if (servers.job != nullptr) {
+    context.ps_comm = servers.job;
+    context.ps_roles = servers.roles;
+  }
   // The groups of each transport, in posting order (every rank alike).
   std::map<Kind, vector<ExchangeSpec>> specs;
   for (Group& g : groups) {
@@ -494,6 +520,7 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
     specs[g.kind].push_back(std::move(spec));
   }
   context.server_update = MakeShard(context);
+  if (servers.job != nullptr) StartServers(context);
   // Every rank has the same plan, so every rank makes the same (collective)
   // calls here, in the same order.
   if (hosts) {
@@ -601,6 +628,11 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
     if (p.transport == CommType::PS) p.reason += " (updated on the servers)";
   }
   on_server = settings.on_server;
+  if (servers.job != nullptr) {
+    // The dedicated servers update (StartServers sends them the settings).
+    server_settings = std::make_unique<ServerUpdateSettings>(settings);
+    return {};
+  }
   ps_partition = MakePsPartition(context, sizeof(Dtype));
   shard = std::make_unique<ShardState<Dtype>>(
       ps_partition.get(), comm->rank(), std::move(settings));
@@ -608,6 +640,48 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   return [state](int64_t iter, int block, void* values) {
     state->Apply(iter, block, static_cast<Dtype*>(values));
   };
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
+  ServerPlan server_plan;
+  server_plan.dtype_bytes = sizeof(Dtype);
+  server_plan.block_bytes = static_cast<size_t>(param.block_size());
+  server_plan.roles = servers.roles;
+  server_plan.push_threads = param.num_push_threads();
+  server_plan.pull_threads = param.num_pull_threads();
+  server_plan.bytes_in_flight = static_cast<size_t>(param.bytes_in_flight());
+  server_plan.blob_counts = context.param_counts;
+  // The PS groups' blocks in the order Post sends them: by the layers'
+  // backward (wait-free) or by group (exchange after backward).
+  const std::unique_ptr<BlockPartition> partition =
+      MakePsPartition(context, sizeof(Dtype));
+  vector<int> order;
+  if (wait_free) {
+    for (int l = static_cast<int>(push_groups.size()) - 1; l >= 0; --l) {
+      for (int gid : push_groups[l]) order.push_back(gid);
+    }
+  } else {
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      order.push_back(gid);
+    }
+  }
+  for (int gid : order) {
+    const Group& g = groups[gid];
+    if (g.kind != Kind::kPs) continue;
+    vector<int> blocks;
+    for (int p : g.params) {
+      for (int b : partition->blob_blocks(p)) blocks.push_back(b);
+    }
+    server_plan.exchanges.push_back(std::move(blocks));
+  }
+  if (server_settings) {
+    server_plan.update = true;
+    server_plan.settings = *server_settings;
+  }
+  control = std::make_unique<ServerControl<Dtype>>(servers.job, server_plan);
+  const Status s = control->Start();
+  POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
 }
 
 // Before the first exchange of a Step: the shard takes its blocks' weights,
@@ -631,7 +705,13 @@ void Synchronizer<Dtype>::Impl::SeedShard() {
       return h.cpu_data();
     };
   }
-  shard->Seed([&](int p) { return learnable[p]->cpu_data(); }, from_solver);
+  auto weights = [&](int p) { return learnable[p]->cpu_data(); };
+  if (control) {
+    const Status s = control->Seed(weights, from_solver);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  } else {
+    shard->Seed(weights, from_solver);
+  }
   seed_weights = false;
   seed_history = false;
 }
@@ -641,7 +721,7 @@ void Synchronizer<Dtype>::Impl::SeedShard() {
 // collective thread behind the exchanges posted.
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::SyncHistory() {
-  if (!shard || !history_behind) return;
+  if ((!shard && !control) || !history_behind) return;
   const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
   const size_t num = net->learnable_params().size();
   // The solver's host memory of the server-owned params' history, taken
@@ -653,11 +733,11 @@ void Synchronizer<Dtype>::Impl::SyncHistory() {
       if (on_server[i % num]) into[i] = history[i]->mutable_cpu_data();
     }
   }
+  auto into_solver = [&](int a, int p) { return into[a * num + p]; };
   const Status s = OnCollectiveThread(
       "gathering the servers' solver history", [&] {
-        return shard->Gather(comm, /*root=*/0, [&](int a, int p) {
-          return into[a * num + p];
-        });
+        return control ? control->Gather(into_solver)
+                       : shard->Gather(comm, /*root=*/0, into_solver);
       });
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
                    s.message());
@@ -735,6 +815,12 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
   if (g.on_server) {
     if (seed_weights || seed_history) SeedShard();
     history_behind = true;
+  }
+  if (control && g.kind == Kind::kPs && iter > last_iterated) {
+    // After any seed: the servers take their commands in order.
+    const Status s = control->Iterate(iter);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+    last_iterated = iter;
   }
   const int64_t begin = timeline ? timeline->NowMicros() : 0;
   Stage(&g, iter, g.via->Stage(g.index, iter));
@@ -942,8 +1028,9 @@ template <typename Dtype>
 Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
                                   const DistributedParameter& param,
                                   Timeline* timeline,
-                                  std::vector<Net<Dtype>*> replicas)
-    : impl_(new Impl(solver, comm, param, timeline)) {
+                                  std::vector<Net<Dtype>*> replicas,
+                                  DedicatedServers servers)
+    : impl_(new Impl(solver, comm, param, timeline, std::move(servers))) {
   Impl& d = *impl_;
   d.replicas = std::move(replicas);
   d.sgd = dynamic_cast<SGDSolver<Dtype>*>(solver);
@@ -964,6 +1051,17 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
                    "with distributed staleness ",
                    param.staleness(), "; set staleness: 0");
   d.slots = d.wait_free ? param.staleness() + 1 : 1;
+  if (d.servers.job != nullptr) {
+    const PsRoles& roles = d.servers.roles;
+    POSEIDON_REQUIRE(
+        static_cast<int>(roles.workers.size()) == comm->size() &&
+            roles.workers[comm->rank()] == d.servers.job->rank() &&
+            !roles.servers.empty(),
+        ConfigError, "dedicated servers: worker rank ", comm->rank(),
+        " of ", comm->size(), " is job rank ", d.servers.job->rank(),
+        ", but the roles name ", roles.workers.size(), " workers and ",
+        roles.servers.size(), " servers");
+  }
   d.CheckAgreement();
   d.BroadcastWeights();
   d.MakeGroups();
@@ -1000,6 +1098,12 @@ Synchronizer<Dtype>::~Synchronizer() {
   d.collective.reset();
   d.transports.clear();
   d.agreement.reset();
+  if (d.control) {
+    // The servers have served every exchange posted (the transports
+    // waited for them); they may go.
+    const Status s = d.control->Stop();
+    LOG_IF(ERROR, !s.ok()) << s.message();
+  }
   d.solver->SetDistributedHooks({});
   d.hooks.clear();
 }

@@ -163,10 +163,12 @@ Trainer<Dtype>::Trainer(const SolverParameter& param, Communicator* comm,
       timeline_hooks_ = AttachTimeline(solver_->net().get(), timeline_.get());
     }
   }
-  if (ranks > 1) {
+  // One worker with dedicated servers synchronises too: the servers hold
+  // the model.
+  if (ranks > 1 || options_.servers.job != nullptr) {
     sync_ = std::make_unique<Synchronizer<Dtype>>(
         solver_.get(), comm_, options_.settings, timeline_.get(),
-        workers_->replicas());
+        workers_->replicas(), options_.servers);
   }
   if (options_.action) solver_->SetActionFunction(options_.action);
   start_iter_ = solver_->iter();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "poseidon/dist/block_partition.hpp"
+#include "poseidon/dist/server_process.hpp"
 #include "poseidon/dist/shard_state.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
 #include "poseidon/util/math_functions.hpp"
@@ -151,21 +152,40 @@ struct Outcome {
   std::vector<std::string> reasons;  // rank 0's plan
 };
 
-// Trains `ranks` ranks; each rank's weights and rank 0's solver history at
-// the end (gathered from the servers, as before a snapshot). `between`, if set,
-// runs on every rank after the first half of the iterations, before the
-// second Step.
+// Trains `ranks` worker ranks; each worker's weights and worker 0's solver
+// history at the end (gathered from the servers, as before a snapshot).
+// `between`, if set, runs on every worker after the first half of the
+// iterations, before the second Step. With `servers` > 0 the job has that
+// many dedicated server ranks after the workers (Note [Dedicated
+// servers]); otherwise every worker hosts a shard.
 template <typename Dtype>
 Outcome<Dtype> Train(const SolverParameter& param,
                      const DistributedParameter& dist, int ranks, int iters,
-                     std::function<void(Solver<Dtype>*)> between = {}) {
+                     std::function<void(Solver<Dtype>*)> between = {},
+                     int servers = 0) {
   Outcome<Dtype> out;
   out.weights.resize(ranks);
   out.allocated_history.resize(ranks);
-  RunRanks(ranks, [&](int r, Communicator* comm) {
+  PsRoles roles;
+  for (int r = 0; r < ranks; ++r) roles.workers.push_back(r);
+  for (int s = 0; s < servers; ++s) roles.servers.push_back(ranks + s);
+  RunRanks(ranks + servers, [&](int r, Communicator* job) {
+    Communicator* comm = job;
+    std::unique_ptr<Communicator> workers;
+    DedicatedServers dedicated;
+    if (servers > 0) {
+      workers = job->Split(r < ranks ? 0 : 1, r, job->timeout());
+      if (r >= ranks) {
+        const Status s = RunDedicatedServer(job, 0);
+        ASSERT_TRUE(s.ok()) << s.message();
+        return;
+      }
+      comm = workers.get();
+      dedicated = {job, roles};
+    }
     Poseidon::set_data_shard({r, ranks, false});
     std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
-    Synchronizer<Dtype> sync(solver.get(), comm, dist);
+    Synchronizer<Dtype> sync(solver.get(), comm, dist, nullptr, {}, dedicated);
     if (between) {
       solver->Step(iters / 2);
       between(solver.get());
@@ -271,6 +291,48 @@ TEST(ServerUpdateTest, WeightsSetBetweenStepsReachTheServers) {
                               Blob<double>* w = s->net()->learnable_params()[0];
                               cpu_scal(w->count(), 0.5, w->mutable_cpu_data());
                             });
+}
+
+// Dedicated server ranks (Note [Dedicated servers]) train exactly as shards
+// on the workers do: the same weights on every worker and the same history
+// at rank 0, bit for bit, with the update on the servers or on the workers,
+// exchanges wait-free or after backward, weights set between two Steps.
+TEST(ServerUpdateTest, DedicatedServersTrainAsColocatedShards) {
+  struct Case {
+    const char* solver;
+    int workers, servers;
+    bool server_update;
+    std::string extra;
+  };
+  for (const Case& c : {Case{"SGD", 2, 2, true, ""},
+                        Case{"Adam", 2, 1, true, ""},
+                        Case{"Nesterov", 3, 2, true, "wait_free: false"},
+                        Case{"AdaGrad", 2, 3, false, ""},
+                        Case{"RMSProp", 1, 2, true, ""}}) {
+    const std::string what =
+        StrCat(c.solver, ", ", c.workers, " workers, ", c.servers,
+               " servers, update on the ",
+               c.server_update ? "servers " : "workers ", c.extra);
+    SCOPED_TRACE(what);
+    const SolverParameter param = MakeSolver(c.solver, 2);
+    auto halve = [](Solver<double>* s) {
+      Blob<double>* w = s->net()->learnable_params()[0];
+      cpu_scal(w->count(), 0.5, w->mutable_cpu_data());
+    };
+    const DistributedParameter dist = PsDist(c.server_update, c.extra);
+    const Outcome<double> dedicated =
+        Train<double>(param, dist, c.workers, 4, halve, c.servers);
+    const Outcome<double> colocated =
+        Train<double>(param, dist, c.workers, 4, halve);
+    ExpectReplicasIdentical(dedicated.weights);
+    ExpectIdentical(dedicated.weights[0], colocated.weights[0], "weights");
+    ExpectIdentical(dedicated.history, colocated.history, "history");
+    for (const std::string& reason : dedicated.reasons) {
+      EXPECT_EQ(reason.find("(updated on the servers)") != std::string::npos,
+                c.server_update)
+          << reason;
+    }
+  }
 }
 
 TEST(ServerUpdateTest, MatchesOneRankWithTheWholeBatch) {

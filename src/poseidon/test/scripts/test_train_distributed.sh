@@ -6,7 +6,8 @@
 #      only rank 0 writes snapshots; 4 ranks x batch 16 likewise; --timeline writes a valid Chrome trace
 #      per rank; the transport plan and traffic are logged; with every
 #      layer by PS, the update on the servers gives the snapshot of the
-#      update on the workers, byte for byte.
+#      update on the workers, byte for byte, and so do dedicated server
+#      ranks (--servers).
 #   2. 4 ranks on partitions made by scripts/partition_data
 #      (--partitioned_data, comm: ALLREDUCE as a ring over MPI messages, not
 #      shared memory) train well above chance. (AUTO on one host, as in 1,
@@ -159,6 +160,31 @@ if grep -q "(updated on the servers)" "$WORK/su_true/train.log" &&
 else
   fail "update on the servers: the snapshots differ or the plan does not say"
 fi
+
+# 1e. Dedicated parameter servers (--servers=1: the last of 3 ranks serves,
+#     ranks 0 and 1 train) end with the snapshot of the colocated run of
+#     1d, byte for byte; the log names the server rank. --servers that
+#     leaves no worker is refused.
+mkdir -p "$WORK/dedicated"
+make_solver 32 40 lenet "$WORK/dedicated/solver.prototxt"
+sed -i "s|\"data/fashion_mnist/|\"$PWD/data/fashion_mnist/|" \
+  "$WORK/dedicated/solver.prototxt.net"
+(cd "$WORK/dedicated" && timeout 300 "${MPI[@]}" -np 3 "$TRAIN" train \
+   --solver=solver.prototxt --comm=PS --shared_memory=false --servers=1 \
+   > train.log 2>&1) ||
+  { tail -20 "$WORK/dedicated/train.log"; fail "dedicated servers: training failed"; }
+if grep -q "Ranks 2 to 2 of 3 are dedicated parameter servers" \
+     "$WORK/dedicated/train.log" &&
+   cmp "$WORK/dedicated/lenet_iter_40.caffemodel" \
+       "$WORK/su_true/lenet_iter_40.caffemodel" &&
+   cmp "$WORK/dedicated/lenet_iter_40.solverstate" \
+       "$WORK/su_true/lenet_iter_40.solverstate"; then
+  ok "dedicated servers: snapshot identical to the colocated shards'"
+else
+  fail "dedicated servers: the snapshots differ or the log does not say"
+fi
+expect_job_error "--servers leaving no worker is refused" "leaves no worker" \
+  "$TRAIN" train --solver="$WORK/dedicated/solver.prototxt" --servers=2
 
 # 2. Four ranks on partitioned data, every layer over the ring allreduce.
 for db in train test; do
