@@ -96,7 +96,8 @@ DEFINE_int32(servers, 0,
              "Distributed: the last N ranks of the mpirun job are dedicated "
              "parameter servers: they train nothing and hold the PS layers' "
              "blocks (and, with server_update, their solver state); 0: every "
-             "rank is a worker hosting one shard.");
+             "rank is a worker hosting one shard. Default: the environment's "
+             "POSEIDON_SERVERS (psd_run sets it from server_nodes), else 0.");
 DEFINE_double(network_gbits, 0,
               "Distributed: each host's link bandwidth in Gbit/s for the "
               "cost model (default 10).");
@@ -459,6 +460,23 @@ string TrainingSummaryLine(const Solver<float>& solver, Clock::time_point start,
 }
 
 #ifdef USE_MPI
+// --servers, or when it is not given POSEIDON_SERVERS (psd_run exports it
+// for a config whose server_nodes are hosts of their own).
+int DedicatedServerCount() {
+  gflags::CommandLineFlagInfo info;
+  const char* env = std::getenv("POSEIDON_SERVERS");
+  if (!gflags::GetCommandLineFlagInfo("servers", &info) || !info.is_default ||
+      env == nullptr || *env == '\0') {
+    return FLAGS_servers;
+  }
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);  // NOLINT(runtime/int)
+  POSEIDON_REQUIRE(*end == '\0' && n >= 0 && n <= 1 << 20, ConfigError,
+                   "POSEIDON_SERVERS='", env,
+                   "' is not a number of server ranks");
+  return static_cast<int>(n);
+}
+
 // Training as one rank of an mpirun job: see dist/synchronizer.hpp. Any
 // error after MPI starts ends the whole job (MPI_Abort), so no peer is left
 // waiting for this rank.
@@ -498,13 +516,16 @@ int TrainDistributed() {
     // Dedicated parameter servers: the last --servers ranks (Note
     // [Dedicated servers] in dist/server_process.hpp); the workers train
     // on a communicator of their own.
-    POSEIDON_REQUIRE(FLAGS_servers >= 0 && FLAGS_servers < size, ConfigError,
-                     "--servers=", FLAGS_servers, " leaves no worker among "
-                     "the job's ", size, " ranks");
-    const int workers = size - FLAGS_servers;
+    const int servers = DedicatedServerCount();
+    POSEIDON_REQUIRE(servers < size, ConfigError, servers,
+                     " dedicated server ranks (--servers or POSEIDON_SERVERS) "
+                     "leave no worker among the job's ", size, " ranks");
+    POSEIDON_REQUIRE(servers >= 0, ConfigError, "--servers=", servers,
+                     " is negative");
+    const int workers = size - servers;
     std::unique_ptr<dist::Communicator> worker_comm;
     dist::DedicatedServers dedicated;
-    if (FLAGS_servers > 0) {
+    if (servers > 0) {
       worker_comm = comm.Split(rank < workers ? 0 : 1, rank, comm.timeout());
       if (rank >= workers) {
         Status s = dist::RunDedicatedServer(&comm, 0);

@@ -10,8 +10,9 @@ build_command (with --out and a command, as a user gives them). The
 contract: either psd_run's ConfigError (its clear "psd_run: error: ..."
 message and exit status 2), or an mpirun command that starts one rank per
 worker node in psd_run's rank order (worker_nodes, the master's entries
-first when master_node names a worker): -np is the number of workers and the
--H list splits back into exactly those host names. Anything else (another
+first when master_node names a worker), then one per dedicated server node
+(server_nodes other than the workers' hosts): -np is the number of those
+ranks and the -H list splits back into exactly those host names. Anything else (another
 exception, a traceback, a wrong command) is a finding; the input is saved
 under --crashes and the script exits 1.
 
@@ -78,10 +79,12 @@ class Finding(Exception):
 
 
 def check_command(cmd, config):
-    workers = config["workers"]  # in rank order
+    # The workers in rank order, then the dedicated servers' hosts.
+    workers = config["workers"] + config["dedicated"]
     if cmd[:2] != ["mpirun", "-np"] or cmd[2] != str(len(workers)):
-        raise Finding("-np does not give one rank per worker: %r" % cmd[:3])
-    if sorted(workers) != sorted(config["worker_nodes"]):
+        raise Finding("-np does not give one rank per worker and dedicated "
+                      "server: %r" % cmd[:3])
+    if sorted(config["workers"]) != sorted(config["worker_nodes"]):
         raise Finding("the ranks' hosts %r are not the worker_nodes %r" %
                       (workers, config["worker_nodes"]))
     hosts = cmd[cmd.index("-H") + 1]

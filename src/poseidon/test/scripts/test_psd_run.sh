@@ -136,14 +136,35 @@ if grep -q "PSD_UNRELATED" env.txt; then
   fail "an unrelated variable was exported:"; cat env.txt
 else ok "only POSEIDON_* variables exported"; fi
 
-# server_nodes other than the workers: a warning, not an error.
+# server_nodes other than the workers: one dedicated server rank on each,
+# after the workers, and POSEIDON_SERVERS tells the ranks how many; the
+# same hosts in another order are the colocated default. A server host that
+# is also a worker's, not next to it in the rank order, cannot be placed by
+# -H and is refused.
 echo '{"worker_nodes": ["a", "b"], "server_nodes": ["c", "d"]}' > servers.json
 if "$PSD_RUN" -c servers.json --dry-run true > out.txt 2> err.txt; then
-  expect_in "differing server_nodes: a warning saying what happens" \
-    "server_nodes [\"c\", \"d\"] differ from worker_nodes [\"a\", \"b\"];\
- in this release every worker rank hosts one parameter-server shard" err.txt
+  expect_in "differing server_nodes: a note saying what happens" \
+    "server_nodes [\"c\", \"d\"] differ from worker_nodes [\"a\", \"b\"]:\
+ 2 dedicated parameter-server ranks (ranks 2 to 3) run there" err.txt
 else fail "differing server_nodes exit status $?"; cat err.txt; fi
-expect_hosts "servers place no rank" out.txt a,b
+expect_in "dedicated servers: four ranks" "mpirun -np 4 " out.txt
+expect_hosts "dedicated servers: after the workers" out.txt a,b,c,d
+expect_in "dedicated servers: the ranks are told" "-x POSEIDON_SERVERS=2 " \
+  out.txt
+echo '{"worker_nodes": ["a", "b"], "server_nodes": ["b", "a"]}' > same.json
+"$PSD_RUN" -c same.json --dry-run true > same.txt 2> same.err
+expect_hosts "server_nodes on the workers' hosts: colocated" same.txt a,b
+if grep -q "POSEIDON_SERVERS" same.txt; then
+  fail "colocated servers exported POSEIDON_SERVERS:"; cat same.txt
+else ok "colocated servers: no POSEIDON_SERVERS"; fi
+echo '{"worker_nodes": ["a", "b"], "server_nodes": ["a"]}' > split.json
+if "$PSD_RUN" -c split.json --dry-run true > split.txt 2> split.err; then
+  fail "a server host apart from its worker rank was accepted:"; cat split.txt
+else
+  expect_in "a server host apart from its worker rank is refused" \
+    "host 'a' appears in worker_nodes followed by server_nodes more than once" \
+    split.err
+fi
 
 # Extra mpirun options from the flag and the environment.
 PSD_MPIRUN_ARGS="--bind-to none" "$PSD_RUN" -c plain.json --dry-run \
@@ -186,11 +207,12 @@ cat > single.json <<'JSON'
 JSON
 dry "seeds' example" seeds_dry.txt -c seeds.json \
   "python cifar10_train.py --max_steps 1000"
-expect_in "seeds' example: two ranks" "mpirun -np 2 " seeds_dry.txt
+# Two workers, then a dedicated server rank on each of the two server_nodes.
+expect_in "seeds' example: four ranks" "mpirun -np 4 " seeds_dry.txt
 # master_node localhost is the launching host, not a worker: rank 0 runs on
 # the first worker.
 expect_hosts "seeds' example: rank 0 on the first worker" seeds_dry.txt \
-  192.168.1.11,192.168.1.15
+  192.168.1.11,192.168.1.15,192.168.1.70,192.168.1.80
 expect_agent "seeds' example: pem and user" seeds_dry.txt \
   "ssh -i /path/to/pem-file.pem -l ubuntu"
 python3 - seeds_dry.txt <<'PY' && ok "seeds' example: virtualenv activated" ||
@@ -200,11 +222,11 @@ assert words[-1] == ("source /home/ubuntu/sandbox/bin/activate && exec "
                      "python cifar10_train.py --max_steps 1000"), words
 PY
   { fail "seeds' example: no virtualenv:"; cat seeds_dry.txt; }
-# Its only stderr line: the servers' warning (they differ from the workers).
+# Its only stderr line: the note on the dedicated servers.
 if [ "$(wc -l < seeds_dry.txt.err)" -eq 1 ] &&
-   grep -q "^psd_run: warning: config 'seeds.json': server_nodes" \
+   grep -q "^psd_run: config 'seeds.json': server_nodes" \
      seeds_dry.txt.err; then
-  ok "seeds' example: one warning, about server_nodes"
+  ok "seeds' example: one note, about server_nodes"
 else fail "seeds' example: stderr:"; cat seeds_dry.txt.err; fi
 dry "seeds' single node" single_dry.txt -c single.json \
   "poseidon_train train --solver=s.prototxt"
@@ -582,6 +604,33 @@ n=$(grep -c "\] Iteration 4, loss = " train.err)
   { fail "poseidon_train: the terminal has $n 'Iteration 4, loss' lines," \
       "wanted rank 0's one"; tail -20 train.err; }
 expect_in "poseidon_train: run log" "exit status 0" poseidon_run.log
+cd "$WORK" || fatal "cd $WORK"
+
+# server_nodes of their own: 2 workers and 1 dedicated server rank (all on
+# this machine), every layer by the parameter server; the server's rank
+# has its log file, rank 0 names it.
+echo '{"worker_nodes": ["localhost", "localhost"],
+       "server_nodes": ["localhost"]}' > dedicated.json
+mkdir -p servers && cd servers || fatal "cd servers"
+POSEIDON_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 120 "$PSD_RUN" \
+  -c ../dedicated.json -o logs \
+  "$TRAIN train --solver=$WORK/solver.prototxt --comm=PS" \
+  > train.out 2> train.err
+rc=$?
+[ $rc -eq 0 ] && ok "poseidon_train, 2 workers + 1 server: exit 0" ||
+  { fail "poseidon_train, 2 workers + 1 server: exit status $rc"
+    tail -20 train.err; }
+if folder=$(log_folder logs); then
+  if [ -f "$folder/rank2.localhost.log" ] &&
+     grep -q "Ranks 2 to 2 of 3 are dedicated parameter servers" \
+       "$folder/rank0.localhost.log" &&
+     grep -q "(updated on the servers)" "$folder/rank0.localhost.log"; then
+    ok "dedicated server: its own rank and log, named by rank 0"
+  else fail "dedicated server: no rank 2 log or rank 0 does not name it:"
+    ls "$folder"; tail -5 "$folder/rank0.localhost.log"; fi
+else fail "dedicated server: not one logs/poseidon_log_* folder:"; ls -R; fi
+expect_in "dedicated server: psd_run says so" \
+  "the last 1 are parameter servers" poseidon_run.log
 cd "$WORK" || fatal "cd $WORK"
 
 finish

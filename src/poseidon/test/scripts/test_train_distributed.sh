@@ -183,7 +183,7 @@ if grep -q "Ranks 2 to 2 of 3 are dedicated parameter servers" \
 else
   fail "dedicated servers: the snapshots differ or the log does not say"
 fi
-expect_job_error "--servers leaving no worker is refused" "leaves no worker" \
+expect_job_error "--servers leaving no worker is refused" "leave no worker" \
   "$TRAIN" train --solver="$WORK/dedicated/solver.prototxt" --servers=2
 
 # 2. Four ranks on partitioned data, every layer over the ring allreduce.
