@@ -59,7 +59,7 @@ struct ServerPlan {
   std::vector<size_t> blob_counts;  // elements per learnable param
   // One iteration's exchanges: the block ids of each, in posting order.
   std::vector<std::vector<int>> exchanges;
-  bool update = false;  // the servers own the model
+  bool update = false;            // the servers own the model
   ServerUpdateSettings settings;  // when `update`
 };
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <utility>
 
 #include "poseidon/dist/tags.hpp"
@@ -33,11 +34,16 @@ static_assert(sizeof(CommandMessage) == 16, "a command is 16 bytes");
 
 const char* CommandName(int32_t kind) {
   switch (kind) {
-    case kIterate: return "iterate";
-    case kSeed: return "seed";
-    case kGather: return "gather";
-    case kStop: return "stop";
-    default: return "unknown";
+    case kIterate:
+      return "iterate";
+    case kSeed:
+      return "seed";
+    case kGather:
+      return "gather";
+    case kStop:
+      return "stop";
+    default:
+      return "unknown";
   }
 }
 
@@ -163,11 +169,10 @@ ServerPlan DecodeServerPlan(const std::string& bytes, int peer_job) {
   PlanReader r(bytes, peer_job);
   const uint32_t magic = r.Get<uint32_t>("the magic number");
   const uint32_t version = r.Get<uint32_t>("the version");
-  POSEIDON_REQUIRE(magic == kPlanMagic && version == kPlanVersion,
-                   DistributedError, r.Where(),
-                   ": not a server plan of this version (magic ", magic,
-                   ", version ", version, "; this build reads version ",
-                   kPlanVersion, ")");
+  POSEIDON_REQUIRE(
+      magic == kPlanMagic && version == kPlanVersion, DistributedError,
+      r.Where(), ": not a server plan of this version (magic ", magic,
+      ", version ", version, "; this build reads version ", kPlanVersion, ")");
   ServerPlan plan;
   plan.dtype_bytes = r.Get<int32_t>("the element size");
   plan.block_bytes = r.Get<uint64_t>("block_size");
@@ -404,8 +409,8 @@ Status AwaitLeader(Communicator* comm, int leader, void* into, size_t bytes,
     LOG(INFO) << "Dedicated server rank " << comm->JobRank(comm->rank())
               << ": no " << what << " from worker rank "
               << comm->JobRank(leader) << " for "
-              << std::chrono::duration_cast<std::chrono::seconds>(
-                     Clock::now() - began)
+              << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() -
+                                                                  began)
                      .count()
               << " s; still waiting";
   }
@@ -420,23 +425,23 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
     for (int id : exchange) {
       POSEIDON_REQUIRE(
           id >= 0 && static_cast<size_t>(id) < partition.blocks().size(),
-          DistributedError, "the server plan from rank ",
-          comm->JobRank(leader), " names block ", id, " of a partition of ",
+          DistributedError, "the server plan from rank ", comm->JobRank(leader),
+          " names block ", id, " of a partition of ",
           partition.blocks().size());
     }
   }
   const auto me = std::find(plan.roles.servers.begin(),
                             plan.roles.servers.end(), comm->rank());
-  POSEIDON_REQUIRE(me != plan.roles.servers.end(), ConfigError,
-                   "rank ", comm->JobRank(comm->rank()),
+  POSEIDON_REQUIRE(me != plan.roles.servers.end(), ConfigError, "rank ",
+                   comm->JobRank(comm->rank()),
                    " runs a dedicated server but the plan of rank ",
                    comm->JobRank(leader), " names it no shard");
   const int shard = static_cast<int>(me - plan.roles.servers.begin());
   std::unique_ptr<ShardState<Dtype>> state;
   typename ParamServer<Dtype>::Update update;
   if (plan.update) {
-    state = std::make_unique<ShardState<Dtype>>(&partition, shard,
-                                                plan.settings);
+    state =
+        std::make_unique<ShardState<Dtype>>(&partition, shard, plan.settings);
     // Blocks of params the servers only sum pass unchanged.
     update = [s = state.get()](int64_t iter, int block, Dtype* values) {
       if (s->holds(block)) s->Apply(iter, block, values);
@@ -458,8 +463,7 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
     bool seeded = false;
     for (bool running = true; running && result.ok();) {
       CommandMessage command;
-      result = AwaitLeader(comm, leader, &command, sizeof(command),
-                           "command");
+      result = AwaitLeader(comm, leader, &command, sizeof(command), "command");
       if (!result.ok()) break;
       if (command.kind != kIterate) result = outstanding.Drain();
       if (!result.ok()) break;
@@ -482,8 +486,8 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
           std::vector<const Dtype*> from;
           for (int a = 0; a < arrays && command.flags != 0 && result.ok();
                ++a) {
-            result = comm->Recv(history[a].data(), held * sizeof(Dtype),
-                                leader, kServerTag);
+            result = comm->Recv(history[a].data(), held * sizeof(Dtype), leader,
+                                kServerTag);
             from.push_back(history[a].data());
           }
           if (result.ok()) state->SeedPacked(weights.data(), from);
@@ -491,18 +495,17 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
         }
         case kGather:
           for (int a = 0; a < arrays && held > 0 && result.ok(); ++a) {
-            result = comm->Send(state->history(a), held * sizeof(Dtype),
-                                leader, kServerTag);
+            result = comm->Send(state->history(a), held * sizeof(Dtype), leader,
+                                kServerTag);
           }
           break;
         case kStop:
           running = false;
           break;
         default:
-          result = Status::Failure(StrCat("command ", command.kind,
-                                          " from worker rank ",
-                                          comm->JobRank(leader),
-                                          " is none this server knows"));
+          result = Status::Failure(
+              StrCat("command ", command.kind, " from worker rank ",
+                     comm->JobRank(leader), " is none this server knows"));
       }
       if (!result.ok()) {
         result = Status::Failure(StrCat("'", CommandName(command.kind),
@@ -539,6 +542,9 @@ Status RunDedicatedServer(Communicator* comm, int leader) {
     return s.ok() ? s : named(s.message());
   } catch (const Error& e) {
     return named(e.what());
+  } catch (const std::bad_alloc&) {
+    // A plan whose shapes this machine cannot hold (or a corrupt one).
+    return named("out of memory building the shard the plan describes");
   }
 }
 

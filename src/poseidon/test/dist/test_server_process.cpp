@@ -90,9 +90,9 @@ TEST(ServerPlanTest, DamagedPlansNameTheSenderAndTheField) {
       const std::string what = e.what();
       EXPECT_NE(what.find("the server plan from rank 5"), std::string::npos)
           << what;
-      const bool named = what.find("truncated at byte") != std::string::npos ||
-                         what.find("more than the message holds") !=
-                             std::string::npos;
+      const bool named =
+          what.find("truncated at byte") != std::string::npos ||
+          what.find("more than the message holds") != std::string::npos;
       EXPECT_TRUE(named) << n << " bytes: " << what;
     }
   }
@@ -144,8 +144,8 @@ float Grad(int w, size_t i, int64_t t) {
 // servers' history, equal to that shard's, and stops them.
 TEST(DedicatedServerTest, WorkersGetWhatOneShardComputes) {
   const ServerPlan plan = TwoByTwo();
-  const BlockPartition whole(plan.blob_counts, sizeof(float),
-                             plan.block_bytes, 1);
+  const BlockPartition whole(plan.blob_counts, sizeof(float), plan.block_bytes,
+                             1);
   ServerUpdateSettings settings = plan.settings;
   ShardState<float> reference(&whole, 0, settings);
   std::vector<size_t> start = {0};
@@ -213,8 +213,9 @@ TEST(DedicatedServerTest, WorkersGetWhatOneShardComputes) {
     std::vector<float> model(total);
     for (int64_t t = 0; t < kIters; ++t) {
       if (t == kReseedAt) {
-        s = control.Seed([&](int p) { return reseed.data() + start[p]; },
-                         [&](int, int p) { return momentum.data() + start[p]; });
+        s = control.Seed(
+            [&](int p) { return reseed.data() + start[p]; },
+            [&](int, int p) { return momentum.data() + start[p]; });
         ASSERT_TRUE(s.ok()) << s.message();
       }
       ASSERT_TRUE(control.Iterate(t).ok());
@@ -228,9 +229,8 @@ TEST(DedicatedServerTest, WorkersGetWhatOneShardComputes) {
         }
         auto promise = std::make_shared<std::promise<Status>>();
         done.push_back(promise->get_future());
-        server.Exchange(t, refs, [promise](Status st) {
-          promise->set_value(st);
-        });
+        server.Exchange(t, refs,
+                        [promise](Status st) { promise->set_value(st); });
       }
       for (auto& f : done) {
         const Status st = f.get();
@@ -238,8 +238,8 @@ TEST(DedicatedServerTest, WorkersGetWhatOneShardComputes) {
       }
       for (size_t i = 0; i < total; ++i) {
         ASSERT_EQ(std::memcmp(&model[i], &want[t][i], sizeof(float)), 0)
-            << "rank " << comm->rank() << " iteration " << t << " element "
-            << i << ": " << model[i] << ", want " << want[t][i];
+            << "rank " << comm->rank() << " iteration " << t << " element " << i
+            << ": " << model[i] << ", want " << want[t][i];
       }
     }
     std::vector<float> history(total, -1.f);
@@ -249,8 +249,7 @@ TEST(DedicatedServerTest, WorkersGetWhatOneShardComputes) {
     ASSERT_TRUE(s.ok()) << s.message();
     if (comm->rank() == 0) {
       for (size_t i = 0; i < total; ++i) {
-        ASSERT_EQ(std::memcmp(&history[i], &want_history[i], sizeof(float)),
-                  0)
+        ASSERT_EQ(std::memcmp(&history[i], &want_history[i], sizeof(float)), 0)
             << "history element " << i << ": " << history[i] << ", want "
             << want_history[i];
       }
