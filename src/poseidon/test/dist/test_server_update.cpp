@@ -152,6 +152,33 @@ struct Outcome {
   std::vector<std::string> reasons;  // rank 0's plan
 };
 
+// Runs fn(r, comm, dedicated) on each of `workers` worker ranks of a
+// loopback job; with `servers` > 0 the job has that many dedicated server
+// ranks after the workers (Note [Dedicated servers]), `comm` holds the
+// workers only and `dedicated` names the job and the roles; otherwise
+// every worker hosts a shard and `dedicated` is empty.
+void RunWorkers(
+    int workers, int servers,
+    const std::function<void(int, Communicator*, DedicatedServers)>& fn) {
+  PsRoles roles;
+  for (int r = 0; r < workers; ++r) roles.workers.push_back(r);
+  for (int s = 0; s < servers; ++s) roles.servers.push_back(workers + s);
+  RunRanks(workers + servers, [&](int r, Communicator* job) {
+    if (servers == 0) {
+      fn(r, job, {});
+      return;
+    }
+    std::unique_ptr<Communicator> comm =
+        job->Split(r < workers ? 0 : 1, r, job->timeout());
+    if (r >= workers) {
+      const Status s = RunDedicatedServer(job, 0);
+      ASSERT_TRUE(s.ok()) << s.message();
+      return;
+    }
+    fn(r, comm.get(), {job, roles});
+  });
+}
+
 // Trains `ranks` worker ranks; each worker's weights and worker 0's solver
 // history at the end (gathered from the servers, as before a snapshot).
 // `between`, if set, runs on every worker after the first half of the
@@ -166,23 +193,8 @@ Outcome<Dtype> Train(const SolverParameter& param,
   Outcome<Dtype> out;
   out.weights.resize(ranks);
   out.allocated_history.resize(ranks);
-  PsRoles roles;
-  for (int r = 0; r < ranks; ++r) roles.workers.push_back(r);
-  for (int s = 0; s < servers; ++s) roles.servers.push_back(ranks + s);
-  RunRanks(ranks + servers, [&](int r, Communicator* job) {
-    Communicator* comm = job;
-    std::unique_ptr<Communicator> workers;
-    DedicatedServers dedicated;
-    if (servers > 0) {
-      workers = job->Split(r < ranks ? 0 : 1, r, job->timeout());
-      if (r >= ranks) {
-        const Status s = RunDedicatedServer(job, 0);
-        ASSERT_TRUE(s.ok()) << s.message();
-        return;
-      }
-      comm = workers.get();
-      dedicated = {job, roles};
-    }
+  RunWorkers(ranks, servers, [&](int r, Communicator* comm,
+                                 DedicatedServers dedicated) {
     Poseidon::set_data_shard({r, ranks, false});
     std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
     Synchronizer<Dtype> sync(solver.get(), comm, dist, nullptr, {}, dedicated);
@@ -333,6 +345,66 @@ TEST(ServerUpdateTest, DedicatedServersTrainAsColocatedShards) {
           << reason;
     }
   }
+}
+
+// A snapshot of 2 workers and 2 dedicated servers holds the servers'
+// history, the one colocated shards give; it resumes on 3 workers and 1
+// server as on 3 colocated ranks, bit for bit.
+TEST(ServerUpdateTest, DedicatedServersSnapshotAndResumeWithOtherCounts) {
+  const std::string dir = test::MakeTempDir();
+  auto snapshot = [&](int servers, const std::string& name) {
+    const SolverParameter param = MakeSolver(
+        "Adam", 2, StrCat("snapshot_prefix: '", dir, "/", name, "' "));
+    RunWorkers(2, servers, [&](int r, Communicator* comm,
+                               DedicatedServers dedicated) {
+      Poseidon::set_data_shard({r, 2, false});
+      auto solver = CreateSolver<double>(param);
+      Synchronizer<double> sync(solver.get(), comm, PsDist(true), nullptr, {},
+                                dedicated);
+      solver->Step(3);
+      solver->Snapshot();
+    });
+    SolverState state;
+    ReadProtoFromBinaryFile(StrCat(dir, "/", name, "_iter_3.solverstate"),
+                            &state);
+    return state;
+  };
+  const SolverState dedicated = snapshot(2, "dedicated");
+  const SolverState colocated = snapshot(0, "colocated");
+  ASSERT_EQ(dedicated.history_size(), colocated.history_size());
+  ASSERT_GT(dedicated.history_size(), 0);
+  double largest = 0;
+  for (int i = 0; i < dedicated.history_size(); ++i) {
+    ASSERT_EQ(dedicated.history(i).double_data_size(),
+              colocated.history(i).double_data_size());
+    for (int k = 0; k < dedicated.history(i).double_data_size(); ++k) {
+      ASSERT_EQ(dedicated.history(i).double_data(k),
+                colocated.history(i).double_data(k))
+          << "history blob " << i << " element " << k;
+      largest =
+          std::max(largest, std::fabs(dedicated.history(i).double_data(k)));
+    }
+  }
+  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
+  const std::string state = dir + "/dedicated_iter_3.solverstate";
+  auto resume = [&](int servers) {
+    std::vector<Weights<double>> weights(3);
+    RunWorkers(3, servers, [&](int r, Communicator* comm,
+                               DedicatedServers d) {
+      Poseidon::set_data_shard({r, 3, false});
+      auto solver = CreateSolver<double>(MakeSolver("Adam", 2));
+      Synchronizer<double> sync(solver.get(), comm, PsDist(true), nullptr, {},
+                                d);
+      solver->Restore(state);
+      solver->Step(2);
+      weights[r] = ReadWeights(*solver);
+    });
+    return weights;
+  };
+  const std::vector<Weights<double>> on_servers = resume(1);
+  const std::vector<Weights<double>> on_workers = resume(0);
+  ExpectReplicasIdentical(on_servers);
+  ExpectIdentical(on_servers[0], on_workers[0], "resumed on 3 + 1");
 }
 
 TEST(ServerUpdateTest, MatchesOneRankWithTheWholeBatch) {
