@@ -5,16 +5,19 @@
 // for bit, for every solver, and its snapshots hold the servers' history.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/server_process.hpp"
 #include "poseidon/dist/shard_state.hpp"
+#include "poseidon/dist/tags.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "sync_test_util.hpp"
@@ -405,6 +408,51 @@ TEST(ServerUpdateTest, DedicatedServersSnapshotAndResumeWithOtherCounts) {
   const std::vector<Weights<double>> on_workers = resume(0);
   ExpectReplicasIdentical(on_servers);
   ExpectIdentical(on_servers[0], on_workers[0], "resumed on 3 + 1");
+}
+
+// A dedicated server that takes its plan and then stops answering is named
+// by both workers within their deadline: the Step fails with a
+// DistributedError naming the server's rank, and nothing hangs.
+TEST(ServerUpdateTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
+  LoopbackOptions options;
+  options.timeout = std::chrono::seconds(2);
+  LoopbackWorld world(3, options);
+  const PsRoles roles{{0, 1}, {2}};
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      Communicator* job = world.rank(r);
+      std::unique_ptr<Communicator> comm =
+          job->Split(r < 2 ? 0 : 1, r, job->timeout());
+      if (r == 2) {
+        // Takes the plan, then is gone.
+        uint64_t size = 0;
+        ASSERT_TRUE(job->Recv(&size, sizeof(size), 0, kServerTag).ok());
+        std::string plan(size, '\0');
+        ASSERT_TRUE(job->Recv(plan.data(), size, 0, kServerTag).ok());
+        return;
+      }
+      Poseidon::set_data_shard({r, 2, false});
+      auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+      try {
+        Synchronizer<double> sync(solver.get(), comm.get(), PsDist(true),
+                                  nullptr, {}, {job, roles});
+        solver->Step(2);
+      } catch (const DistributedError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(test::Contains(errors[r], "shard of rank 2")) << "worker " << r;
+  }
+  EXPECT_LT(seconds, 30) << "the workers waited far past their deadline";
 }
 
 TEST(ServerUpdateTest, MatchesOneRankWithTheWholeBatch) {
