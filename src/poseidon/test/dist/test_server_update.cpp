@@ -237,6 +237,23 @@ void ExpectIdentical(const Weights<Dtype>& a, const Weights<Dtype>& b,
   }
 }
 
+// Two snapshots' solver histories are equal element for element, and not
+// all zero.
+void ExpectSameHistory(const SolverState& a, const SolverState& b) {
+  ASSERT_EQ(a.history_size(), b.history_size());
+  ASSERT_GT(a.history_size(), 0);
+  double largest = 0;
+  for (int i = 0; i < a.history_size(); ++i) {
+    ASSERT_EQ(a.history(i).double_data_size(), b.history(i).double_data_size());
+    for (int k = 0; k < a.history(i).double_data_size(); ++k) {
+      ASSERT_EQ(a.history(i).double_data(k), b.history(i).double_data(k))
+          << "history blob " << i << " element " << k;
+      largest = std::max(largest, std::fabs(a.history(i).double_data(k)));
+    }
+  }
+  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
+}
+
 DistributedParameter PsDist(bool server_update, const std::string& extra = "") {
   DistributedParameter d =
       Dist(DistributedParameter::PS,
@@ -374,21 +391,7 @@ TEST(ServerUpdateTest, DedicatedServersSnapshotAndResumeWithOtherCounts) {
   };
   const SolverState dedicated = snapshot(2, "dedicated");
   const SolverState colocated = snapshot(0, "colocated");
-  ASSERT_EQ(dedicated.history_size(), colocated.history_size());
-  ASSERT_GT(dedicated.history_size(), 0);
-  double largest = 0;
-  for (int i = 0; i < dedicated.history_size(); ++i) {
-    ASSERT_EQ(dedicated.history(i).double_data_size(),
-              colocated.history(i).double_data_size());
-    for (int k = 0; k < dedicated.history(i).double_data_size(); ++k) {
-      ASSERT_EQ(dedicated.history(i).double_data(k),
-                colocated.history(i).double_data(k))
-          << "history blob " << i << " element " << k;
-      largest =
-          std::max(largest, std::fabs(dedicated.history(i).double_data(k)));
-    }
-  }
-  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
+  ExpectSameHistory(dedicated, colocated);
   const std::string state = dir + "/dedicated_iter_3.solverstate";
   auto resume = [&](int servers) {
     std::vector<Weights<double>> weights(3);
@@ -518,20 +521,7 @@ TEST(ServerUpdateTest, SnapshotsHoldTheServersHistory) {
   };
   const SolverState servers = snapshot(true, "servers");
   const SolverState workers = snapshot(false, "workers");
-  ASSERT_EQ(servers.history_size(), workers.history_size());
-  ASSERT_GT(servers.history_size(), 0);
-  double largest = 0;
-  for (int i = 0; i < servers.history_size(); ++i) {
-    ASSERT_EQ(servers.history(i).double_data_size(),
-              workers.history(i).double_data_size());
-    for (int k = 0; k < servers.history(i).double_data_size(); ++k) {
-      ASSERT_EQ(servers.history(i).double_data(k),
-                workers.history(i).double_data(k))
-          << "history blob " << i << " element " << k;
-      largest = std::max(largest, std::fabs(servers.history(i).double_data(k)));
-    }
-  }
-  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
+  ExpectSameHistory(servers, workers);
   // Resumed on 3 ranks with the update on the servers, and in one process.
   const std::string state = dir + "/servers_iter_3.solverstate";
   const SolverParameter param3 = MakeSolver("AdaDelta", 2);
