@@ -56,6 +56,18 @@ struct ServerUpdateSettings {
   std::vector<float> decay_mult;
 };
 
+// Elements of `blocks` (ids of `partition`) together.
+size_t BlockElements(const BlockPartition& partition,
+                     const std::vector<int>& blocks);
+
+// Copies `packed`, the elements of `blocks` block after block, into whole
+// params: block b's into into(b's param) + b's offset, skipping params for
+// which `into` is null (history a rank does not keep).
+template <typename Dtype>
+void UnpackBlocks(const BlockPartition& partition,
+                  const std::vector<int>& blocks, const Dtype* packed,
+                  const std::function<Dtype*(int p)>& into);
+
 template <typename Dtype>
 class ShardState {
  public:

@@ -118,13 +118,6 @@ class PlanReader {
   size_t at_ = 0;
 };
 
-size_t HeldElements(const BlockPartition& partition,
-                    const std::vector<int>& held) {
-  size_t total = 0;
-  for (int b : held) total += partition.blocks()[b].count;
-  return total;
-}
-
 // The blocks a server's shard holds state for: those of on-server params,
 // or none when the servers only sum.
 std::vector<int> Held(const ServerPlan& plan, const BlockPartition& partition,
@@ -338,20 +331,13 @@ Status ServerControl<Dtype>::Gather(
     const std::vector<int> held =
         Held(plan_, partition_, static_cast<int>(shard));
     if (held.empty()) continue;
-    packed.resize(HeldElements(partition_, held));
+    packed.resize(BlockElements(partition_, held));
     for (int a = 0; a < arrays; ++a) {
       s = comm_->Recv(packed.data(), packed.size() * sizeof(Dtype), server,
                       kServerTag);
       if (!s.ok()) return Fail("gathering the solver history of", server, s);
-      size_t at = 0;
-      for (int b : held) {
-        const ParamBlock& block = partition_.blocks()[b];
-        Dtype* into = history(a, block.blob);
-        if (into != nullptr) {
-          std::copy_n(packed.data() + at, block.count, into + block.offset);
-        }
-        at += block.count;
-      }
+      UnpackBlocks<Dtype>(partition_, held, packed.data(),
+                          [&](int p) { return history(a, p); });
     }
   }
   return Status::OK();

@@ -13,6 +13,36 @@
 namespace poseidon {
 namespace dist {
 
+size_t BlockElements(const BlockPartition& partition,
+                     const std::vector<int>& blocks) {
+  size_t total = 0;
+  for (int b : blocks) total += partition.blocks()[b].count;
+  return total;
+}
+
+template <typename Dtype>
+void UnpackBlocks(const BlockPartition& partition,
+                  const std::vector<int>& blocks, const Dtype* packed,
+                  const std::function<Dtype*(int p)>& into) {
+  size_t at = 0;
+  for (int b : blocks) {
+    const ParamBlock& block = partition.blocks()[b];
+    Dtype* param = into(block.blob);
+    if (param != nullptr) {
+      std::memcpy(param + block.offset, packed + at,
+                  block.count * sizeof(Dtype));
+    }
+    at += block.count;
+  }
+}
+
+template void UnpackBlocks<float>(const BlockPartition&,
+                                  const std::vector<int>&, const float*,
+                                  const std::function<float*(int)>&);
+template void UnpackBlocks<double>(const BlockPartition&,
+                                   const std::vector<int>&, const double*,
+                                   const std::function<double*(int)>&);
+
 template <typename Dtype>
 std::vector<int> ShardState<Dtype>::HeldBlocks(
     const BlockPartition& partition, int shard,
@@ -157,8 +187,7 @@ Status ShardState<Dtype>::Gather(
   for (int s = 0; s < partition_->num_shards(); ++s) {
     const std::vector<int> held =
         s == shard_ ? blocks_ : HeldBlocks(*partition_, s, settings_.on_server);
-    size_t total = 0;
-    for (int b : held) total += partition_->blocks()[b].count;
+    const size_t total = BlockElements(*partition_, held);
     if (total == 0) continue;
     for (int a = 0; a < arrays; ++a) {
       const Dtype* from = history_[a].data();
@@ -174,16 +203,8 @@ Status ShardState<Dtype>::Gather(
         }
         from = buffer.data();
       }
-      size_t at = 0;
-      for (int b : held) {
-        const ParamBlock& block = partition_->blocks()[b];
-        Dtype* into = history(a, block.blob);
-        if (into != nullptr) {
-          std::memcpy(into + block.offset, from + at,
-                      block.count * sizeof(Dtype));
-        }
-        at += block.count;
-      }
+      UnpackBlocks<Dtype>(*partition_, held, from,
+                          [&](int p) { return history(a, p); });
     }
   }
   return Status::OK();
