@@ -1,6 +1,7 @@
 // bench_gemm: single-precision GEMM throughput of OpenBLAS (as Poseidon
 // links it), oneDNN's dnnl_sgemm, BLIS's bli_sgemm and Poseidon's own
-// AVX-512 kernel (util/sgemm_avx512.hpp; on AVX-512 CPUs) on the products the
+// kernel (util/sgemm_avx512.hpp on AVX-512 CPUs, util/sgemm_avx2.hpp on
+// AVX2 CPUs without AVX-512; column "poseidon") on the products the
 // convolutions of ResNet-50, VGG-16 and GoogLeNet produce, plus square
 // matrices. A benchmark, not a test: the figures depend on the machine and
 // what else runs on it, so the libraries are timed interleaved (one call of
@@ -19,8 +20,10 @@
 // over two std::threads started per call, as cpu_gemm_parallel splits them
 // over the pool).
 // OpenBLAS's cblas.h first: blis.h may bring a cblas.h of its own.
+// clang-format off
 #include <cblas.h>
 #include <blis.h>
+// clang-format on
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "poseidon/util/avx512.hpp"
+#include "poseidon/util/sgemm_avx2.hpp"
 #include "poseidon/util/sgemm_avx512.hpp"
 
 extern "C" void omp_set_num_threads(int n);
@@ -55,6 +59,16 @@ void AddConv(std::vector<Shape>* out, const std::string& name, int cout,
   out->push_back({name + " fwd", 'N', 'N', cout, pixels, kdim, 0.f});
   out->push_back({name + " wgrad", 'N', 'T', cout, kdim, pixels, 1.f});
   out->push_back({name + " dgrad", 'T', 'N', kdim, pixels, cout, 0.f});
+}
+
+// An InnerProduct layer's three products (Caffe's layout: weights N_out x
+// K_in, not transposed): forward top = bottom * W^T, the weight gradient
+// dW += dtop^T * bottom, the input gradient dbottom = dtop * W.
+void AddInnerProduct(std::vector<Shape>* out, const std::string& name,
+                     int batch, int in, int outputs) {
+  out->push_back({name + " fwd", 'N', 'T', batch, outputs, in, 0.f});
+  out->push_back({name + " wgrad", 'T', 'N', outputs, in, batch, 1.f});
+  out->push_back({name + " dgrad", 'N', 'N', batch, in, outputs, 0.f});
 }
 
 std::vector<Shape> Shapes() {
@@ -77,6 +91,10 @@ std::vector<Shape> Shapes() {
   AddConv(&s, "googlenet 3a 1x1 192->64 (4 img)", 64, 192, 4 * 28 * 28);
   AddConv(&s, "googlenet 3a 5x5 16->32 (4 img)", 32, 16 * 25, 4 * 28 * 28);
   AddConv(&s, "googlenet 4a 3x3 96->208 (8 img)", 208, 96 * 9, 8 * 14 * 14);
+  // LeNet at batch 64 (the demo's net; 8 images per product).
+  AddConv(&s, "lenet conv1 5x5 1->20 (8 img)", 20, 25, 8 * 24 * 24);
+  AddConv(&s, "lenet conv2 5x5 20->50 (8 img)", 50, 20 * 25, 8 * 8 * 8);
+  AddInnerProduct(&s, "lenet fc1 800->500 (64 img)", 64, 800, 500);
   for (int n : {512, 1024, 2048}) {
     const std::string d = std::to_string(n);
     s.push_back({"square " + d, 'N', 'N', n, n, n, 0.f});
@@ -113,18 +131,19 @@ void Blis(const Problem& p, float* c) {
 
 int g_threads = 1;  // for Poseidon's kernel: SetThreads
 
-void Avx512Part(const Problem& p, float* c, int n0, int n1) {
+void OwnPart(const Problem& p, float* c, int n0, int n1) {
   const float* b = p.s.tb == 'N' ? p.b.data() + n0
                                  : p.b.data() + static_cast<size_t>(n0) * p.ldb;
-  poseidon::Avx512Sgemm(p.s.ta == 'N' ? CblasNoTrans : CblasTrans,
-                        p.s.tb == 'N' ? CblasNoTrans : CblasTrans, p.s.m,
-                        n1 - n0, p.s.k, 1.f, p.a.data(), p.lda, b, p.ldb,
-                        p.s.beta, c + n0, p.ldc);
+  (poseidon::Avx512KernelsAvailable() ? poseidon::Avx512Sgemm
+                                      : poseidon::Avx2Sgemm)(
+      p.s.ta == 'N' ? CblasNoTrans : CblasTrans,
+      p.s.tb == 'N' ? CblasNoTrans : CblasTrans, p.s.m, n1 - n0, p.s.k, 1.f,
+      p.a.data(), p.lda, b, p.ldb, p.s.beta, c + n0, p.ldc);
 }
 
-void Avx512(const Problem& p, float* c) {
+void Own(const Problem& p, float* c) {
   if (g_threads == 1) {
-    Avx512Part(p, c, 0, p.s.n);
+    OwnPart(p, c, 0, p.s.n);
     return;
   }
   // Columns in multiples of 16 per thread, the last thread the rest.
@@ -133,9 +152,9 @@ void Avx512(const Problem& p, float* c) {
   for (int t = 1; t < g_threads; ++t) {
     const int n0 = std::min(p.s.n, t * per);
     const int n1 = t + 1 == g_threads ? p.s.n : std::min(p.s.n, n0 + per);
-    helpers.emplace_back([&p, c, n0, n1] { Avx512Part(p, c, n0, n1); });
+    helpers.emplace_back([&p, c, n0, n1] { OwnPart(p, c, n0, n1); });
   }
-  Avx512Part(p, c, 0, std::min(p.s.n, per));
+  OwnPart(p, c, 0, std::min(p.s.n, per));
   for (std::thread& t : helpers) t.join();
 }
 
@@ -147,9 +166,9 @@ struct Lib {
 const Lib kLibs[] = {{"openblas", OpenBlas},
                      {"onednn", Dnnl},
                      {"blis", Blis},
-                     {"avx512", Avx512}};
+                     {"poseidon", Own}};
 constexpr int kNumLibs = 4;
-int g_num_libs = kNumLibs;  // 3 where the CPU has no AVX-512
+int g_num_libs = kNumLibs;  // 3 where the CPU has neither AVX-512 nor AVX2
 
 void SetThreads(int n) {
   g_threads = n;
@@ -224,13 +243,21 @@ int main(int argc, char** argv) {
               v->patch, v->cpu_runtime);
   std::printf("BLIS %s (arch %s)\n", bli_info_get_version_str(),
               bli_arch_string(bli_arch_query_id()));
-  if (!poseidon::Avx512KernelsAvailable()) {
+  if (poseidon::Avx512KernelsAvailable()) {
+    std::printf("Poseidon's kernel: AVX-512\n");
+  } else if (poseidon::Avx2KernelsAvailable()) {
+    std::printf("Poseidon's kernel: AVX2, %s\n",
+                poseidon::Avx2SgemmBlocking().c_str());
+  } else {
     g_num_libs = kNumLibs - 1;
-    std::printf("Poseidon's AVX-512 kernel: not on this CPU (or "
-                "POSEIDON_KERNELS=blas)\n");
+    std::printf(
+        "Poseidon's kernels: not on this CPU (neither AVX-512 nor "
+        "AVX2, or POSEIDON_KERNELS=blas)\n");
   }
-  std::printf("GFLOP/s, median of %d interleaved repeats; ratio = lib / "
-              "openblas\n", reps);
+  std::printf(
+      "GFLOP/s, median of %d interleaved repeats; ratio = lib / "
+      "openblas\n",
+      reps);
 
   std::mt19937 gen(1);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -238,7 +265,7 @@ int main(int argc, char** argv) {
     SetThreads(threads);
     std::printf("\n== %d thread(s)\n%-58s %9s %9s %9s %9s %7s %7s %7s\n",
                 threads, "product (M x N x K, op)", "openblas", "onednn",
-                "blis", "avx512", "dnnl/ob", "blis/ob", "avx/ob");
+                "blis", "poseidon", "dnnl/ob", "blis/ob", "own/ob");
     std::vector<double> log_ratio_sum(kNumLibs, 0.0);
     std::vector<double> conv_log_ratio_sum(kNumLibs, 0.0);
     std::vector<double> ratio_min(kNumLibs, 1e30), ratio_max(kNumLibs, 0);
@@ -268,8 +295,10 @@ int main(int argc, char** argv) {
       for (int l = 1; l < g_num_libs; ++l) {
         const float d = MaxRelDiff(out[0], out[l]);
         if (d > 1e-3f * std::max(1, s.k / 256)) {
-          std::fprintf(stderr, "bench_gemm: %s: %s differs from openblas by "
-                       "%g\n", s.name.c_str(), kLibs[l].name, d);
+          std::fprintf(stderr,
+                       "bench_gemm: %s: %s differs from openblas by "
+                       "%g\n",
+                       s.name.c_str(), kLibs[l].name, d);
           return 1;
         }
       }
@@ -305,26 +334,27 @@ int main(int argc, char** argv) {
       if (s.name.find("square") == std::string::npos) ++conv_count;
     }
     if (count > 0) {
-      std::printf("geometric mean ratio over %d products (range): "
-                  "onednn/openblas %.2f (%.2f-%.2f), blis/openblas %.2f "
-                  "(%.2f-%.2f)", count, std::exp(log_ratio_sum[1] / count),
-                  ratio_min[1], ratio_max[1],
-                  std::exp(log_ratio_sum[2] / count), ratio_min[2],
-                  ratio_max[2]);
+      std::printf(
+          "geometric mean ratio over %d products (range): "
+          "onednn/openblas %.2f (%.2f-%.2f), blis/openblas %.2f "
+          "(%.2f-%.2f)",
+          count, std::exp(log_ratio_sum[1] / count), ratio_min[1], ratio_max[1],
+          std::exp(log_ratio_sum[2] / count), ratio_min[2], ratio_max[2]);
       if (g_num_libs == kNumLibs) {
-        std::printf(", avx512/openblas %.2f (%.2f-%.2f)",
+        std::printf(", poseidon/openblas %.2f (%.2f-%.2f)",
                     std::exp(log_ratio_sum[3] / count), ratio_min[3],
                     ratio_max[3]);
       }
       std::printf("\n");
     }
     if (conv_count > 0) {
-      std::printf("over the %d convolution products: onednn/openblas %.2f, "
-                  "blis/openblas %.2f", conv_count,
-                  std::exp(conv_log_ratio_sum[1] / conv_count),
-                  std::exp(conv_log_ratio_sum[2] / conv_count));
+      std::printf(
+          "over the %d layer products (not square): onednn/openblas %.2f, "
+          "blis/openblas %.2f",
+          conv_count, std::exp(conv_log_ratio_sum[1] / conv_count),
+          std::exp(conv_log_ratio_sum[2] / conv_count));
       if (g_num_libs == kNumLibs) {
-        std::printf(", avx512/openblas %.2f",
+        std::printf(", poseidon/openblas %.2f",
                     std::exp(conv_log_ratio_sum[3] / conv_count));
       }
       std::printf("\n");

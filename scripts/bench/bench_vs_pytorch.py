@@ -40,7 +40,7 @@ runs of the mean time per iteration. The ratio is PyTorch / Poseidon: above
   % of peak  that rate over the best single-precision GEMM this machine ran
              at the same thread count: large square products in PyTorch
              (torch.mm), in the OpenBLAS poseidon_train links (cblas_sgemm),
-             in numpy and in Poseidon's own AVX-512 kernel (bench_gemm;
+             in numpy and in Poseidon's own kernel, AVX-512 or AVX2 (bench_gemm;
              cpu_peak.py), each named in the output.
   peak RSS   the largest resident set of each timed process (ru_maxrss from
              wait4, Note [Peak RSS of a child]), the median over the runs;

@@ -15,11 +15,12 @@ and through the library's own call:
           when that is set
   numpy   numpy.matmul on float32, numpy's BLAS (pip wheels bundle their own
           OpenBLAS build; numpy.show_config names it)
-  poseidon  Poseidon's own AVX-512 float GEMM (util/sgemm_avx512.hpp, what
-          its layers call on AVX-512 CPUs), through the bench_gemm program
-          built beside poseidon_train (scripts/bench/bench_gemm.cpp: T
-          threads split the columns); only for n of 512, 1024 or 2048, the
-          square products bench_gemm runs, and only on AVX-512 CPUs
+  poseidon  Poseidon's own float GEMM (util/sgemm_avx512.hpp on AVX-512
+          CPUs, util/sgemm_avx2.hpp on AVX2 CPUs: what its layers call),
+          through the bench_gemm program built beside poseidon_train
+          (scripts/bench/bench_gemm.cpp: T threads split the columns); only
+          for n of 512, 1024 or 2048, the square products bench_gemm runs,
+          and only on CPUs with AVX-512 or AVX2
 
 The square n x n products (n = 2048 by default: 17.2 GFLOP each) run once
 untimed, then `repeats` times timed; the best time gives 2 n^3 / t
@@ -150,12 +151,13 @@ def bench_gemm_of_executable(path):
 
 
 def parse_bench_gemm(text, n):
-    """(GFLOP/s of the avx512 column for the square n product, thread
-    count) from bench_gemm's output; raises RuntimeError if absent."""
-    # On a CPU without AVX-512 bench_gemm says so and fills the column with
-    # zeros.
+    """(GFLOP/s of Poseidon's column, "poseidon" or in older builds
+    "avx512", for the square n product, thread count) from bench_gemm's
+    output; raises RuntimeError if absent."""
+    # On a CPU without its kernels bench_gemm says so and fills the column
+    # with zeros.
     if "not on this CPU" in text:
-        raise RuntimeError("Poseidon's AVX-512 kernel does not run on this "
+        raise RuntimeError("Poseidon's own GEMM kernels do not run on this "
                            "CPU")
     columns, threads = None, None
     for line in text.splitlines():
@@ -169,11 +171,19 @@ def parse_bench_gemm(text, n):
         prefix = "square %d %dx%dx%d NN" % (n, n, n, n)
         if columns and line.startswith(prefix):
             values = line[len(prefix):].split()
-            if "avx512" not in columns:
+            name = next((c for c in ("poseidon", "avx512") if c in columns),
+                        None)
+            if name is None:
                 break
-            return float(values[columns.index("avx512")]), threads
-    raise RuntimeError("bench_gemm printed no avx512 figure for the square "
-                       "%d product" % n)
+            return float(values[columns.index(name)]), threads
+    raise RuntimeError("bench_gemm printed no figure of Poseidon's kernel "
+                       "for the square %d product" % n)
+
+
+def bench_gemm_kernel(text):
+    """Which of Poseidon's kernels bench_gemm ran: "AVX-512" or "AVX2"."""
+    m = re.search(r"Poseidon's kernel: (AVX-512|AVX2)", text)
+    return m.group(1) if m else "AVX-512"
 
 
 def _poseidon_gemm(n, threads, repeats, bench_gemm):
@@ -192,7 +202,7 @@ def _poseidon_gemm(n, threads, repeats, bench_gemm):
         raise RuntimeError("bench_gemm failed: " +
                            (proc.stdout.strip().splitlines() or ["?"])[-1])
     gflops, used = parse_bench_gemm(proc.stdout, n)
-    what = "Poseidon's AVX-512 sgemm (bench_gemm)"
+    what = "Poseidon's %s sgemm (bench_gemm)" % bench_gemm_kernel(proc.stdout)
     return 2.0 * n ** 3 / (gflops * 1e9), what, used or threads
 
 

@@ -388,32 +388,38 @@ def test_gemm_children_report_gflops():
 
 
 BENCH_GEMM_OUTPUT = """cblas_sgemm from /lib/libopenblas.so.0
+Poseidon's kernel: AVX2, 6 x 16 tile, blocks 252 x 256 x 4096 (L2 512 KiB, L3 32768 KiB)
 GFLOP/s, median of 3 interleaved repeats; ratio = lib / openblas
 
 == 2 thread(s)
-product (M x N x K, op)                                     openblas    onednn      blis    avx512 dnnl/ob blis/ob  avx/ob
+product (M x N x K, op)                                     openblas    onednn      blis  poseidon dnnl/ob blis/ob  own/ob
 square 1024 1024x1024x1024 NN                                  254.2     496.6      84.8     455.8    1.95    0.33    1.79
 square 2048 2048x2048x2048 NN                                  249.6     485.0      85.9     412.8    1.94    0.34    1.65
 """
 
 
-def test_bench_gemm_avx512_column_is_parsed():
+def test_bench_gemm_own_column_is_parsed():
     assert cpu_peak.parse_bench_gemm(BENCH_GEMM_OUTPUT, 2048) == (412.8, 2)
     assert cpu_peak.parse_bench_gemm(BENCH_GEMM_OUTPUT, 1024) == (455.8, 2)
-    with pytest.raises(RuntimeError, match="no avx512 figure"):
+    assert cpu_peak.bench_gemm_kernel(BENCH_GEMM_OUTPUT) == "AVX2"
+    # Older builds named the column avx512 and printed no kernel line.
+    older = BENCH_GEMM_OUTPUT.replace("  poseidon", "    avx512").replace(
+        "Poseidon's kernel: AVX2", "")
+    assert cpu_peak.parse_bench_gemm(older, 2048) == (412.8, 2)
+    assert cpu_peak.bench_gemm_kernel(older) == "AVX-512"
+    with pytest.raises(RuntimeError, match="no figure of Poseidon's kernel"):
         cpu_peak.parse_bench_gemm(BENCH_GEMM_OUTPUT, 512)
-    without = BENCH_GEMM_OUTPUT.replace(" avx512", "").replace(
-        "Poseidon", "").replace("GFLOP/s,", "Poseidon's AVX-512 kernel: not "
-                                "on this CPU\nGFLOP/s,")
-    with pytest.raises(RuntimeError, match="does not run on this CPU"):
+    without = BENCH_GEMM_OUTPUT.replace(" poseidon", "").replace(
+        "GFLOP/s,", "Poseidon's kernels: not on this CPU\nGFLOP/s,")
+    with pytest.raises(RuntimeError, match="do not run on this CPU"):
         cpu_peak.parse_bench_gemm(without, 2048)
-    # What bench_gemm prints on a CPU without AVX-512: the column is there,
-    # filled with zeros (a figure of 0 would divide by zero).
+    # What bench_gemm prints on a CPU without the kernels: the column is
+    # there, filled with zeros (a figure of 0 would divide by zero).
     zeros = BENCH_GEMM_OUTPUT.replace("455.8", "0.0").replace(
-        "412.8", "0.0").replace("GFLOP/s,", "Poseidon's AVX-512 kernel: not "
-                                "on this CPU (or POSEIDON_KERNELS=blas)\n"
-                                "GFLOP/s,")
-    with pytest.raises(RuntimeError, match="does not run on this CPU"):
+        "412.8", "0.0").replace("GFLOP/s,", "Poseidon's kernels: not on this "
+                                "CPU (neither AVX-512 nor AVX2, or "
+                                "POSEIDON_KERNELS=blas)\nGFLOP/s,")
+    with pytest.raises(RuntimeError, match="do not run on this CPU"):
         cpu_peak.parse_bench_gemm(zeros, 2048)
 
 
@@ -425,7 +431,7 @@ def test_poseidon_gemm_peak_runs_bench_gemm():
     results, errors = cpu_peak.measure(
         ["poseidon"], 512, 1, 1, cpu_peak.thread_env(os.environ, 1), None,
         bench_gemm)
-    if errors and "does not run on this CPU" in errors[0]:
+    if errors and "do not run on this CPU" in errors[0]:
         pytest.skip(errors[0])
     assert not errors, errors
     assert results[0]["gflops"] > 0 and results[0]["threads"] == 1

@@ -19,6 +19,11 @@ namespace poseidon {
 // (which turns the hand-written kernels off, for comparisons).
 bool Avx512KernelsAvailable();
 
+// True when the CPU has AVX2 and FMA and POSEIDON_KERNELS is not "blas":
+// the AVX2 kernels (util/sgemm_avx2.hpp), compiled and reached the same
+// way as the AVX-512 ones (POSEIDON_AVX2 target attributes).
+bool Avx2KernelsAvailable();
+
 }  // namespace poseidon
 
 #endif  // POSEIDON_UTIL_AVX512_HPP_

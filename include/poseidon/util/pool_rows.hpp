@@ -1,9 +1,11 @@
-// AVX-512 kernels for PoolingLayer's fast path (Note [Pooling fast path] in
-// pooling_layer.cpp): the interior windows of one output row, 16 outputs
-// per vector, for float and a horizontal stride of 1 or 2. Each computes
-// exactly what the layer's plain loops compute, in the same order, so the
-// results are bitwise the same. Require Avx512KernelsAvailable() (see Note
-// [AVX-512 isolation] in util/avx512.hpp).
+// AVX-512 and AVX2 kernels for PoolingLayer's fast path (Note [Pooling fast
+// path] in pooling_layer.cpp): the interior windows of one output row, 16
+// (AVX-512) or 8 (AVX2) outputs per vector, for float and a horizontal
+// stride of 1 or 2. Each computes exactly what the layer's plain loops
+// compute, in the same order, so the results are bitwise the same. MAX and
+// the sums need PoolRowKernelsAvailable(), the spread (AVE backward)
+// Avx512KernelsAvailable() (see Note [AVX-512 isolation] in
+// util/avx512.hpp).
 #ifndef POSEIDON_UTIL_POOL_ROWS_HPP_
 #define POSEIDON_UTIL_POOL_ROWS_HPP_
 
@@ -24,6 +26,10 @@ struct PoolRow {
   int n;
 };
 
+// True when the CPU has AVX-512 or AVX2 (and POSEIDON_KERNELS is not
+// blas): MaxPoolRow and SumPoolRow run.
+bool PoolRowKernelsAvailable();
+
 // MAX: top[q] and index[q] (h * width + w in the plane) of the first
 // maximum in row-major window order (an element replaces the best so far
 // only if strictly greater, so a NaN wins only as the first element).
@@ -34,7 +40,7 @@ void SumPoolRow(const PoolRow& row, float* sums);
 
 // Adds share[q] to every element of window q of the plane `diff` (laid out
 // like row.plane, which is not read); each element receives its shares in
-// increasing q.
+// increasing q. AVX-512 only.
 void SpreadPoolRow(const PoolRow& row, const float* share, float* diff);
 
 }  // namespace poseidon

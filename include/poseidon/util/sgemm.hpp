@@ -2,8 +2,10 @@
 // cpu_gemm_parallel<float> (util/math_functions.hpp), chosen once per
 // process by the environment variable POSEIDON_SGEMM: Poseidon's AVX-512
 // kernel (util/sgemm_avx512.hpp; the default on CPUs with AVX-512 unless
-// POSEIDON_KERNELS=blas), OpenBLAS's cblas_sgemm (the reference; the
-// default elsewhere; POSEIDON_SGEMM=openblas), or oneDNN's dnnl_sgemm
+// POSEIDON_KERNELS=blas), Poseidon's AVX2 kernel (util/sgemm_avx2.hpp; the
+// default on CPUs with AVX2 and FMA but no AVX-512), OpenBLAS's
+// cblas_sgemm (the reference; the default elsewhere and with
+// POSEIDON_KERNELS=blas; POSEIDON_SGEMM=openblas), or oneDNN's dnnl_sgemm
 // (POSEIDON_SGEMM=onednn, in builds with USE_DNNL). A backend the CPU or
 // build lacks is refused with a warning. Double precision always uses
 // OpenBLAS. Thread-safe.
@@ -27,7 +29,7 @@
 // kernels, util/direct_conv.hpp, not GEMM), ResNet-50 at batch 32 9953
 // instead of 11593 ms.
 // Why ours by default and not oneDNN, a little faster still: the
-// AVX-512 kernel is deterministic by construction (Note [AVX-512 GEMM]:
+// AVX-512 kernel is deterministic by construction (Note [Blocked GEMM]:
 // an element's bits depend on K only, not on threads, alignment, the split
 // of the product over the pool or what the process did before), which
 // Caffe's CPU results are and Poseidon's golden and bit-for-bit tests
@@ -71,6 +73,7 @@ enum class SgemmBackend {
   kOpenBlas,  // OpenBLAS's cblas_sgemm: the reference
   kOneDnn,    // oneDNN's dnnl_sgemm (USE_DNNL builds)
   kAvx512,    // Poseidon's AVX-512 kernel (util/sgemm_avx512.hpp)
+  kAvx2,      // Poseidon's AVX2 kernel (util/sgemm_avx2.hpp)
 };
 
 // The backend this process uses (decided on the first call).
@@ -94,7 +97,8 @@ void SgemmWith(SgemmBackend backend, CBLAS_TRANSPOSE trans_a,
                float* C, int ldc);
 
 // True when this build and CPU have the backend (oneDNN: built with
-// USE_DNNL; the AVX-512 kernel: Avx512KernelsAvailable()).
+// USE_DNNL; the AVX-512 kernel: Avx512KernelsAvailable(); the AVX2 kernel:
+// Avx2KernelsAvailable()).
 bool SgemmBackendAvailable(SgemmBackend backend);
 
 // The number of OpenMP threads a oneDNN product called from this thread

@@ -17,7 +17,8 @@ namespace poseidon {
 namespace {
 
 // Rows with fewer interior windows use the per-window code throughout,
-// unless the AVX-512 row kernels run them (see Note [Pooling fast path]).
+// unless the AVX-512 or AVX2 row kernels run them (see Note [Pooling fast
+// path]).
 constexpr int kMinInterior = 4;
 
 // Reads `name` (one value for both axes) or name_h and name_w.
@@ -153,10 +154,10 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   interior_hi_ =
       last_start < 0 ? 0 : std::min(last_start / stride_w_ + 1, pooled_width_);
   interior_hi_ = std::max(interior_hi_, interior_lo_);
-  // The AVX-512 row kernels pay off for any number of interior windows, the
-  // plain loops only from a few on.
+  // The AVX-512 and AVX2 row kernels pay off for any number of interior
+  // windows, the plain loops only from a few on.
   min_interior_ = std::is_same<Dtype, float>::value && stride_w_ <= 2 &&
-                          Avx512KernelsAvailable()
+                          PoolRowKernelsAvailable()
                       ? 1
                       : kMinInterior;
   ChooseGpuPath(top);
@@ -174,8 +175,9 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 //    at least min_interior_ of them; else per window): for each window
 //    element (h, j), in the reference's scan order, one loop over those
 //    outputs (elements pw * stride apart), or for float with stride 1 or 2
-//    on a CPU with AVX-512, vectors of 16 outputs (util/pool_rows.hpp,
-//    which keeps the same order). Every output still sees its
+//    on a CPU with AVX-512 (AVX2), vectors of 16 (8) outputs
+//    (util/pool_rows.hpp, which keeps the same order; AVE backward's
+//    vectors are AVX-512 only). Every output still sees its
 //    elements in the same order, with the same strict comparison for MAX
 //    (the first maximum wins; a NaN first element stays, later NaNs lose)
 //    and the same sums for AVE, so top and mask are bitwise equal to the
@@ -242,8 +244,8 @@ void SpreadStep(const Dtype* __restrict share, int stride, int n,
 
 // The interior windows of one output row (util/pool_rows.hpp's PoolRow,
 // over Dtype planes), computed with the loops above: MAX, AVE sums, AVE
-// gradient shares. The float overloads below use the AVX-512 kernels,
-// which give the same bits, where they can run.
+// gradient shares. The float overloads below use the AVX-512 or AVX2
+// kernels, which give the same bits, where they can run.
 template <typename Dtype>
 void MaxInterior(const Dtype* plane, const PoolRow& w, Dtype* best, int* arg) {
   const int first = w.h0 * w.width + w.first;
@@ -310,7 +312,7 @@ void SpreadInterior(const PoolRow& w, const Dtype* share, Dtype* plane) {
 }
 
 bool UseRowKernels(const PoolRow& w) {
-  return w.stride <= 2 && Avx512KernelsAvailable();
+  return w.stride <= 2 && PoolRowKernelsAvailable();
 }
 
 void MaxInterior(const float* plane, PoolRow w, float* best, int* arg) {
@@ -326,7 +328,9 @@ void SumInterior(const float* plane, PoolRow w, float* sum) {
 }
 
 void SpreadInterior(const PoolRow& w, const float* share, float* plane) {
-  if (!UseRowKernels(w)) return SpreadInterior<float>(w, share, plane);
+  if (!UseRowKernels(w) || !Avx512KernelsAvailable()) {
+    return SpreadInterior<float>(w, share, plane);
+  }
   SpreadPoolRow(w, share, plane);
 }
 

@@ -438,7 +438,8 @@ TYPED_TEST(PoolingLayerTest, FastPathMatchesReference) {
       {5, 5, 1, 1, 2, 2, true},  // windows wider than some rows
       {0, 0, 1, 1, 0, 0, true},  // global
   };
-  // Rows of 3 to 35 interior windows (16 per vector on the AVX-512 path).
+  // Rows of 3 to 35 interior windows (16 per vector on the AVX-512 path, 8
+  // on the AVX2 path).
   const vector<int> shapes[] = {
       {2, 3, 7, 6}, {1, 2, 13, 17}, {3, 2, 5, 24}, {1, 2, 6, 70}};
   for (const vector<int>& shape : shapes) {

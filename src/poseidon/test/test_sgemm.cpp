@@ -1,9 +1,10 @@
 // The float GEMM dispatch (util/sgemm.hpp): which backend a process gets,
-// and Poseidon's AVX-512 kernel and oneDNN against the OpenBLAS reference
+// and Poseidon's AVX-512 and AVX2 kernels and oneDNN against the OpenBLAS
+// reference
 // on awkward shapes, every transpose, alpha/beta values (beta = 0 must not
 // read C, so NaN there must not propagate), padded leading dimensions,
-// empty products, the pool-split product, the AVX-512 kernel's bit-for-bit
-// determinism (Note [AVX-512 GEMM]) and oneDNN's thread count under
+// empty products, the pool-split product, the own kernels' bit-for-bit
+// determinism (Note [Blocked GEMM]) and oneDNN's thread count under
 // Poseidon's pool.
 #include <gtest/gtest.h>
 
@@ -21,7 +22,6 @@
 #include "poseidon/common.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/sgemm.hpp"
-#include "poseidon/util/sgemm_avx512.hpp"
 
 namespace poseidon {
 namespace {
@@ -31,7 +31,8 @@ const CBLAS_TRANSPOSE kTrans[] = {CblasNoTrans, CblasTrans};
 // What the backend should be (Note [Float GEMM]): OpenBLAS when
 // POSEIDON_SGEMM=openblas asks for it, oneDNN when POSEIDON_SGEMM=onednn
 // does and the build has it, otherwise the AVX-512 kernel where the CPU has
-// AVX-512 (and POSEIDON_KERNELS is not blas), else OpenBLAS.
+// AVX-512 (and POSEIDON_KERNELS is not blas), else the AVX2 kernel where
+// it has AVX2 and FMA, else OpenBLAS.
 SgemmBackend ExpectedBackend() {
   const char* sgemm = std::getenv("POSEIDON_SGEMM");
   const std::string asked = sgemm != nullptr ? sgemm : "";
@@ -39,9 +40,12 @@ SgemmBackend ExpectedBackend() {
   if (asked == "onednn" && SgemmBackendAvailable(SgemmBackend::kOneDnn)) {
     return SgemmBackend::kOneDnn;
   }
-  return SgemmBackendAvailable(SgemmBackend::kAvx512)
-             ? SgemmBackend::kAvx512
-             : SgemmBackend::kOpenBlas;
+  if (asked == "avx2" && SgemmBackendAvailable(SgemmBackend::kAvx2)) {
+    return SgemmBackend::kAvx2;
+  }
+  return SgemmBackendAvailable(SgemmBackend::kAvx512) ? SgemmBackend::kAvx512
+         : SgemmBackendAvailable(SgemmBackend::kAvx2) ? SgemmBackend::kAvx2
+                                                      : SgemmBackend::kOpenBlas;
 }
 
 const char* Name(SgemmBackend backend) {
@@ -50,6 +54,8 @@ const char* Name(SgemmBackend backend) {
       return "oneDNN";
     case SgemmBackend::kAvx512:
       return "AVX-512";
+    case SgemmBackend::kAvx2:
+      return "AVX2";
     case SgemmBackend::kOpenBlas:
       break;
   }
@@ -174,34 +180,45 @@ TEST(SgemmTest, OneDnnAgreesWithOpenBlas) {
         c,
         [](const Case& c, const float* A, int lda, const float* B, int ldb,
            float* C, int ldc) {
-          SgemmWith(SgemmBackend::kOneDnn, c.ta, c.tb, c.M, c.N, c.K,
-                    c.alpha, A, lda, B, ldb, c.beta, C, ldc);
+          SgemmWith(SgemmBackend::kOneDnn, c.ta, c.tb, c.M, c.N, c.K, c.alpha,
+                    A, lda, B, ldb, c.beta, C, ldc);
         },
         &gen);
     if (HasFatalFailure()) return;
   }
 }
 
-#define SKIP_WITHOUT_AVX512()                                             \
-  if (!SgemmBackendAvailable(SgemmBackend::kAvx512)) {                    \
-    GTEST_SKIP() << "no AVX-512 on this CPU, or POSEIDON_KERNELS=blas";   \
+// Poseidon's own kernels (AVX-512, AVX2) themselves, also when the process
+// chose another backend; skipped where the CPU lacks the instructions.
+class SgemmKernelTest : public ::testing::TestWithParam<SgemmBackend> {
+ protected:
+  void SetUp() override {
+    if (!SgemmBackendAvailable(GetParam())) {
+      GTEST_SKIP() << "no " << Name(GetParam())
+                   << " on this CPU, or POSEIDON_KERNELS=blas";
+    }
   }
+  // The product `c` through the kernel under test.
+  void Run(const Case& c, const float* A, int lda, const float* B, int ldb,
+           float* C, int ldc) const {
+    SgemmWith(GetParam(), c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, lda, B, ldb,
+              c.beta, C, ldc);
+  }
+  auto Kernel() const {
+    return
+        [this](const Case& c, const float* A, int lda, const float* B, int ldb,
+               float* C, int ldc) { Run(c, A, lda, B, ldb, C, ldc); };
+  }
+};
 
-void Avx512(const Case& c, const float* A, int lda, const float* B, int ldb,
-            float* C, int ldc) {
-  SgemmWith(SgemmBackend::kAvx512, c.ta, c.tb, c.M, c.N, c.K, c.alpha, A,
-            lda, B, ldb, c.beta, C, ldc);
-}
-
-// The AVX-512 kernel itself, also when the process chose another backend.
-TEST(SgemmAvx512Test, AgreesWithOpenBlasOnAwkwardShapes) {
-  SKIP_WITHOUT_AVX512();
+TEST_P(SgemmKernelTest, AgreesWithOpenBlasOnAwkwardShapes) {
   std::mt19937 gen(13);
   for (const Case& c : AwkwardCases()) {
-    ExpectAgreesWithOpenBlas(c, Avx512, &gen);
+    ExpectAgreesWithOpenBlas(c, Kernel(), &gen);
     if (HasFatalFailure()) return;
   }
-  // Sizes around the micro-tile (8 x 48) and vector (16) edges, every
+  // Sizes around the micro-tiles (8 x 48, 6 x 16) and vector (16, 8)
+  // edges, every
   // transpose, leading dimensions 0 or 5 past the minimum; 257 (past the
   // 256 steps of an inner block) in a few shapes only, to keep the
   // sanitizer builds quick.
@@ -216,7 +233,7 @@ TEST(SgemmAvx512Test, AgreesWithOpenBlasOnAwkwardShapes) {
             const int pad = ++n % 2 ? 0 : 5;
             const auto& v = ab[n % 3];
             ExpectAgreesWithOpenBlas({ta, tb, M, N, K, pad, v[0], v[1]},
-                                     Avx512, &gen);
+                                     Kernel(), &gen);
             if (HasFatalFailure()) return;
           }
         }
@@ -224,7 +241,7 @@ TEST(SgemmAvx512Test, AgreesWithOpenBlasOnAwkwardShapes) {
       for (const Case& c : {Case{ta, tb, 257, 257, 257, 5, 1.f, 0.f},
                             Case{ta, tb, 257, 100, 31, 0, 0.75f, 1.f},
                             Case{ta, tb, 13, 257, 257, 5, -1.5f, -0.5f}}) {
-        ExpectAgreesWithOpenBlas(c, Avx512, &gen);
+        ExpectAgreesWithOpenBlas(c, Kernel(), &gen);
         if (HasFatalFailure()) return;
       }
     }
@@ -232,33 +249,34 @@ TEST(SgemmAvx512Test, AgreesWithOpenBlasOnAwkwardShapes) {
 }
 
 // Past every cache block: K in 2 or 3 blocks of at most 256 (beta applied
-// once, the later blocks accumulated), M past a block of 480 rows (B then
-// packed a block ahead), N past a block of 3072 columns; alpha = 0 (C =
-// beta C only).
-TEST(SgemmAvx512Test, AgreesWithOpenBlasAcrossCacheBlocks) {
-  SKIP_WITHOUT_AVX512();
+// once, the later blocks accumulated), M past a block of 480 rows (the
+// AVX2 kernel's row block is at most 600: 601 rows; B then packed a block
+// ahead), N past a block of 3072 (AVX-512) or at most 4096 (AVX2)
+// columns; alpha = 0 (C = beta C only).
+TEST_P(SgemmKernelTest, AgreesWithOpenBlasAcrossCacheBlocks) {
   std::mt19937 gen(17);
   for (CBLAS_TRANSPOSE ta : kTrans) {
     for (CBLAS_TRANSPOSE tb : kTrans) {
       for (const Case& c : {Case{ta, tb, 37, 45, 401, 3, 1.f, 0.f},
                             Case{ta, tb, 9, 50, 700, 0, 1.f, 0.5f},
                             Case{ta, tb, 493, 20, 200, 0, 0.5f, 1.f},
+                            Case{ta, tb, 601, 20, 100, 0, 1.f, 0.f},
                             Case{ta, tb, 3, 3100, 193, 1, -1.f, 0.5f},
+                            Case{ta, tb, 2, 4133, 70, 0, 1.f, 1.f},
                             Case{ta, tb, 20, 20, 20, 2, 0.f, 0.5f},
                             Case{ta, tb, 20, 20, 20, 2, 0.f, 0.f}}) {
-        ExpectAgreesWithOpenBlas(c, Avx512, &gen);
+        ExpectAgreesWithOpenBlas(c, Kernel(), &gen);
         if (HasFatalFailure()) return;
       }
     }
   }
 }
 
-// Note [AVX-512 GEMM]: C's bits depend on K only. The same product from
+// Note [Blocked GEMM]: C's bits depend on K only. The same product from
 // four threads at once, with A, B and C at different offsets (1..15 floats
 // past 64-byte alignment), computed whole or in row and column pieces,
 // gives the bits of the first call.
-TEST(SgemmAvx512Test, BitForBitWhateverTheThreadsAndAlignment) {
-  SKIP_WITHOUT_AVX512();
+TEST_P(SgemmKernelTest, BitForBitWhateverTheThreadsAndAlignment) {
   std::mt19937 gen(19);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   for (CBLAS_TRANSPOSE ta : kTrans) {
@@ -273,8 +291,8 @@ TEST(SgemmAvx512Test, BitForBitWhateverTheThreadsAndAlignment) {
       for (float& x : B) x = dist(gen);
       for (float& x : C0) x = dist(gen);
       std::vector<float> want = C0;
-      SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.75f, A.data(), lda,
-                B.data(), ldb, 0.5f, want.data(), N);
+      SgemmWith(GetParam(), ta, tb, M, N, K, 0.75f, A.data(), lda, B.data(),
+                ldb, 0.5f, want.data(), N);
       // Thread t copies the operands to offset t * 4 + 1 floats (mod 16)
       // and computes the product whole (t even) or in pieces (t odd: rows
       // 0..29, 30..M across column pieces 0..16, 17..N).
@@ -293,8 +311,8 @@ TEST(SgemmAvx512Test, BitForBitWhateverTheThreadsAndAlignment) {
           const float* pb = b.data() + off;
           float* pc = c.data() + off;
           if (t % 2 == 0) {
-            SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.75f, pa, lda,
-                      pb, ldb, 0.5f, pc, N);
+            SgemmWith(GetParam(), ta, tb, M, N, K, 0.75f, pa, lda, pb, ldb,
+                      0.5f, pc, N);
           } else {
             for (const int r0 : {0, 30}) {
               const int r1 = r0 == 0 ? 30 : M;
@@ -306,8 +324,8 @@ TEST(SgemmAvx512Test, BitForBitWhateverTheThreadsAndAlignment) {
                 const float* b0 = tb == CblasNoTrans
                                       ? pb + c0
                                       : pb + static_cast<size_t>(c0) * ldb;
-                SgemmWith(SgemmBackend::kAvx512, ta, tb, r1 - r0, c1 - c0, K,
-                          0.75f, a0, lda, b0, ldb, 0.5f,
+                SgemmWith(GetParam(), ta, tb, r1 - r0, c1 - c0, K, 0.75f, a0,
+                          lda, b0, ldb, 0.5f,
                           pc + static_cast<size_t>(r0) * N + c0, N);
               }
             }
@@ -324,19 +342,58 @@ TEST(SgemmAvx512Test, BitForBitWhateverTheThreadsAndAlignment) {
             << ": thread " << t << " got other bits";
       }
       std::vector<float> again = C0;  // the same call once more
-      SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.75f, A.data(), lda,
-                B.data(), ldb, 0.5f, again.data(), N);
-      ASSERT_EQ(std::memcmp(again.data(), want.data(),
-                            want.size() * sizeof(float)),
+      SgemmWith(GetParam(), ta, tb, M, N, K, 0.75f, A.data(), lda, B.data(),
+                ldb, 0.5f, again.data(), N);
+      ASSERT_EQ(
+          std::memcmp(again.data(), want.data(), want.size() * sizeof(float)),
+          0);
+    }
+  }
+}
+
+// Note [Blocked GEMM]: both kernels sum in the same order, so where a CPU
+// has both they give the same bits.
+TEST(SgemmTest, TheTwoKernelsGiveTheSameBits) {
+  if (!SgemmBackendAvailable(SgemmBackend::kAvx512) ||
+      !SgemmBackendAvailable(SgemmBackend::kAvx2)) {
+    GTEST_SKIP() << "needs a CPU with AVX-512 (and POSEIDON_KERNELS not blas)";
+  }
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (CBLAS_TRANSPOSE ta : kTrans) {
+    for (CBLAS_TRANSPOSE tb : kTrans) {
+      const int M = 53, N = 131, K = 517;
+      std::vector<float> A(static_cast<size_t>(M) * K);
+      std::vector<float> B(static_cast<size_t>(K) * N);
+      std::vector<float> C(static_cast<size_t>(M) * N);
+      for (float& x : A) x = dist(gen);
+      for (float& x : B) x = dist(gen);
+      for (float& x : C) x = dist(gen);
+      std::vector<float> c512 = C, c2 = C;
+      const int lda = ta == CblasNoTrans ? K : M;
+      const int ldb = tb == CblasNoTrans ? N : K;
+      SgemmWith(SgemmBackend::kAvx512, ta, tb, M, N, K, 0.5f, A.data(), lda,
+                B.data(), ldb, 0.25f, c512.data(), N);
+      SgemmWith(SgemmBackend::kAvx2, ta, tb, M, N, K, 0.5f, A.data(), lda,
+                B.data(), ldb, 0.25f, c2.data(), N);
+      ASSERT_EQ(std::memcmp(c512.data(), c2.data(), C.size() * sizeof(float)),
                 0);
     }
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(
+    OwnKernels, SgemmKernelTest,
+    ::testing::Values(SgemmBackend::kAvx512, SgemmBackend::kAvx2),
+    [](const ::testing::TestParamInfo<SgemmBackend>& info) {
+      return info.param == SgemmBackend::kAvx512 ? std::string("Avx512")
+                                                 : std::string("Avx2");
+    });
+
 // Empty products: nothing to do for M or N = 0; K = 0 leaves beta * C.
 TEST(SgemmTest, EmptyProducts) {
   for (SgemmBackend backend : {SgemmBackend::kOpenBlas, SgemmBackend::kOneDnn,
-                                SgemmBackend::kAvx512}) {
+                               SgemmBackend::kAvx512, SgemmBackend::kAvx2}) {
     if (!SgemmBackendAvailable(backend)) continue;
     std::vector<float> A(4, 1.f), B(4, 1.f), C = {1.f, 2.f, 3.f, 4.f};
     SgemmWith(backend, CblasNoTrans, CblasNoTrans, 2, 2, 0, 1.f, A.data(), 1,
@@ -371,8 +428,8 @@ TEST_F(SgemmPoolTest, ParallelGemmAgreesWithOpenBlas) {
             c,
             [](const Case& c, const float* A, int, const float* B, int,
                float* C, int) {
-              cpu_gemm_parallel<float>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A,
-                                       B, c.beta, C);
+              cpu_gemm_parallel<float>(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A, B,
+                                       c.beta, C);
             },
             &gen);
         if (HasFatalFailure()) return;

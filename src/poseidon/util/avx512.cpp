@@ -1,4 +1,5 @@
-// Avx512KernelsAvailable: the CPU check, in baseline code.
+// Avx512KernelsAvailable and Avx2KernelsAvailable: the CPU checks, in
+// baseline code.
 #include "poseidon/util/avx512.hpp"
 
 #include <cstdlib>
@@ -7,19 +8,32 @@
 namespace poseidon {
 namespace {
 
-bool Detect() {
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("fma")) {
-    return false;
-  }
+bool KernelsAllowed() {
   const char* force = std::getenv("POSEIDON_KERNELS");
   return force == nullptr || std::strcmp(force, "blas") != 0;
+}
+
+bool Detect() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
+         KernelsAllowed();
+}
+
+bool DetectAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         KernelsAllowed();
 }
 
 }  // namespace
 
 bool Avx512KernelsAvailable() {
   static const bool available = Detect();
+  return available;
+}
+
+bool Avx2KernelsAvailable() {
+  static const bool available = DetectAvx2();
   return available;
 }
 

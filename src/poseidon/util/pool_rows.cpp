@@ -1,11 +1,13 @@
-// AVX-512 pooling rows: vectors of 16 outputs; stride 2 loads two vectors
-// of the plane and keeps the even elements. See Note [AVX-512 isolation] in
-// util/avx512.hpp: only the POSEIDON_AVX512 functions use AVX-512.
+// AVX-512 and AVX2 pooling rows: vectors of 16 (8) outputs; stride 2 loads
+// two vectors of the plane and keeps the even elements. See Note [AVX-512
+// isolation] in util/avx512.hpp: only the POSEIDON_AVX512 and POSEIDON_AVX2
+// functions use those instructions.
 #include "poseidon/util/pool_rows.hpp"
 
 #include <immintrin.h>
 
 #define POSEIDON_AVX512 __attribute__((target("avx512f")))
+#define POSEIDON_AVX2 __attribute__((target("avx2")))
 
 namespace poseidon {
 namespace {
@@ -119,13 +121,100 @@ POSEIDON_AVX512 void SpreadRow(const PoolRow& r, const float* share,
   }
 }
 
-}  // namespace
-
-void MaxPoolRow(const PoolRow& row, float* top, int* index) {
-  MaxRow(row, top, index);
+// The first `n` of 8 lanes (n may be <= 0 or > 8), as an AVX2 mask.
+POSEIDON_AVX2 __m256i Lanes8(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-void SumPoolRow(const PoolRow& row, float* sums) { SumRow(row, sums); }
+// Elements p[0], p[s], ..., p[7 s] in the first `lanes` lanes (s = 1 or 2;
+// lanes past 8 are ignored); the other lanes are 0 and read nothing.
+POSEIDON_AVX2 __m256 LoadStrided8(const float* p, int stride, int lanes) {
+  if (lanes > 8) lanes = 8;
+  if (stride == 1) {
+    return lanes == 8 ? _mm256_loadu_ps(p)
+                      : _mm256_maskload_ps(p, Lanes8(lanes));
+  }
+  const int span = 2 * lanes - 1;
+  const __m256 lo = _mm256_maskload_ps(p, Lanes8(span));
+  const __m256 hi = _mm256_maskload_ps(p + 8, Lanes8(span - 8));
+  // Per 128-bit half: lo[0] lo[2] hi[0] hi[2] | lo[4] lo[6] hi[4] hi[6],
+  // then the 64-bit pairs reordered 0, 2, 1, 3.
+  const __m256 even = _mm256_shuffle_ps(lo, hi, 0x88);
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8));
+}
+
+// Stores the first `lanes` of v (all 8 with an unmasked store).
+POSEIDON_AVX2 void Store8(float* p, __m256 v, int lanes) {
+  if (lanes >= 8) {
+    _mm256_storeu_ps(p, v);
+  } else {
+    _mm256_maskstore_ps(p, Lanes8(lanes), v);
+  }
+}
+
+POSEIDON_AVX2 void MaxRow8(const PoolRow& r, float* top, int* index) {
+  const __m256i step = _mm256_mullo_epi32(
+      _mm256_set1_epi32(r.stride), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int q0 = 0; q0 < r.n; q0 += 8) {
+    const int lanes = r.n - q0;
+    const int column = r.first + q0 * r.stride;
+    int at = r.h0 * r.width + column;
+    __m256 best = LoadStrided8(r.plane + at, r.stride, lanes);
+    __m256 arg =
+        _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(at), step));
+    for (int h = r.h0; h < r.h1; ++h) {
+      for (int j = h == r.h0 ? 1 : 0; j < r.kernel_w; ++j) {
+        at = h * r.width + column + j;
+        const __m256 v = LoadStrided8(r.plane + at, r.stride, lanes);
+        const __m256 greater = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+        best = _mm256_blendv_ps(best, v, greater);
+        arg = _mm256_blendv_ps(
+            arg,
+            _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(at), step)),
+            greater);
+      }
+    }
+    Store8(top + q0, best, lanes);
+    Store8(reinterpret_cast<float*>(index + q0), arg, lanes);
+  }
+}
+
+POSEIDON_AVX2 void SumRow8(const PoolRow& r, float* sums) {
+  for (int q0 = 0; q0 < r.n; q0 += 8) {
+    const int column = r.first + q0 * r.stride;
+    __m256 sum = _mm256_setzero_ps();
+    for (int h = r.h0; h < r.h1; ++h) {
+      for (int j = 0; j < r.kernel_w; ++j) {
+        const float* p = r.plane + h * r.width + column + j;
+        sum = _mm256_add_ps(sum, LoadStrided8(p, r.stride, r.n - q0));
+      }
+    }
+    Store8(sums + q0, sum, r.n - q0);
+  }
+}
+
+}  // namespace
+
+bool PoolRowKernelsAvailable() {
+  return Avx512KernelsAvailable() || Avx2KernelsAvailable();
+}
+
+void MaxPoolRow(const PoolRow& row, float* top, int* index) {
+  if (Avx512KernelsAvailable()) {
+    MaxRow(row, top, index);
+  } else {
+    MaxRow8(row, top, index);
+  }
+}
+
+void SumPoolRow(const PoolRow& row, float* sums) {
+  if (Avx512KernelsAvailable()) {
+    SumRow(row, sums);
+  } else {
+    SumRow8(row, sums);
+  }
+}
 
 void SpreadPoolRow(const PoolRow& row, const float* share, float* diff) {
   SpreadRow(row, share, diff);

@@ -1,5 +1,5 @@
-// The float GEMM dispatch: Poseidon's AVX-512 kernel, OpenBLAS or oneDNN
-// (Note [Float GEMM]).
+// The float GEMM dispatch: Poseidon's AVX-512 or AVX2 kernel, OpenBLAS or
+// oneDNN (Note [Float GEMM]).
 #include "poseidon/util/sgemm.hpp"
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 
 #include "poseidon/common.hpp"
 #include "poseidon/util/avx512.hpp"
+#include "poseidon/util/sgemm_avx2.hpp"
 #include "poseidon/util/sgemm_avx512.hpp"
 
 #ifdef USE_DNNL
@@ -42,9 +43,9 @@ void SetOneDnnThreads() {
   }
 }
 
-void OneDnnSgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
-                 int N, int K, float alpha, const float* A, int lda,
-                 const float* B, int ldb, float beta, float* C, int ldc) {
+void OneDnnSgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
+                 int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
   // oneDNN rejects zero leading dimensions, which an empty product has
   // (lda = K = 0); such products cost nothing, so OpenBLAS does them.
   if (M <= 0 || N <= 0 || K <= 0) {
@@ -53,10 +54,9 @@ void OneDnnSgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
     return;
   }
   SetOneDnnThreads();
-  const dnnl_status_t status =
-      dnnl_sgemm(trans_a == CblasNoTrans ? 'N' : 'T',
-                 trans_b == CblasNoTrans ? 'N' : 'T', M, N, K, alpha, A, lda,
-                 B, ldb, beta, C, ldc);
+  const dnnl_status_t status = dnnl_sgemm(
+      trans_a == CblasNoTrans ? 'N' : 'T', trans_b == CblasNoTrans ? 'N' : 'T',
+      M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   CHECK_EQ(status, dnnl_success)
       << "dnnl_sgemm(" << M << " x " << N << " x " << K << ", lda " << lda
       << ", ldb " << ldb << ", ldc " << ldc << ") failed with status "
@@ -65,8 +65,9 @@ void OneDnnSgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
 #endif
 
 SgemmBackend Choose() {
-  const SgemmBackend fallback = Avx512KernelsAvailable()
-                                    ? SgemmBackend::kAvx512
+  const SgemmBackend fallback = Avx512KernelsAvailable() ? SgemmBackend::kAvx512
+                                : Avx2KernelsAvailable()
+                                    ? SgemmBackend::kAvx2
                                     : SgemmBackend::kOpenBlas;
   const char* force = std::getenv("POSEIDON_SGEMM");
   if (force == nullptr) return fallback;  // Note [Float GEMM]
@@ -79,6 +80,8 @@ SgemmBackend Choose() {
   } optional[] = {
       {"avx512", SgemmBackend::kAvx512,
        "this CPU has no AVX-512 or POSEIDON_KERNELS=blas"},
+      {"avx2", SgemmBackend::kAvx2,
+       "this CPU has no AVX2 and FMA or POSEIDON_KERNELS=blas"},
       {"onednn", SgemmBackend::kOneDnn,
        "this build has no oneDNN (USE_DNNL=OFF)"},
   };
@@ -89,7 +92,7 @@ SgemmBackend Choose() {
     return fallback;
   }
   LOG(WARNING) << "Ignoring POSEIDON_SGEMM=\"" << force
-               << "\": use avx512, openblas or onednn";
+               << "\": use avx512, avx2, openblas or onednn";
   return fallback;
 }
 
@@ -102,6 +105,11 @@ std::string Describe(SgemmBackend backend) {
                  ? "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=avx512)"
                  : "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=openblas "
                    "selects OpenBLAS)";
+    case SgemmBackend::kAvx2:
+      return "Poseidon's AVX2 kernel, " + Avx2SgemmBlocking() +
+             (asked == "avx2" ? " (POSEIDON_SGEMM=avx2)"
+                              : " (no AVX-512 on this CPU; "
+                                "POSEIDON_SGEMM=openblas selects OpenBLAS)");
     case SgemmBackend::kOneDnn: {
 #ifdef USE_DNNL
       const dnnl_version_t* v = dnnl_version();
@@ -118,10 +126,10 @@ std::string Describe(SgemmBackend backend) {
   if (asked == "openblas") {
     return "OpenBLAS cblas_sgemm (POSEIDON_SGEMM=openblas)";
   }
-  return Avx512KernelsAvailable()
+  return Avx512KernelsAvailable() || Avx2KernelsAvailable()
              ? "OpenBLAS cblas_sgemm"
-             : "OpenBLAS cblas_sgemm (no AVX-512 on this CPU, or "
-               "POSEIDON_KERNELS=blas)";
+             : "OpenBLAS cblas_sgemm (neither AVX-512 nor AVX2 on this CPU, "
+               "or POSEIDON_KERNELS=blas)";
 }
 
 }  // namespace
@@ -132,8 +140,8 @@ SgemmBackend ActiveSgemmBackend() {
 }
 
 const char* SgemmDescription() {
-  static const std::string text = "CPU float GEMM: " +
-                                  Describe(ActiveSgemmBackend());
+  static const std::string text =
+      "CPU float GEMM: " + Describe(ActiveSgemmBackend());
   return text.c_str();
 }
 
@@ -143,6 +151,8 @@ bool SgemmBackendAvailable(SgemmBackend backend) {
       return true;
     case SgemmBackend::kAvx512:
       return Avx512KernelsAvailable();
+    case SgemmBackend::kAvx2:
+      return Avx2KernelsAvailable();
     case SgemmBackend::kOneDnn:
 #ifdef USE_DNNL
       return true;
@@ -158,21 +168,22 @@ void SgemmWith(SgemmBackend backend, CBLAS_TRANSPOSE trans_a,
                const float* A, int lda, const float* B, int ldb, float beta,
                float* C, int ldc) {
   if (backend == SgemmBackend::kAvx512) {
-    Avx512Sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+    Avx512Sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (backend == SgemmBackend::kAvx2) {
+    Avx2Sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
 #ifdef USE_DNNL
   if (backend == SgemmBackend::kOneDnn) {
-    OneDnnSgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+    OneDnnSgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
 #endif
   CHECK(backend == SgemmBackend::kOpenBlas)
       << "SgemmWith: this build has no oneDNN (USE_DNNL=OFF)";
-  OpenBlasSgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                ldc);
+  OpenBlasSgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int OneDnnThreadsOfThisThread() {
@@ -184,8 +195,8 @@ int OneDnnThreadsOfThisThread() {
 }
 
 void Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
-           int K, float alpha, const float* A, int lda, const float* B,
-           int ldb, float beta, float* C, int ldc) {
+           int K, float alpha, const float* A, int lda, const float* B, int ldb,
+           float beta, float* C, int ldc) {
   SgemmWith(ActiveSgemmBackend(), trans_a, trans_b, M, N, K, alpha, A, lda, B,
             ldb, beta, C, ldc);
 }

@@ -1,5 +1,5 @@
-// Poseidon's AVX-512 float GEMM: Note [AVX-512 GEMM] in
-// util/sgemm_avx512.hpp.
+// Poseidon's AVX-512 float GEMM: Note [Blocked GEMM] in
+// util/sgemm_blocked.hpp, with this file's packing and micro-kernels.
 //
 // See Note [AVX-512 isolation] in util/avx512.hpp: only the functions
 // marked POSEIDON_AVX512 contain AVX-512 instructions, reached through
@@ -15,15 +15,24 @@
 
 #include "poseidon/common.hpp"
 #include "poseidon/util/avx512.hpp"
+#include "poseidon/util/sgemm_blocked.hpp"
 
 #define POSEIDON_AVX512 __attribute__((target("avx512f,fma")))
 
 namespace poseidon {
 namespace {
 
+using sgemm::kAccumulate;
+using sgemm::Kernels;
+using sgemm::kOverwrite;
+using sgemm::kScale;
+using sgemm::MicroKernelFn;
+using sgemm::Product;
+using sgemm::StoreMode;
+
 // Micro-tile: kMR rows x kNV vectors of 16 columns, kMR * kNV = 24
 // accumulators of the 32 zmm registers (kNV more hold B, one the broadcast
-// A). Cache blocks (Note [AVX-512 GEMM]): a B panel of kKC x kNR floats is
+// A). Cache blocks (Note [Blocked GEMM]): a B panel of kKC x kNR floats is
 // 48 KiB, an A panel 8 KiB, the A block kMC x kKC 480 KiB (of a 2 MiB L2),
 // the B block kKC x kNC 3 MiB. Chosen by measurement on the development
 // machine (Xeon, 48 KiB L1d, 2 MiB L2 per core) over 11 convolution-shaped
@@ -32,30 +41,12 @@ namespace {
 constexpr int kMR = 8;
 constexpr int kNV = 3;
 constexpr int kNR = 16 * kNV;
-constexpr int kKC = 256;
+constexpr int kKC = sgemm::kInnerBlock;
 constexpr int kMC = 60 * kMR;
 constexpr int kNC = 64 * kNR;
 static_assert(kMR <= 16, "A panels are packed through 16 x 16 transposes");
 
 int Min(int a, int b) { return a < b ? a : b; }
-
-// What the micro-kernel does with C: overwrite with alpha * sum (first
-// inner block, beta == 0: C unread), alpha * sum + beta * C (first block)
-// or alpha * sum + C (later blocks).
-enum StoreMode { kOverwrite, kScale, kAccumulate };
-
-struct Product {
-  bool trans_a, trans_b;
-  int M, N, K;
-  float alpha;
-  const float* A;
-  ptrdiff_t lda;
-  const float* B;
-  ptrdiff_t ldb;
-  float beta;
-  float* C;
-  ptrdiff_t ldc;
-};
 
 // The first `n` of 16 lanes (none for n <= 0).
 POSEIDON_AVX512 __mmask16 LaneMask(int n) {
@@ -152,9 +143,9 @@ POSEIDON_AVX512 void PackB(const Product& g, int k0, int j0, int kc, int nc,
                        _MM_HINT_T0);
         }
         for (int v = 0; v < kNV; ++v) {
-          _mm512_store_ps(out + k * kNR + 16 * v,
-                          _mm512_maskz_loadu_ps(LaneMask(cols - 16 * v),
-                                                src + 16 * v));
+          _mm512_store_ps(
+              out + k * kNR + 16 * v,
+              _mm512_maskz_loadu_ps(LaneMask(cols - 16 * v), src + 16 * v));
         }
       }
       continue;
@@ -167,10 +158,9 @@ POSEIDON_AVX512 void PackB(const Product& g, int k0, int j0, int kc, int nc,
         const __mmask16 m = LaneMask(steps);
         __m512 r[16];
         for (int j = 0; j < 16; ++j) {
-          r[j] = j < vcols
-                     ? _mm512_maskz_loadu_ps(
-                           m, g.B + (col0 + 16 * v + j) * g.ldb + k0 + kb)
-                     : _mm512_setzero_ps();
+          r[j] = j < vcols ? _mm512_maskz_loadu_ps(
+                                 m, g.B + (col0 + 16 * v + j) * g.ldb + k0 + kb)
+                           : _mm512_setzero_ps();
         }
         Transpose16(r);
         for (int k = 0; k < steps; ++k) {
@@ -238,130 +228,35 @@ POSEIDON_AVX512 void MicroKernel(int kc, const float* a, const float* b,
   }
 }
 
-using KernelFn = void (*)(int, const float*, const float*, float*, ptrdiff_t,
-                          int, float, float, StoreMode);
-
 // kKernels[R - 1][V - 1] = MicroKernel<R, V>.
 template <int R, int... V>
-constexpr std::array<KernelFn, kNV> KernelRow(
+constexpr std::array<MicroKernelFn, kNV> KernelRow(
     std::integer_sequence<int, V...>) {
   return {{&MicroKernel<R, V + 1>...}};
 }
 template <int... R>
-constexpr std::array<std::array<KernelFn, kNV>, kMR> KernelTable(
+constexpr std::array<std::array<MicroKernelFn, kNV>, kMR> KernelTable(
     std::integer_sequence<int, R...>) {
   return {{KernelRow<R + 1>(std::make_integer_sequence<int, kNV>())...}};
 }
-constexpr std::array<std::array<KernelFn, kNV>, kMR> kKernels =
+constexpr std::array<std::array<MicroKernelFn, kNV>, kMR> kKernels =
     KernelTable(std::make_integer_sequence<int, kMR>());
 
-// The inner-dimension block size for K: K split into ceil(K / kKC) blocks
-// of equal size (the last one up to blocks - 1 steps shorter), so that no
-// block is much shorter than the others. A function of K alone (Note
-// [AVX-512 GEMM]).
-int InnerBlock(int K) {
-  const int blocks = (K + kKC - 1) / kKC;
-  return (K + blocks - 1) / blocks;
+MicroKernelFn PickKernel(int rows, int cols) {
+  return kKernels[rows - 1][(cols + 15) / 16 - 1];
 }
 
-// The blocked product (Note [AVX-512 GEMM]); M, N, K > 0, alpha != 0.
-// pack_a holds kMC x InnerBlock(K) floats (or what the product needs),
-// pack_b InnerBlock(K) x kNC, both 64-byte aligned. When M fits one block
-// of rows, each B panel is packed just before the kernels that use it
-// (it stays in L1 for them) instead of a whole block ahead.
-POSEIDON_AVX512 void Blocked(const Product& g, float* pack_a, float* pack_b) {
-  const bool panel_wise = g.M <= kMC;
-  const int kb = InnerBlock(g.K);
-  for (int jc = 0; jc < g.N; jc += kNC) {
-    const int nc = Min(kNC, g.N - jc);
-    for (int pc = 0; pc < g.K; pc += kb) {
-      const int kc = Min(kb, g.K - pc);
-      const StoreMode mode = pc > 0        ? kAccumulate
-                             : g.beta == 0 ? kOverwrite
-                                           : kScale;
-      if (!panel_wise) PackB(g, pc, jc, kc, nc, pack_b);
-      for (int ic = 0; ic < g.M; ic += kMC) {
-        const int mc = Min(kMC, g.M - ic);
-        PackA(g, ic, pc, mc, kc, pack_a);
-        for (int jr = 0; jr < nc; jr += kNR) {
-          const int n = Min(kNR, nc - jr);
-          const float* b = pack_b + static_cast<ptrdiff_t>(jr) * kc;
-          if (panel_wise) {
-            PackB(g, pc, jc + jr, kc, n, pack_b);
-            b = pack_b;
-          }
-          for (int ir = 0; ir < mc; ir += kMR) {
-            const int m = Min(kMR, mc - ir);
-            kKernels[m - 1][(n + 15) / 16 - 1](
-                kc, pack_a + static_cast<ptrdiff_t>(ir) * kc, b,
-                g.C + (ic + ir) * g.ldc + jc + jr, g.ldc, n, g.alpha, g.beta,
-                mode);
-          }
-        }
-      }
-    }
-  }
-}
-
-// A thread's pack buffers (Note [AVX-512 GEMM]: thread_local, grown on
-// demand).
-class PackBuffer {
- public:
-  PackBuffer() = default;
-  PackBuffer(const PackBuffer&) = delete;
-  PackBuffer& operator=(const PackBuffer&) = delete;
-  ~PackBuffer() { std::free(data_); }
-
-  // At least `floats` floats, 64-byte aligned.
-  float* Get(size_t floats) {
-    if (floats > capacity_) {
-      std::free(data_);
-      const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
-      data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-      CHECK(data_ != nullptr) << "Avx512Sgemm: cannot allocate " << bytes
-                              << " bytes of pack buffer";
-      capacity_ = floats;
-    }
-    return data_;
-  }
-
- private:
-  float* data_ = nullptr;
-  size_t capacity_ = 0;
-};
-
-size_t RoundUp(int x, int to) {
-  return static_cast<size_t>((x + to - 1) / to) * to;
-}
-
-// C = beta * C over M x N (beta == 0: C unread).
-void ScaleC(int M, int N, float beta, float* C, ptrdiff_t ldc) {
-  if (beta == 1.f) return;
-  for (int i = 0; i < M; ++i) {
-    float* row = C + i * ldc;
-    for (int j = 0; j < N; ++j) row[j] = beta == 0.f ? 0.f : beta * row[j];
-  }
-}
+const Kernels kAvx512Kernels{kMR, kNR, kMC, kNC, &PackA, &PackB, &PickKernel};
 
 }  // namespace
 
-void Avx512Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
-                 int N, int K, float alpha, const float* A, int lda,
-                 const float* B, int ldb, float beta, float* C, int ldc) {
+void Avx512Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
+                 int K, float alpha, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
   CHECK(Avx512KernelsAvailable())
       << "Avx512Sgemm needs AVX-512 (and POSEIDON_KERNELS other than blas)";
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0.f) {
-    ScaleC(M, N, beta, C, ldc);
-    return;
-  }
-  const Product g{trans_a != CblasNoTrans, trans_b != CblasNoTrans, M, N, K,
-                  alpha, A, lda, B, ldb, beta, C, ldc};
-  thread_local PackBuffer pack_a, pack_b;
-  const int kc = InnerBlock(K);
-  float* a = pack_a.Get(RoundUp(Min(M, kMC), kMR) * kc);
-  float* b = pack_b.Get(RoundUp(M <= kMC ? 1 : Min(N, kNC), kNR) * kc);
-  Blocked(g, a, b);
+  BlockedSgemm(kAvx512Kernels, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+               beta, C, ldc);
 }
 
 }  // namespace poseidon
