@@ -43,6 +43,11 @@
 // floating-point control bits) changes its summation order. BLIS 0.9.0 as
 // Debian builds it has no AVX-512 sub-configuration and ran at 0.76-1.20x
 // OpenBLAS-on-AVX2, so it is not used.
+// On CPUs with AVX2 and FMA but no AVX-512 the same reasons hold (a BLAS
+// build or OPENBLAS_CORETYPE may not match the CPU, and only our order is
+// fixed), so the AVX2 kernel is the default there; on an AMD EPYC with
+// OpenBLAS on its own Zen kernels it ran the 45 products at 1.03x OpenBLAS
+// (docs/performance.md, "The float GEMM"), LeNet's at 1.12x.
 // The AVX-512 kernel sums in another order than OpenBLAS, so float results
 // differ from an OpenBLAS run in the last bits; the test suite passes with
 // either (its golden values carry tolerances, and its bit-for-bit checks
