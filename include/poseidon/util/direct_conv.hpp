@@ -1,14 +1,17 @@
 // DirectConv: a 2-D convolution with unit stride computed like im2col +
-// GEMM, but with AVX-512 kernels that load each column vector straight from
-// a zero-padded copy of the image (an "implicit GEMM"), so the column
-// matrix is never written. For the convolution layer's direct path (Note
-// [Direct path] in base_conv_layer.cpp); im2col + OpenBLAS stays the
-// reference and serves double, other strides and CPUs without AVX-512.
+// GEMM, but with kernels that read each column vector straight from a
+// zero-padded copy of the image (an "implicit GEMM"), so the column matrix
+// is never written: AVX-512 kernels of its own on CPUs with AVX-512, and on
+// CPUs with AVX2 and FMA only the AVX2 GEMM with its panels packed from the
+// image (Note [Implicit im2col] in util/sgemm_avx2.cpp). For the
+// convolution layer's direct path (Note [Direct path] in
+// base_conv_layer_direct.cpp); im2col + GEMM stays the reference and serves
+// double, other strides and CPUs with neither.
 //
 // A DirectConv may be constructed on any CPU; supported() says whether the
-// other methods may be used (AVX-512F and FMA present, checked at run time;
-// the kernels are compiled for them with function-level target attributes,
-// so the rest of the binary stays baseline x86-64).
+// other methods may be used (KernelsAvailable(), checked at run time; the
+// kernels are compiled for their instructions with function-level target
+// attributes, so the rest of the binary stays baseline x86-64).
 //
 // Thread safety: const methods keep no shared mutable state (scratch is
 // per thread); concurrent calls writing different outputs are safe.
@@ -42,6 +45,12 @@ class DirectConv {
   };
 
   explicit DirectConv(const Geometry& g);
+
+  // Whether this CPU runs either kernel family (AVX-512F + FMA, or AVX2 +
+  // FMA) and POSEIDON_KERNELS is not blas.
+  static bool KernelsAvailable() {
+    return Avx512KernelsAvailable() || Avx2KernelsAvailable();
+  }
 
   // False when the kernels cannot run this shape (no AVX-512, or an empty
   // output); then PackWeights, Forward and AccumulateWeightGrad must not be
@@ -90,6 +99,11 @@ class DirectConv {
   int padded_h_ = 0, padded_w_ = 0;  // the image with its padding
   int taps_ = 0;                     // kernel_h * kernel_w
   bool supported_ = false;
+  bool avx512_ = false;  // else the AVX2 implicit GEMM
+  // The AVX2 path's ImplicitColumns (util/sgemm_avx2.hpp): per (channel,
+  // tap) row its offset in the padded image, per output position its own.
+  std::vector<ptrdiff_t> row_offset_;
+  std::vector<int> position_offset_;
   // See Note [Direct convolution] in the .cpp; an even number (an empty
   // one pads an odd count).
   std::vector<Segment> segments_;

@@ -17,6 +17,7 @@
 
 #include <cblas.h>
 
+#include <cstddef>
 #include <string>
 
 namespace poseidon {
@@ -28,6 +29,30 @@ namespace poseidon {
 void Avx2Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
                int K, float alpha, const float* A, int lda, const float* B,
                int ldb, float beta, float* C, int ldc);
+
+// The im2col matrix of one zero-padded image, never written (an "implicit
+// GEMM"; DirectConv's AVX2 path, util/direct_conv.hpp): row k (a channel
+// and kernel tap) of column p (an output position) is padded[row_offset[k]
+// + position_offset[p]]. Offsets must fit an int (the gathers' indices).
+struct ImplicitColumns {
+  const float* padded;
+  const ptrdiff_t* row_offset;  // per row: channel * plane + tap offset
+  const int* position_offset;   // per column, increasing
+};
+
+// C (M x S, row stride ldc) = A (M x K, row stride lda) * col (K x S) +
+// beta * C (beta == 0: C unread): a convolution's forward, the column
+// panels packed straight from the image. Needs Avx2KernelsAvailable().
+void Avx2ImplicitForward(int M, int S, int K, const float* A, int lda,
+                         const ImplicitColumns& col, float beta, float* C,
+                         int ldc);
+
+// C (K x N, row stride ldc) = col (K x S) * B^T + beta * C, B (N x S, row
+// stride ldb): a convolution's weight gradient, transposed. Needs
+// Avx2KernelsAvailable().
+void Avx2ImplicitColumnsTimesBt(int K, int N, int S, const ImplicitColumns& col,
+                                const float* B, int ldb, float beta, float* C,
+                                int ldc);
 
 // The blocks chosen and the caches they were chosen from, for logs, e.g.
 // "6 x 16 tile, blocks 252 x 256 x 4096 (L2 512 KiB, L3 32768 KiB)".

@@ -56,6 +56,9 @@ struct Product {
   float beta;
   float* C;
   ptrdiff_t ldc;
+  // For packing routines that make an operand instead of reading A or B
+  // (util/sgemm_avx2.hpp's implicit im2col); null otherwise.
+  const void* implicit = nullptr;
 };
 
 // What a micro-kernel does with C: overwrite with alpha * sum (first inner
@@ -99,6 +102,9 @@ void BlockedSgemm(const Kernels& kernels, CBLAS_TRANSPOSE trans_a,
                   CBLAS_TRANSPOSE trans_b, int M, int N, int K, float alpha,
                   const float* A, int lda, const float* B, int ldb, float beta,
                   float* C, int ldc);
+
+// The same for a product given whole (its `implicit` operand included).
+void BlockedProduct(const Kernels& kernels, const Product& g);
 
 }  // namespace sgemm
 }  // namespace poseidon

@@ -12,11 +12,15 @@ namespace poseidon {
 
 // Note [Direct path]
 // For float, 2-D (not force_nd_im2col), unit stride, on a CPU with AVX-512
-// (util/direct_conv.hpp), kAuto skips im2col altogether: DirectConv reads
-// the column vectors straight from the image, which on CIFAR-10 quick's
-// 5x5 layers is about twice as fast as im2col + OpenBLAS (the column
-// matrix of a 32-channel 5x5 layer is 25 times the image; writing and
-// re-reading it cost as much as the multiplications). Forward: the weights
+// or AVX2 (util/direct_conv.hpp), kAuto skips im2col altogether: DirectConv
+// reads the column vectors straight from the image, which on CIFAR-10
+// quick's 5x5 layers is about twice as fast as im2col + OpenBLAS on
+// AVX-512 (the column matrix of a 32-channel 5x5 layer is 25 times the
+// image; writing and re-reading it cost as much as the multiplications),
+// and on an AVX2 EPYC, whose 512 KiB L2 that matrix overflows, made the
+// net's forward-backward 1.3-1.4 times as fast as im2col + the AVX2 GEMM
+// (docs/performance.md). The thresholds below were measured on AVX-512
+// and are kept for AVX2. Forward: the weights
 // of each group are packed once per call, then images run independently
 // on ParallelFor. Backward: the weight gradient accumulates per worker and
 // is added in worker order, as in Note [Parallel chunks]; the input
@@ -24,7 +28,7 @@ namespace poseidon {
 // flipped and the channel axes swapped (pad dilation * (kernel - 1) - pad,
 // so it needs pad <= dilation * (kernel - 1)). The per-image and batched
 // paths stay the reference (kPerImage, kBatched) and serve double, strided
-// and N-D convolutions, and CPUs without AVX-512.
+// and N-D convolutions, and CPUs with neither.
 // kAuto takes the direct path only where it measured faster:
 //  - the input gradient only for "same" convolutions, output as large as
 //    the input: a smaller output (LeNet's unpadded 5x5 layers) makes it, as
@@ -57,7 +61,7 @@ void BaseConvolutionLayer<Dtype>::ChooseDirect() {
   if (!std::is_same<Dtype, float>::value || algorithm_ != Algorithm::kAuto ||
       num_spatial_axes_ != 2 || force_nd_im2col_ || stride_[0] != 1 ||
       stride_[1] != 1 || conv_out_channels_ / group_ > kDirectMaxOutputs ||
-      is_1x1_ || !Avx512KernelsAvailable()) {
+      is_1x1_ || !DirectConv::KernelsAvailable()) {
     return;
   }
   const bool same_size = col_shape_[1] == conv_input_shape_[1] &&
@@ -150,7 +154,7 @@ void BaseConvolutionLayer<Dtype>::BackwardDirect(const float* input,
     direct_packed_.resize(packed_size * group_);
     for (int g = 0; g < group_; ++g) {
       back->PackWeights(weights + g * w_step, /*flip_and_swap=*/true,
-                       direct_packed_.data() + g * packed_size);
+                        direct_packed_.data() + g * packed_size);
     }
   }
   // Per-worker weight-gradient accumulators when the images are split,
@@ -177,10 +181,10 @@ void BaseConvolutionLayer<Dtype>::BackwardDirect(const float* input,
     for (int n = begin; n < end; ++n) {
       for (int g = 0; g < group_; ++g) {
         back->Forward(direct_packed_.data() + g * packed_size,
-                     output_diff + static_cast<size_t>(n) * conv_output_dim_ +
-                         g * out_step,
-                     input_diff + static_cast<size_t>(n) * conv_input_dim_ +
-                         g * in_step);
+                      output_diff + static_cast<size_t>(n) * conv_output_dim_ +
+                          g * out_step,
+                      input_diff + static_cast<size_t>(n) * conv_input_dim_ +
+                          g * in_step);
       }
     }
   };

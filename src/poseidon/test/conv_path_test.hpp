@@ -10,6 +10,13 @@
   if (!Avx512KernelsAvailable()) {                                       \
     GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
   }
+// The direct convolution's tests skip on CPUs with neither its AVX-512
+// kernels nor the AVX2 implicit GEMM.
+#define POSEIDON_SKIP_WITHOUT_DIRECT_CONV()                     \
+  if (!DirectConv::KernelsAvailable()) {                        \
+    GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU (or " \
+                    "POSEIDON_KERNELS=blas)";                   \
+  }
 
 #include <gtest/gtest.h>
 

@@ -355,8 +355,8 @@ TYPED_TEST(DeconvolutionLayerTest, Forward1x1) {
 }
 
 // Stride 1 with the top as large as the bottom ("same" padding): for float
-// on AVX-512 CPUs kAuto takes the direct path (its input-gradient kernel
-// computes the deconvolution).
+// on AVX-512 and AVX2 CPUs kAuto takes the direct path (its input-gradient
+// kernel computes the deconvolution).
 TYPED_TEST(DeconvolutionLayerTest, ForwardSameSizeDirectPath) {
   using Dtype = typename TypeParam::Dtype;
   Geometry g{3, 5};
@@ -372,7 +372,7 @@ TYPED_TEST(DeconvolutionLayerTest, ForwardSameSizeDirectPath) {
   layer.SetUp({&bottom}, {&top});
   EXPECT_EQ(top.shape(), (vector<int>{3, 8, 6, 7}));
   const bool direct_expected =
-      std::is_same<Dtype, float>::value && Avx512KernelsAvailable();
+      std::is_same<Dtype, float>::value && DirectConv::KernelsAvailable();
   EXPECT_EQ(layer.direct(), direct_expected);
 }
 
@@ -468,7 +468,7 @@ TYPED_TEST(DeconvolutionLayerTest, GradientGroupsDilationPerImage) {
 }
 
 TYPED_TEST(DeconvolutionLayerTest, GradientSameSizeNoBias) {
-  // kAuto: the direct path for float on AVX-512 CPUs.
+  // kAuto: the direct path for float on AVX-512 and AVX2 CPUs.
   using Dtype = typename TypeParam::Dtype;
   Blob<Dtype> bottom(2, 3, 4, 4), top;
   test::FillGaussian(&bottom);

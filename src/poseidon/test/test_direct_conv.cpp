@@ -1,8 +1,10 @@
 // DirectConv against naive convolution loops (forward, weight gradient,
 // input gradient through the flipped weights) on odd shapes, and the
 // convolution layer's direct path against its per-image reference path.
-// Skipped on CPUs without AVX-512, apart from checking that the layer then
-// does not choose the direct path.
+// On AVX-512 CPUs DirectConv runs its own kernels, on AVX2 CPUs the AVX2
+// implicit GEMM (both are checked where the CPU has them); skipped on CPUs
+// with neither, apart from checking that the layer then does not choose
+// the direct path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -134,7 +136,7 @@ DirectConv::Geometry Geom(int c, int h, int w, int o, int kh, int kw,
 }
 
 TEST(DirectConvolutionTest, KernelsMatchNaiveLoops) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
   // Same-size 5x5 (rows of 16 and 32, and 8: segments spanning rows).
   CheckDirectConv(Geom(3, 16, 16, 8, 5, 5, 2, 2));
   CheckDirectConv(Geom(2, 4, 32, 9, 5, 5, 2, 2));
@@ -224,7 +226,7 @@ void CheckDirectLayer(const vector<int>& shape, const LayerParameter& param) {
 }
 
 TEST(DirectConvolutionTest, LayerMatchesPerImagePath) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
   CheckDirectLayer({5, 3, 8, 16}, ConvParam(10, 5, 2));
   CheckDirectLayer({3, 4, 6, 5}, ConvParam(6, 3, 1, 1, /*group=*/2));
   // Output smaller than the input: the input gradient takes the im2col
@@ -241,20 +243,20 @@ TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
     bool direct_input_grad;
   };
   const Case cases[] = {
-      {ConvParam(8, 3, 1), true, true},                      // same size
-      {ConvParam(8, 3, 0), true, false},                     // output smaller
-      {ConvParam(8, 3, 1, /*stride=*/2), false, false},      // strided
-      {ConvParam(130, 3, 1), false, false},                  // many outputs
+      {ConvParam(8, 3, 1), true, true},                  // same size
+      {ConvParam(8, 3, 0), true, false},                 // output smaller
+      {ConvParam(8, 3, 1, /*stride=*/2), false, false},  // strided
+      {ConvParam(130, 3, 1), false, false},              // many outputs
       {ConvParam(8, 1, 0), false, false},  // 1x1: a GEMM on the image
       {ConvParam(260, 3, 1, 1, /*group=*/2), false, false},  // per group too
   };
   for (const Case& c : cases) {
     ConvolutionLayer<float> layer(c.param);
     layer.SetUp({&bottom}, {&top});
-    EXPECT_EQ(layer.direct(), c.direct && Avx512KernelsAvailable())
+    EXPECT_EQ(layer.direct(), c.direct && DirectConv::KernelsAvailable())
         << c.param.ShortDebugString();
     EXPECT_EQ(layer.direct_input_grad(),
-              c.direct_input_grad && Avx512KernelsAvailable())
+              c.direct_input_grad && DirectConv::KernelsAvailable())
         << c.param.ShortDebugString();
     layer.set_algorithm(Algo::kPerImage);
     layer.Reshape({&bottom}, {&top});
@@ -267,7 +269,7 @@ TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
 }
 
 TEST(DirectConvolutionTest, Gradient) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
   Blob<float> bottom(2, 3, 5, 6), top;
   test::FillGaussian(&bottom);
   ConvolutionLayer<float> layer(ConvParam(4, 3, 1));
@@ -278,7 +280,7 @@ TEST(DirectConvolutionTest, Gradient) {
 }
 
 TEST(DirectConvolutionTest, GradientWhenTheOutputShrinks) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
   Blob<float> bottom(2, 3, 7, 6), top;
   test::FillGaussian(&bottom);
   ConvolutionLayer<float> layer(ConvParam(4, 3, 0));

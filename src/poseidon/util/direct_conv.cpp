@@ -1,6 +1,7 @@
 // DirectConv: a convolution that multiplies like im2col + GEMM but loads
 // its column vectors straight from a zero-padded copy of the image, with
-// AVX-512 kernels.
+// AVX-512 kernels, or on AVX2 CPUs through the AVX2 GEMM's implicit
+// packing (Note [Implicit im2col] in util/sgemm_avx2.cpp).
 //
 // See Note [AVX-512 isolation] in util/avx512.hpp: only the functions
 // marked POSEIDON_AVX512 contain AVX-512 instructions, reached through
@@ -34,6 +35,8 @@
 
 #include <algorithm>
 #include <cstddef>
+
+#include "poseidon/util/sgemm_avx2.hpp"
 
 #define POSEIDON_AVX512 __attribute__((target("avx512f,fma")))
 
@@ -282,7 +285,7 @@ DirectConv::DirectConv(const Geometry& g) : g_(g) {
   output_h_ = g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1);
   output_w_ = g.width + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1);
   taps_ = g.kernel_h * g.kernel_w;
-  if (!Avx512KernelsAvailable() || output_h_ <= 0 || output_w_ <= 0 ||
+  if (!KernelsAvailable() || output_h_ <= 0 || output_w_ <= 0 ||
       g.channels <= 0 || g.outputs <= 0 || g.height <= 0 || g.width <= 0 ||
       taps_ <= 0) {
     return;
@@ -292,6 +295,22 @@ DirectConv::DirectConv(const Geometry& g) : g_(g) {
   for (int t = 0; t < taps_; ++t) {
     tap_offset_.push_back((t / g.kernel_w) * g.dilation_h * padded_w_ +
                           (t % g.kernel_w) * g.dilation_w);
+  }
+  avx512_ = Avx512KernelsAvailable();
+  if (!avx512_) {
+    const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * padded_w_;
+    for (int c = 0; c < g.channels; ++c) {
+      for (int t = 0; t < taps_; ++t) {
+        row_offset_.push_back(c * plane + tap_offset_[t]);
+      }
+    }
+    for (int y = 0; y < output_h_; ++y) {
+      for (int x = 0; x < output_w_; ++x) {
+        position_offset_.push_back(y * padded_w_ + x);
+      }
+    }
+    supported_ = true;
+    return;
   }
   // Two ways to cut the outputs into segments; keep the cheaper. Dense:
   // 16 consecutive positions, across rows (cut early where a piece more
@@ -341,15 +360,32 @@ DirectConv::DirectConv(const Geometry& g) : g_(g) {
 }
 
 size_t DirectConv::packed_size() const {
+  if (!avx512_) {  // the plain (outputs, channels x taps) matrix
+    return static_cast<size_t>(g_.outputs) * g_.channels * taps_;
+  }
   const size_t row_blocks = (g_.outputs + kTileRows - 1) / kTileRows;
   return row_blocks * kTileRows * g_.channels * taps_;
 }
 
 // Blocks of 8 output channels; within a block, for each (channel, tap), the
-// 8 weights (zero for rows past `outputs`).
+// 8 weights (zero for rows past `outputs`). The AVX2 path: the plain matrix.
 void DirectConv::PackWeights(const float* weights, bool flip_and_swap,
                              float* packed) const {
   const int k_total = g_.channels * taps_;
+  if (!avx512_) {
+    for (int o = 0; o < g_.outputs; ++o) {
+      for (int k = 0; k < k_total; ++k) {
+        const int c = k / taps_;
+        const int t = k % taps_;
+        *packed++ =
+            flip_and_swap
+                ? weights[(static_cast<size_t>(c) * g_.outputs + o) * taps_ +
+                          (taps_ - 1 - t)]
+                : weights[static_cast<size_t>(o) * k_total + k];
+      }
+    }
+    return;
+  }
   for (int o0 = 0; o0 < g_.outputs; o0 += kTileRows) {
     for (int k = 0; k < k_total; ++k) {
       const int c = k / taps_;
@@ -390,6 +426,15 @@ void DirectConv::Forward(const float* packed, const float* bottom,
     out = std::fill_n(out, static_cast<ptrdiff_t>(g_.pad_h) * padded_w_, 0.0f);
   }
   std::fill_n(out, 16, 0.0f);
+  if (!avx512_) {
+    const int k_total = g_.channels * taps_;
+    const int positions = output_h_ * output_w_;
+    const ImplicitColumns cols{padded.data(), row_offset_.data(),
+                               position_offset_.data()};
+    Avx2ImplicitForward(g_.outputs, positions, k_total, packed, k_total, cols,
+                        0.0f, top, positions);
+    return;
+  }
   const DirectShape s{g_.channels,
                       taps_,
                       plane,
@@ -440,6 +485,14 @@ void DirectConv::AccumulateWeightGrad(int images, const float* bottom,
                       (h + g_.pad_h) * padded_w + g_.pad_w);
         x += g_.width;
       }
+    }
+    if (!avx512_) {  // dwt = col * dy^T, summed over the images
+      const ImplicitColumns cols{padded.data(), row_offset_.data(),
+                                 position_offset_.data()};
+      Avx2ImplicitColumnsTimesBt(k_total, g_.outputs, positions, cols,
+                                 top_diff + n * top_step, positions,
+                                 n == 0 ? 0.0f : 1.0f, dwt.data(), g_.outputs);
+      continue;
     }
     // Writes in order; the reads walk `outputs` rows side by side.
     const float* dy = top_diff + n * top_step;

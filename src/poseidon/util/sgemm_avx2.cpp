@@ -151,6 +151,102 @@ POSEIDON_AVX2 void PackB(const Product& g, int k0, int j0, int kc, int nc,
   }
 }
 
+// Note [Implicit im2col]
+// The implicit packers make the panels of the im2col matrix straight from
+// a zero-padded image (ImplicitColumns), the matrix never written: for the
+// forward, B panels (16 output positions x kc rows of channel and tap);
+// for the weight gradient, where col is A, A panels (6 rows x kc
+// positions). Along an output row the positions of a tap are consecutive
+// floats of the padded image, so a run of 8 positions within one row is a
+// plain load; a run across rows is a gather of 8 (the lanes past the
+// product's edge read position 0 of the run, never outside the image).
+// The values are those im2col would write, and the micro-kernels and the
+// order of the sums are the GEMM's, so the result has the bits of im2col +
+// Avx2Sgemm.
+
+// The 8 position offsets of a run from column j (lanes past `count` repeat
+// the first), and whether they are consecutive.
+POSEIDON_AVX2 inline __m256i RunOffsets(const int* position_offset, int j,
+                                        int count, bool* consecutive) {
+  const int* p = position_offset + j;
+  if (count >= 8) {
+    *consecutive = p[7] - p[0] == 7;  // increasing: steps of exactly 1
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  *consecutive = false;
+  alignas(32) int lanes[8];
+  for (int l = 0; l < 8; ++l) lanes[l] = p[l < count ? l : 0];
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+}
+
+POSEIDON_AVX2 inline __m256 LoadRun(const float* base, const int* position,
+                                    __m256i offsets, bool consecutive) {
+  return consecutive ? _mm256_loadu_ps(base + *position)
+                     : _mm256_i32gather_ps(base, offsets, 4);
+}
+
+// B panels of col rows k0 .. k0 + kc, columns j0 .. j0 + nc (Note
+// [Implicit im2col]).
+POSEIDON_AVX2 void PackImplicitB(const Product& g, int k0, int j0, int kc,
+                                 int nc, float* out) {
+  const auto& x = *static_cast<const ImplicitColumns*>(g.implicit);
+  for (int p = 0; p * kNR < nc; ++p, out += static_cast<ptrdiff_t>(kc) * kNR) {
+    const int cols = Min(kNR, nc - p * kNR);
+    const int col0 = j0 + p * kNR;
+    bool consecutive[kNV];
+    __m256i offsets[kNV];
+    for (int v = 0; v < kNV; ++v) {
+      const int count = cols - 8 * v;
+      if (count <= 0) {  // no column here: read the panel's first
+        consecutive[v] = false;
+        offsets[v] = _mm256_set1_epi32(x.position_offset[col0]);
+      } else {
+        offsets[v] =
+            RunOffsets(x.position_offset, col0 + 8 * v, count, &consecutive[v]);
+      }
+    }
+    for (int k = 0; k < kc; ++k) {
+      const float* base = x.padded + x.row_offset[k0 + k];
+      for (int v = 0; v < kNV; ++v) {
+        _mm256_store_ps(out + k * kNR + 8 * v,
+                        LoadRun(base, x.position_offset + col0 + 8 * v,
+                                offsets[v], consecutive[v]));
+      }
+    }
+  }
+}
+
+// A panels of col rows i0 .. i0 + mc, positions k0 .. k0 + kc (Note
+// [Implicit im2col]); as PackA, each k's kMR floats written as a vector of
+// 8 into the next k's place (or the driver's slack).
+POSEIDON_AVX2 void PackImplicitA(const Product& g, int i0, int k0, int mc,
+                                 int kc, float* out) {
+  const auto& x = *static_cast<const ImplicitColumns*>(g.implicit);
+  for (int p = 0; p * kMR < mc; ++p, out += static_cast<ptrdiff_t>(kc) * kMR) {
+    const int rows = Min(kMR, mc - p * kMR);
+    const float* base[kMR];
+    for (int i = 0; i < rows; ++i) {
+      base[i] = x.padded + x.row_offset[i0 + p * kMR + i];
+    }
+    for (int kb = 0; kb < kc; kb += 8) {
+      const int steps = Min(8, kc - kb);
+      bool consecutive;
+      const __m256i offsets =
+          RunOffsets(x.position_offset, k0 + kb, steps, &consecutive);
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        r[i] = i < rows ? LoadRun(base[i], x.position_offset + k0 + kb, offsets,
+                                  consecutive)
+                        : _mm256_setzero_ps();
+      }
+      Transpose8(r);
+      for (int k = 0; k < steps; ++k) {
+        _mm256_storeu_ps(out + (kb + k) * kMR, r[k]);
+      }
+    }
+  }
+}
+
 // C(0 .. R, 0 .. n) (row stride ldc) from R rows of the A panel `a` times
 // the first V vectors of the B panel `b`, over kc steps (Note [Blocked
 // GEMM] for the order); n <= 8 V.
@@ -277,6 +373,29 @@ void Avx2Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M, int N,
       << "Avx2Sgemm needs AVX2 and FMA (and POSEIDON_KERNELS other than blas)";
   sgemm::BlockedSgemm(TheBlocking().kernels, trans_a, trans_b, M, N, K, alpha,
                       A, lda, B, ldb, beta, C, ldc);
+}
+
+void Avx2ImplicitForward(int M, int S, int K, const float* A, int lda,
+                         const ImplicitColumns& col, float beta, float* C,
+                         int ldc) {
+  CHECK(Avx2KernelsAvailable()) << "Avx2ImplicitForward needs AVX2 and FMA";
+  Kernels kernels = TheBlocking().kernels;
+  kernels.pack_b = &PackImplicitB;
+  Product g{false, false, M, S, K, 1.f, A, lda, nullptr, 0, beta, C, ldc};
+  g.implicit = &col;
+  sgemm::BlockedProduct(kernels, g);
+}
+
+void Avx2ImplicitColumnsTimesBt(int K, int N, int S, const ImplicitColumns& col,
+                                const float* B, int ldb, float beta, float* C,
+                                int ldc) {
+  CHECK(Avx2KernelsAvailable())
+      << "Avx2ImplicitColumnsTimesBt needs AVX2 and FMA";
+  Kernels kernels = TheBlocking().kernels;
+  kernels.pack_a = &PackImplicitA;
+  Product g{false, true, K, N, S, 1.f, nullptr, 0, B, ldb, beta, C, ldc};
+  g.implicit = &col;
+  sgemm::BlockedProduct(kernels, g);
 }
 
 std::string Avx2SgemmBlocking() {

@@ -115,31 +115,35 @@ void BlockedSgemm(const Kernels& kernels, CBLAS_TRANSPOSE trans_a,
                   CBLAS_TRANSPOSE trans_b, int M, int N, int K, float alpha,
                   const float* A, int lda, const float* B, int ldb, float beta,
                   float* C, int ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0.f) {
-    ScaleC(M, N, beta, C, ldc);
+  Product g{trans_a != CblasNoTrans,
+            trans_b != CblasNoTrans,
+            M,
+            N,
+            K,
+            alpha,
+            A,
+            lda,
+            B,
+            ldb,
+            beta,
+            C,
+            ldc};
+  BlockedProduct(kernels, g);
+}
+
+void BlockedProduct(const Kernels& kernels, const Product& g) {
+  if (g.M <= 0 || g.N <= 0) return;
+  if (g.K <= 0 || g.alpha == 0.f) {
+    ScaleC(g.M, g.N, g.beta, g.C, g.ldc);
     return;
   }
-  const Product g{trans_a != CblasNoTrans,
-                  trans_b != CblasNoTrans,
-                  M,
-                  N,
-                  K,
-                  alpha,
-                  A,
-                  lda,
-                  B,
-                  ldb,
-                  beta,
-                  C,
-                  ldc};
   thread_local PackBuffer pack_a, pack_b;
-  const int kc = InnerBlock(K);
+  const int kc = InnerBlock(g.K);
   // kPackSlack: a packing routine may write a vector past its last panel.
   float* a =
-      pack_a.Get(RoundUp(Min(M, kernels.mc), kernels.mr) * kc + kPackSlack);
+      pack_a.Get(RoundUp(Min(g.M, kernels.mc), kernels.mr) * kc + kPackSlack);
   float* b = pack_b.Get(
-      RoundUp(M <= kernels.mc ? 1 : Min(N, kernels.nc), kernels.nr) * kc);
+      RoundUp(g.M <= kernels.mc ? 1 : Min(g.N, kernels.nc), kernels.nr) * kc);
   Blocked(kernels, g, a, b);
 }
 
