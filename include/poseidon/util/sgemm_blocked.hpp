@@ -39,7 +39,9 @@
 
 #include <cblas.h>
 
+#include <array>
 #include <cstddef>
+#include <utility>
 
 namespace poseidon {
 namespace sgemm {
@@ -78,6 +80,30 @@ constexpr int kPackSlack = 16;
 using MicroKernelFn = void (*)(int kc, const float* a, const float* b, float* c,
                                ptrdiff_t ldc, int n, float alpha, float beta,
                                StoreMode mode);
+
+// A kernel family's micro-kernels by tile size: KernelTable<Micro, MR,
+// NV>()[R - 1][V - 1] is Micro<R, V>::kFn, the kernel for R rows and V
+// vectors of columns (Micro wraps a function template, which cannot be a
+// template argument itself).
+namespace detail {
+template <template <int, int> class Micro, int NV, int R, int... V>
+constexpr std::array<MicroKernelFn, NV> KernelRow(
+    std::integer_sequence<int, V...>) {
+  return {{Micro<R, V + 1>::kFn...}};
+}
+template <template <int, int> class Micro, int MR, int NV, int... R>
+constexpr std::array<std::array<MicroKernelFn, NV>, MR> KernelRows(
+    std::integer_sequence<int, R...>) {
+  return {
+      {KernelRow<Micro, NV, R + 1>(std::make_integer_sequence<int, NV>())...}};
+}
+}  // namespace detail
+
+template <template <int, int> class Micro, int MR, int NV>
+constexpr std::array<std::array<MicroKernelFn, NV>, MR> KernelTable() {
+  return detail::KernelRows<Micro, MR, NV>(
+      std::make_integer_sequence<int, MR>());
+}
 
 // One kernel family: its tile, its row and column blocks, and its parts.
 struct Kernels {

@@ -11,7 +11,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdlib>
-#include <utility>
 
 #include "poseidon/common.hpp"
 #include "poseidon/util/avx512.hpp"
@@ -228,19 +227,11 @@ POSEIDON_AVX512 void MicroKernel(int kc, const float* a, const float* b,
   }
 }
 
-// kKernels[R - 1][V - 1] = MicroKernel<R, V>.
-template <int R, int... V>
-constexpr std::array<MicroKernelFn, kNV> KernelRow(
-    std::integer_sequence<int, V...>) {
-  return {{&MicroKernel<R, V + 1>...}};
-}
-template <int... R>
-constexpr std::array<std::array<MicroKernelFn, kNV>, kMR> KernelTable(
-    std::integer_sequence<int, R...>) {
-  return {{KernelRow<R + 1>(std::make_integer_sequence<int, kNV>())...}};
-}
-constexpr std::array<std::array<MicroKernelFn, kNV>, kMR> kKernels =
-    KernelTable(std::make_integer_sequence<int, kMR>());
+template <int R, int V>
+struct Micro {
+  static constexpr MicroKernelFn kFn = &MicroKernel<R, V>;
+};
+constexpr auto kKernels = sgemm::KernelTable<Micro, kMR, kNV>();
 
 MicroKernelFn PickKernel(int rows, int cols) {
   return kKernels[rows - 1][(cols + 15) / 16 - 1];
