@@ -2,9 +2,8 @@
 // path] in pooling_layer.cpp): the interior windows of one output row, 16
 // (AVX-512) or 8 (AVX2) outputs per vector, for float and a horizontal
 // stride of 1 or 2. Each computes exactly what the layer's plain loops
-// compute, in the same order, so the results are bitwise the same. MAX and
-// the sums need PoolRowKernelsAvailable(), the spread (AVE backward)
-// Avx512KernelsAvailable() (see Note [AVX-512 isolation] in
+// compute, in the same order, so the results are bitwise the same. They
+// need PoolRowKernelsAvailable() (see Note [AVX-512 isolation] in
 // util/avx512.hpp).
 #ifndef POSEIDON_UTIL_POOL_ROWS_HPP_
 #define POSEIDON_UTIL_POOL_ROWS_HPP_
@@ -27,7 +26,7 @@ struct PoolRow {
 };
 
 // True when the CPU has AVX-512 or AVX2 (and POSEIDON_KERNELS is not
-// blas): MaxPoolRow and SumPoolRow run.
+// blas): the functions below run.
 bool PoolRowKernelsAvailable();
 
 // MAX: top[q] and index[q] (h * width + w in the plane) of the first
@@ -40,7 +39,7 @@ void SumPoolRow(const PoolRow& row, float* sums);
 
 // Adds share[q] to every element of window q of the plane `diff` (laid out
 // like row.plane, which is not read); each element receives its shares in
-// increasing q. AVX-512 only.
+// increasing q.
 void SpreadPoolRow(const PoolRow& row, const float* share, float* diff);
 
 }  // namespace poseidon

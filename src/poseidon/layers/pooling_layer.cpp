@@ -176,9 +176,8 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 //    element (h, j), in the reference's scan order, one loop over those
 //    outputs (elements pw * stride apart), or for float with stride 1 or 2
 //    on a CPU with AVX-512 (AVX2), vectors of 16 (8) outputs
-//    (util/pool_rows.hpp, which keeps the same order; AVE backward's
-//    vectors are AVX-512 only). Every output still sees its
-//    elements in the same order, with the same strict comparison for MAX
+//    (util/pool_rows.hpp, which keeps the same order). Every output still sees
+//    its elements in the same order, with the same strict comparison for MAX
 //    (the first maximum wins; a NaN first element stays, later NaNs lose)
 //    and the same sums for AVE, so top and mask are bitwise equal to the
 //    reference's;
@@ -328,9 +327,7 @@ void SumInterior(const float* plane, PoolRow w, float* sum) {
 }
 
 void SpreadInterior(const PoolRow& w, const float* share, float* plane) {
-  if (!UseRowKernels(w) || !Avx512KernelsAvailable()) {
-    return SpreadInterior<float>(w, share, plane);
-  }
+  if (!UseRowKernels(w)) return SpreadInterior<float>(w, share, plane);
   SpreadPoolRow(w, share, plane);
 }
 

@@ -149,7 +149,9 @@ void CheckFastMatchesReference(PoolingParameter::PoolMethod method,
     layer.SetUp({bottom}, tops);
     layer.Forward({bottom}, tops);
     for (int i = 0; i < top.count(); ++i) {
-      top.mutable_cpu_diff()[i] = Dtype(0.25) * (i % 7) - Dtype(0.5);
+      // Values whose sums round, so that the order of the adds shows.
+      top.mutable_cpu_diff()[i] =
+          Dtype(0.3) * (i % 7) - Dtype(0.7) + Dtype(0.0137) * (i % 11);
     }
     layer.Backward(tops, {true}, {bottom});
     results[run] = {vector<Dtype>(top.cpu_data(), top.cpu_data() + top.count()),

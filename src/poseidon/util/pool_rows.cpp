@@ -194,6 +194,52 @@ POSEIDON_AVX2 void SumRow8(const PoolRow& r, float* sums) {
   }
 }
 
+// SpreadRow with 8 lanes: a window's share is added only where it
+// applies (a blend, so an element no window covers keeps its bits, -0
+// included).
+POSEIDON_AVX2 void SpreadRow8(const PoolRow& r, const float* share,
+                              float* diff) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i minus_one = _mm256_set1_epi32(-1);
+  for (int q0 = 0; q0 < r.n; q0 += 8) {
+    const int lanes = r.n - q0 < 8 ? r.n - q0 : 8;
+    const __m256 s = _mm256_maskload_ps(share + q0, Lanes8(lanes));
+    const int column = r.first + q0 * r.stride;
+    const int span = (lanes - 1) * r.stride + r.kernel_w;
+    const __m256i limit = _mm256_set1_epi32(lanes);
+    for (int h = r.h0; h < r.h1; ++h) {
+      float* row = diff + h * r.width + column;
+      for (int at = 0; at < span; at += 8) {
+        const __m256i inside = Lanes8(span - at);
+        __m256 d = _mm256_maskload_ps(row + at, inside);
+        for (int j = r.kernel_w - 1; j >= 0; --j) {
+          // Lane l holds column at + l of the span: window k = (at + l -
+          // j) / stride if that divides and lies in [0, lanes).
+          const __m256i rel = _mm256_add_epi32(iota, _mm256_set1_epi32(at - j));
+          __m256i k = rel;
+          __m256i valid = _mm256_cmpgt_epi32(rel, minus_one);
+          if (r.stride == 2) {
+            valid = _mm256_and_si256(
+                valid, _mm256_cmpeq_epi32(_mm256_and_si256(rel, one),
+                                          _mm256_setzero_si256()));
+            k = _mm256_srai_epi32(rel, 1);
+          }
+          valid = _mm256_and_si256(
+              _mm256_and_si256(valid, _mm256_cmpgt_epi32(limit, k)), inside);
+          const __m256 add = _mm256_add_ps(d, _mm256_permutevar8x32_ps(s, k));
+          d = _mm256_blendv_ps(d, add, _mm256_castsi256_ps(valid));
+        }
+        if (span - at >= 8) {
+          _mm256_storeu_ps(row + at, d);
+        } else {
+          _mm256_maskstore_ps(row + at, inside, d);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool PoolRowKernelsAvailable() {
@@ -217,7 +263,11 @@ void SumPoolRow(const PoolRow& row, float* sums) {
 }
 
 void SpreadPoolRow(const PoolRow& row, const float* share, float* diff) {
-  SpreadRow(row, share, diff);
+  if (Avx512KernelsAvailable()) {
+    SpreadRow(row, share, diff);
+  } else {
+    SpreadRow8(row, share, diff);
+  }
 }
 
 }  // namespace poseidon
