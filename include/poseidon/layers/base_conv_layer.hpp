@@ -89,9 +89,9 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   //              most ceil(N / threads) images a chunk, chunks run in
   //              parallel; see Note [Parallel chunks] in the .cpp.
   //              For float 2-D convolutions with unit stride and at most
-  //              128 outputs per group, on a CPU with AVX-512, kAuto runs
-  //              the direct path instead: no im2col, DirectConv kernels
-  //              image by image, except for the input gradient of a
+  //              128 outputs per group, on a CPU with AVX-512 or AVX2,
+  //              kAuto runs the direct path instead: no im2col, DirectConv
+  //              kernels image by image, except for the input gradient of a
   //              convolution whose output is smaller than its input (see
   //              Note [Direct path] in base_conv_layer_direct.cpp).
   //              Float 3x3 unit-stride convolutions with many channels
@@ -138,6 +138,9 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Whether the forward pass and input gradient run Winograd's F(4x4, 3x3)
   // (Note [Winograd path] in base_conv_layer_winograd.cpp).
   bool winograd() const { return winograd_; }
+  // What the CPU pass runs, in words (logged once per layer and shape in
+  // CPU mode, e.g. "direct (AVX2 GEMM, columns packed from the image)").
+  string CpuPathDescription() const;
   // Whether the weight gradient runs RowWeightGradient, whatever path the
   // rest takes (Note [Row weight-gradient path] in
   // base_conv_layer_row_wgrad.cpp).
@@ -168,8 +171,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // image), num_ images each.
   //
   // output = W * im2col(input); overwrites output.
-  void ConvForward(Poseidon::Brew dev, const Dtype* input,
-                   const Dtype* weights, Dtype* output);
+  void ConvForward(Poseidon::Brew dev, const Dtype* input, const Dtype* weights,
+                   Dtype* output);
   // weight_diff += output_diff * im2col(input)^T (skipped if null; input may
   // then be null); input_diff = col2im(W^T * output_diff) (skipped if null).
   void ConvBackward(Poseidon::Brew dev, const Dtype* input,
@@ -313,8 +316,7 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   void RunWinograd(const WinogradConv3x3<float>& conv, bool flip_and_swap,
                    const float* weights, const float* input, size_t input_dim,
                    float* output, size_t output_dim);
-  void ForwardWinograd(const float* input, const float* weights,
-                       float* output);
+  void ForwardWinograd(const float* input, const float* weights, float* output);
   void BackwardDataWinograd(const float* output_diff, const float* weights,
                             float* input_diff);
   void BackwardWeightsWinograd(const float* input, const float* output_diff,
@@ -350,6 +352,8 @@ class BaseConvolutionLayer : public Layer<Dtype> {
   // Winograd path: the plans of one group's forward pass and input
   // gradient; their buffers are the calling thread's scratch.
   bool winograd_ = false;
+  // The last CpuPathDescription() logged (see Reshape).
+  string logged_cpu_path_;
   // Row weight gradient: the plan of one group's weight gradient.
   bool row_weight_grad_ = false;
   std::unique_ptr<RowWeightGradient> row_weight_grad_plan_;

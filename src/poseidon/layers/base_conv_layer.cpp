@@ -7,12 +7,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
+#include <string>
 #include <type_traits>
 #include <utility>
 
 #include "poseidon/filler.hpp"
 #include "poseidon/layers/conv_geometry.hpp"
 #include "poseidon/util/alloc_guard.hpp"
+#include "poseidon/util/avx512.hpp"
 #include "poseidon/util/im2col.hpp"
 #include "poseidon/util/parallel.hpp"
 #include "poseidon/util/thread_scratch.hpp"
@@ -253,6 +256,14 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   top_dim_ = top[0]->count(channel_axis_);
   top_spatial_dim_ = Product(output_shape_);
   ChooseAlgorithm();
+  if (Poseidon::mode() == Poseidon::CPU) {
+    // What runs, once per layer and whenever it changes (a new shape).
+    string path = CpuPathDescription();
+    if (path != logged_cpu_path_) {
+      LOG(INFO) << this->layer_param_.name() << ": " << path;
+      logged_cpu_path_ = std::move(path);
+    }
+  }
 
   // Refilled only when the size changes: Reshape runs before every Forward.
   if (bias_term_ && spatial_ones_.count() != top_spatial_dim_) {
@@ -332,6 +343,31 @@ void BaseConvolutionLayer<Dtype>::ChooseAlgorithm() {
                            (algorithm_ == Algorithm::kAuto &&
                             (chunk > 1 || (threads > 1 && num > 1))));
   images_per_chunk_ = batched_ ? static_cast<int>(chunk) : 1;
+}
+
+template <typename Dtype>
+string BaseConvolutionLayer<Dtype>::CpuPathDescription() const {
+  std::ostringstream s;
+  if (winograd_) {
+    s << "Winograd F(4x4, 3x3)";
+  } else if (direct_) {
+    s << (Avx512KernelsAvailable()
+              ? "direct (AVX-512 kernels)"
+              : "direct (AVX2 GEMM, columns packed from the image)");
+    if (!direct_input_grad_) {
+      s << ", input gradient by im2col + GEMM (the output is smaller than "
+           "the input)";
+    }
+  } else if (batched_) {
+    s << "im2col + GEMM, " << images_per_chunk_ << " images per product";
+  } else {
+    s << "im2col + GEMM per image";
+  }
+  if (row_weight_grad_) {
+    s << "; weight gradient by rows (" << conv_in_channels_ / group_
+      << " input channels)";
+  }
+  return s.str();
 }
 
 template <typename Dtype>

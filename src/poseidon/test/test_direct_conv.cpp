@@ -258,9 +258,16 @@ TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
     EXPECT_EQ(layer.direct_input_grad(),
               c.direct_input_grad && DirectConv::KernelsAvailable())
         << c.param.ShortDebugString();
+    // The log line says the same.
+    const string path = layer.CpuPathDescription();
+    EXPECT_EQ(path.rfind("direct", 0) == 0, layer.direct()) << path;
+    EXPECT_EQ(path.find("input gradient by im2col") != string::npos,
+              layer.direct() && !layer.direct_input_grad())
+        << path;
     layer.set_algorithm(Algo::kPerImage);
     layer.Reshape({&bottom}, {&top});
     EXPECT_FALSE(layer.direct());
+    EXPECT_EQ(layer.CpuPathDescription(), "im2col + GEMM per image");
   }
   Blob<double> bottom_d(2, 4, 8, 8), top_d;
   ConvolutionLayer<double> layer_d(ConvParam(8, 3, 1));
