@@ -156,6 +156,10 @@ TEST(DirectConvolutionTest, KernelsMatchNaiveLoops) {
   // More channels than one K block (256 steps / 9 taps = 28 channels),
   // outputs past one 32-wide weight-gradient tile.
   CheckDirectConv(Geom(30, 5, 6, 35, 3, 3, 1, 1));
+  // More outputs than the AVX2 GEMM's row block (at most 252 here, never
+  // above 600): its B panels are then packed a block of columns ahead,
+  // straight from the image (Note [Implicit im2col]).
+  CheckDirectConv(Geom(2, 6, 7, 610, 3, 3, 1, 1));
   // The weight gradient in row bands (Note [Weight gradient in row bands]):
   // 400 x 70 top-diff floats per output row make bands of two rows, the
   // last of five rows alone; 1000 x 70, bands of one row.
