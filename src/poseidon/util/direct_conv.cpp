@@ -469,7 +469,9 @@ void DirectConv::AccumulateWeightGrad(int images, const float* bottom,
   const int positions = output_h_ * output_w_;
   const int k_total = g_.channels * taps_;
   std::vector<float> padded(padded_plane * g_.channels, 0.0f);
-  std::vector<float> dyt(static_cast<size_t>(positions) * g_.outputs);
+  // The AVX2 path reads the top diff in place (no transposed copy).
+  std::vector<float> dyt(avx512_ ? static_cast<size_t>(positions) * g_.outputs
+                                 : 0);
   std::vector<float> dwt(static_cast<size_t>(k_total) * g_.outputs, 0.0f);
   const float* rows[kTileRows];
   const int band_rows = std::max(
