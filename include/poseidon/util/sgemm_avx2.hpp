@@ -3,7 +3,7 @@
 // (SgemmBackend::kAvx2).
 //
 // The blocking, the order of the sums (deterministic: C's bits depend on K
-// only, and are those of the AVX-512 kernel) and the thread safety are
+// only, summed in the AVX-512 kernel's order) and the thread safety are
 // those of Note [Blocked GEMM] (util/sgemm_blocked.hpp). The tile is 6 rows
 // x 16 columns: 12 ymm accumulators, 2 for B, 1 for the broadcast A, of the
 // 16 registers. The inner block is the fixed 256 steps (part of the

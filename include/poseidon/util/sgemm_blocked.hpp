@@ -28,8 +28,10 @@
 // split by columns or rows over threads (cpu_gemm_parallel) gives the same
 // bits as the whole product, and the same call gives the same bits in any
 // process. Both kernels use kc = 256 and the same order of operations, so
-// they give the same bits as each other; mc and nc (which the AVX2 kernel
-// takes from the caches the CPU reports) do not change the result.
+// they should give the same bits as each other (SgemmTest.
+// TheTwoKernelsGiveTheSameBits checks it on CPUs that have both); mc and nc
+// (which the AVX2 kernel takes from the caches the CPU reports) do not
+// change the result.
 //
 // Thread safety: any number of threads may call at once; each call runs on
 // the calling thread, and the only state is that thread's pack buffers
