@@ -15,8 +15,10 @@
 namespace poseidon {
 
 // True when the CPU running the process has AVX-512F and FMA (checked once,
-// thread-safe) and the environment variable POSEIDON_KERNELS is not "blas"
-// (which turns the hand-written kernels off, for comparisons).
+// thread-safe) and the environment variable POSEIDON_KERNELS is unset or
+// "auto": "blas" turns every hand-written kernel off and "avx2" the AVX-512
+// ones only, so that a CPU with AVX-512 runs the AVX2 paths (to measure
+// them beside the AVX-512 ones, and to test them on such CPUs).
 bool Avx512KernelsAvailable();
 
 // True when the CPU has AVX2 and FMA and POSEIDON_KERNELS is not "blas":

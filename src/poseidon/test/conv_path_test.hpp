@@ -6,9 +6,10 @@
 #define POSEIDON_TEST_CONV_PATH_TEST_HPP_
 
 // The hand-written kernels' tests skip on CPUs without AVX-512.
-#define POSEIDON_SKIP_WITHOUT_AVX512()                                   \
-  if (!Avx512KernelsAvailable()) {                                       \
-    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS=blas)"; \
+#define POSEIDON_SKIP_WITHOUT_AVX512()                             \
+  if (!Avx512KernelsAvailable()) {                                 \
+    GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS " \
+                    "is blas or avx2)";                            \
   }
 // The direct convolution's tests skip on CPUs with neither its AVX-512
 // kernels nor the AVX2 implicit GEMM.

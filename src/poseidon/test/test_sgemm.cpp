@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "poseidon/common.hpp"
+#include "poseidon/util/avx512.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/sgemm.hpp"
 
@@ -68,6 +69,30 @@ TEST(SgemmTest, BackendFollowsTheBuildAndTheEnvironment) {
       << "expected " << Name(want) << "; " << SgemmDescription();
   const std::string text = SgemmDescription();
   EXPECT_NE(text.find(Name(want)), std::string::npos) << text;
+}
+
+// POSEIDON_KERNELS (util/avx512.hpp) as the process was started: unset or
+// auto lets the CPU decide, avx2 holds the AVX-512 kernels off (the ctest
+// entry avx2_paths runs the kernels' tests so), blas holds both off.
+TEST(SgemmTest, KernelFamiliesFollowTheCpuAndPoseidonKernels) {
+  __builtin_cpu_init();
+  const bool cpu_avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  const bool cpu_avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const char* env = std::getenv("POSEIDON_KERNELS");
+  const std::string kernels = env != nullptr ? env : "";
+  const bool avx2_only = kernels == "avx2", none = kernels == "blas";
+  EXPECT_EQ(Avx512KernelsAvailable(), cpu_avx512 && !avx2_only && !none)
+      << "POSEIDON_KERNELS='" << kernels << "'";
+  EXPECT_EQ(Avx2KernelsAvailable(), cpu_avx2 && !none)
+      << "POSEIDON_KERNELS='" << kernels << "'";
+  if (avx2_only && cpu_avx512 && std::getenv("POSEIDON_SGEMM") == nullptr) {
+    EXPECT_EQ(ActiveSgemmBackend(), SgemmBackend::kAvx2);
+    EXPECT_NE(std::string(SgemmDescription()).find("POSEIDON_KERNELS=avx2"),
+              std::string::npos)
+        << SgemmDescription();
+  }
 }
 
 struct Case {
@@ -195,7 +220,7 @@ class SgemmKernelTest : public ::testing::TestWithParam<SgemmBackend> {
   void SetUp() override {
     if (!SgemmBackendAvailable(GetParam())) {
       GTEST_SKIP() << "no " << Name(GetParam())
-                   << " on this CPU, or POSEIDON_KERNELS=blas";
+                   << " on this CPU, or POSEIDON_KERNELS holds it off";
     }
   }
   // The product `c` through the kernel under test.
@@ -356,7 +381,8 @@ TEST_P(SgemmKernelTest, BitForBitWhateverTheThreadsAndAlignment) {
 TEST(SgemmTest, TheTwoKernelsGiveTheSameBits) {
   if (!SgemmBackendAvailable(SgemmBackend::kAvx512) ||
       !SgemmBackendAvailable(SgemmBackend::kAvx2)) {
-    GTEST_SKIP() << "needs a CPU with AVX-512 (and POSEIDON_KERNELS not blas)";
+    GTEST_SKIP()
+        << "needs a CPU with AVX-512 (and POSEIDON_KERNELS unset or auto)";
   }
   std::mt19937 gen(23);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

@@ -79,7 +79,7 @@ SgemmBackend Choose() {
     const char* missing;
   } optional[] = {
       {"avx512", SgemmBackend::kAvx512,
-       "this CPU has no AVX-512 or POSEIDON_KERNELS=blas"},
+       "this CPU has no AVX-512, or POSEIDON_KERNELS is blas or avx2"},
       {"avx2", SgemmBackend::kAvx2,
        "this CPU has no AVX2 and FMA or POSEIDON_KERNELS=blas"},
       {"onednn", SgemmBackend::kOneDnn,
@@ -105,11 +105,18 @@ std::string Describe(SgemmBackend backend) {
                  ? "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=avx512)"
                  : "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=openblas "
                    "selects OpenBLAS)";
-    case SgemmBackend::kAvx2:
+    case SgemmBackend::kAvx2: {
+      const char* kernels = std::getenv("POSEIDON_KERNELS");
+      const bool held_off = kernels != nullptr &&
+                            std::strcmp(kernels, "avx2") == 0 &&
+                            __builtin_cpu_supports("avx512f");
       return "Poseidon's AVX2 kernel, " + Avx2SgemmBlocking() +
              (asked == "avx2" ? " (POSEIDON_SGEMM=avx2)"
+              : held_off      ? " (POSEIDON_KERNELS=avx2 holds AVX-512 off; "
+                                "POSEIDON_SGEMM=openblas selects OpenBLAS)"
                               : " (no AVX-512 on this CPU; "
                                 "POSEIDON_SGEMM=openblas selects OpenBLAS)");
+    }
     case SgemmBackend::kOneDnn: {
 #ifdef USE_DNNL
       const dnnl_version_t* v = dnnl_version();
