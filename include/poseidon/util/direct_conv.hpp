@@ -44,7 +44,14 @@ class DirectConv {
     int dilation_h = 1, dilation_w = 1;
   };
 
-  explicit DirectConv(const Geometry& g);
+  // Which AVX-512 kernel computes the forward (see Note [Direct
+  // convolution] in the .cpp): vectors of 16 output positions, or vectors
+  // of 16 output channels (better on small maps, where a vector of
+  // positions spans rows). kAuto chooses from the geometry; the others are
+  // for tests and measurements. Ignored on AVX2 CPUs.
+  enum class Kernel { kAuto, kPositionVectors, kOutputVectors };
+
+  explicit DirectConv(const Geometry& g, Kernel kernel = Kernel::kAuto);
 
   // Whether this CPU runs either kernel family (AVX-512F + FMA, or AVX2 +
   // FMA) and POSEIDON_KERNELS is not blas.
@@ -57,6 +64,8 @@ class DirectConv {
   // called.
   bool supported() const { return supported_; }
   const Geometry& geometry() const { return g_; }
+  // Whether the forward runs the output-channel-vector kernel.
+  bool output_vectors() const { return output_vectors_; }
   int output_h() const { return output_h_; }
   int output_w() const { return output_w_; }
 
@@ -94,14 +103,19 @@ class DirectConv {
   };
 
  private:
+  void OutputVectorForward(const float* packed, const float* padded,
+                           float* top) const;
+
   Geometry g_;
   int output_h_ = 0, output_w_ = 0;
   int padded_h_ = 0, padded_w_ = 0;  // the image with its padding
   int taps_ = 0;                     // kernel_h * kernel_w
   bool supported_ = false;
-  bool avx512_ = false;  // else the AVX2 implicit GEMM
-  // The AVX2 path's ImplicitColumns (util/sgemm_avx2.hpp): per (channel,
-  // tap) row its offset in the padded image, per output position its own.
+  bool avx512_ = false;          // else the AVX2 implicit GEMM
+  bool output_vectors_ = false;  // the AVX-512 output-vector kernel
+  // The AVX2 path's ImplicitColumns (util/sgemm_avx2.hpp), also used by
+  // the output-vector kernel: per (channel, tap) row its offset in the
+  // padded image, per output position its own.
   std::vector<ptrdiff_t> row_offset_;
   std::vector<int> position_offset_;
   // See Note [Direct convolution] in the .cpp; an even number (an empty

@@ -351,9 +351,11 @@ string BaseConvolutionLayer<Dtype>::CpuPathDescription() const {
   if (winograd_) {
     s << "Winograd F(4x4, 3x3)";
   } else if (direct_) {
-    s << (Avx512KernelsAvailable()
-              ? "direct (AVX-512 kernels)"
-              : "direct (AVX2 GEMM, columns packed from the image)");
+    s << (!Avx512KernelsAvailable()
+              ? "direct (AVX2 GEMM, columns packed from the image)"
+          : direct_forward_->output_vectors()
+              ? "direct (AVX-512 kernels, vectors of output channels)"
+              : "direct (AVX-512 kernels)");
     if (!direct_input_grad_) {
       s << ", input gradient by im2col + GEMM (the output is smaller than "
            "the input)";

@@ -42,14 +42,17 @@ void ExpectNear(const vector<double>& want, const float* got, double tol,
 // DirectConv on one geometry against loops written here: forward, the
 // weight gradient (accumulated onto a non-zero start, over 3 images) and
 // the input gradient (the flipped-weight plan).
-void CheckDirectConv(const DirectConv::Geometry& g) {
+void CheckDirectConv(const DirectConv::Geometry& g, DirectConv::Kernel kernel) {
   SCOPED_TRACE(
+      std::string(kernel == DirectConv::Kernel::kOutputVectors
+                      ? "output vectors: "
+                      : "position vectors: ") +
       "C " + std::to_string(g.channels) + " " + std::to_string(g.height) + "x" +
       std::to_string(g.width) + " O " + std::to_string(g.outputs) + " kernel " +
       std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) + " pad " +
       std::to_string(g.pad_h) + "," + std::to_string(g.pad_w) + " dilation " +
       std::to_string(g.dilation_h) + "," + std::to_string(g.dilation_w));
-  const DirectConv conv(g);
+  const DirectConv conv(g, kernel);
   ASSERT_TRUE(conv.supported());
   const int OH = conv.output_h(), OW = conv.output_w();
   ASSERT_EQ(OH, g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1));
@@ -106,7 +109,7 @@ void CheckDirectConv(const DirectConv::Geometry& g) {
   b.width = OW;
   b.pad_h = g.dilation_h * (g.kernel_h - 1) - g.pad_h;
   b.pad_w = g.dilation_w * (g.kernel_w - 1) - g.pad_w;
-  const DirectConv back(b);
+  const DirectConv back(b, kernel);
   ASSERT_TRUE(back.supported());
   ASSERT_EQ(back.output_h(), g.height);
   ASSERT_EQ(back.output_w(), g.width);
@@ -135,12 +138,22 @@ DirectConv::Geometry Geom(int c, int h, int w, int o, int kh, int kw,
   return g;
 }
 
+// Each geometry through both AVX-512 kernels (Note [Output vectors]); on
+// AVX2 CPUs both runs take the AVX2 path.
+void CheckDirectConv(const DirectConv::Geometry& g) {
+  CheckDirectConv(g, DirectConv::Kernel::kPositionVectors);
+  CheckDirectConv(g, DirectConv::Kernel::kOutputVectors);
+}
+
 TEST(DirectConvolutionTest, KernelsMatchNaiveLoops) {
   POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
   // Same-size 5x5 (rows of 16 and 32, and 8: segments spanning rows).
   CheckDirectConv(Geom(3, 16, 16, 8, 5, 5, 2, 2));
   CheckDirectConv(Geom(2, 4, 32, 9, 5, 5, 2, 2));
   CheckDirectConv(Geom(5, 8, 8, 12, 5, 5, 2, 2));
+  // 7 x 7 (49 positions: a short last tile of positions), 70 outputs (a
+  // block of 4 output vectors and one more, 10 lanes of it idle).
+  CheckDirectConv(Geom(3, 7, 7, 70, 5, 5, 2, 2));
   // Unpadded (output rows narrower than the image), rectangular kernels,
   // pads differing per axis, dilation.
   CheckDirectConv(Geom(2, 12, 12, 5, 5, 5));
@@ -165,6 +178,27 @@ TEST(DirectConvolutionTest, KernelsMatchNaiveLoops) {
   // last of five rows alone; 1000 x 70, bands of one row.
   CheckDirectConv(Geom(2, 5, 400, 70, 3, 3, 1, 1));
   CheckDirectConv(Geom(3, 3, 1000, 70, 3, 2, 1, 0));
+}
+
+// kAuto's choice between the AVX-512 kernels (Note [Output vectors]).
+TEST(DirectConvolutionTest, OutputVectorsOnlyForNarrowRows) {
+  POSEIDON_SKIP_WITHOUT_AVX512();
+  // CIFAR-10 quick's conv3 and its input gradient; GoogLeNet's 5b 5x5.
+  EXPECT_TRUE(DirectConv(Geom(32, 8, 8, 64, 5, 5, 2, 2)).output_vectors());
+  EXPECT_TRUE(DirectConv(Geom(64, 8, 8, 32, 5, 5, 2, 2)).output_vectors());
+  EXPECT_TRUE(DirectConv(Geom(48, 7, 7, 128, 5, 5, 2, 2)).output_vectors());
+  // Rows of 16 (CIFAR-10 quick's conv2); 50 outputs in 64 lanes (LeNet's
+  // conv2, 8 x 8 output); rows of 12.
+  EXPECT_FALSE(DirectConv(Geom(32, 16, 16, 32, 5, 5, 2, 2)).output_vectors());
+  EXPECT_FALSE(DirectConv(Geom(20, 12, 12, 50, 5, 5)).output_vectors());
+  EXPECT_FALSE(DirectConv(Geom(8, 12, 12, 32, 3, 3, 1, 1)).output_vectors());
+  // Asked for explicitly.
+  EXPECT_TRUE(DirectConv(Geom(8, 16, 16, 32, 3, 3, 1, 1),
+                         DirectConv::Kernel::kOutputVectors)
+                  .output_vectors());
+  EXPECT_FALSE(DirectConv(Geom(32, 8, 8, 64, 5, 5, 2, 2),
+                          DirectConv::Kernel::kPositionVectors)
+                   .output_vectors());
 }
 
 TEST(DirectConvolutionTest, RejectsEmptyOutput) {

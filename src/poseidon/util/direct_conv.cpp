@@ -29,12 +29,36 @@
 // 2-core development machine (Xeon, AVX-512), CIFAR-10 quick's 5x5 layers
 // run about twice as fast as im2col + OpenBLAS, mostly from not writing and
 // re-reading the column matrix.
+//
+// Note [Output vectors]
+// On small maps the segments span rows: an 8 x 8 output (CIFAR-10 quick's
+// conv3) makes every segment two masked row pieces, and a 7 x 7 one
+// (GoogLeNet's 5x5 layers at 7 x 7) three. There the forward turns the
+// roles round, as the weight gradient does: a tile is MR output positions
+// x NV vectors of 16 output channels (6 x 4 or 8 x 1..3), each (channel,
+// tap) step loads NV vectors of packed weights (k, then outputs rounded up
+// to 16) and broadcasts one padded-image element per position, at the
+// position's own offset plus the row's (row_offset_, position_offset_, as
+// the AVX2 path keeps them), so no position needs a mask or a neighbour in
+// its row. The tile writes a transposed output (positions x channels),
+// transposed into the top once per image. K runs in blocks of
+// kDirectBlockSteps as in the position kernel. kAuto takes it for rows
+// narrower than 12 outputs with at most an eighth of the vector lanes idle
+// (PreferOutputVectors); measured on a 2-core Xeon (AVX-512, 2 MiB L2),
+// one thread, batch 100 or 8: CIFAR-10 quick's conv3 (32 -> 64, 8 x 8)
+// forward 6.0 -> 5.3 ms and backward 12.2 -> 11.0 (its input gradient is
+// the 64 -> 32 case: forward 6.1 -> 5.0), GoogLeNet's 5b 5x5 (48 -> 128,
+// 7 x 7) forward 2.2 -> 1.1 ms and backward 3.5 -> 2.4; even at 14 x 14,
+// 3-5% slower at 28 x 28 and with 50 outputs (LeNet's conv2, 64 lanes for
+// 50).
 #include "poseidon/util/direct_conv.hpp"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <utility>
 
 #include "poseidon/util/sgemm_avx2.hpp"
 
@@ -42,6 +66,15 @@
 
 namespace poseidon {
 namespace {
+
+// The output-vector kernel's packed width: outputs rounded up to 16.
+int OutputWidth(int outputs) { return (outputs + 15) / 16 * 16; }
+
+// See Note [Output vectors]: rows narrower than 12 outputs, and at most
+// an eighth of the lanes of the output vectors idle.
+bool PreferOutputVectors(const DirectConv::Geometry& g, int output_w) {
+  return output_w < 12 && OutputWidth(g.outputs) * 8 <= g.outputs * 9;
+}
 
 // Output channels per forward tile (rows of accumulators) and per
 // weight-gradient tile (two vectors).
@@ -209,6 +242,75 @@ void DirectForwardImage(const DirectShape& s, const float* packed,
   }
 }
 
+// The output-vector kernel (Note [Output vectors]): MR output positions x
+// NV vectors of 16 output channels, over every (channel, tap) row k of
+// the padded image x: acc[m][v] += x[position[m] + row_offset[k]] *
+// w[k][16 v .. 16 v + 15] (w rows ldw apart). Writes the MR rows of the
+// transposed output yt (positions x channels, ldy apart), or adds to them
+// if `accumulate`.
+template <int MR, int NV>
+POSEIDON_AVX512 void OutputVectorTile(int k_total, const ptrdiff_t* row_offset,
+                                      const float* x, const int* position,
+                                      const float* w, ptrdiff_t ldw, float* yt,
+                                      ptrdiff_t ldy, bool accumulate) {
+  const float* rows[MR];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) rows[m] = x + position[m];
+  __m512 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[m][v] = _mm512_setzero_ps();
+  }
+  for (int k = 0; k < k_total; ++k, w += ldw) {
+    const ptrdiff_t offset = row_offset[k];
+    __m512 wv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(w + 16 * v);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const __m512 a = _mm512_set1_ps(rows[m][offset]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        acc[m][v] = _mm512_fmadd_ps(a, wv[v], acc[m][v]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      float* out = yt + m * ldy + 16 * v;
+      _mm512_storeu_ps(out, accumulate
+                                ? _mm512_add_ps(acc[m][v], _mm512_loadu_ps(out))
+                                : acc[m][v]);
+    }
+  }
+}
+
+// Vectors of output channels per tile, and positions per tile for NV
+// vectors: MR x NV accumulators, at most 24 of the 32 registers.
+constexpr int kOutputTileVectors = 4;
+constexpr int OutputTileRows(int nv) { return nv >= 4 ? 6 : 8; }
+
+using OutputVectorFn = void (*)(int, const ptrdiff_t*, const float*, const int*,
+                                const float*, ptrdiff_t, float*, ptrdiff_t,
+                                bool);
+
+template <int NV, int... M>
+constexpr std::array<OutputVectorFn, 8> OutputVectorRow(
+    std::integer_sequence<int, M...>) {
+  return {{&OutputVectorTile<std::min(M + 1, OutputTileRows(NV)), NV>...}};
+}
+
+// [NV - 1][MR - 1]; entries past OutputTileRows(NV) repeat its last one.
+constexpr std::array<std::array<OutputVectorFn, 8>, kOutputTileVectors>
+    kOutputVectorTiles = {
+        OutputVectorRow<1>(std::make_integer_sequence<int, 8>()),
+        OutputVectorRow<2>(std::make_integer_sequence<int, 8>()),
+        OutputVectorRow<3>(std::make_integer_sequence<int, 8>()),
+        OutputVectorRow<4>(std::make_integer_sequence<int, 8>())};
+
 // The weight gradient transposed, dwt[(c, t)][o] = sum over positions p of
 // xpad[c][p + tap offset t] * dyt[p][o], as a broadcast kernel: MR (channel,
 // tap) rows x 32 output channels of accumulators; per position one image
@@ -281,7 +383,7 @@ DirectWeightFn DirectWeightFor(int rows) {
 
 }  // namespace
 
-DirectConv::DirectConv(const Geometry& g) : g_(g) {
+DirectConv::DirectConv(const Geometry& g, Kernel kernel) : g_(g) {
   output_h_ = g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1);
   output_w_ = g.width + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1);
   taps_ = g.kernel_h * g.kernel_w;
@@ -297,7 +399,12 @@ DirectConv::DirectConv(const Geometry& g) : g_(g) {
                           (t % g.kernel_w) * g.dilation_w);
   }
   avx512_ = Avx512KernelsAvailable();
-  if (!avx512_) {
+  if (avx512_) {
+    output_vectors_ = kernel == Kernel::kAuto
+                          ? PreferOutputVectors(g, output_w_)
+                          : kernel == Kernel::kOutputVectors;
+  }
+  if (!avx512_ || output_vectors_) {
     const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * padded_w_;
     for (int c = 0; c < g.channels; ++c) {
       for (int t = 0; t < taps_; ++t) {
@@ -363,44 +470,49 @@ size_t DirectConv::packed_size() const {
   if (!avx512_) {  // the plain (outputs, channels x taps) matrix
     return static_cast<size_t>(g_.outputs) * g_.channels * taps_;
   }
+  if (output_vectors_) {  // (channels x taps, outputs rounded up to 16)
+    return static_cast<size_t>(g_.channels) * taps_ * OutputWidth(g_.outputs);
+  }
   const size_t row_blocks = (g_.outputs + kTileRows - 1) / kTileRows;
   return row_blocks * kTileRows * g_.channels * taps_;
 }
 
-// Blocks of 8 output channels; within a block, for each (channel, tap), the
-// 8 weights (zero for rows past `outputs`). The AVX2 path: the plain matrix.
+// The position-vector kernel: blocks of 8 output channels; within a block,
+// for each (channel, tap), the 8 weights (zero for rows past `outputs`).
+// The output-vector kernel: for each (channel, tap), the weights of every
+// output, zeros up to a multiple of 16. The AVX2 path: the plain matrix.
 void DirectConv::PackWeights(const float* weights, bool flip_and_swap,
                              float* packed) const {
   const int k_total = g_.channels * taps_;
+  // W[o][c][t] of this convolution.
+  auto weight = [&](int o, int k) {
+    const int c = k / taps_;
+    const int t = k % taps_;
+    return flip_and_swap
+               ? weights[(static_cast<size_t>(c) * g_.outputs + o) * taps_ +
+                         (taps_ - 1 - t)]
+               : weights[static_cast<size_t>(o) * k_total + k];
+  };
   if (!avx512_) {
     for (int o = 0; o < g_.outputs; ++o) {
-      for (int k = 0; k < k_total; ++k) {
-        const int c = k / taps_;
-        const int t = k % taps_;
-        *packed++ =
-            flip_and_swap
-                ? weights[(static_cast<size_t>(c) * g_.outputs + o) * taps_ +
-                          (taps_ - 1 - t)]
-                : weights[static_cast<size_t>(o) * k_total + k];
+      for (int k = 0; k < k_total; ++k) *packed++ = weight(o, k);
+    }
+    return;
+  }
+  if (output_vectors_) {
+    const int width = OutputWidth(g_.outputs);
+    for (int k = 0; k < k_total; ++k) {
+      for (int o = 0; o < width; ++o) {
+        *packed++ = o < g_.outputs ? weight(o, k) : 0.0f;
       }
     }
     return;
   }
   for (int o0 = 0; o0 < g_.outputs; o0 += kTileRows) {
     for (int k = 0; k < k_total; ++k) {
-      const int c = k / taps_;
-      const int t = k % taps_;
       for (int r = 0; r < kTileRows; ++r) {
         const int o = o0 + r;
-        float v = 0.0f;
-        if (o < g_.outputs) {
-          v = flip_and_swap
-                  ? weights[(static_cast<size_t>(c) * g_.outputs + o) * taps_ +
-                            (taps_ - 1 - t)]
-                  : weights[(static_cast<size_t>(o) * g_.channels + c) * taps_ +
-                            t];
-        }
-        *packed++ = v;
+        *packed++ = o < g_.outputs ? weight(o, k) : 0.0f;
       }
     }
   }
@@ -435,6 +547,10 @@ void DirectConv::Forward(const float* packed, const float* bottom,
                         0.0f, top, positions);
     return;
   }
+  if (output_vectors_) {
+    OutputVectorForward(packed, padded.data(), top);
+    return;
+  }
   const DirectShape s{g_.channels,
                       taps_,
                       plane,
@@ -444,6 +560,38 @@ void DirectConv::Forward(const float* packed, const float* bottom,
                       segments_.data(),
                       tap_offset_.data()};
   DirectForwardImage(s, packed, padded.data(), top);
+}
+
+// See Note [Output vectors]: tiles of positions x 16-channel vectors into
+// a transposed output (positions x channels), then transposed into top.
+void DirectConv::OutputVectorForward(const float* packed, const float* padded,
+                                     float* top) const {
+  const int k_total = g_.channels * taps_;
+  const int positions = output_h_ * output_w_;
+  const int width = OutputWidth(g_.outputs);
+  const int vectors = width / 16;
+  thread_local std::vector<float> yt;
+  yt.resize(std::max(yt.size(), static_cast<size_t>(positions) * width));
+  for (int k0 = 0; k0 < k_total; k0 += kDirectBlockSteps) {
+    const int steps = std::min(kDirectBlockSteps, k_total - k0);
+    for (int v0 = 0; v0 < vectors; v0 += kOutputTileVectors) {
+      const int nv = std::min(kOutputTileVectors, vectors - v0);
+      const int rows = OutputTileRows(nv);
+      for (int p0 = 0; p0 < positions; p0 += rows) {
+        const int mr = std::min(rows, positions - p0);
+        kOutputVectorTiles[nv - 1][mr - 1](
+            steps, row_offset_.data() + k0, padded,
+            position_offset_.data() + p0,
+            packed + static_cast<ptrdiff_t>(k0) * width + 16 * v0, width,
+            yt.data() + static_cast<ptrdiff_t>(p0) * width + 16 * v0, width,
+            k0 > 0);
+      }
+    }
+  }
+  for (int o = 0; o < g_.outputs; ++o) {
+    const float* in = yt.data() + o;
+    for (int p = 0; p < positions; ++p, in += width) *top++ = *in;
+  }
 }
 
 // Per image: the bottom zero-padded (so that every tap of every position is
