@@ -318,8 +318,19 @@ constexpr std::array<std::array<OutputVectorFn, 8>, kOutputTileVectors>
 // rows[r] points at image row 0 of the padded plane of row r's channel,
 // shifted by its tap; positions run over output rows (ow consecutive
 // elements of padded row y) so the broadcasts walk memory in order. Adds
-// the sums to dwt (rows ldc apart), columns masked by m0 / m1.
-template <int MR>
+// the sums to dwt (rows ldc apart), columns masked by m0 / m1 unless kFull
+// (all 32 columns: plain loads, no mask registers to keep).
+// 16 columns of the weight-gradient tile: the lanes of m, or all of them.
+template <bool kFull>
+POSEIDON_AVX512 inline __m512 LoadColumns(__mmask16 m, const float* p) {
+  if constexpr (kFull) {
+    return _mm512_loadu_ps(p);
+  } else {
+    return _mm512_maskz_loadu_ps(m, p);
+  }
+}
+
+template <int MR, bool kFull>
 POSEIDON_AVX512 void DirectWeightTile(const float* const* rows,
                                       ptrdiff_t padded_width, int out_h,
                                       int out_w, const float* dyt,
@@ -335,8 +346,8 @@ POSEIDON_AVX512 void DirectWeightTile(const float* const* rows,
   for (int y = 0; y < out_h; ++y) {
     const ptrdiff_t row_start = y * padded_width;
     for (int x = 0; x < out_w; ++x) {
-      const __m512 b0 = _mm512_maskz_loadu_ps(m0, dyt);
-      const __m512 b1 = _mm512_maskz_loadu_ps(m1, dyt + 16);
+      const __m512 b0 = LoadColumns<kFull>(m0, dyt);
+      const __m512 b1 = LoadColumns<kFull>(m1, dyt + 16);
       dyt += dyt_ld;
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
@@ -349,10 +360,15 @@ POSEIDON_AVX512 void DirectWeightTile(const float* const* rows,
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     float* c = dwt + r * ldc;
-    _mm512_mask_storeu_ps(c, m0,
-                          _mm512_add_ps(acc0[r], _mm512_maskz_loadu_ps(m0, c)));
-    _mm512_mask_storeu_ps(
-        c + 16, m1, _mm512_add_ps(acc1[r], _mm512_maskz_loadu_ps(m1, c + 16)));
+    const __m512 sum0 = _mm512_add_ps(acc0[r], LoadColumns<kFull>(m0, c));
+    const __m512 sum1 = _mm512_add_ps(acc1[r], LoadColumns<kFull>(m1, c + 16));
+    if (kFull) {
+      _mm512_storeu_ps(c, sum0);
+      _mm512_storeu_ps(c + 16, sum1);
+    } else {
+      _mm512_mask_storeu_ps(c, m0, sum0);
+      _mm512_mask_storeu_ps(c + 16, m1, sum1);
+    }
   }
 }
 
@@ -360,26 +376,17 @@ using DirectWeightFn = void (*)(const float* const*, ptrdiff_t, int, int,
                                 const float*, ptrdiff_t, __mmask16, __mmask16,
                                 float*, ptrdiff_t);
 
-DirectWeightFn DirectWeightFor(int rows) {
-  switch (rows) {
-    case 1:
-      return DirectWeightTile<1>;
-    case 2:
-      return DirectWeightTile<2>;
-    case 3:
-      return DirectWeightTile<3>;
-    case 4:
-      return DirectWeightTile<4>;
-    case 5:
-      return DirectWeightTile<5>;
-    case 6:
-      return DirectWeightTile<6>;
-    case 7:
-      return DirectWeightTile<7>;
-    default:
-      return DirectWeightTile<8>;
-  }
+template <bool kFull, int... R>
+constexpr std::array<DirectWeightFn, kTileRows> DirectWeightRow(
+    std::integer_sequence<int, R...>) {
+  return {{&DirectWeightTile<R + 1, kFull>...}};
 }
+
+// [full][rows - 1]
+constexpr std::array<std::array<DirectWeightFn, kTileRows>, 2>
+    kDirectWeightTiles = {
+        DirectWeightRow<false>(std::make_integer_sequence<int, kTileRows>()),
+        DirectWeightRow<true>(std::make_integer_sequence<int, kTileRows>())};
 
 }  // namespace
 
@@ -667,12 +674,13 @@ void DirectConv::AccumulateWeightGrad(int images, const float* bottom,
                     (t / g_.kernel_w) * g_.dilation_h * padded_w +
                     (t % g_.kernel_w) * g_.dilation_w;
         }
-        const DirectWeightFn tile = DirectWeightFor(count);
         for (int o0 = 0; o0 < g_.outputs; o0 += kTileCols) {
-          tile(rows, padded_w, band, output_w_, band_dyt + o0, g_.outputs,
-               LaneMask(g_.outputs - o0), LaneMask(g_.outputs - o0 - 16),
-               dwt.data() + static_cast<ptrdiff_t>(k0) * g_.outputs + o0,
-               g_.outputs);
+          const bool full = g_.outputs - o0 >= kTileCols;
+          kDirectWeightTiles[full][count - 1](
+              rows, padded_w, band, output_w_, band_dyt + o0, g_.outputs,
+              LaneMask(g_.outputs - o0), LaneMask(g_.outputs - o0 - 16),
+              dwt.data() + static_cast<ptrdiff_t>(k0) * g_.outputs + o0,
+              g_.outputs);
         }
       }
     }
