@@ -49,8 +49,8 @@
 // forward 6.0 -> 5.3 ms and backward 12.2 -> 11.0 (its input gradient is
 // the 64 -> 32 case: forward 6.1 -> 5.0), GoogLeNet's 5b 5x5 (48 -> 128,
 // 7 x 7) forward 2.2 -> 1.1 ms and backward 3.5 -> 2.4; even at 14 x 14,
-// 3-5% slower at 28 x 28 and with 50 outputs (LeNet's conv2, 64 lanes for
-// 50).
+// 5% slower at 28 x 28 and 8-10% with 50 outputs (LeNet's conv2, 64 lanes
+// for 50), so those keep the position vectors.
 #include "poseidon/util/direct_conv.hpp"
 
 #include <immintrin.h>
