@@ -21,6 +21,10 @@ namespace poseidon {
 // them beside the AVX-512 ones, and to test them on such CPUs).
 bool Avx512KernelsAvailable();
 
+// True when the CPU has AVX-512F and FMA but POSEIDON_KERNELS=avx2 holds
+// those kernels off (for the messages that say why a path was chosen).
+bool Avx512KernelsHeldOff();
+
 // True when the CPU has AVX2 and FMA and POSEIDON_KERNELS is not "blas":
 // the AVX2 kernels (util/sgemm_avx2.hpp), compiled and reached the same
 // way as the AVX-512 ones (POSEIDON_AVX2 target attributes).

@@ -54,6 +54,12 @@ bool Avx512KernelsAvailable() {
   return available;
 }
 
+bool Avx512KernelsHeldOff() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
+         CachedChoice() == KernelChoice::kAvx2;
+}
+
 bool Avx2KernelsAvailable() {
   static const bool available = DetectAvx2();
   return available;

@@ -106,10 +106,7 @@ std::string Describe(SgemmBackend backend) {
                  : "Poseidon's AVX-512 kernel (POSEIDON_SGEMM=openblas "
                    "selects OpenBLAS)";
     case SgemmBackend::kAvx2: {
-      const char* kernels = std::getenv("POSEIDON_KERNELS");
-      const bool held_off = kernels != nullptr &&
-                            std::strcmp(kernels, "avx2") == 0 &&
-                            __builtin_cpu_supports("avx512f");
+      const bool held_off = Avx512KernelsHeldOff();
       return "Poseidon's AVX2 kernel, " + Avx2SgemmBlocking() +
              (asked == "avx2" ? " (POSEIDON_SGEMM=avx2)"
               : held_off      ? " (POSEIDON_KERNELS=avx2 holds AVX-512 off; "
