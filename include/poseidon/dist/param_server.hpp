@@ -220,6 +220,8 @@ class ParamServer {
   std::unique_ptr<Counters> counters_;
   struct SumSlots;
   std::unique_ptr<SumSlots> sums_;  // shared by server_ and server_send_
+  struct OwnWindows;  // Note [Own worker's windows]
+  std::unique_ptr<OwnWindows> own_windows_;
   std::unique_ptr<CommThread> server_send_;
   std::unique_ptr<CommThread> server_;
 };

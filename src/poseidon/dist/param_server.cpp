@@ -161,6 +161,46 @@ struct ParamServer<Dtype>::Counters {
   }
 };
 
+// Note [Own worker's windows]
+// A shard's messages to and from its own rank go through MPI like any
+// other, so a shard can wait on its own rank's worker side: a block's sum
+// goes unreceived while this rank's pull thread is still stuck on an
+// earlier window whose shard sits across a cut link. The communicator can
+// only say "waiting for rank 0 to receive", naming the rank itself (the
+// link-fault matrix's "link down for good" case ended so when the shard's
+// deadline ran out before the pull's). So each push and pull thread
+// records the window it is in, and a shard's failure adds what its own
+// rank's worker side was then waiting on ("this rank's own pull of blocks
+// 4 and 6 (iteration 55) from the shards of ranks 2 and 3 was in flight"),
+// which names the ranks behind the stall.
+template <typename Dtype>
+struct ParamServer<Dtype>::OwnWindows {
+  std::mutex mu;
+  std::vector<std::string> push, pull;  // GUARDED_BY(mu); "" when idle
+
+  void Set(bool is_push, int thread, std::string what) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string>& v = is_push ? push : pull;
+    if (v.size() <= static_cast<size_t>(thread)) v.resize(thread + 1);
+    v[thread] = std::move(what);
+  }
+  // "; this rank's own pull of ... was in flight", or "" when none is.
+  std::string Note() {
+    std::vector<std::string> busy;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto* v : {&push, &pull}) {
+        for (const std::string& w : *v) {
+          if (!w.empty()) busy.push_back(w);
+        }
+      }
+    }
+    if (busy.empty()) return "";
+    return StrCat("; this rank's own ", ListForMessage(busy, 3),
+                  busy.size() == 1 ? " was" : " were", " in flight");
+  }
+};
+
 // One exchange in flight: the push and pull threads each report once.
 template <typename Dtype>
 struct ParamServer<Dtype>::Pending {
@@ -196,7 +236,8 @@ ParamServer<Dtype>::ParamServer(Communicator* comm,
       timeline_(timeline),
       update_(std::move(update)),
       counters_(new Counters(partition->blocks().size())),
-      sums_(new SumSlots) {
+      sums_(new SumSlots),
+      own_windows_(new OwnWindows) {
   POSEIDON_REQUIRE(options.push_threads >= 1 && options.pull_threads >= 1,
                    ConfigError,
                    "distributed num_push_threads and num_pull_threads must "
@@ -374,7 +415,9 @@ Status ParamServer<Dtype>::RunWindows(bool push, int thread, int64_t iter,
   for (const std::vector<BlockRef>& window :
        Windows(*partition_, order, thread, threads, options_.bytes_in_flight)) {
     const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
+    own_windows_->Set(push, thread, Describe(push, iter, window));
     Status s = push ? Push(iter, window) : Pull(iter, window);
+    own_windows_->Set(push, thread, "");
     if (timeline_) {
       std::vector<std::string> ids;
       int64_t bytes = 0;
@@ -515,7 +558,8 @@ Status ParamServer<Dtype>::ServeBlock(int64_t iter, int block) {
     if (!s.ok()) {
       sums_->Release(slot);
       return Status::Failure(StrCat("taking the pushes of block ", block,
-                                    " (iteration ", iter, "): ", s.message()));
+                                    " (iteration ", iter, "): ", s.message(),
+                                    own_windows_->Note()));
     }
   }
   if (update_) update_(iter, block, sum);
@@ -555,7 +599,8 @@ void ParamServer<Dtype>::SendSum(int64_t iter, int block, int slot) {
                         comm_->JobRank(comm_->rank()),
                         ": sending the sum of "
                         "block ",
-                        block, " (iteration ", iter, "): ", s.message()));
+                        block, " (iteration ", iter, "): ", s.message(),
+                        own_windows_->Note()));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/run_ranks.hpp"
@@ -553,6 +554,101 @@ TEST(ParamServerWindowTest, AFailedWindowNamesItsBlocksAndShards) {
       EXPECT_EQ(s.message(), want);
     });
   }
+}
+
+// Note [Own worker's windows]: worker 0 hosts shard 0, rank 1 serves shard
+// 1. Worker 0's pull of its shard-1 block is held past the deadline (as
+// behind a cut link), so its own shard cannot hand it the next block's sum.
+// The shard's error names the rank behind the stall, not only "rank 0 to
+// receive". Rank 1's sums are held back as long, so that rank 0's shard,
+// whose send starts at once, is the first to give up.
+class HeldMessages final : public ForwardingCommunicator {
+ public:
+  HeldMessages(Communicator* inner, std::chrono::milliseconds hold)
+      : ForwardingCommunicator(inner), hold_(hold) {}
+  Status RecvAll(const std::vector<RecvOp>& ops) override {
+    for (const RecvOp& op : ops) {
+      if (op.tag >= kPullTagBase && op.src != rank()) {
+        std::this_thread::sleep_for(hold_);
+        break;
+      }
+    }
+    return ForwardingCommunicator::RecvAll(ops);
+  }
+  Status SendAll(const std::vector<SendOp>& ops) override {
+    for (const SendOp& op : ops) {
+      if (op.tag >= kPullTagBase && op.dest != rank()) {
+        std::this_thread::sleep_for(hold_);
+        break;
+      }
+    }
+    return ForwardingCommunicator::SendAll(ops);
+  }
+  void Abort(const std::string& why) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (first_abort_.empty()) first_abort_ = why;
+    }
+    ForwardingCommunicator::Abort(why);
+  }
+  std::string first_abort() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_abort_;
+  }
+
+ private:
+  const std::chrono::milliseconds hold_;
+  mutable std::mutex mu_;
+  std::string first_abort_;  // GUARDED_BY(mu_)
+};
+
+TEST(ParamServerWindowTest, AShardStuckOnItsOwnRankNamesWhatThatRankWaitsOn) {
+  LoopbackOptions loopback;
+  loopback.synchronous_send = true;
+  loopback.timeout = std::chrono::milliseconds(500);
+  LoopbackWorld world(2, loopback);
+  std::string abort0;
+  RunRanks(&world, [&](Communicator* inner) {
+    const bool worker = inner->rank() == 0;
+    HeldMessages comm(inner, std::chrono::milliseconds(1200));
+    // 4 blocks of 1000 floats, 2 per shard: worker 0 pulls shard 0's first
+    // block, then shard 1's (held), then shard 0's second.
+    const BlockPartition part({4000}, sizeof(float), 4000, 2);
+    ParamServerOptions options;
+    options.roles = PsRoles{{0}, {0, 1}};
+    options.bytes_in_flight = MessageBytes(part, 0);
+    std::vector<float> grad(4000, 1.0f);
+    std::vector<Ref> refs;
+    for (size_t b = 0; b < 4; ++b) {
+      refs.push_back(
+          {static_cast<int>(b), grad.data() + part.blocks()[b].offset});
+    }
+    {
+      ParamServer<float> server(&comm, &part, options);
+      std::promise<Status> done;
+      auto report = [&done](Status st) { done.set_value(st); };
+      if (worker) {
+        server.Exchange(7, refs, report);
+      } else {
+        server.Serve(7, {0, 1, 2, 3}, report);
+      }
+      // Rank 1's Serve reports once its sums are handed to its send thread.
+      const Status s = done.get_future().get();
+      if (worker) EXPECT_FALSE(s.ok());
+    }
+    if (worker) abort0 = comm.first_abort();
+  });
+  EXPECT_NE(abort0.find("parameter server shard of rank 0: sending the sum"),
+            std::string::npos)
+      << abort0;
+  EXPECT_NE(abort0.find("timed out after 0.5 s waiting for rank 0"),
+            std::string::npos)
+      << abort0;
+  EXPECT_NE(abort0.find("; this rank's own pull of block "), std::string::npos)
+      << abort0;
+  EXPECT_NE(abort0.find("(iteration 7) from the shard of rank 1 was in flight"),
+            std::string::npos)
+      << abort0;
 }
 
 }  // namespace
