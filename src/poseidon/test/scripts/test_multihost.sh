@@ -9,7 +9,8 @@
 # Usage: test_multihost.sh BUILD_DIR [MPIRUN]
 # Environment: MULTIHOST_RATE (tc rate of each link, default 200mbit; empty:
 #   no cap, and the interface counters stand in for the tc ones),
-#   MULTIHOST_HOSTS (default 3), MULTIHOST_TIMEOUT (seconds per mpirun,
+#   MULTIHOST_HOSTS (default 4; the self-test and LeNet runs use up to 3 of
+#   them, the dedicated-server run 4), MULTIHOST_TIMEOUT (seconds per mpirun,
 #   default 120). Exit status 77 (skip) when not root, when network
 #   namespaces are not permitted, or when mpirun/tc are missing.
 #
@@ -27,7 +28,7 @@ RSH=$SOURCE_DIR/scripts/netns_rsh
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [MPIRUN]" >&2; exit 2; }
 BUILD_DIR=$(cd "$1" && pwd) || exit 2
 MPIRUN=${2:-mpirun}
-HOSTS=${MULTIHOST_HOSTS:-3}
+HOSTS=${MULTIHOST_HOSTS:-4}
 RATE=${MULTIHOST_RATE-200mbit}
 MPI_TIMEOUT=${MULTIHOST_TIMEOUT:-120}
 SUBNET=10.77.0.0/24
@@ -81,17 +82,20 @@ if ! "$CLUSTER" up "$HOSTS" ${RATE:+--rate "$RATE"} --prefix "$PREFIX" \
   fatal "multihost_netns: netns_cluster up failed"
 fi
 mapfile -t HOST_ADDRS < "$WORK/hosts.txt"
+# The self-test and the LeNet run use up to three hosts (one rank each).
+SPREAD=$(( ${#HOST_ADDRS[@]} < 3 ? ${#HOST_ADDRS[@]} : 3 ))
 echo "cluster: ${#HOST_ADDRS[@]} hosts ${HOST_ADDRS[*]}, links capped at" \
   "${RATE:-no rate}, prefix $PREFIX"
 
 # ---- running in the cluster -------------------------------------------------------
 # run_in_cluster NP COMMAND...: runs COMMAND as NP ranks, spread evenly over
-# the hosts (one per host when NP <= hosts), from the hub namespace through
+# the hosts (the first RUN_HOSTS of them when that is set; one per host when
+# NP <= hosts), from the hub namespace through
 # the rsh agent. TCP only, over the cluster subnet; no binding (every "host"
 # shares this machine's cores). Prints the mpirun line and the output;
 # returns mpirun's status (124 when it ran past MULTIHOST_TIMEOUT).
 run_in_cluster() {
-  local np=$1 nhosts=${#HOST_ADDRS[@]} slots hostlist="" i
+  local np=$1 nhosts=${RUN_HOSTS:-${#HOST_ADDRS[@]}} slots hostlist="" i
   shift
   slots=$(( (np + nhosts - 1) / nhosts ))
   for ((i = 0; i < nhosts && i * slots < np; i++)); do
@@ -165,7 +169,7 @@ check_run() {
 mpi_selftest() {
   local exe=$BUILD_DIR/test/mpi_selftest out
   [ -x "$exe" ] || { echo "$exe not built"; return 1; }
-  out=$(run_in_cluster "${#HOST_ADDRS[@]}" "$exe" --hosts=several)
+  out=$(run_in_cluster "$SPREAD" "$exe" --hosts=several)
   local status=$?
   echo "$out"
   [ $status -eq 0 ] || return $status
@@ -193,7 +197,7 @@ train_lenet() {
       -e "s|^snapshot_prefix: .*|snapshot_prefix: \"$WORK/lenet\"|" \
     "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_solver.prototxt" \
     > "$WORK/solver.prototxt"
-  out=$(run_in_cluster "${#HOST_ADDRS[@]}" -x POSEIDON_NUM_THREADS=1 \
+  out=$(run_in_cluster "$SPREAD" -x POSEIDON_NUM_THREADS=1 \
         "$exe" train --solver="$WORK/solver.prototxt")
   local status=$?
   echo "$out" | grep -E "Distributed training|SFB|accuracy|Traffic|Error" | tail -12
@@ -227,7 +231,7 @@ host_level_run() {  # ITERS HOST_LEVEL: one 2 x 2 run, bytes into host_level_byt
   local before after out status
   host_level_solver "$1" "$2" "$WORK/hl_$2_$1" 16 "$WORK/hl_$2_$1.prototxt"
   before=$(link_counters | awk '{s += $1} END {print s}')
-  out=$(run_in_cluster 4 -x POSEIDON_NUM_THREADS=1 \
+  out=$(RUN_HOSTS=2 run_in_cluster 4 -x POSEIDON_NUM_THREADS=1 \
         "$BUILD_DIR/tools/poseidon_train" train --solver="$WORK/hl_$2_$1.prototxt")
   status=$?
   after=$(link_counters | awk '{s += $1} END {print s}')
@@ -281,11 +285,64 @@ for path in sys.argv[2:]:
 PY
 }
 
-check_run "mpi_selftest, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
-  mpi_selftest
-check_run "poseidon_train LeNet, ${#HOST_ADDRS[@]} ranks on ${#HOST_ADDRS[@]} hosts" \
-  train_lenet
+# Dedicated parameter servers (docs/distributed.md, "Dedicated servers"),
+# 2 worker hosts x 2 server hosts: `--comm=PS --servers=2` with one rank
+# per host puts workers 0 and 1 on hosts 1 and 2 and the servers (ranks 2
+# and 3, one shard each) on hosts 3 and 4, so every push and pull crosses
+# a link. LeNet, batch 32 per worker, 30 iterations with Adam (history on
+# the servers), blocks of 256 KiB so that ip1's weights spread over both
+# shards: the .caffemodel and .solverstate must equal byte for byte
+# those of the colocated run of 2 ranks on hosts 1 and 2 (the shards sum
+# in worker order either way). check_run then sees every one of the four
+# links carry bytes both ways.
+dedicated_run() {  # NAME NP [FLAGS...]: LeNet in $WORK/NAME, NP ranks
+  local name=$1 np=$2 dir=$WORK/$1 out status
+  shift 2
+  mkdir -p "$dir"
+  sed -e "0,/batch_size: 64/s//batch_size: 32/" \
+      -e "s|data/fashion_mnist|$SOURCE_DIR/data/fashion_mnist|" \
+    "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_train_test.prototxt" \
+    > "$dir/lenet.prototxt"
+  sed -e "s|^net: .*|net: \"lenet.prototxt\"|" \
+      -e "s/^max_iter: .*/max_iter: 30/" -e "s/^test_interval: .*/test_interval: 1000/" \
+      -e "s/^test_iter: .*/test_iter: 1/" -e "s/^snapshot: .*/snapshot: 0/" \
+      -e "s/^display: .*/display: 10/" -e "s/^base_lr: .*/base_lr: 0.001/" \
+      -e "s|^snapshot_prefix: .*|snapshot_prefix: \"lenet\"|" \
+    "$SOURCE_DIR/examples/fashion_mnist/caffe_lenet_solver.prototxt" \
+    > "$dir/solver.prototxt"
+  printf 'type: "Adam"\nmomentum2: 0.999\nrandom_seed: 7\n%s\n' \
+    "distributed { comm: PS block_size: 262144 }" >> "$dir/solver.prototxt"
+  out=$(run_in_cluster "$np" -wdir "$dir" -x POSEIDON_NUM_THREADS=1 \
+        "$BUILD_DIR/tools/poseidon_train" train --solver=solver.prototxt "$@")
+  status=$?
+  echo "$out" > "$dir/train.log"
+  echo "$out" | grep -E "dedicated|updated on the servers|Error" | head -4
+  [ $status -eq 0 ] || { echo "$out" | tail -20; return $status; }
+  [ -f "$dir/lenet_iter_30.caffemodel" ] ||
+    { echo "$name: no lenet_iter_30.caffemodel"; return 1; }
+}
+train_dedicated_servers() {
+  [ ${#HOST_ADDRS[@]} -ge 4 ] || { echo "needs 4 hosts"; return 1; }
+  dedicated_run dedicated 4 --servers=2 || return 1
+  grep -q "Ranks 2 to 3 of 4 are dedicated parameter servers" \
+    "$WORK/dedicated/train.log" ||
+    { echo "the log does not name ranks 2 and 3 as servers"; return 1; }
+  dedicated_run colocated 2 || return 1
+  local f
+  for f in lenet_iter_30.caffemodel lenet_iter_30.solverstate; do
+    cmp "$WORK/dedicated/$f" "$WORK/colocated/$f" ||
+      { echo "$f: 2 workers + 2 server hosts differ from 2 colocated ranks"
+        return 1; }
+  done
+  echo "2 workers + 2 server hosts: snapshot identical to 2 colocated ranks"
+}
+
+check_run "mpi_selftest, $SPREAD ranks on $SPREAD hosts" mpi_selftest "$SPREAD"
+check_run "poseidon_train LeNet, $SPREAD ranks on $SPREAD hosts" \
+  train_lenet "$SPREAD"
 check_run "host level, 2 hosts x 2 ranks, on and off" train_host_level 2
+check_run "dedicated servers, 2 worker hosts x 2 server hosts" \
+  train_dedicated_servers 4
 
 # ---- summary ------------------------------------------------------------------------
 echo "==== multihost_netns summary (links capped at ${RATE:-no rate})"
