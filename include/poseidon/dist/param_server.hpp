@@ -56,6 +56,7 @@
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/comm_thread.hpp"
 #include "poseidon/dist/communicator.hpp"
+#include "poseidon/dist/stale_shard.hpp"
 #include "poseidon/dist/tags.hpp"
 #include "poseidon/dist/wire.hpp"
 
@@ -86,6 +87,13 @@ struct ParamServerOptions {
   // (messages stay in the caller's memory); it bounds how many operations
   // wait on the communicator at once.
   size_t bytes_in_flight = size_t{64} << 20;
+  // How shards answer pulls. BSP (the default): the sum of every worker's
+  // push, served within each exchange (Exchange, Serve). SSP and ASYNC:
+  // each push applied on arrival by a free-running StaleShard (ServeStale;
+  // Note [Stale-synchronous serving] in stale_shard.hpp), which needs the
+  // update function; Exchange then only pushes and pulls.
+  Consistency consistency = Consistency::kBsp;
+  int staleness = 0;  // SSP's bound
 };
 
 template <typename Dtype>
@@ -138,6 +146,18 @@ class ParamServer {
   // the job, as a failed shard does on a worker).
   void Serve(int64_t iter, std::vector<int> blocks,
              std::function<void(Status)> done);
+
+  // On a rank hosting a shard, under SSP or ASYNC (options.consistency):
+  // serves the shard's blocks of iterations [first_iter, end_iter), each
+  // posting the exchanges of `schedule` (block ids, every exchange as the
+  // workers post it), on threads of its own (StaleShard) while this rank's
+  // worker, if any, goes on with Exchange. `done` runs once when all is
+  // served or on the first failure (which aborts the job). Throws
+  // ConfigError without an update function. At most one at a time: the
+  // destructor, or the next call, waits for the previous one's end.
+  void ServeStale(const std::vector<std::vector<int>>& schedule,
+                  int64_t first_iter, int64_t end_iter,
+                  std::function<void(Status)> done);
 
   // This rank's roles.
   bool is_worker() const { return worker_index_ >= 0; }
@@ -224,6 +244,7 @@ class ParamServer {
   std::unique_ptr<OwnWindows> own_windows_;
   std::unique_ptr<CommThread> server_send_;
   std::unique_ptr<CommThread> server_;
+  std::unique_ptr<StaleShard<Dtype>> stale_;  // ServeStale's
 };
 
 }  // namespace dist

@@ -31,6 +31,10 @@ constexpr int kServerTag = kRingTag + 1;
 constexpr int kHistoryTag = kRingTag + 2;
 constexpr int kActionTag = 30000;
 
+// The tags of block `block`'s push and of its sum (or parameters).
+inline int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
+inline int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
+
 static_assert(kPullTagBase + kTagSpan <= kRingTag && kRingTag < kServerTag &&
                   kServerTag < kHistoryTag &&
                   kHistoryTag < kActionTag &&

@@ -17,9 +17,6 @@ namespace poseidon {
 namespace dist {
 namespace {
 
-int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
-int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
-
 // The server's buffer for pushes, owned by its thread and reused across
 // blocks and iterations: a block's pushes from a group of ranks are up to
 // kPushBytesInFlight large, too big to allocate anew for every block. (The
@@ -292,6 +289,7 @@ ParamServer<Dtype>::~ParamServer() {
   // server before the thread it posts to.
   push_.clear();
   pull_.clear();
+  stale_.reset();
   server_.reset();
   server_send_.reset();
 }
@@ -326,7 +324,10 @@ void ParamServer<Dtype>::Exchange(int64_t iter, std::vector<BlockRef> blocks,
   pending->parts = num_push + num_pull;
 
   // This shard's part first: its thread may already hold pushes for it.
-  if (!mine.empty()) PostServe(iter, std::move(mine), {});
+  // (Under SSP and ASYNC the shard serves on its own: ServeStale.)
+  if (!mine.empty() && options_.consistency == Consistency::kBsp) {
+    PostServe(iter, std::move(mine), {});
+  }
   for (int t = 0; t < num_push; ++t) {
     push_[t]->Post([this, iter, shared, pending, t] {
       pending->Report(RunWindows(/*push=*/true, t, iter, *shared));
@@ -344,6 +345,10 @@ void ParamServer<Dtype>::Serve(int64_t iter, std::vector<int> blocks,
                                std::function<void(Status)> done) {
   CHECK(!is_worker()) << "ParamServer::Serve on rank " << comm_->rank()
                       << ", a worker (its Exchange serves its shard)";
+  CHECK(options_.consistency == Consistency::kBsp)
+      << "ParamServer::Serve under "
+      << ConsistencyName(options_.consistency, options_.staleness)
+      << " (ServeStale serves it)";
   std::vector<int> mine;
   for (int id : blocks) {
     CHECK(id >= 0 && static_cast<size_t>(id) < partition_->blocks().size())
@@ -377,6 +382,29 @@ void ParamServer<Dtype>::PostServe(int64_t iter, std::vector<int> mine,
     }
     if (done) done(Status::OK());
   }, fail);
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::ServeStale(
+    const std::vector<std::vector<int>>& schedule, int64_t first_iter,
+    int64_t end_iter, std::function<void(Status)> done) {
+  CHECK_GE(shard_, 0) << "ParamServer::ServeStale on rank " << comm_->rank()
+                      << ", which hosts no shard";
+  POSEIDON_REQUIRE(options_.consistency != Consistency::kBsp, ConfigError,
+                   "ParamServer::ServeStale under BSP (Exchange and Serve "
+                   "serve it)");
+  stale_.reset();
+  typename StaleShard<Dtype>::Options options;
+  options.consistency = options_.consistency;
+  options.staleness = options_.staleness;
+  options.first_iter = first_iter;
+  options.end_iter = end_iter;
+  Counters* counters = counters_.get();
+  stale_ = std::make_unique<StaleShard<Dtype>>(
+      comm_, partition_, workers_, servers_, shard_, schedule, options,
+      update_,
+      [counters](int block, size_t bytes) { counters->Add(block, bytes); },
+      std::move(done));
 }
 
 template <typename Dtype>

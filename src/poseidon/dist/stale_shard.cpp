@@ -1,0 +1,243 @@
+#include "poseidon/dist/stale_shard.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+#include "poseidon/dist/param_server.hpp"
+#include "poseidon/dist/tags.hpp"
+#include "poseidon/dist/wire.hpp"
+
+namespace poseidon {
+namespace dist {
+
+std::string ConsistencyName(Consistency c, int staleness) {
+  switch (c) {
+    case Consistency::kBsp: return "BSP";
+    case Consistency::kSsp: return StrCat("SSP(", staleness, ")");
+    case Consistency::kAsync: return "ASYNC";
+  }
+  return "?";
+}
+
+// A held block: its workers' clocks and its latest parameters (a whole
+// message, header room first, so an answer is one copy).
+template <typename Dtype>
+struct StaleShard<Dtype>::Block {
+  std::mutex mu;
+  std::condition_variable changed;  // a clock moved, or the shard stopped
+  std::vector<int64_t> clocks;      // GUARDED_BY(mu), per worker
+  std::vector<char> latest;         // GUARDED_BY(mu)
+  bool stopped = false;             // GUARDED_BY(mu)
+};
+
+template <typename Dtype>
+StaleShard<Dtype>::StaleShard(Communicator* comm,
+                              const BlockPartition* partition,
+                              std::vector<int> workers,
+                              std::vector<int> servers, int shard,
+                              const std::vector<std::vector<int>>& schedule,
+                              const Options& options, Update update,
+                              Count count, std::function<void(Status)> done)
+    : comm_(comm),
+      partition_(partition),
+      workers_(std::move(workers)),
+      servers_(std::move(servers)),
+      shard_(shard),
+      options_(options),
+      update_(std::move(update)),
+      count_(std::move(count)),
+      done_(std::move(done)) {
+  POSEIDON_REQUIRE(update_ != nullptr, ConfigError,
+                   ConsistencyName(options.consistency, options.staleness),
+                   " serving needs the update on the servers "
+                   "(distributed server_update: true)");
+  POSEIDON_REQUIRE(options.consistency != Consistency::kBsp, ConfigError,
+                   "StaleShard serves SSP or ASYNC; BSP is ParamServer's");
+  POSEIDON_REQUIRE(options.staleness >= 0, ConfigError,
+                   "distributed staleness must be >= 0, got ",
+                   options.staleness);
+  CHECK(shard >= 0 && shard < static_cast<int>(servers_.size()) &&
+        servers_[shard] == comm->rank())
+      << "StaleShard of shard " << shard << " on rank " << comm->rank();
+  const int w_count = static_cast<int>(workers_.size());
+  blocks_.resize(partition->blocks().size());
+  order_.resize(w_count);
+  for (const std::vector<int>& exchange : schedule) {
+    std::vector<typename ParamServer<Dtype>::BlockRef> refs;
+    for (int id : exchange) refs.push_back({id, nullptr});
+    for (int w = 0; w < w_count; ++w) {
+      for (const auto& ref :
+           ParamServer<Dtype>::StaggeredOrder(*partition, refs, w)) {
+        if (partition->blocks()[ref.id].shard == shard) {
+          order_[w].push_back(ref.id);
+        }
+      }
+    }
+    for (int id : exchange) {
+      if (partition->blocks()[id].shard != shard || blocks_[id]) continue;
+      blocks_[id] = std::make_unique<Block>();
+      blocks_[id]->clocks.assign(w_count, options.first_iter);
+    }
+  }
+  if (options.end_iter <= options.first_iter || order_.empty() ||
+      order_[0].empty()) {
+    // Nothing to serve (no iterations, or no block of this shard).
+    if (done_) done_(Status::OK());
+    done_ = nullptr;
+    return;
+  }
+  running_ = 2 * w_count;
+  for (int w = 0; w < w_count; ++w) {
+    threads_.emplace_back([this, w] { TakePushes(w); });
+    threads_.emplace_back([this, w] { Answer(w); });
+  }
+}
+
+template <typename Dtype>
+StaleShard<Dtype>::~StaleShard() {
+  for (std::thread& t : threads_) t.join();
+}
+
+template <typename Dtype>
+int64_t StaleShard<Dtype>::clock(int block, int worker) const {
+  Block& b = *blocks_.at(block);
+  std::lock_guard<std::mutex> lock(b.mu);
+  return b.clocks.at(worker);
+}
+
+template <typename Dtype>
+bool StaleShard<Dtype>::Due(const Block& b, int w, int64_t iter) const {
+  // Under b.mu. See Note [Stale-synchronous serving].
+  if (b.clocks[w] <= iter) return false;  // its own push not yet applied
+  if (options_.consistency == Consistency::kAsync) return true;
+  const int64_t slowest = *std::min_element(b.clocks.begin(), b.clocks.end());
+  return slowest > iter - options_.staleness;
+}
+
+template <typename Dtype>
+void StaleShard<Dtype>::TakePushes(int w) {
+  const int peer = workers_[w];
+  std::vector<char> msg;
+  Status s;
+  for (int64_t iter = options_.first_iter; iter < options_.end_iter && s.ok();
+       ++iter) {
+    for (size_t k = 0; k < order_[w].size() && s.ok(); ++k) {
+      const int id = order_[w][k];
+      const ParamBlock& pb = partition_->blocks()[id];
+      const size_t payload = pb.count * sizeof(Dtype);
+      const size_t bytes = sizeof(BlockHeader) + payload;
+      msg.resize(bytes);
+      s = comm_->Recv(msg.data(), bytes, peer, PushTag(id));
+      if (s.ok() && count_ && peer != comm_->rank()) count_(id, bytes);
+      if (s.ok()) {
+        BlockExpectation want;
+        want.kind = BlockMessageKind::kPush;
+        want.peer = peer;
+        want.peer_job = comm_->JobRank(peer);
+        want.ranks = comm_->size();
+        want.iter = iter;
+        want.block = id;
+        want.partition = partition_;
+        want.servers = &servers_;
+        want.dtype_bytes = sizeof(Dtype);
+        try {
+          DecodeBlockMessage(msg.data(), bytes, want);
+        } catch (const DistributedError& e) {
+          s = Status::Failure(e.what());
+        }
+      }
+      if (!s.ok()) {
+        Fail(Status::Failure(StrCat(
+            "taking rank ", comm_->JobRank(peer), "'s push of block ", id,
+            " (iteration ", iter, "): ", s.message())));
+        break;
+      }
+      Block& b = *blocks_[id];
+      Dtype* values = reinterpret_cast<Dtype*>(msg.data() + sizeof(BlockHeader));
+      std::lock_guard<std::mutex> lock(b.mu);
+      update_(iter, id, values);
+      b.latest.resize(bytes);
+      EncodeBlockMessage({iter, id, comm_->rank()}, values, payload,
+                         b.latest.data());
+      b.clocks[w] = iter + 1;
+      b.changed.notify_all();
+    }
+  }
+  Finished(s);
+}
+
+template <typename Dtype>
+void StaleShard<Dtype>::Answer(int w) {
+  const int peer = workers_[w];
+  std::vector<char> msg;
+  Status s;
+  for (int64_t iter = options_.first_iter; iter < options_.end_iter && s.ok();
+       ++iter) {
+    for (size_t k = 0; k < order_[w].size() && s.ok(); ++k) {
+      const int id = order_[w][k];
+      Block& b = *blocks_[id];
+      {
+        std::unique_lock<std::mutex> lock(b.mu);
+        b.changed.wait(lock, [&] { return b.stopped || Due(b, w, iter); });
+        if (b.stopped) return Finished(Status::Failure("stopped"));
+        msg = b.latest;
+      }
+      // The header names the answered iteration (the worker checks it).
+      BlockHeader header{iter, id, comm_->rank()};
+      std::memcpy(msg.data(), &header, sizeof(header));
+      s = comm_->Send(msg.data(), msg.size(), peer, PullTag(id));
+      if (s.ok() && count_ && peer != comm_->rank()) count_(id, msg.size());
+      if (!s.ok()) {
+        Fail(Status::Failure(StrCat("sending block ", id, " (iteration ", iter,
+                                    ") to rank ", comm_->JobRank(peer), ": ",
+                                    s.message())));
+      }
+    }
+  }
+  Finished(s);
+}
+
+template <typename Dtype>
+void StaleShard<Dtype>::Fail(const Status& s) {
+  const Status named = Status::Failure(
+      StrCat(ConsistencyName(options_.consistency, options_.staleness),
+             " parameter server shard of rank ",
+             comm_->JobRank(comm_->rank()), ": ", s.message()));
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) {
+      first_error_ = named;
+      first = true;
+    }
+  }
+  for (auto& b : blocks_) {
+    if (!b) continue;
+    std::lock_guard<std::mutex> lock(b->mu);
+    b->stopped = true;
+    b->changed.notify_all();
+  }
+  if (first) comm_->Abort(named.message());
+}
+
+template <typename Dtype>
+void StaleShard<Dtype>::Finished(const Status& s) {
+  std::function<void(Status)> done;
+  Status result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok() && first_error_.ok()) first_error_ = s;
+    if (--running_ > 0) return;
+    done = std::move(done_);
+    result = first_error_;
+  }
+  if (done) done(result);
+}
+
+template class StaleShard<float>;
+template class StaleShard<double>;
+
+}  // namespace dist
+}  // namespace poseidon
