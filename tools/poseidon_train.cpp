@@ -71,6 +71,10 @@ DEFINE_string(comm, "",
               "ALLREDUCE (per-layer ParamSpec.comm still wins).");
 DEFINE_int32(staleness, -1,
              "Distributed: bounded staleness s (0 = bulk synchronous).");
+DEFINE_string(consistency, "",
+              "Distributed: how the parameter server answers pulls: BSP "
+              "(the default), SSP (each worker at most --staleness "
+              "iterations ahead of the slowest) or ASYNC (no wait).");
 DEFINE_uint64(block_size, 0, "Distributed: parameter-server block bytes.");
 DEFINE_int32(num_push_threads, 0, "Distributed: push threads per rank.");
 DEFINE_int32(num_pull_threads, 0, "Distributed: pull threads per rank.");
@@ -358,6 +362,14 @@ DistributedParameter DistributedSettings(const SolverParameter& param) {
     d.set_comm(type);
   }
   if (FLAGS_staleness >= 0) d.set_staleness(FLAGS_staleness);
+  if (!FLAGS_consistency.empty()) {
+    DistributedParameter::Consistency c;
+    POSEIDON_REQUIRE(
+        DistributedParameter::Consistency_Parse(FLAGS_consistency, &c),
+        ConfigError, "--consistency=", FLAGS_consistency,
+        " is not one of BSP, SSP, ASYNC");
+    d.set_consistency(c);
+  }
   if (FLAGS_block_size > 0) d.set_block_size(FLAGS_block_size);
   if (FLAGS_num_push_threads > 0) d.set_num_push_threads(FLAGS_num_push_threads);
   if (FLAGS_num_pull_threads > 0) d.set_num_pull_threads(FLAGS_num_pull_threads);

@@ -148,16 +148,20 @@ class ParamServer {
              std::function<void(Status)> done);
 
   // On a rank hosting a shard, under SSP or ASYNC (options.consistency):
-  // serves the shard's blocks of iterations [first_iter, end_iter), each
-  // posting the exchanges of `schedule` (block ids, every exchange as the
-  // workers post it), on threads of its own (StaleShard) while this rank's
-  // worker, if any, goes on with Exchange. `done` runs once when all is
-  // served or on the first failure (which aborts the job). Throws
-  // ConfigError without an update function. At most one at a time: the
-  // destructor, or the next call, waits for the previous one's end.
+  // serves the shard's blocks from iteration `first_iter` on, each
+  // iteration posting the exchanges of `schedule` (block ids, every
+  // exchange as the workers post it), on threads of its own (StaleShard)
+  // while this rank's worker, if any, goes on with Exchange, until every
+  // worker has called EndStale. `done` runs once then, or on the first
+  // failure (which aborts the job). Throws ConfigError without an update
+  // function. The next call, or the destructor, waits for the previous
+  // serving to end.
   void ServeStale(const std::vector<std::vector<int>>& schedule,
-                  int64_t first_iter, int64_t end_iter,
-                  std::function<void(Status)> done);
+                  int64_t first_iter, std::function<void(Status)> done);
+  // On a worker under SSP or ASYNC, once every exchange it posted has
+  // finished and it has pushed every iteration before `end`: ends its part
+  // in the serving of `schedule` on every shard (StaleShard::SendEnd).
+  Status EndStale(const std::vector<std::vector<int>>& schedule, int64_t end);
 
   // This rank's roles.
   bool is_worker() const { return worker_index_ >= 0; }

@@ -40,11 +40,17 @@
 // (comm->Abort) naming the shard, the worker, the block and the
 // iteration, as a failed BSP shard does; `done` then gets the failure.
 //
+// Serving has no set length (a Step may end early, on a signal): each
+// worker, when it stops, sends every shard an end message in place of its
+// next push (SendEnd), and the shard's two threads for that worker end
+// once the answers before it are sent.
+//
 // Threads: 2 W of its own, started by the constructor, ended when every
-// iteration of [first_iter, end_iter) is served or on the first failure.
+// worker's end has come and its answers are sent, or on the first failure.
 #ifndef POSEIDON_DIST_STALE_SHARD_HPP_
 #define POSEIDON_DIST_STALE_SHARD_HPP_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -81,18 +87,18 @@ class StaleShard {
   struct Options {
     Consistency consistency = Consistency::kSsp;
     int staleness = 0;  // SSP's bound s >= 0
-    // The iterations served: [first_iter, end_iter), each posting the
-    // exchanges of the schedule.
+    // The first iteration served; each iteration posts the exchanges of
+    // the schedule, until each worker's end (SendEnd).
     int64_t first_iter = 0;
-    int64_t end_iter = 0;
   };
 
   // Serves shard `shard` (on this rank: servers[shard] == comm->rank()) of
   // `partition` to the ranks `workers` (in their order), for each iteration
   // the exchanges of `schedule` (block ids, each exchange as the workers
-  // post it). `update` must not be empty; `count` may be. `done` runs once,
-  // on one of the shard's threads, when everything is served or on the
-  // first failure. comm, partition and the callbacks must outlive this.
+  // post it), until every worker has sent its end (SendEnd). `update` must
+  // not be empty; `count` may be. `done` runs once, on one of the shard's
+  // threads, when every worker is served to its end or on the first
+  // failure. comm, partition and the callbacks must outlive this.
   StaleShard(Communicator* comm, const BlockPartition* partition,
              std::vector<int> workers, std::vector<int> servers, int shard,
              const std::vector<std::vector<int>>& schedule,
@@ -102,9 +108,21 @@ class StaleShard {
   ~StaleShard();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(StaleShard);
 
-  // Worker number `worker`'s clock of held block `block`: the iterations
-  // whose push the shard has applied (first_iter + how many); for tests.
-  int64_t clock(int block, int worker) const;
+  // The blocks of shard `shard` among `schedule`'s, in the order worker
+  // number `worker` pushes and pulls them in one iteration.
+  static std::vector<int> Order(const BlockPartition& partition,
+                                const std::vector<std::vector<int>>& schedule,
+                                int worker, int shard);
+
+  // On worker number `worker` (rank workers[worker] of `comm`), which
+  // has pushed every iteration before `end` and will push no more: tells
+  // each shard that holds blocks of `schedule`, with a message in place of
+  // its push of iteration `end`'s first block (a header whose iteration is
+  // -1 - end). The first failure, naming the shard.
+  static Status SendEnd(Communicator* comm, const BlockPartition& partition,
+                        const std::vector<int>& servers,
+                        const std::vector<std::vector<int>>& schedule,
+                        int worker, int64_t end);
 
  private:
   struct Block;
@@ -112,6 +130,7 @@ class StaleShard {
   void TakePushes(int w);
   void Answer(int w);
   bool Due(const Block& b, int w, int64_t iter) const;
+  void EndWorker(int w, int64_t end);
   void Fail(const Status& s);
   void Finished(const Status& s);
 
@@ -129,6 +148,9 @@ class StaleShard {
   std::vector<std::vector<int>> order_;
   std::vector<std::unique_ptr<Block>> blocks_;  // by block id; null: not held
   std::mutex mu_;
+  // Per worker: the iteration it ended before (SendEnd), or -1 while it
+  // trains; set by its push thread, which then wakes every block's waiters.
+  std::unique_ptr<std::atomic<int64_t>[]> ends_;
   Status first_error_;  // GUARDED_BY(mu_)
   int running_ = 0;     // GUARDED_BY(mu_): threads not finished
   std::vector<std::thread> threads_;

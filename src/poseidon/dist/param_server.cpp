@@ -387,7 +387,7 @@ void ParamServer<Dtype>::PostServe(int64_t iter, std::vector<int> mine,
 template <typename Dtype>
 void ParamServer<Dtype>::ServeStale(
     const std::vector<std::vector<int>>& schedule, int64_t first_iter,
-    int64_t end_iter, std::function<void(Status)> done) {
+    std::function<void(Status)> done) {
   CHECK_GE(shard_, 0) << "ParamServer::ServeStale on rank " << comm_->rank()
                       << ", which hosts no shard";
   POSEIDON_REQUIRE(options_.consistency != Consistency::kBsp, ConfigError,
@@ -398,13 +398,21 @@ void ParamServer<Dtype>::ServeStale(
   options.consistency = options_.consistency;
   options.staleness = options_.staleness;
   options.first_iter = first_iter;
-  options.end_iter = end_iter;
   Counters* counters = counters_.get();
   stale_ = std::make_unique<StaleShard<Dtype>>(
       comm_, partition_, workers_, servers_, shard_, schedule, options,
       update_,
       [counters](int block, size_t bytes) { counters->Add(block, bytes); },
       std::move(done));
+}
+
+template <typename Dtype>
+Status ParamServer<Dtype>::EndStale(
+    const std::vector<std::vector<int>>& schedule, int64_t end) {
+  CHECK(is_worker()) << "ParamServer::EndStale on rank " << comm_->rank()
+                     << ", which is not a worker";
+  return StaleShard<Dtype>::SendEnd(comm_, *partition_, servers_, schedule,
+                                    worker_index_, end);
 }
 
 template <typename Dtype>

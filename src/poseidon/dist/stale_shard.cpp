@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "poseidon/dist/param_server.hpp"
 #include "poseidon/dist/tags.hpp"
@@ -63,27 +65,20 @@ StaleShard<Dtype>::StaleShard(Communicator* comm,
       << "StaleShard of shard " << shard << " on rank " << comm->rank();
   const int w_count = static_cast<int>(workers_.size());
   blocks_.resize(partition->blocks().size());
-  order_.resize(w_count);
+  for (int w = 0; w < w_count; ++w) {
+    order_.push_back(Order(*partition, schedule, w, shard));
+  }
   for (const std::vector<int>& exchange : schedule) {
-    std::vector<typename ParamServer<Dtype>::BlockRef> refs;
-    for (int id : exchange) refs.push_back({id, nullptr});
-    for (int w = 0; w < w_count; ++w) {
-      for (const auto& ref :
-           ParamServer<Dtype>::StaggeredOrder(*partition, refs, w)) {
-        if (partition->blocks()[ref.id].shard == shard) {
-          order_[w].push_back(ref.id);
-        }
-      }
-    }
     for (int id : exchange) {
       if (partition->blocks()[id].shard != shard || blocks_[id]) continue;
       blocks_[id] = std::make_unique<Block>();
       blocks_[id]->clocks.assign(w_count, options.first_iter);
     }
   }
-  if (options.end_iter <= options.first_iter || order_.empty() ||
-      order_[0].empty()) {
-    // Nothing to serve (no iterations, or no block of this shard).
+  ends_.reset(new std::atomic<int64_t>[w_count]);
+  for (int w = 0; w < w_count; ++w) ends_[w] = -1;
+  if (order_.empty() || order_[0].empty()) {
+    // No block of this shard is exchanged: the workers send it no end.
     if (done_) done_(Status::OK());
     done_ = nullptr;
     return;
@@ -96,15 +91,61 @@ StaleShard<Dtype>::StaleShard(Communicator* comm,
 }
 
 template <typename Dtype>
-StaleShard<Dtype>::~StaleShard() {
-  for (std::thread& t : threads_) t.join();
+std::vector<int> StaleShard<Dtype>::Order(
+    const BlockPartition& partition,
+    const std::vector<std::vector<int>>& schedule, int worker, int shard) {
+  std::vector<int> order;
+  for (const std::vector<int>& exchange : schedule) {
+    std::vector<typename ParamServer<Dtype>::BlockRef> refs;
+    for (int id : exchange) refs.push_back({id, nullptr});
+    for (const auto& ref :
+         ParamServer<Dtype>::StaggeredOrder(partition, refs, worker)) {
+      if (partition.blocks()[ref.id].shard == shard) order.push_back(ref.id);
+    }
+  }
+  return order;
 }
 
 template <typename Dtype>
-int64_t StaleShard<Dtype>::clock(int block, int worker) const {
-  Block& b = *blocks_.at(block);
-  std::lock_guard<std::mutex> lock(b.mu);
-  return b.clocks.at(worker);
+Status StaleShard<Dtype>::SendEnd(Communicator* comm,
+                                  const BlockPartition& partition,
+                                  const std::vector<int>& servers,
+                                  const std::vector<std::vector<int>>& schedule,
+                                  int worker, int64_t end) {
+  // One message per shard, the size of the push it replaces (the shard
+  // receives a whole push); its elements are not read.
+  std::vector<std::vector<char>> messages;
+  std::vector<Communicator::SendOp> ops;
+  std::vector<std::string> shards;
+  for (int s = 0; s < partition.num_shards(); ++s) {
+    const std::vector<int> order = Order(partition, schedule, worker, s);
+    if (order.empty()) continue;
+    const int first = order[0];
+    messages.emplace_back(sizeof(BlockHeader) +
+                          partition.blocks()[first].count * sizeof(Dtype));
+    const BlockHeader header{-1 - end, first, comm->rank()};
+    std::memcpy(messages.back().data(), &header, sizeof(header));
+    shards.push_back(StrCat(comm->JobRank(servers[s])));
+  }
+  size_t m = 0;
+  for (int s = 0; s < partition.num_shards(); ++s) {
+    const std::vector<int> order = Order(partition, schedule, worker, s);
+    if (order.empty()) continue;
+    ops.push_back({messages[m].data(), messages[m].size(), servers[s],
+                   PushTag(order[0])});
+    ++m;
+  }
+  const Status st = comm->SendAll(ops);
+  if (st.ok()) return st;
+  return Status::Failure(StrCat("telling the shards of ranks ",
+                                ListForMessage(shards, 4),
+                                " that this worker ended at iteration ", end,
+                                ": ", st.message()));
+}
+
+template <typename Dtype>
+StaleShard<Dtype>::~StaleShard() {
+  for (std::thread& t : threads_) t.join();
 }
 
 template <typename Dtype>
@@ -112,8 +153,14 @@ bool StaleShard<Dtype>::Due(const Block& b, int w, int64_t iter) const {
   // Under b.mu. See Note [Stale-synchronous serving].
   if (b.clocks[w] <= iter) return false;  // its own push not yet applied
   if (options_.consistency == Consistency::kAsync) return true;
-  const int64_t slowest = *std::min_element(b.clocks.begin(), b.clocks.end());
-  return slowest > iter - options_.staleness;
+  // A worker that has ended (and whose pushes are all applied) holds no
+  // one back.
+  for (size_t j = 0; j < b.clocks.size(); ++j) {
+    const int64_t end = ends_[j].load();
+    const bool finished = end >= 0 && b.clocks[j] >= end;
+    if (!finished && b.clocks[j] <= iter - options_.staleness) return false;
+  }
+  return true;
 }
 
 template <typename Dtype>
@@ -121,8 +168,7 @@ void StaleShard<Dtype>::TakePushes(int w) {
   const int peer = workers_[w];
   std::vector<char> msg;
   Status s;
-  for (int64_t iter = options_.first_iter; iter < options_.end_iter && s.ok();
-       ++iter) {
+  for (int64_t iter = options_.first_iter; s.ok(); ++iter) {
     for (size_t k = 0; k < order_[w].size() && s.ok(); ++k) {
       const int id = order_[w][k];
       const ParamBlock& pb = partition_->blocks()[id];
@@ -131,6 +177,21 @@ void StaleShard<Dtype>::TakePushes(int w) {
       msg.resize(bytes);
       s = comm_->Recv(msg.data(), bytes, peer, PushTag(id));
       if (s.ok() && count_ && peer != comm_->rank()) count_(id, bytes);
+      BlockHeader header;
+      std::memcpy(&header, msg.data(), sizeof(header));
+      if (s.ok() && header.iter < 0 && header.rank == peer) {
+        // The worker's end (SendEnd), in place of its next push.
+        const int64_t end = -1 - header.iter;
+        if (k != 0 || end != iter || header.block != id) {
+          s = Status::Failure(StrCat(
+              "rank ", comm_->JobRank(peer), " ended at iteration ", end,
+              " (block ", header.block, ") where its push of block ", id,
+              " (iteration ", iter, ") was due"));
+        } else {
+          EndWorker(w, end);
+          return Finished(Status::OK());
+        }
+      }
       if (s.ok()) {
         BlockExpectation want;
         want.kind = BlockMessageKind::kPush;
@@ -169,19 +230,34 @@ void StaleShard<Dtype>::TakePushes(int w) {
 }
 
 template <typename Dtype>
+void StaleShard<Dtype>::EndWorker(int w, int64_t end) {
+  ends_[w] = end;
+  for (auto& b : blocks_) {
+    if (!b) continue;
+    std::lock_guard<std::mutex> lock(b->mu);
+    b->changed.notify_all();
+  }
+}
+
+template <typename Dtype>
 void StaleShard<Dtype>::Answer(int w) {
   const int peer = workers_[w];
   std::vector<char> msg;
   Status s;
-  for (int64_t iter = options_.first_iter; iter < options_.end_iter && s.ok();
-       ++iter) {
+  for (int64_t iter = options_.first_iter; s.ok(); ++iter) {
     for (size_t k = 0; k < order_[w].size() && s.ok(); ++k) {
       const int id = order_[w][k];
       Block& b = *blocks_[id];
       {
         std::unique_lock<std::mutex> lock(b.mu);
-        b.changed.wait(lock, [&] { return b.stopped || Due(b, w, iter); });
+        auto ended = [&] {
+          const int64_t end = ends_[w].load();
+          return end >= 0 && iter >= end;
+        };
+        b.changed.wait(lock,
+                       [&] { return b.stopped || ended() || Due(b, w, iter); });
         if (b.stopped) return Finished(Status::Failure("stopped"));
+        if (ended()) return Finished(Status::OK());
         msg = b.latest;
       }
       // The header names the answered iteration (the worker checks it).

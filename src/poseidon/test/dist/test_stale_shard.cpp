@@ -43,6 +43,7 @@ struct StaleCase {
   Consistency consistency;
   int staleness;
   bool slow_last_worker;
+  int64_t last_worker_ends = kIters;  // the last worker's end (SendEnd)
 };
 
 void PrintTo(const StaleCase& c, std::ostream* os) { *os << c.name; }
@@ -104,7 +105,7 @@ TEST_P(StaleShardTest, AnswersHoldWhatTheModelPromises) {
     ParamServer<double> server(comm, &part, options, nullptr, update);
     std::promise<Status> served;
     if (server.shard() >= 0) {
-      server.ServeStale(schedule, 0, kIters,
+      server.ServeStale(schedule, 0,
                         [&served](Status s) { served.set_value(s); });
     } else {
       served.set_value(Status::OK());
@@ -115,7 +116,9 @@ TEST_P(StaleShardTest, AnswersHoldWhatTheModelPromises) {
       const bool slow = c.slow_last_worker && me == num_workers - 1;
       const int slow_one = c.slow_last_worker ? num_workers - 1 : -1;
       std::vector<double> grad(total);
-      for (int64_t t = 0; t < kIters; ++t) {
+      const int64_t my_end =
+          me == num_workers - 1 ? c.last_worker_ends : kIters;
+      for (int64_t t = 0; t < my_end; ++t) {
         if (slow) {
           if (c.consistency == Consistency::kAsync) {
             // ASYNC: the others finish without this worker's pushes.
@@ -157,10 +160,13 @@ TEST_P(StaleShardTest, AnswersHoldWhatTheModelPromises) {
           for (size_t i = 1; i < pb.count; ++i) ASSERT_EQ(v[i], v[0]);
           const uint64_t mask = static_cast<uint64_t>(-v[0]);
           for (int j = 0; j < num_workers; ++j) {
+            const int64_t end_j =
+                j == num_workers - 1 ? c.last_worker_ends : kIters;
             const int64_t upto =
                 j == me ? t
-                : c.consistency == Consistency::kAsync ? -1
-                                                        : t - c.staleness;
+                : c.consistency == Consistency::kAsync
+                    ? -1
+                    : std::min(t - c.staleness, end_j - 1);
             for (int64_t u = 0; u <= upto; ++u) {
               ASSERT_TRUE(mask & Bit(j, u))
                   << "worker " << me << " iteration " << t << " block " << b
@@ -171,12 +177,19 @@ TEST_P(StaleShardTest, AnswersHoldWhatTheModelPromises) {
         }
       }
       if (!slow) fast_done = true;
+      const Status s = server.EndStale(schedule, my_end);
+      ASSERT_TRUE(s.ok()) << s.message();
     }
     const Status s = served.get_future().get();
     EXPECT_TRUE(s.ok()) << s.message();
   });
   // Every push applied once: each shard's blocks hold minus the sum of all.
-  const double all = static_cast<double>((uint64_t{1} << (num_workers * kIters)) - 1);
+  uint64_t pushed = 0;
+  for (int j = 0; j < num_workers; ++j) {
+    const int64_t end_j = j == num_workers - 1 ? c.last_worker_ends : kIters;
+    for (int64_t u = 0; u < end_j; ++u) pushed |= Bit(j, u);
+  }
+  const double all = static_cast<double>(pushed);
   const BlockPartition part(blobs, sizeof(double), 8000,
                             static_cast<int>(servers.size()));
   for (const ParamBlock& b : part.blocks()) {
@@ -213,7 +226,9 @@ INSTANTIATE_TEST_SUITE_P(
                   true},
         StaleCase{"Ssp0SlowWorker", 2, {}, Consistency::kSsp, 0, true},
         StaleCase{"AsyncSlowWorker", 3, {{0, 1}, {2}}, Consistency::kAsync, 0,
-                  true}),
+                  true},
+        // A worker that ends early holds no one back.
+        StaleCase{"Ssp1OneEndsEarly", 3, {}, Consistency::kSsp, 1, false, 4}),
     CaseName);
 
 // Without the update on the servers there is nothing to step: refused.
@@ -225,7 +240,7 @@ TEST(StaleShardConfigTest, NeedsTheServersUpdate) {
   options.consistency = Consistency::kSsp;
   ParamServer<double> server(comm, &part, options);
   try {
-    server.ServeStale({{0}}, 0, 1, {});
+    server.ServeStale({{0}}, 0, {});
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(
