@@ -138,6 +138,9 @@ class Solver {
     // of them.
     std::function<void()> step_begins;
     std::function<void()> restored;
+    // Called when Step ends, after sync_weights, on every worker at the same
+    // iteration (stale-synchronous serving ends there).
+    std::function<void()> step_ends;
     // Test iteration i runs on this worker when i % test_count ==
     // test_index; sum_test_scores then adds the workers' sums (the loss sum
     // first, then each output's) so the means cover the test set once.

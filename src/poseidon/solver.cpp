@@ -423,6 +423,7 @@ void Solver<Dtype>::Step(int iters) {
     }
   }
   if (dist_.sync_weights) dist_.sync_weights();
+  if (dist_.step_ends) dist_.step_ends();
 }
 
 template <typename Dtype>

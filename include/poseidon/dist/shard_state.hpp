@@ -49,6 +49,11 @@ struct ServerUpdateSettings {
   SolverParameter solver;  // the fields ComputeStep and the rate read
   UpdateRule rule = UpdateRule::kSGD;
   int workers = 1;  // W: the sum of the pushes is divided by it
+  // Each Apply gets one worker's push, not the sum (SSP and ASYNC, Note
+  // [Stale-synchronous serving]): the weight decay is divided by W too, so
+  // that the W steps of an iteration decay the weights as one step of the
+  // sum does. (Not sent to dedicated servers, which serve BSP only.)
+  bool per_push = false;
   // Per learnable param (net id): whether its blocks are updated on the
   // servers, and its multipliers (Net::params_lr, params_weight_decay).
   std::vector<bool> on_server;
@@ -120,6 +125,7 @@ class ShardState {
            at_[block] != kNotHeld;
   }
   const Dtype* history(int a) const { return history_[a].data(); }
+  const Dtype* weights() const { return weights_.data(); }
   size_t elements() const { return weights_.size(); }
 
  private:

@@ -21,9 +21,10 @@
 // perhaps of later iterations). So a worker that waits for its pull of t
 // before computing t + 1 runs at most s iterations ahead of the slowest
 // worker's pushes, and under ASYNC never waits on another worker. SSP(0)
-// answers every worker's pull of t when the last push of t is applied,
-// with the same parameters; the order of the W steps, unlike BSP's sum,
-// is that of arrival.
+// answers every worker's pull of t once the last push of t is applied;
+// unlike BSP, the W steps come in the order of arrival, and an answer may
+// already hold a push of t + 1 from a worker that got its answer first
+// (SSP promises a floor on what a read holds, not a ceiling).
 //   Per worker the shard runs two threads. `push from rank r` takes r's
 //   pushes, iteration after iteration, each exchange of the schedule in
 //   r's staggered order (ParamServer::StaggeredOrder, the order r pushes
@@ -63,6 +64,7 @@
 #include "poseidon/common.hpp"
 #include "poseidon/dist/block_partition.hpp"
 #include "poseidon/dist/communicator.hpp"
+#include "poseidon/proto/caffe.pb.h"
 
 namespace poseidon {
 namespace dist {
@@ -73,6 +75,7 @@ enum class Consistency { kBsp, kSsp, kAsync };
 
 // "BSP", "SSP(2)", "ASYNC".
 std::string ConsistencyName(Consistency c, int staleness);
+Consistency ConsistencyFromProto(DistributedParameter::Consistency c);
 
 template <typename Dtype>
 class StaleShard {

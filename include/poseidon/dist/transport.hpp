@@ -133,6 +133,23 @@ class Transport {
   virtual uint64_t bytes_moved() const = 0;
   virtual uint64_t group_bytes(int g) const = 0;
 
+  // PS under SSP or ASYNC (Note [Stale-synchronous serving] in
+  // stale_shard.hpp); other transports are never asked. BeginStale: this
+  // rank's shard serves from iteration `first` on the exchanges of
+  // `groups` (this transport's group indices, in the order they are
+  // posted each iteration). EndStale: once every exchange posted has
+  // finished and this worker pushed every iteration before `end`, ends
+  // its part on every shard, then waits until this rank's shard has
+  // served every worker to its end; the first failure.
+  virtual void BeginStale(const std::vector<int>& groups, int64_t first) {
+    (void)groups;
+    (void)first;
+  }
+  virtual Status EndStale(int64_t end) {
+    (void)end;
+    return Status::OK();
+  }
+
   // Makes the transport of `kind` for `groups` (indices into `groups` are
   // the g of the calls above). Collective when the transport needs it (the
   // shared-memory allreduce maps its memory; it returns nullptr on every

@@ -3,6 +3,7 @@
 // through ParamServer, each group's blocks in one Exchange; with the
 // context's server_update the shards apply the update and the groups' slots
 // come back holding parameters.
+#include <future>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -43,6 +44,8 @@ class PsTransport final : public Transport<Dtype> {
     options.pull_threads = context.param->num_pull_threads();
     options.bytes_in_flight =
         static_cast<size_t>(context.param->bytes_in_flight());
+    options.consistency = ConsistencyFromProto(context.param->consistency());
+    options.staleness = context.param->staleness();
     typename ParamServer<Dtype>::Update update;
     if (context.server_update) {
       update = [f = context.server_update](int64_t iter, int block,
@@ -93,6 +96,32 @@ class PsTransport final : public Transport<Dtype> {
     slots_.Read(g, iter, offset, count, scale, out);
   }
   void Release(int, int64_t) override {}
+  void BeginStale(const std::vector<int>& groups, int64_t first) override {
+    schedule_.clear();
+    for (int g : groups) {
+      schedule_.emplace_back();
+      for (const auto& block : blocks_[g]) schedule_.back().push_back(block.first);
+    }
+    served_ = std::make_shared<std::promise<Status>>();
+    if (server_->shard() < 0) {
+      served_->set_value(Status::OK());
+      return;
+    }
+    auto served = served_;
+    server_->ServeStale(schedule_, first,
+                        [served](Status s) { served->set_value(s); });
+  }
+
+  Status EndStale(int64_t end) override {
+    CHECK(served_) << "EndStale without BeginStale";
+    Status s = server_->EndStale(schedule_, end);
+    // Even after a failed send: the shard ends or fails on its own (at the
+    // latest at the communicator's deadline).
+    const Status served = served_->get_future().get();
+    served_.reset();
+    return s.ok() ? served : s;
+  }
+
   uint64_t bytes_moved() const override { return server_->bytes_moved(); }
   uint64_t group_bytes(int g) const override {
     uint64_t sum = 0;
@@ -111,6 +140,10 @@ class PsTransport final : public Transport<Dtype> {
   // Per group: (block id, offset of the block in the group's gradient).
   std::vector<std::vector<std::pair<int, size_t>>> blocks_;
   std::unique_ptr<ParamServer<Dtype>> server_;
+  // Under SSP or ASYNC: the blocks of each exchange in posting order, and
+  // the end of this rank's shard's serving (BeginStale, EndStale).
+  std::vector<std::vector<int>> schedule_;
+  std::shared_ptr<std::promise<Status>> served_;
 };
 
 }  // namespace

@@ -156,6 +156,7 @@ void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
   }
   run.lr_mult = settings_.lr_mult[b.blob];
   run.decay_mult = settings_.decay_mult[b.blob];
+  if (settings_.per_push) run.decay_mult /= settings_.workers;
   ComputeStep(Poseidon::CPU, sp, settings_.rule, rate, it, run);
   cpu_axpy(count, Dtype(-1), values, w);
   std::memcpy(values, w, b.count * sizeof(Dtype));

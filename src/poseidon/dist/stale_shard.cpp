@@ -23,6 +23,14 @@ std::string ConsistencyName(Consistency c, int staleness) {
   return "?";
 }
 
+Consistency ConsistencyFromProto(DistributedParameter::Consistency c) {
+  switch (c) {
+    case DistributedParameter::SSP: return Consistency::kSsp;
+    case DistributedParameter::ASYNC: return Consistency::kAsync;
+    default: return Consistency::kBsp;
+  }
+}
+
 // A held block: its workers' clocks and its latest parameters (a whole
 // message, header room first, so an answer is one copy).
 template <typename Dtype>

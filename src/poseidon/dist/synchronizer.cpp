@@ -166,6 +166,13 @@ struct Synchronizer<Dtype>::Impl {
   int slots = 1;
   bool wait_free = true;
   bool clip = false;
+  // How the shards answer (Note [Stale-synchronous serving]); the
+  // iterations a forward may run behind the exchanges (BSP's staleness; 0
+  // under SSP and ASYNC, whose staleness is the servers'); whether the
+  // shards are serving now (between StaleBegin and StaleBarrier).
+  Consistency consistency = Consistency::kBsp;
+  int apply_lag = 0;
+  bool stale_serving = false;
   vector<Group> groups;
   vector<vector<int>> push_groups;  // per layer
   vector<vector<int>> wait_groups;  // per layer
@@ -228,6 +235,17 @@ struct Synchronizer<Dtype>::Impl {
   // in posting order, the update settings if they update).
   void StartServers(const TransportContext& context);
   void SeedShard();
+  // The groups in the order Post sends them each iteration: by the
+  // layers' backward (wait-free) or by group (exchange after backward).
+  vector<int> PostingOrder() const;
+  // Under SSP or ASYNC: refuses a plan the servers cannot serve alone.
+  void CheckStalePlan() const;
+  // Under SSP or ASYNC: seeds this rank's shard if due and starts its
+  // serving at the solver's iteration; StaleBarrier ends every worker's
+  // part there, waits for this rank's shard to finish, and gives every
+  // worker the servers' parameters (collective).
+  void StaleBegin();
+  void StaleBarrier();
   void SyncHistory();
   bool MakeHostTransports(const TransportContext& context,
                           const std::map<Kind, vector<ExchangeSpec>>& specs);
@@ -616,6 +634,7 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   settings.solver = solver->param();
   settings.rule = sgd->rule();
   settings.workers = comm->size();
+  settings.per_push = consistency != Consistency::kBsp;
   settings.on_server.assign(learnable.size(), false);
   settings.lr_mult = net->params_lr();
   settings.decay_mult = net->params_weight_decay();
@@ -652,21 +671,10 @@ void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
   server_plan.pull_threads = param.num_pull_threads();
   server_plan.bytes_in_flight = static_cast<size_t>(param.bytes_in_flight());
   server_plan.blob_counts = context.param_counts;
-  // The PS groups' blocks in the order Post sends them: by the layers'
-  // backward (wait-free) or by group (exchange after backward).
+  // The PS groups' blocks in the order Post sends them.
   const std::unique_ptr<BlockPartition> partition =
       MakePsPartition(context, sizeof(Dtype));
-  vector<int> order;
-  if (wait_free) {
-    for (int l = static_cast<int>(push_groups.size()) - 1; l >= 0; --l) {
-      for (int gid : push_groups[l]) order.push_back(gid);
-    }
-  } else {
-    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
-      order.push_back(gid);
-    }
-  }
-  for (int gid : order) {
+  for (int gid : PostingOrder()) {
     const Group& g = groups[gid];
     if (g.kind != Kind::kPs) continue;
     vector<int> blocks;
@@ -682,6 +690,94 @@ void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
   control = std::make_unique<ServerControl<Dtype>>(servers.job, server_plan);
   const Status s = control->Start();
   POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+}
+
+template <typename Dtype>
+vector<int> Synchronizer<Dtype>::Impl::PostingOrder() const {
+  vector<int> order;
+  if (wait_free) {
+    for (int l = static_cast<int>(push_groups.size()) - 1; l >= 0; --l) {
+      for (int gid : push_groups[l]) order.push_back(gid);
+    }
+  } else {
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      order.push_back(gid);
+    }
+  }
+  return order;
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::CheckStalePlan() const {
+  const string name = ConsistencyName(consistency, param.staleness());
+  for (size_t gid = 0; gid < groups.size(); ++gid) {
+    const Group& g = groups[gid];
+    POSEIDON_REQUIRE(g.kind == Kind::kPs, ConfigError, "layer '",
+                     plan[gid].layer, "' goes by ",
+                     CommTypeName(g.transport), " (", plan[gid].reason,
+                     "), but consistency ", name,
+                     " needs every layer on the parameter server: remove "
+                     "its ParamSpec comm or use consistency BSP");
+    POSEIDON_REQUIRE(g.on_server, ConfigError, "layer '", plan[gid].layer,
+                     "': consistency ", name,
+                     " needs the update on the servers, which this job "
+                     "does not have (see the log line above; "
+                     "server_update: true, no clip_gradients)");
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::StaleBegin() {
+  if (consistency == Consistency::kBsp || stale_serving) return;
+  if (seed_weights || seed_history) SeedShard();
+  vector<int> order;
+  for (int gid : PostingOrder()) order.push_back(groups[gid].index);
+  transports.at(Kind::kPs)->BeginStale(order, solver->iter());
+  stale_serving = true;
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::StaleBarrier() {
+  if (!stale_serving) return;
+  stale_serving = false;
+  Status s = transports.at(Kind::kPs)->EndStale(solver->iter());
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
+                   ": ending ", ConsistencyName(consistency,
+                                                param.staleness()),
+                   " serving at iteration ", solver->iter(), ": ",
+                   s.message());
+  // Every worker takes the servers' parameters: shard r's held blocks
+  // broadcast from rank r, into the params' host memory (taken here, on
+  // the training thread).
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  vector<Dtype*> into(learnable.size(), nullptr);
+  for (size_t p = 0; p < learnable.size(); ++p) {
+    if (on_server[p]) into[p] = learnable[p]->mutable_cpu_data();
+  }
+  s = OnCollectiveThread("taking the servers' parameters", [&] {
+    std::vector<Dtype> packed;
+    for (int r = 0; r < comm->size(); ++r) {
+      const vector<int> held =
+          ShardState<Dtype>::HeldBlocks(*ps_partition, r, on_server);
+      packed.resize(BlockElements(*ps_partition, held));
+      if (packed.empty()) continue;
+      if (r == comm->rank()) {
+        std::copy(shard->weights(), shard->weights() + packed.size(),
+                  packed.begin());
+      }
+      const Status st =
+          comm->Broadcast(packed.data(), packed.size() * sizeof(Dtype), r);
+      if (!st.ok()) {
+        return Status::Failure(StrCat("the parameters of the shard of rank ",
+                                      comm->JobRank(r), ": ", st.message()));
+      }
+      UnpackBlocks<Dtype>(*ps_partition, held, packed.data(),
+                          [&into](int p) { return into[p]; });
+    }
+    return Status::OK();
+  });
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
+                   s.message());
 }
 
 // Before the first exchange of a Step: the shard takes its blocks' weights,
@@ -972,7 +1068,7 @@ void Synchronizer<Dtype>::Impl::Attach() {
       const int64_t iter = solver->iter();
       const int64_t begin = timeline ? timeline->NowMicros() : 0;
       for (int gid : wait_groups[l]) {
-        ApplyUpTo(gid, iter - 1 - param.staleness(), true);
+        ApplyUpTo(gid, iter - 1 - apply_lag, true);
       }
       if (timeline && !wait_groups[l].empty()) {
         timeline->Complete(timeline->Lane("compute"), LayerName(l),
@@ -1003,8 +1099,20 @@ void Synchronizer<Dtype>::Impl::Attach() {
   typename Solver<Dtype>::DistributedHooks dist;
   dist.apply_update = [this] { UpdatePoint(); };
   dist.sync_weights = [this] { SyncAll(); };
-  dist.sync_history = [this] { SyncHistory(); };
-  dist.step_begins = [this] { seed_weights = true; };
+  dist.sync_history = [this] {
+    // Under SSP and ASYNC a snapshot is a barrier: the shards' state is
+    // still while it is gathered, and every worker holds the servers'
+    // parameters (the ones rank 0 writes).
+    const bool serving = stale_serving;
+    StaleBarrier();
+    SyncHistory();
+    if (serving) StaleBegin();
+  };
+  dist.step_begins = [this] {
+    seed_weights = true;
+    StaleBegin();
+  };
+  dist.step_ends = [this] { StaleBarrier(); };
   dist.restored = [this] { seed_history = true; };
   dist.test_index = comm->rank();
   dist.test_count = comm->size();
@@ -1045,12 +1153,33 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
                    " bytes, got ", param.block_size());
   d.wait_free = param.wait_free();
   d.clip = solver->param().clip_gradients() >= 0;
-  POSEIDON_REQUIRE(!d.clip || param.staleness() == 0, ConfigError,
+  d.consistency = ConsistencyFromProto(param.consistency());
+  if (d.consistency != Consistency::kBsp) {
+    // Note [Stale-synchronous serving]: the servers own every layer.
+    const string name = ConsistencyName(d.consistency, param.staleness());
+    POSEIDON_REQUIRE(d.servers.job == nullptr, ConfigError, "consistency ",
+                     name, " with dedicated servers (--servers) is not "
+                     "supported yet: use colocated shards or BSP");
+    POSEIDON_REQUIRE(param.server_update(), ConfigError, "consistency ",
+                     name, " needs the update on the servers "
+                     "(server_update: true)");
+    POSEIDON_REQUIRE(!d.clip, ConfigError, "consistency ", name,
+                     " applies each worker's gradient on its own, so "
+                     "clip_gradients (which needs the whole gradient of an "
+                     "iteration) cannot be used with it");
+    if (d.param.comm() == DistributedParameter::AUTO) {
+      d.param.set_comm(DistributedParameter::PS);
+    }
+    d.param.set_host_level(false);
+  } else {
+    d.apply_lag = param.staleness();
+  }
+  POSEIDON_REQUIRE(!d.clip || d.apply_lag == 0, ConfigError,
                    "clip_gradients needs every layer's gradient of an "
                    "iteration before any update, so it cannot be combined "
                    "with distributed staleness ",
                    param.staleness(), "; set staleness: 0");
-  d.slots = d.wait_free ? param.staleness() + 1 : 1;
+  d.slots = d.wait_free ? d.apply_lag + 1 : 1;
   if (d.servers.job != nullptr) {
     const PsRoles& roles = d.servers.roles;
     POSEIDON_REQUIRE(
@@ -1066,11 +1195,17 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
   d.BroadcastWeights();
   d.MakeGroups();
   d.MakePlan();
+  if (d.consistency != Consistency::kBsp) d.CheckStalePlan();
   d.Attach();
   if (Poseidon::root_solver()) {
     LOG(INFO) << "Distributed training: " << comm->size() << " ranks, "
               << (d.wait_free ? "wait-free backprop" : "exchange after backward")
-              << ", staleness " << param.staleness() << ", block_size "
+              << ", consistency "
+              << ConsistencyName(d.consistency, param.staleness())
+              << (d.consistency == Consistency::kBsp
+                      ? StrCat(", staleness ", param.staleness())
+                      : string())
+              << ", block_size "
               << param.block_size() << " bytes, push/pull threads "
               << param.num_push_threads() << "/" << param.num_pull_threads()
               << " (" << param.bytes_in_flight()

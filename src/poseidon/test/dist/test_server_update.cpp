@@ -119,6 +119,54 @@ TEST(ShardStateTest, BlocksStepAsTheWholeParamDoes) {
   }
 }
 
+// Per-push steps (SSP, ASYNC): W pushes of plain SGD each stepping 1/W of
+// the gradient and 1/W of the weight decay end where one step of their
+// sum does, but for the decay's second-order term (rate^2 decay |g|);
+// the whole decay at each push would be W times the decay.
+TEST(ShardStateTest, PerPushStepsShareTheWeightDecay) {
+  constexpr int kWorkers = 4;
+  const BlockPartition partition({64}, sizeof(double), 64 * sizeof(double), 1);
+  SolverParameter sp = MakeSolver("SGD", 2);
+  sp.set_momentum(0);
+  sp.set_weight_decay(0.1);
+  sp.set_base_lr(0.01);
+  ServerUpdateSettings settings;
+  settings.solver = sp;
+  settings.rule = UpdateRule::kSGD;
+  settings.workers = kWorkers;
+  settings.on_server = {true};
+  settings.lr_mult = {1.f};
+  settings.decay_mult = {1.f};
+  ShardState<double> sum_shard(&partition, 0, settings);
+  settings.per_push = true;
+  ShardState<double> push_shard(&partition, 0, settings);
+  std::vector<double> w(64, 1.0);
+  for (ShardState<double>* s : {&sum_shard, &push_shard}) {
+    s->Seed([&](int) { return w.data(); }, [](int, int) { return nullptr; });
+  }
+  std::mt19937 gen(3);
+  std::normal_distribution<double> normal(0.0, 0.01);
+  std::vector<std::vector<double>> g(kWorkers, std::vector<double>(64));
+  std::vector<double> sum(64, 0.0), by_sum, by_push;
+  for (auto& gw : g) {
+    for (size_t i = 0; i < 64; ++i) {
+      gw[i] = normal(gen);
+      sum[i] += gw[i];
+    }
+  }
+  by_sum = sum;
+  sum_shard.Apply(0, 0, by_sum.data());
+  for (const auto& gw : g) {
+    by_push = gw;
+    push_shard.Apply(0, 0, by_push.data());
+  }
+  // One step of the sum: w (1 - rate decay) - rate mean(g), 0.999 here; a
+  // whole decay per push would give about 0.996.
+  for (size_t i = 0; i < 64; ++i) {
+    ASSERT_NEAR(by_push[i], by_sum[i], 1e-5) << "element " << i;
+  }
+}
+
 TEST(ShardStateTest, HoldsOnlyTheBlocksOfParamsUpdatedOnTheServers) {
   const BlockPartition partition({8, 8, 8}, sizeof(float), 4 * sizeof(float),
                                  2);
@@ -539,6 +587,114 @@ TEST(ServerUpdateTest, SnapshotsHoldTheServersHistory) {
   alone->Restore(state);
   alone->Step(2);
   ExpectClose(ReadWeights(*alone), resumed[0], 1e-9, "resumed on 3 ranks");
+}
+
+// Stale-synchronous and asynchronous training (Note [Stale-synchronous
+// serving]): each push is a step of its own with 1/W of the gradient and
+// of the weight decay, so for plain SGD SSP(0) ends near where BSP does:
+// it differs by the order of the steps, by answers that may already hold
+// a faster worker's next push, and, with weight decay, by a term of second
+// order in the rate. Replicas end identical (a Step ends at a barrier
+// where every worker takes the servers' parameters).
+SolverParameter PlainSgd() {
+  SolverParameter param = MakeSolver("SGD", 2);
+  param.set_momentum(0);
+  param.set_weight_decay(0);
+  return param;
+}
+
+TEST(StaleTrainingTest, SspZeroEndsNearBsp) {
+  const Outcome<double> bsp =
+      Train<double>(PlainSgd(), PsDist(true), 2, 5);
+  const Outcome<double> ssp =
+      Train<double>(PlainSgd(), PsDist(true, "consistency: SSP"), 2, 5);
+  ExpectReplicasIdentical(ssp.weights);
+  // Fresher answers make the difference, which depends on timing: up to
+  // 2e-4 measured over 20 runs (BSP's replicas would differ by 0).
+  ExpectClose(bsp.weights[0], ssp.weights[0], 2e-3, "SSP(0)");
+}
+
+TEST(StaleTrainingTest, SspAndAsyncTrainToIdenticalReplicas) {
+  for (const char* model : {"SSP staleness: 2", "ASYNC"}) {
+    SCOPED_TRACE(model);
+    const Outcome<double> out = Train<double>(
+        MakeSolver("Adam", 2), PsDist(true, StrCat("consistency: ", model)),
+        3, 8, [](Solver<double>*) {});
+    ExpectReplicasIdentical(out.weights);
+    const Weights<double> start = TrainAlone<double>(MakeSolver("Adam", 2), 0);
+    double moved = 0;
+    for (size_t p = 0; p < start.size(); ++p) {
+      for (size_t i = 0; i < start[p].size(); ++i) {
+        ASSERT_TRUE(std::isfinite(out.weights[0][p][i]));
+        moved = std::max(moved, std::fabs(start[p][i] - out.weights[0][p][i]));
+      }
+    }
+    EXPECT_GT(moved, 1e-4);
+    for (const std::string& reason : out.reasons) {
+      EXPECT_NE(reason.find("(updated on the servers)"), std::string::npos)
+          << reason;
+    }
+  }
+}
+
+// A snapshot in the middle of a Step is a barrier: the run goes on after
+// it, and the snapshot holds the servers' parameters and history.
+TEST(StaleTrainingTest, SnapshotsInTheMiddleOfAStep) {
+  const std::string dir = test::MakeTempDir();
+  const std::string extra =
+      StrCat("snapshot: 3 snapshot_prefix: '", dir, "/ssp' ");
+  std::vector<Weights<double>> at3(2), end(2);
+  RunRanks(2, [&](int r, Communicator* comm) {
+    Poseidon::set_data_shard({r, 2, false});
+    auto solver = CreateSolver<double>(MakeSolver("SGD", 2, extra));
+    Synchronizer<double> sync(solver.get(), comm,
+                              PsDist(true, "consistency: SSP staleness: 1"));
+    solver->Step(5);
+    end[r] = ReadWeights(*solver);
+  });
+  ExpectReplicasIdentical(end);
+  auto resumed = CreateSolver<double>(MakeSolver("SGD", 4));
+  resumed->Restore(dir + "/ssp_iter_3.solverstate");
+  EXPECT_EQ(resumed->iter(), 3);
+  SolverState state;
+  ReadProtoFromBinaryFile(dir + "/ssp_iter_3.solverstate", &state);
+  ASSERT_GT(state.history_size(), 0);
+  double largest = 0;
+  for (int i = 0; i < state.history_size(); ++i) {
+    for (double v : state.history(i).double_data()) {
+      largest = std::max(largest, std::fabs(v));
+    }
+  }
+  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
+}
+
+TEST(StaleTrainingTest, WhatTheServersCannotServeAloneIsRefused) {
+  struct Bad {
+    SolverParameter solver;
+    std::string dist;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {MakeSolver("SGD", 2, "clip_gradients: 1"), "consistency: SSP",
+       "clip_gradients"},
+      {MakeSolver("SGD", 2), "consistency: ASYNC server_update: false",
+       "needs the update on the servers (server_update: true)"},
+  };
+  for (const Bad& b : bad) {
+    RunRanks(2, [&](int r, Communicator* comm) {
+      Poseidon::set_data_shard({r, 2, false});
+      auto solver = CreateSolver<double>(b.solver);
+      DistributedParameter d = PsDist(true, b.dist);
+      if (b.dist.find("server_update: false") != std::string::npos) {
+        d.set_server_update(false);
+      }
+      const std::string error =
+          test::ErrorOf<ConfigError>([&] {
+            Synchronizer<double> sync(solver.get(), comm, d);
+          });
+      EXPECT_TRUE(test::Contains(error, b.message)) << error;
+    });
+  }
 }
 
 }  // namespace
