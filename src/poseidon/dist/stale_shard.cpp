@@ -122,26 +122,23 @@ Status StaleShard<Dtype>::SendEnd(Communicator* comm,
                                   int worker, int64_t end) {
   // One message per shard, the size of the push it replaces (the shard
   // receives a whole push); its elements are not read.
-  std::vector<std::vector<char>> messages;
+  std::vector<std::pair<int, int>> firsts;  // (shard, its first block)
+  for (int s = 0; s < partition.num_shards(); ++s) {
+    const std::vector<int> order = Order(partition, schedule, worker, s);
+    if (!order.empty()) firsts.emplace_back(s, order[0]);
+  }
+  std::vector<std::vector<char>> messages(firsts.size());
   std::vector<Communicator::SendOp> ops;
   std::vector<std::string> shards;
-  for (int s = 0; s < partition.num_shards(); ++s) {
-    const std::vector<int> order = Order(partition, schedule, worker, s);
-    if (order.empty()) continue;
-    const int first = order[0];
-    messages.emplace_back(sizeof(BlockHeader) +
-                          partition.blocks()[first].count * sizeof(Dtype));
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    const auto [s, first] = firsts[i];
+    messages[i].resize(sizeof(BlockHeader) +
+                       partition.blocks()[first].count * sizeof(Dtype));
     const BlockHeader header{-1 - end, first, comm->rank()};
-    std::memcpy(messages.back().data(), &header, sizeof(header));
+    std::memcpy(messages[i].data(), &header, sizeof(header));
+    ops.push_back({messages[i].data(), messages[i].size(), servers[s],
+                   PushTag(first)});
     shards.push_back(StrCat(comm->JobRank(servers[s])));
-  }
-  size_t m = 0;
-  for (int s = 0; s < partition.num_shards(); ++s) {
-    const std::vector<int> order = Order(partition, schedule, worker, s);
-    if (order.empty()) continue;
-    ops.push_back({messages[m].data(), messages[m].size(), servers[s],
-                   PushTag(order[0])});
-    ++m;
   }
   const Status st = comm->SendAll(ops);
   if (st.ok()) return st;

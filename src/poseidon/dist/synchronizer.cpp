@@ -67,6 +67,11 @@ void WaitForHostCopies() {
 
 }  // namespace
 
+// Under ASYNC: iterations after a poll that the ranks act on its agreed
+// signal action (a SIGINT or SIGHUP takes effect that late), and one more
+// than how far a worker may run ahead of the slowest.
+constexpr int kAsyncActionLag = 64;
+
 // Note [Deferred updates]
 // A group is a set of learnable params that travel together: those whose
 // last backward use (the lowest layer index among the layers that use them
@@ -604,8 +609,14 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
     skip_param_grads(net);
     for (Net<Dtype>* replica : replicas) skip_param_grads(replica);
   }
-  agreement = std::make_unique<ActionAgreement>(
-      comm, collective.get(), wait_free ? param.staleness() + 1 : 1);
+  // The signal agreement acts `lag` iterations after a poll, so it lets a
+  // rank run up to lag - 1 iterations ahead of the slowest: as far as the
+  // consistency model does, and under ASYNC kAsyncActionLag - 1 (Note
+  // [Stale-synchronous serving]: a bound ASYNC itself does not have).
+  int lag = wait_free ? apply_lag + 1 : 1;
+  if (consistency == Consistency::kSsp) lag = param.staleness() + 1;
+  if (consistency == Consistency::kAsync) lag = kAsyncActionLag;
+  agreement = std::make_unique<ActionAgreement>(comm, collective.get(), lag);
 }
 
 template <typename Dtype>
@@ -1210,7 +1221,7 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
               << param.num_push_threads() << "/" << param.num_pull_threads()
               << " (" << param.bytes_in_flight()
               << " bytes in flight each), comm "
-              << CommTypeName(CommTypeFromProto(param.comm()));
+              << CommTypeName(CommTypeFromProto(d.param.comm()));
     if (d.clip) {
       LOG(INFO) << "clip_gradients is set: every layer is updated after the "
                    "whole gradient arrives (no overlap with the next forward)";
