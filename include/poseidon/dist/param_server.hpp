@@ -96,6 +96,16 @@ struct ParamServerOptions {
   int staleness = 0;  // SSP's bound
 };
 
+// DecodeBlockHeader (wire.hpp) of a push or sum of `bytes` bytes that rank
+// comm.rank() received from `peer`, for block `block` of `iter`, under
+// `servers` (the rank of each shard): a Status naming this rank instead of
+// an exception (the communication threads do not throw).
+Status CheckBlockHeader(const Communicator& comm,
+                        const BlockPartition& partition,
+                        const std::vector<int>& servers, size_t dtype_bytes,
+                        BlockMessageKind kind, int peer, int64_t iter,
+                        int block, const BlockHeader& header, size_t bytes);
+
 template <typename Dtype>
 class ParamServer {
  public:

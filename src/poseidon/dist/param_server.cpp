@@ -640,28 +640,37 @@ void ParamServer<Dtype>::SendSum(int64_t iter, int block, int slot) {
   }
 }
 
+Status CheckBlockHeader(const Communicator& comm,
+                        const BlockPartition& partition,
+                        const std::vector<int>& servers, size_t dtype_bytes,
+                        BlockMessageKind kind, int peer, int64_t iter,
+                        int block, const BlockHeader& header, size_t bytes) {
+  BlockExpectation want;
+  want.kind = kind;
+  want.peer = peer;
+  want.peer_job = comm.JobRank(peer);
+  want.ranks = comm.size();
+  want.iter = iter;
+  want.block = block;
+  want.partition = &partition;
+  want.servers = &servers;
+  want.dtype_bytes = dtype_bytes;
+  try {
+    DecodeBlockHeader(header, bytes, want);
+  } catch (const DistributedError& e) {
+    return Status::Failure(StrCat("rank ", comm.JobRank(comm.rank()), ": ",
+                                  e.what()));
+  }
+  return Status::OK();
+}
+
 template <typename Dtype>
 Status ParamServer<Dtype>::Decode(BlockMessageKind kind, int peer,
                                   int64_t iter, int block,
                                   const BlockHeader& header,
                                   size_t bytes) const {
-  BlockExpectation want;
-  want.kind = kind;
-  want.peer = peer;
-  want.peer_job = comm_->JobRank(peer);
-  want.ranks = comm_->size();
-  want.iter = iter;
-  want.block = block;
-  want.partition = partition_;
-  want.servers = &servers_;
-  want.dtype_bytes = sizeof(Dtype);
-  try {
-    DecodeBlockHeader(header, bytes, want);
-  } catch (const DistributedError& e) {
-    return Status::Failure(StrCat("rank ", comm_->JobRank(comm_->rank()),
-                                  ": ", e.what()));
-  }
-  return Status::OK();
+  return CheckBlockHeader(*comm_, *partition_, servers_, sizeof(Dtype), kind,
+                          peer, iter, block, header, bytes);
 }
 
 template class ParamServer<float>;

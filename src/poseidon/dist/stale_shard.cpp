@@ -198,21 +198,9 @@ void StaleShard<Dtype>::TakePushes(int w) {
         }
       }
       if (s.ok()) {
-        BlockExpectation want;
-        want.kind = BlockMessageKind::kPush;
-        want.peer = peer;
-        want.peer_job = comm_->JobRank(peer);
-        want.ranks = comm_->size();
-        want.iter = iter;
-        want.block = id;
-        want.partition = partition_;
-        want.servers = &servers_;
-        want.dtype_bytes = sizeof(Dtype);
-        try {
-          DecodeBlockMessage(msg.data(), bytes, want);
-        } catch (const DistributedError& e) {
-          s = Status::Failure(e.what());
-        }
+        s = CheckBlockHeader(*comm_, *partition_, servers_, sizeof(Dtype),
+                             BlockMessageKind::kPush, peer, iter, id, header,
+                             bytes);
       }
       if (!s.ok()) {
         Fail(Status::Failure(StrCat(
