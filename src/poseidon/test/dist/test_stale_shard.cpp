@@ -125,7 +125,19 @@ TEST_P(StaleShardTest, AnswersHoldWhatTheModelPromises) {
             while (!fast_done) std::this_thread::sleep_for(
                 std::chrono::milliseconds(1));
           } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            // Before its push of t, until every other worker has started
+            // the furthest iteration SSP(s) allows it, t + s (or 20 s:
+            // then the lead check below fails).
+            const int want = static_cast<int>(
+                std::min<int64_t>(t + c.staleness, kIters - 1) + 1);
+            const auto give_up =
+                std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            for (int j = 0; j + 1 < num_workers; ++j) {
+              while (posted[j] < want &&
+                     std::chrono::steady_clock::now() < give_up) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              }
+            }
           }
         } else if (slow_one >= 0) {
           max_lead[me] = std::max(
