@@ -739,7 +739,11 @@ void Synchronizer<Dtype>::Impl::CheckStalePlan() const {
 
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::StaleBegin() {
-  if (consistency == Consistency::kBsp || stale_serving) return;
+  // A net with nothing to exchange (every lr_mult 0) has no PS transport.
+  if (consistency == Consistency::kBsp || stale_serving ||
+      transports.count(Kind::kPs) == 0) {
+    return;
+  }
   if (seed_weights || seed_history) SeedShard();
   vector<int> order;
   for (int gid : PostingOrder()) order.push_back(groups[gid].index);
