@@ -111,11 +111,11 @@ class StaleShard {
   ~StaleShard();
   POSEIDON_DISABLE_COPY_AND_ASSIGN(StaleShard);
 
-  // The blocks of shard `shard` among `schedule`'s, in the order worker
-  // number `worker` pushes and pulls them in one iteration.
-  static std::vector<int> Order(const BlockPartition& partition,
-                                const std::vector<std::vector<int>>& schedule,
-                                int worker, int shard);
+  // Per shard, its blocks among `schedule`'s in the order worker number
+  // `worker` pushes and pulls them in one iteration.
+  static std::vector<std::vector<int>> Orders(
+      const BlockPartition& partition,
+      const std::vector<std::vector<int>>& schedule, int worker);
 
   // On worker number `worker` (rank workers[worker] of `comm`), which
   // has pushed every iteration before `end` and will push no more: tells

@@ -172,24 +172,28 @@ struct ParamServer<Dtype>::Counters {
 // which names the ranks behind the stall.
 template <typename Dtype>
 struct ParamServer<Dtype>::OwnWindows {
+  // A thread's window in flight: described only when a shard fails.
+  struct InFlight {
+    const std::vector<BlockRef>* window = nullptr;  // null when idle
+    int64_t iter = 0;
+  };
   std::mutex mu;
-  std::vector<std::string> push, pull;  // GUARDED_BY(mu); "" when idle
+  std::vector<InFlight> push, pull;  // GUARDED_BY(mu), per thread
 
-  void Set(bool is_push, int thread, std::string what) {
+  void Set(bool is_push, int thread, const std::vector<BlockRef>* window,
+           int64_t iter) {
     std::lock_guard<std::mutex> lock(mu);
-    std::vector<std::string>& v = is_push ? push : pull;
+    std::vector<InFlight>& v = is_push ? push : pull;
     if (v.size() <= static_cast<size_t>(thread)) v.resize(thread + 1);
-    v[thread] = std::move(what);
+    v[thread] = {window, iter};
   }
   // "; this rank's own pull of ... was in flight", or "" when none is.
-  std::string Note() {
+  std::string Note(const ParamServer& server) {
     std::vector<std::string> busy;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      for (const auto* v : {&push, &pull}) {
-        for (const std::string& w : *v) {
-          if (!w.empty()) busy.push_back(w);
-        }
+    std::lock_guard<std::mutex> lock(mu);  // the windows live until cleared
+    for (const bool is_push : {true, false}) {
+      for (const InFlight& f : is_push ? push : pull) {
+        if (f.window) busy.push_back(server.Describe(is_push, f.iter, *f.window));
       }
     }
     if (busy.empty()) return "";
@@ -451,9 +455,9 @@ Status ParamServer<Dtype>::RunWindows(bool push, int thread, int64_t iter,
   for (const std::vector<BlockRef>& window :
        Windows(*partition_, order, thread, threads, options_.bytes_in_flight)) {
     const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
-    own_windows_->Set(push, thread, Describe(push, iter, window));
+    own_windows_->Set(push, thread, &window, iter);
     Status s = push ? Push(iter, window) : Pull(iter, window);
-    own_windows_->Set(push, thread, "");
+    own_windows_->Set(push, thread, nullptr, 0);
     if (timeline_) {
       std::vector<std::string> ids;
       int64_t bytes = 0;
@@ -595,7 +599,7 @@ Status ParamServer<Dtype>::ServeBlock(int64_t iter, int block) {
       sums_->Release(slot);
       return Status::Failure(StrCat("taking the pushes of block ", block,
                                     " (iteration ", iter, "): ", s.message(),
-                                    own_windows_->Note()));
+                                    own_windows_->Note(*this)));
     }
   }
   if (update_) update_(iter, block, sum);
@@ -636,7 +640,7 @@ void ParamServer<Dtype>::SendSum(int64_t iter, int block, int slot) {
                         ": sending the sum of "
                         "block ",
                         block, " (iteration ", iter, "): ", s.message(),
-                        own_windows_->Note()));
+                        own_windows_->Note(*this)));
   }
 }
 

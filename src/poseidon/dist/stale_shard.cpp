@@ -32,7 +32,8 @@ Consistency ConsistencyFromProto(DistributedParameter::Consistency c) {
 }
 
 // A held block: its workers' clocks and its latest parameters (a whole
-// message, header room first, so an answer is one copy).
+// message, header room first: the push the last step was applied to, so an
+// answer is one copy and a push none).
 template <typename Dtype>
 struct StaleShard<Dtype>::Block {
   std::mutex mu;
@@ -74,7 +75,7 @@ StaleShard<Dtype>::StaleShard(Communicator* comm,
   const int w_count = static_cast<int>(workers_.size());
   blocks_.resize(partition->blocks().size());
   for (int w = 0; w < w_count; ++w) {
-    order_.push_back(Order(*partition, schedule, w, shard));
+    order_.push_back(std::move(Orders(*partition, schedule, w)[shard]));
   }
   for (const std::vector<int>& exchange : schedule) {
     for (int id : exchange) {
@@ -99,19 +100,19 @@ StaleShard<Dtype>::StaleShard(Communicator* comm,
 }
 
 template <typename Dtype>
-std::vector<int> StaleShard<Dtype>::Order(
+std::vector<std::vector<int>> StaleShard<Dtype>::Orders(
     const BlockPartition& partition,
-    const std::vector<std::vector<int>>& schedule, int worker, int shard) {
-  std::vector<int> order;
+    const std::vector<std::vector<int>>& schedule, int worker) {
+  std::vector<std::vector<int>> orders(partition.num_shards());
   for (const std::vector<int>& exchange : schedule) {
     std::vector<typename ParamServer<Dtype>::BlockRef> refs;
     for (int id : exchange) refs.push_back({id, nullptr});
     for (const auto& ref :
          ParamServer<Dtype>::StaggeredOrder(partition, refs, worker)) {
-      if (partition.blocks()[ref.id].shard == shard) order.push_back(ref.id);
+      orders[partition.blocks()[ref.id].shard].push_back(ref.id);
     }
   }
-  return order;
+  return orders;
 }
 
 template <typename Dtype>
@@ -122,10 +123,11 @@ Status StaleShard<Dtype>::SendEnd(Communicator* comm,
                                   int worker, int64_t end) {
   // One message per shard, the size of the push it replaces (the shard
   // receives a whole push); its elements are not read.
+  const std::vector<std::vector<int>> orders =
+      Orders(partition, schedule, worker);
   std::vector<std::pair<int, int>> firsts;  // (shard, its first block)
   for (int s = 0; s < partition.num_shards(); ++s) {
-    const std::vector<int> order = Order(partition, schedule, worker, s);
-    if (!order.empty()) firsts.emplace_back(s, order[0]);
+    if (!orders[s].empty()) firsts.emplace_back(s, orders[s][0]);
   }
   std::vector<std::vector<char>> messages(firsts.size());
   std::vector<Communicator::SendOp> ops;
@@ -177,8 +179,7 @@ void StaleShard<Dtype>::TakePushes(int w) {
     for (size_t k = 0; k < order_[w].size() && s.ok(); ++k) {
       const int id = order_[w][k];
       const ParamBlock& pb = partition_->blocks()[id];
-      const size_t payload = pb.count * sizeof(Dtype);
-      const size_t bytes = sizeof(BlockHeader) + payload;
+      const size_t bytes = sizeof(BlockHeader) + pb.count * sizeof(Dtype);
       msg.resize(bytes);
       s = comm_->Recv(msg.data(), bytes, peer, PushTag(id));
       if (s.ok() && count_ && peer != comm_->rank()) count_(id, bytes);
@@ -212,9 +213,10 @@ void StaleShard<Dtype>::TakePushes(int w) {
       Dtype* values = reinterpret_cast<Dtype*>(msg.data() + sizeof(BlockHeader));
       std::lock_guard<std::mutex> lock(b.mu);
       update_(iter, id, values);
-      b.latest.resize(bytes);
-      EncodeBlockMessage({iter, id, comm_->rank()}, values, payload,
-                         b.latest.data());
+      // The message now holds the block's parameters: it becomes the latest
+      // (its header is rewritten for each answer), and the old buffer takes
+      // the next push.
+      b.latest.swap(msg);
       b.clocks[w] = iter + 1;
       b.changed.notify_all();
     }
