@@ -1,6 +1,6 @@
 // ContrastiveLoss, HingeLoss, InfogainLoss, MultinomialLogisticLoss and
 // SigmoidCrossEntropyLoss: CPU/GPU agreement over their parameters (their
-// CPU tests are in test_loss_layers_extra.cpp). Labels are always valid.
+// CPU tests are in test_loss_layers.cpp). Labels are always valid.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,7 +1,7 @@
-// Utility layers, part 1: registration of all eleven, then Silence, Parameter,
+// Utility layers: registration of all eleven, then Silence, Parameter,
 // ArgMax, Slice, Tile and Reduction: hand-computed forwards, gradient checks,
-// edge cases and the errors at SetUp. Part 2 (test_utility_layers2.cpp) holds
-// Crop, Filter, BatchReindex, Embed and MVN.
+// edge cases and the errors at SetUp. Crop, Filter, BatchReindex and Embed
+// are in test_indexing_layers.cpp, MVN in test_mvn_layer.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

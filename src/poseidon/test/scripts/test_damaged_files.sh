@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Inputs that crashed, hung or were ignored, second round (issue 35;
-# docs/reliability.md, "Databases, weights and tools"), through the tools:
+# Damaged or mismatched files that crashed, hung or were ignored
+# (docs/reliability.md, "Databases, weights and tools"), through the tools:
 # each must exit 1 (no signal, no abort) with a first "Error:" line naming
 # the database, file or layer.
 #   1. A copy of the Fashion-MNIST test LMDB with data.mdb cut to half:
@@ -13,7 +13,7 @@
 #   4. A solver whose net file has no layers: the error names the file.
 #   5. A top that cannot be allocated in the first Forward (under ulimit -v):
 #      the error names the layer.
-# Usage: test_bad_inputs_round2.sh SOURCE_DIR BUILD_DIR
+# Usage: test_damaged_files.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 source "$(cd "$(dirname "$0")" && pwd)/test_lib.sh"
 SOURCE_DIR=$(cd "$1" && pwd)

@@ -1,9 +1,10 @@
-// Inputs that crashed, hung or were ignored, second round (issue 35;
-// docs/reliability.md, "Databases, weights and tools"): a truncated LMDB, a
-// damaged LevelDB table, weights files that fill no layer, an allocation
-// failing inside a layer, a solver's empty net file. Each gives an Error
-// naming the database, file or layer. The tools' exit statuses are checked
-// by scripts/test_bad_inputs_round2.sh.
+// Damaged or mismatched files, and a layer whose allocation fails: inputs
+// that crashed, hung or were ignored (docs/reliability.md, "Databases,
+// weights and tools"): a truncated LMDB, a damaged LevelDB table, weights
+// files that fill no layer, an allocation failing inside a layer, a
+// solver's empty net file. Each gives an Error naming the database, file or
+// layer. The tools' exit statuses are checked by
+// scripts/test_damaged_files.sh.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -62,7 +63,7 @@ void FillDB(const string& backend, const string& path, int n, int bytes) {
 
 // --- LMDB: a data.mdb shorter than its pages in use --------------------
 
-TEST(BadInputsRound2Test, TruncatedLmdbIsRefusedAtOpen) {
+TEST(DamagedFilesTest, TruncatedLmdbIsRefusedAtOpen) {
   const string path = test::MakeTempDir() + "/cut_lmdb";
   FillDB("lmdb", path, 300, 1000);
   const off_t full = FileSize(path + "/data.mdb");
@@ -81,7 +82,7 @@ TEST(BadInputsRound2Test, TruncatedLmdbIsRefusedAtOpen) {
 // The child is a fresh run of this test ("threadsafe"), not a fork of a
 // process whose other threads (thread pool, prefetch) may hold locks: under
 // AddressSanitizer the forked child hung.
-TEST(BadInputsRound2Test, LmdbTruncatedWhileOpenIsAnErrorNotASignal) {
+TEST(DamagedFilesTest, LmdbTruncatedWhileOpenIsAnErrorNotASignal) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const string path = test::MakeTempDir() + "/shrinking_lmdb";
   FillDB("lmdb", path, 300, 1000);
@@ -112,7 +113,7 @@ TEST(BadInputsRound2Test, LmdbTruncatedWhileOpenIsAnErrorNotASignal) {
 // LevelDB's iterator steps over a block it cannot read and keeps the error
 // in its status: the cursor must throw at that block, naming the database,
 // before handing out any record past it.
-TEST(BadInputsRound2Test, DamagedLevelDBBlockIsAnErrorWhereItIs) {
+TEST(DamagedFilesTest, DamagedLevelDBBlockIsAnErrorWhereItIs) {
   const string path = test::MakeTempDir() + "/damaged_leveldb";
   const int n = 400;
   FillDB("leveldb", path, n, 2000);
@@ -195,7 +196,7 @@ string SaveNetA(const string& dir) {
   return file;
 }
 
-TEST(BadInputsRound2Test, EmptyWeightsFileIsAnError) {
+TEST(DamagedFilesTest, EmptyWeightsFileIsAnError) {
   const string file = test::MakeTempDir() + "/empty.caffemodel";
   WriteFile(file, "");
   Net<float> net(ParseNet(kNetA));
@@ -205,7 +206,7 @@ TEST(BadInputsRound2Test, EmptyWeightsFileIsAnError) {
 
 // A mean file (BlobProto) given as weights parses as a NetParameter of no
 // layers: its fields' numbers mean nothing there.
-TEST(BadInputsRound2Test, WeightsFileThatIsNotANetIsAnError) {
+TEST(DamagedFilesTest, WeightsFileThatIsNotANetIsAnError) {
   const string file = test::MakeTempDir() + "/mean.binaryproto";
   BlobProto mean;
   mean.set_num(1);
@@ -220,7 +221,7 @@ TEST(BadInputsRound2Test, WeightsFileThatIsNotANetIsAnError) {
       Contains(message, "weights file '" + file + "' is not a trained net"));
 }
 
-TEST(BadInputsRound2Test, WeightsOfAnotherNetAreAnErrorNamingBoth) {
+TEST(DamagedFilesTest, WeightsOfAnotherNetAreAnErrorNamingBoth) {
   const string file = SaveNetA(test::MakeTempDir());
   Net<float> b(ParseNet(kNetB));
   const float before = b.layer_by_name("fc_b")->blobs()[0]->cpu_data()[0];
@@ -234,7 +235,7 @@ TEST(BadInputsRound2Test, WeightsOfAnotherNetAreAnErrorNamingBoth) {
 
 // Caffe's rule stays: a fine-tuned net with some layers renamed takes the
 // weights of the layers that kept their names.
-TEST(BadInputsRound2Test, FineTuningWithRenamedLayersStillCopiesTheRest) {
+TEST(DamagedFilesTest, FineTuningWithRenamedLayersStillCopiesTheRest) {
   const string file = SaveNetA(test::MakeTempDir());
   NetParameter stored;
   ReadProtoFromBinaryFile(file, &stored);
@@ -248,7 +249,7 @@ TEST(BadInputsRound2Test, FineTuningWithRenamedLayersStillCopiesTheRest) {
 }
 
 // In-memory copies (between nets a program built) keep Caffe's leniency.
-TEST(BadInputsRound2Test, CopyFromANetParameterStaysLenient) {
+TEST(DamagedFilesTest, CopyFromANetParameterStaysLenient) {
   Net<float> a(ParseNet(kNetA));
   NetParameter trained;
   a.ToProto(&trained);
@@ -256,7 +257,7 @@ TEST(BadInputsRound2Test, CopyFromANetParameterStaysLenient) {
   EXPECT_NO_THROW(b.CopyTrainedLayersFrom(trained));
 }
 
-TEST(BadInputsRound2Test, Hdf5WeightsOfAnotherNetAreAnError) {
+TEST(DamagedFilesTest, Hdf5WeightsOfAnotherNetAreAnError) {
   const string file = test::MakeTempDir() + "/a.h5";
   Net<float> a(ParseNet(kNetA));
   try {
@@ -295,12 +296,12 @@ const LayerRegisterer<float> g_bad_alloc_float(
       return std::make_shared<BadAllocTestLayer<float>>(param);
     });
 
-class BadInputsRound2AllocTest : public ::testing::Test {
+class LayerAllocationFailureTest : public ::testing::Test {
  protected:
-  ~BadInputsRound2AllocTest() override { SetHostAllocationLimit(0); }
+  ~LayerAllocationFailureTest() override { SetHostAllocationLimit(0); }
 };
 
-TEST_F(BadInputsRound2AllocTest, BadAllocInSetUpNamesTheLayer) {
+TEST_F(LayerAllocationFailureTest, BadAllocInSetUpNamesTheLayer) {
   const NetParameter param = ParseNet(R"(
     name: "greedy_net"
     layer { name: "data" type: "Input" top: "data"
@@ -321,7 +322,7 @@ TEST_F(BadInputsRound2AllocTest, BadAllocInSetUpNamesTheLayer) {
 
 // The guard refusing a parameter blob (filled in set-up) names the layer
 // and the shape, and stays an OutOfMemoryError.
-TEST_F(BadInputsRound2AllocTest, GuardRefusingParametersNamesTheLayer) {
+TEST_F(LayerAllocationFailureTest, GuardRefusingParametersNamesTheLayer) {
   SetHostAllocationLimit(1 << 20);
   const NetParameter param = ParseNet(R"(
     name: "wide"
@@ -344,7 +345,7 @@ TEST_F(BadInputsRound2AllocTest, GuardRefusingParametersNamesTheLayer) {
 
 // Tops are allocated when first written, in the first Forward: the guard
 // refusing one there names the layer and the top's shape too.
-TEST_F(BadInputsRound2AllocTest, GuardRefusingATopInForwardNamesTheLayer) {
+TEST_F(LayerAllocationFailureTest, GuardRefusingATopInForwardNamesTheLayer) {
   Net<float> net(ParseNet(R"(
     name: "tall"
     layer { name: "data" type: "Input" top: "data"
@@ -368,7 +369,7 @@ TEST_F(BadInputsRound2AllocTest, GuardRefusingATopInForwardNamesTheLayer) {
 
 // --- A solver's net file without layers ----------------------------------
 
-TEST(BadInputsRound2Test, SolverWithAnEmptyNetFileNamesTheFile) {
+TEST(DamagedFilesTest, SolverWithAnEmptyNetFileNamesTheFile) {
   const string dir = test::MakeTempDir();
   const string net_file = dir + "/empty_net.prototxt";
   WriteFile(net_file, "# nothing here\n");
