@@ -138,6 +138,20 @@ asan_mpi() {
     -np 2 "$ASAN_BUILD_DIR/test/mpi_selftest" --hosts=one
 }
 
+# What a finding left, in this log (CI keeps only what is printed): the
+# sanitizer's or libFuzzer's report and the input that caused it, as base64
+# (decode it to a file and give it to build-asan/fuzz/fuzz_TARGET).
+fuzz_report() {
+  local corpus="$ASAN_BUILD_DIR/fuzz-corpus" artifact
+  sed -n '/ERROR\|Check failed\|terminate called\|ALARM\|out-of-memory/,$p' \
+    "$corpus/$1.log" 2>/dev/null | grep -v '^ *"' | head -n 60
+  for artifact in "$corpus/findings/$1"/*; do
+    [ -f "$artifact" ] || continue
+    echo "--- $(basename "$artifact") ($(stat -c %s "$artifact") bytes), base64:"
+    head -c 4096 "$artifact" | base64 -w 76
+  done
+}
+
 fuzz_smoke() {
   bash scripts/fuzz/run_fuzzers.sh -b "$ASAN_BUILD_DIR" -t "$FUZZ_SECONDS" \
     -c "$ASAN_BUILD_DIR/fuzz-corpus"
@@ -188,6 +202,7 @@ if step asan_build asan_build; then
     else
       failed=$((failed + 1))
       echo "--- fuzz_$target: ${line:-no result} ($LOGS/fuzz.log)"
+      fuzz_report "$target"
     fi
   done
   timings+=("$(printf '%-22s %5d s' "fuzz smoke (${#FUZZ_TARGETS[@]})" \
