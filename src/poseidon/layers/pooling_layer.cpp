@@ -560,7 +560,9 @@ void PoolingLayer<Dtype>::BackwardFast(const Dtype* top_diff, const Dtype* mask,
   const size_t count = plane * num_ * channels_;
   const bool max = method_ == PoolingParameter::MAX;
   ForPlanes(num_ * channels_, count, [&](int begin, int end) {
-    vector<Dtype> share(max ? 0 : pooled_width_);
+    // A row of shares, only where there are planes: with none (num or
+    // channels 0) the width alone may be any size the shape rules allow.
+    vector<Dtype> share(max || begin >= end ? 0 : pooled_width_);
     for (int nc = begin; nc < end; ++nc) {
       Dtype* diff = bottom_diff + nc * plane;
       const Dtype* td = top_diff + nc * top_plane;

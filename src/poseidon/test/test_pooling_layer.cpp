@@ -3,9 +3,12 @@
 // the fast path against the reference path (bitwise, on odd shapes, ties,
 // NaN, empty windows, several threads) and the error paths.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -518,6 +521,62 @@ TYPED_TEST(PoolingLayerTest, EmptyWindowsGiveNoOutputAndNoGradient) {
         EXPECT_EQ(bottom.cpu_diff()[i], i % 2 == 0 ? 1 : 0)
             << "element " << i << (reference ? " (reference)" : " (fast)");
       }
+    }
+  }
+}
+
+// Caps the address space `headroom` bytes above what the process maps now
+// (or at the limit already set, if lower), for its lifetime.
+class ScopedAddressSpaceCap {
+ public:
+  explicit ScopedAddressSpaceCap(size_t headroom) {
+    unsigned long pages = 0;
+    if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+      ok_ = std::fscanf(statm, "%lu", &pages) == 1;
+      std::fclose(statm);
+    }
+    ok_ = ok_ && getrlimit(RLIMIT_AS, &old_) == 0;
+    if (!ok_) return;
+    rlimit cap = old_;
+    cap.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) +
+                   static_cast<rlim_t>(headroom);
+    if (old_.rlim_cur != RLIM_INFINITY) {
+      cap.rlim_cur = std::min(cap.rlim_cur, old_.rlim_cur);
+    }
+    ok_ = setrlimit(RLIMIT_AS, &cap) == 0;
+  }
+  ~ScopedAddressSpaceCap() {
+    if (ok_) setrlimit(RLIMIT_AS, &old_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit old_{};
+  bool ok_ = false;
+};
+
+// An empty batch (num or channels 0) passes every shape rule whatever its
+// width, so a pass must not size anything by the width alone: AVE's backward
+// once allocated a row of pooled_width floats, 4 GB for these bottoms (found
+// by fuzz_layer_setup). With the address space capped 512 MB above what the
+// process maps, such an allocation fails instead of going unnoticed.
+TEST(PoolingEmptyBatchTest, AWideEmptyBatchAllocatesNothingByItsWidth) {
+  for (auto method : {PoolingParameter::AVE, PoolingParameter::MAX}) {
+    for (const vector<int>& shape :
+         {vector<int>{0, 0, 2, 1000000000}, vector<int>{0, 1, 2, 1000000000},
+          vector<int>{1, 0, 2, 1000000000}}) {
+      SCOPED_TRACE(testing::Message()
+                   << PoolingParameter::PoolMethod_Name(method) << " bottom "
+                   << shape[0] << " x " << shape[1] << " x " << shape[2]
+                   << " x " << shape[3]);
+      PoolingLayer<float> layer(PoolParam(method, 1));
+      Blob<float> bottom(shape), top;
+      layer.SetUp({&bottom}, {&top});
+      EXPECT_EQ(top.count(), 0);
+      ScopedAddressSpaceCap cap(size_t{512} << 20);
+      ASSERT_TRUE(cap.ok());
+      layer.Forward({&bottom}, {&top});
+      layer.Backward({&top}, {true}, {&bottom});
     }
   }
 }

@@ -302,6 +302,11 @@ int WriteLayerSetupSeeds(const std::string& root) {
   add("pool_stride_intmax", pool(0, 3, 1, 0x7FFFFFFF, 0));
   add("pool_pad_u32max", pool(0, 3, 0xFFFFFFFF, 1, 0));
   add("pool_kernel_2e9", pool(1, 2000000000, 1999999999, 1, 0));
+  // An empty batch a billion wide passes the shape rules; AVE's backward
+  // once sized a scratch row by the width (4 GB), a finding of this harness.
+  LayerSetupCase empty_batch = pool(1, 1, 0, 1, 0);
+  empty_batch.dims = {0, 0, 2, 1000000000};
+  add("pool_ave_empty_batch_width_1e9", empty_batch);
   LayerSetupCase global = pool(1, 0, 0, 1, 1 << 5);
   global.flags = 1 << 5;
   global.flags2 = 1 << 6;  // no kernel

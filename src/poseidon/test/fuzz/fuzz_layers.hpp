@@ -52,7 +52,8 @@ NetParameter BuildLayerSetupNet(const LayerSetupCase& c);
 
 // Writes fuzz_layer_setup's seeds under root/layer_setup: a valid net of
 // every layer and the geometries of issue 35 (pad, stride and dilation
-// 2147483647, pad 2000000000 and 4294967295, num_output 1000000000).
+// 2147483647, pad 2000000000 and 4294967295, num_output 1000000000), and
+// the inputs of its findings.
 // Returns how many.
 int WriteLayerSetupSeeds(const std::string& root);
 
