@@ -43,6 +43,7 @@ SEARCHED = (
 DATA_SHAPES = {
     "data/fashion_mnist/": (1, 28, 28),
     "data/cifar10/": (3, 32, 32),
+    "examples/cifar10/": (3, 32, 32),
     "data/ilsvrc12/": (3, 256, 256),
     "data/ilsvrc12_320/": (3, 320, 320),
     "data/imagenet22k/": (3, 256, 256),

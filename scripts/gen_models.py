@@ -5,8 +5,11 @@ Produces models/<net>/{train_val,deploy,solver}.prototxt for alexnet, vgg16,
 googlenet and resnet50 from one description per network, so that the
 training net and the deployment net can never drift apart, and the timing
 nets scripts/bench/nets/<net>_time.prototxt (the training net fed by an Input
-layer and a constant DummyData label, for `poseidon_train time`). The small
-models (lenet, cifar10_quick) and their timing nets are written by hand.
+layer and a constant DummyData label, for `poseidon_train time`). models/ is
+committed (users expect the files there) and CI checks it against this
+script (ctest generated_models); the timing nets are not: each benchmark
+writes them when it starts (scripts/bench/timing_nets.py). The small models
+(lenet, cifar10_quick) and their timing nets are written by hand.
 
 While building, every blob's (channels, height, width) is tracked with
 Caffe's shape rules (convolution rounds down, pooling rounds up), which gives
@@ -15,7 +18,8 @@ published figures.
 
 Usage:
   scripts/gen_models.py              # (re)write the files, print the counts
-  scripts/gen_models.py --check      # fail if a committed file is stale
+  scripts/gen_models.py --check      # fail if a file of models/ is stale
+  scripts/gen_models.py --timing-only  # write only the timing nets
   scripts/gen_models.py --out DIR    # write under DIR/ instead of the repo
 
 Only the Python standard library is needed.
@@ -27,6 +31,7 @@ import os
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMING_DIR = "scripts/bench/nets/"
 
 IMAGENET_TRAIN = "data/ilsvrc12/ilsvrc12_train_lmdb"
 IMAGENET_VAL = "data/ilsvrc12/ilsvrc12_val_lmdb"
@@ -1256,7 +1261,7 @@ def render(net_dir, build, make_solver, title, time_batch):
     files[model_dir + "solver.prototxt"] = to_text(
         make_solver(), header(title, "solver")
     )
-    files["scripts/bench/nets/%s_time.prototxt" % net_dir] = timing.text(
+    files[TIMING_DIR + "%s_time.prototxt" % net_dir] = timing.text(
         header(title, timing_what % time_batch)
     )
     return files, {"train_val": train, "deploy": deploy}
@@ -1272,17 +1277,26 @@ def main():
     parser.add_argument(
         "--check",
         action="store_true",
-        help="compare with the files on disk, write nothing",
+        help="compare models/ with the files on disk, write nothing",
+    )
+    parser.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="write only the timing nets (scripts/bench/nets), quietly",
     )
     args = parser.parse_args()
 
     stale = []
-    print("%-12s %-9s %14s %12s" % ("net", "variant", "learnable", "bn stats"))
+    if not args.timing_only:
+        print("%-12s %-9s %14s %12s"
+              % ("net", "variant", "learnable", "bn stats"))
     for net_dir, build, make_solver, title, time_batch in MODELS:
         files, builders = render(
             net_dir, build, make_solver, title, time_batch
         )
         for variant, builder in sorted(builders.items()):
+            if args.timing_only:
+                break
             print(
                 "%-12s %-9s %14s %12s"
                 % (
@@ -1293,6 +1307,9 @@ def main():
                 )
             )
         for name, text in sorted(files.items()):
+            timing = name.startswith(TIMING_DIR)
+            if (args.timing_only and not timing) or (args.check and timing):
+                continue
             path = os.path.join(args.out, name)
             directory = os.path.dirname(path)
             if args.check:

@@ -60,10 +60,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import timing_nets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
-NET_DIR = os.path.join(HERE, "nets")
 CLUSTER = os.path.join(REPO_ROOT, "scripts", "netns_cluster")
 RSH = os.path.join(REPO_ROOT, "scripts", "netns_rsh")
 PREFIX = "psdbench"
@@ -101,7 +101,7 @@ def profile(train, net, batch, iters, out_dir, reuse):
     """Writes the net at `batch` and its per-layer profile into out_dir;
     with `reuse`, an existing profile there is kept (profile once on a
     quiet machine, then run the clusters)."""
-    src = os.path.join(NET_DIR, net + "_time.prototxt")
+    src = timing_nets.path(net)
     text = open(src).read()
     # The time nets use batch 16 for the data and the label.
     text = re.sub(r"dim: 16\n", "dim: %d\n" % batch, text)

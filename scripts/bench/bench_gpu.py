@@ -44,6 +44,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import caffe_net  # noqa: E402
+import timing_nets  # noqa: E402
 
 NETS = {"alexnet": 256, "resnet50": 64, "vgg16": 64, "googlenet": 64}
 SHAPE_RE = re.compile(r"(shape\s*\{\s*dim\s*:\s*)(\d+)")
@@ -54,7 +55,7 @@ PEAK_RE = re.compile(r"GPU memory: peak ([0-9.]+) MiB in use, ([0-9.]+) MiB rese
 
 
 def net_with_batch(name, batch, out_dir):
-    src = os.path.join(HERE, "nets", name + "_time.prototxt")
+    src = timing_nets.path(name)
     with open(src) as f:
         text = f.read()
     # The first dim of every shape (Input data and DummyData labels) is the

@@ -40,10 +40,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import timing_nets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
-NET_DIR = os.path.join(HERE, "nets")
 NETS = ("lenet", "cifar10_quick")
 
 SOLVER = """net: "{net}"
@@ -119,7 +119,7 @@ def main():
             solver = os.path.join(tmp, net + "_solver.prototxt")
             with open(solver, "w") as f:
                 f.write(SOLVER.format(
-                    net=os.path.join(NET_DIR, net + "_time.prototxt"),
+                    net=timing_nets.path(net),
                     display=args.display, iters=args.iters))
             one, two, pair, traffic = [], [], [], ""
             for rep in range(args.repeats):

@@ -96,9 +96,9 @@ import caffe_net  # noqa: E402
 import cpu_peak  # noqa: E402
 import layer_profile  # noqa: E402
 import net_cost  # noqa: E402
+import timing_nets  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
-NET_DIR = os.path.join(HERE, "nets")
 
 # name: (title, default batch, iterations per run, PyTorch warm-up passes).
 # The iteration counts aim at 10-25 s of timed work per run at two threads
@@ -222,7 +222,7 @@ def child_env(args, threads):
 
 def write_net(name, batch, workdir):
     """Copies the timing net with its batch dimension set to `batch`."""
-    with open(os.path.join(NET_DIR, name + "_time.prototxt")) as handle:
+    with open(timing_nets.path(name)) as handle:
         text = handle.read()
     # The first dim of every shape (the Input data and the DummyData label)
     # is the batch.

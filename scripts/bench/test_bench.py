@@ -26,6 +26,7 @@ import caffe_net  # noqa: E402
 import cpu_peak  # noqa: E402
 import layer_profile  # noqa: E402
 import net_cost  # noqa: E402
+import timing_nets  # noqa: E402
 
 SEVEN = list(bench_vs_pytorch.NETS)
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -65,7 +66,7 @@ def parse(text):
 
 def net_at_batch(name, batch):
     net = caffe_net.read_prototxt(
-        os.path.join(HERE, "nets", name + "_time.prototxt"))
+        timing_nets.path(name))
     for layer in net["layer"]:
         for param in (layer.get("input_param", []) +
                       layer.get("dummy_data_param", [])):
