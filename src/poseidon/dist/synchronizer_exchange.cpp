@@ -1,0 +1,251 @@
+// One group's exchange (Note [Deferred updates] in synchronizer_impl.hpp):
+// staged into its slot after its layer's backward, posted to its
+// transport, collected, and applied before the first forward that reads
+// its parameters.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "synchronizer_impl.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+// Copies `count` elements of `mem` into the host buffer `dest`. When the
+// newest copy is on the GPU (training in GPU mode) the copy is queued on the
+// calling thread's stream, right behind the backward that produced it, and
+// the caller waits once for all of a group's copies (WaitForHostCopies);
+// the blob's own host copy is left alone.
+template <typename Dtype>
+void CopyToHost(SyncedMemory* mem, int count, Dtype* dest) {
+#ifndef CPU_ONLY
+  if (mem->head() == SyncedMemory::HEAD_AT_GPU) {
+    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dest, mem->gpu_data(),
+                                        count * sizeof(Dtype),
+                                        cudaMemcpyDeviceToHost, gpu::Stream()));
+    return;
+  }
+#endif
+  std::memcpy(dest, mem->cpu_data(), count * sizeof(Dtype));
+}
+
+void WaitForHostCopies() {
+#ifndef CPU_ONLY
+  if (Poseidon::mode() == Poseidon::GPU) gpu::Synchronize();
+#endif
+}
+
+}  // namespace
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
+  if (g->kind == Kind::kSfb) {
+    // [U_0; U_1; ... | V_0; V_1; ...] over this rank's device workers, U
+    // scaled by 1 / T: their summed outer products are the locally averaged
+    // gradient, as DeviceWorkers' reduce would give.
+    const int T = 1 + static_cast<int>(replicas.size());
+    const size_t rows = static_cast<size_t>(g->rows) / T;
+    const size_t u = rows * g->M;
+    const size_t v = rows * g->N;
+    Dtype* U = dest;
+    Dtype* V = U + u * T;
+    for (int t = 0; t < T; ++t) {
+      const Net<Dtype>* worker = t == 0 ? net : replicas[t - 1];
+      const Blob<Dtype>* top = worker->top_vecs()[g->push_layer][0];
+      const Blob<Dtype>* bottom = worker->bottom_vecs()[g->push_layer][0];
+      CHECK_EQ(static_cast<size_t>(top->count()), u);
+      CHECK_EQ(static_cast<size_t>(bottom->count()), v);
+      CopyToHost(top->diff().get(), static_cast<int>(u), U + t * u);
+      CopyToHost(bottom->data().get(), static_cast<int>(v), V + t * v);
+    }
+    WaitForHostCopies();
+    for (int t = 0; t < T; ++t) {
+      cpu_scal(static_cast<int>(u), Dtype(1) / T, U + t * u);
+    }
+    return;
+  }
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  for (size_t i = 0; i < g->params.size(); ++i) {
+    const Blob<Dtype>* b = learnable[g->params[i]];
+    CopyToHost(b->diff().get(), b->count(), dest + g->offset[i]);
+  }
+  WaitForHostCopies();
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
+  Group& g = groups[gid];
+  CHECK_GT(iter, g.last_posted) << "layer " << LayerName(g.push_layer);
+  // The first exchange (after a restore it is not iteration 0).
+  if (g.last_posted < 0) g.next_apply = iter;
+  g.last_posted = iter;
+  if (g.on_server) {
+    if (seed_weights || seed_history) SeedShard();
+    history_behind = true;
+  }
+  if (control && g.kind == Kind::kPs && iter > last_iterated) {
+    // After any seed: the servers take their commands in order.
+    const Status s = control->Iterate(iter);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+    last_iterated = iter;
+  }
+  const int64_t begin = timeline ? timeline->NowMicros() : 0;
+  Stage(&g, iter, g.via->Stage(g.index, iter));
+  g.via->Post(g.index, iter);
+  g.posted_at.resize(slots);
+  g.posted_at[iter % slots] = SteadySeconds();
+  if (timeline && g.kind == Kind::kSharedMemory) {
+    // The training thread's share of the exchange; the sum shows in the
+    // timeline's wait+update before the next forward.
+    timeline->Complete(timeline->Lane("compute"), LayerName(g.push_layer),
+                       "ALLREDUCE", begin, timeline->NowMicros(),
+                       {{"iter", iter}});
+  }
+}
+
+// Waits for group gid's exchange of `iter` and leaves the mean over ranks
+// in its params' diffs.
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::Collect(int gid, int64_t iter) {
+  Group& g = groups[gid];
+  const double waiting = SteadySeconds();
+  g.via->Wait(g.index, iter);
+  const double done = SteadySeconds();
+  plan[gid].measured_seconds += done - g.posted_at[iter % slots];
+  plan[gid].blocked_seconds += done - waiting;
+  ++plan[gid].exchanges;
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    Blob<Dtype>* b = learnable[g.params[i]];
+    if (g.on_server) {
+      // The servers' parameters after the update of `iter`.
+      g.via->Read(g.index, iter, g.offset[i], b->count(), Dtype(1),
+                  b->mutable_cpu_data());
+    } else {
+      g.via->Read(g.index, iter, g.offset[i], b->count(),
+                  Dtype(1) / comm->size(), b->mutable_cpu_diff());
+    }
+  }
+  g.via->Release(g.index, iter);
+  g.next_apply = iter + 1;
+}
+
+template <typename Dtype>
+Status Synchronizer<Dtype>::Impl::OnCollectiveThread(
+    const char* what, std::function<Status()> op) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status result;
+  auto finish = [&](const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = s;
+    done = true;
+    cv.notify_all();
+  };
+  collective->Post([&] { finish(op()); }, finish);
+  const WaitNote note(what);
+  std::unique_lock<std::mutex> lock(mu);
+  UrgentScope urgent(comm);
+  cv.wait(lock, [&] { return done; });
+  return result;
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::ApplyGroup(int gid, int64_t iter) {
+  Group& g = groups[gid];
+  Collect(gid, iter);
+  const Dtype rate = rates.at(iter);
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  for (int p : g.params) {
+    if (!g.on_server) {
+      sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+    }
+    const Poseidon::Brew dev = Poseidon::mode();
+    math::set<Dtype>(dev, learnable[p]->count(), Dtype(0),
+                     learnable[p]->mutable_diff_on(dev));
+  }
+}
+
+// Applies group gid's pending iterations up to `must` (waiting for them),
+// and, when take_done, the later ones whose exchange already ended.
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::ApplyUpTo(int gid, int64_t must,
+                                          bool take_done) {
+  Group& g = groups[gid];
+  while (g.next_apply <= g.last_posted) {
+    const int64_t j = g.next_apply;
+    // Posted, but its update point is still ahead (the current iteration).
+    if (rates.count(j) == 0) {
+      CHECK_GT(j, must) << "layer " << LayerName(g.push_layer)
+                        << ": no learning rate recorded for iteration " << j;
+      break;
+    }
+    if (j > must && (!take_done || !g.via->Done(g.index, j))) break;
+    ApplyGroup(gid, j);
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::UpdatePoint() {
+  const int64_t iter = solver->iter();
+  const Dtype rate = sgd->GetLearningRate();
+  const SolverParameter& sp = solver->param();
+  if (sp.display() > 0 && iter % sp.display() == 0) {
+    LOG_IF(INFO, Poseidon::root_solver())
+        << "Iteration " << iter << ", lr = " << rate;
+  }
+  rates[iter] = rate;
+  if (!wait_free) {
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      Post(gid, iter);
+    }
+  }
+  if (!wait_free || clip) {
+    // Every gradient first: clipping needs the global norm.
+    const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      Collect(gid, iter);
+    }
+    sgd->ClipGradients();
+    for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
+      if (!on_server.empty() && on_server[p]) continue;  // pulled already
+      sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+    }
+    rates.erase(iter);
+    return;
+  }
+  for (int p : local_params) {
+    sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SyncAll() {
+  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+    ApplyUpTo(gid, groups[gid].last_posted, false);
+  }
+  // Iterations every group has applied are no longer needed.
+  int64_t oldest = std::numeric_limits<int64_t>::max();
+  for (const Group& g : groups) oldest = std::min(oldest, g.next_apply);
+  rates.erase(rates.begin(), rates.lower_bound(oldest));
+}
+
+#define POSEIDON_INSTANTIATE_EXCHANGE(Dtype)                               \
+  template void Synchronizer<Dtype>::Impl::Stage(Group*, int64_t, Dtype*); \
+  template void Synchronizer<Dtype>::Impl::Post(int, int64_t);             \
+  template void Synchronizer<Dtype>::Impl::Collect(int, int64_t);          \
+  template Status Synchronizer<Dtype>::Impl::OnCollectiveThread(           \
+      const char*, std::function<Status()>);                               \
+  template void Synchronizer<Dtype>::Impl::ApplyGroup(int, int64_t);       \
+  template void Synchronizer<Dtype>::Impl::ApplyUpTo(int, int64_t, bool);  \
+  template void Synchronizer<Dtype>::Impl::UpdatePoint();                  \
+  template void Synchronizer<Dtype>::Impl::SyncAll();
+POSEIDON_INSTANTIATE_EXCHANGE(float)
+POSEIDON_INSTANTIATE_EXCHANGE(double)
+#undef POSEIDON_INSTANTIATE_EXCHANGE
+
+}  // namespace dist
+}  // namespace poseidon

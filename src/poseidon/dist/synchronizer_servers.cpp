@@ -1,0 +1,264 @@
+// The parameter servers' side of the synchroniser: the shard state this
+// rank serves (Note [Server-side update] in shard_state.hpp), the dedicated
+// servers' plan (Note [Dedicated servers] in server_process.hpp), SSP and
+// ASYNC serving (Note [Stale-synchronous serving] in stale_shard.hpp), and
+// the servers' weights and history brought back to the workers.
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "synchronizer_impl.hpp"
+
+namespace poseidon {
+namespace dist {
+
+template <typename Dtype>
+std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
+    const TransportContext& context) {
+  // Not with clip_gradients (the shards would have to agree on the norm of
+  // the whole gradient first) nor at the host level (its PS transport sums
+  // between hosts' leaders); then every worker updates, as with
+  // server_update: false.
+  const bool any_ps =
+      std::any_of(groups.begin(), groups.end(),
+                  [](const Group& g) { return g.kind == Kind::kPs; });
+  if (!param.server_update() || !any_ps) return {};
+  const char* why_not = clip    ? "clip_gradients is set"
+                        : hosts ? "the host level sums between hosts"
+                                : nullptr;
+  if (why_not != nullptr) {
+    LOG_IF(INFO, Poseidon::root_solver())
+        << "The workers apply the update of the PS layers, not the "
+           "servers: "
+        << why_not;
+    return {};
+  }
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  ServerUpdateSettings settings;
+  settings.solver = solver->param();
+  settings.rule = sgd->rule();
+  settings.workers = comm->size();
+  settings.per_push = consistency != Consistency::kBsp;
+  settings.on_server.assign(learnable.size(), false);
+  settings.lr_mult = net->params_lr();
+  settings.decay_mult = net->params_weight_decay();
+  for (Group& g : groups) {
+    g.on_server = g.kind == Kind::kPs;
+    if (!g.on_server) continue;
+    for (int p : g.params) settings.on_server[p] = true;
+  }
+  for (PlannedLayer& p : plan) {
+    if (p.transport == CommType::PS) p.reason += " (updated on the servers)";
+  }
+  on_server = settings.on_server;
+  if (servers.job != nullptr) {
+    // The dedicated servers update (StartServers sends them the settings).
+    server_settings = std::make_unique<ServerUpdateSettings>(settings);
+    return {};
+  }
+  ps_partition = MakePsPartition(context, sizeof(Dtype));
+  shard = std::make_unique<ShardState<Dtype>>(ps_partition.get(), comm->rank(),
+                                              std::move(settings));
+  ShardState<Dtype>* state = shard.get();
+  return [state](int64_t iter, int block, void* values) {
+    state->Apply(iter, block, static_cast<Dtype*>(values));
+  };
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
+  ServerPlan server_plan;
+  server_plan.dtype_bytes = sizeof(Dtype);
+  server_plan.block_bytes = static_cast<size_t>(param.block_size());
+  server_plan.roles = servers.roles;
+  server_plan.push_threads = param.num_push_threads();
+  server_plan.pull_threads = param.num_pull_threads();
+  server_plan.bytes_in_flight = static_cast<size_t>(param.bytes_in_flight());
+  server_plan.blob_counts = context.param_counts;
+  // The PS groups' blocks in the order Post sends them.
+  const std::unique_ptr<BlockPartition> partition =
+      MakePsPartition(context, sizeof(Dtype));
+  for (int gid : PostingOrder()) {
+    const Group& g = groups[gid];
+    if (g.kind != Kind::kPs) continue;
+    vector<int> blocks;
+    for (int p : g.params) {
+      for (int b : partition->blob_blocks(p)) blocks.push_back(b);
+    }
+    server_plan.exchanges.push_back(std::move(blocks));
+  }
+  if (server_settings) {
+    server_plan.update = true;
+    server_plan.settings = *server_settings;
+  }
+  control = std::make_unique<ServerControl<Dtype>>(servers.job, server_plan);
+  const Status s = control->Start();
+  POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+}
+
+template <typename Dtype>
+vector<int> Synchronizer<Dtype>::Impl::PostingOrder() const {
+  vector<int> order;
+  if (wait_free) {
+    for (int l = static_cast<int>(push_groups.size()) - 1; l >= 0; --l) {
+      for (int gid : push_groups[l]) order.push_back(gid);
+    }
+  } else {
+    for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+      order.push_back(gid);
+    }
+  }
+  return order;
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::CheckStalePlan() const {
+  const string name = ConsistencyName(consistency, param.staleness());
+  for (size_t gid = 0; gid < groups.size(); ++gid) {
+    const Group& g = groups[gid];
+    POSEIDON_REQUIRE(g.kind == Kind::kPs, ConfigError, "layer '",
+                     plan[gid].layer, "' goes by ", CommTypeName(g.transport),
+                     " (", plan[gid].reason, "), but consistency ", name,
+                     " needs every layer on the parameter server: remove "
+                     "its ParamSpec comm or use consistency BSP");
+    POSEIDON_REQUIRE(g.on_server, ConfigError, "layer '", plan[gid].layer,
+                     "': consistency ", name,
+                     " needs the update on the servers, which this job "
+                     "does not have (see the log line above; "
+                     "server_update: true, no clip_gradients)");
+  }
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::StaleBegin() {
+  // A net with nothing to exchange (every lr_mult 0) has no PS transport.
+  if (consistency == Consistency::kBsp || stale_serving ||
+      transports.count(Kind::kPs) == 0) {
+    return;
+  }
+  if (seed_weights || seed_history) SeedShard();
+  vector<int> order;
+  for (int gid : PostingOrder()) order.push_back(groups[gid].index);
+  transports.at(Kind::kPs)->BeginStale(order, solver->iter());
+  stale_serving = true;
+}
+
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::StaleBarrier() {
+  if (!stale_serving) return;
+  stale_serving = false;
+  Status s = transports.at(Kind::kPs)->EndStale(solver->iter());
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ending ",
+                   ConsistencyName(consistency, param.staleness()),
+                   " serving at iteration ", solver->iter(), ": ", s.message());
+  // Every worker takes the servers' parameters: shard r's held blocks
+  // broadcast from rank r, into the params' host memory (taken here, on
+  // the training thread).
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  vector<Dtype*> into(learnable.size(), nullptr);
+  for (size_t p = 0; p < learnable.size(); ++p) {
+    if (on_server[p]) into[p] = learnable[p]->mutable_cpu_data();
+  }
+  s = OnCollectiveThread("taking the servers' parameters", [&] {
+    std::vector<Dtype> packed;
+    for (int r = 0; r < comm->size(); ++r) {
+      const vector<int> held =
+          ShardState<Dtype>::HeldBlocks(*ps_partition, r, on_server);
+      packed.resize(BlockElements(*ps_partition, held));
+      if (packed.empty()) continue;
+      if (r == comm->rank()) {
+        std::copy(shard->weights(), shard->weights() + packed.size(),
+                  packed.begin());
+      }
+      const Status st =
+          comm->Broadcast(packed.data(), packed.size() * sizeof(Dtype), r);
+      if (!st.ok()) {
+        return Status::Failure(StrCat("the parameters of the shard of rank ",
+                                      comm->JobRank(r), ": ", st.message()));
+      }
+      UnpackBlocks<Dtype>(*ps_partition, held, packed.data(),
+                          [&into](int p) { return into[p]; });
+    }
+    return Status::OK();
+  });
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
+                   s.message());
+}
+
+// Before the first exchange of a Step: the shard takes its blocks' weights,
+// and when the synchroniser is new or a state was restored their history,
+// from this rank's solver (the same on every rank: rank 0's weights, or a
+// snapshot or weights every rank loaded alike). See Note [Server-side
+// update].
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SeedShard() {
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
+  const size_t num = learnable.size();
+  std::function<const Dtype*(int, int)> from_solver;
+  if (seed_history) {
+    // A history never written (a fresh solver's zeros) is left unallocated:
+    // the worker never steps a server-owned param, so the optimizer state
+    // of those params lives on the servers only.
+    from_solver = [&](int a, int p) -> const Dtype* {
+      const Blob<Dtype>& h = *history[a * num + p];
+      if (h.data()->head() == SyncedMemory::UNINITIALIZED) return nullptr;
+      return h.cpu_data();
+    };
+  }
+  auto weights = [&](int p) { return learnable[p]->cpu_data(); };
+  if (control) {
+    const Status s = control->Seed(weights, from_solver);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  } else {
+    shard->Seed(weights, from_solver);
+  }
+  seed_weights = false;
+  seed_history = false;
+}
+
+// Every shard's history into the solver of the rank that writes snapshots
+// (rank 0; the others let it pass) before a snapshot: collective, on the
+// collective thread behind the exchanges posted.
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::SyncHistory() {
+  if ((!shard && !control) || !history_behind) return;
+  const vector<shared_ptr<Blob<Dtype>>>& history = sgd->history();
+  const size_t num = net->learnable_params().size();
+  // The solver's host memory of the server-owned params' history, taken
+  // here on the training thread (the rest stays where it is, on the GPU in
+  // GPU mode).
+  vector<Dtype*> into(history.size(), nullptr);
+  if (comm->rank() == 0) {
+    for (size_t i = 0; i < history.size(); ++i) {
+      if (on_server[i % num]) into[i] = history[i]->mutable_cpu_data();
+    }
+  }
+  auto into_solver = [&](int a, int p) { return into[a * num + p]; };
+  const Status s =
+      OnCollectiveThread("gathering the servers' solver history", [&] {
+        return control ? control->Gather(into_solver)
+                       : shard->Gather(comm, /*root=*/0, into_solver);
+      });
+  POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
+                   s.message());
+  history_behind = false;
+}
+
+#define POSEIDON_INSTANTIATE_SERVERS(Dtype)                             \
+  template std::function<void(int64_t, int, void*)>                     \
+  Synchronizer<Dtype>::Impl::MakeShard(const TransportContext&);        \
+  template void Synchronizer<Dtype>::Impl::StartServers(                \
+      const TransportContext&);                                         \
+  template vector<int> Synchronizer<Dtype>::Impl::PostingOrder() const; \
+  template void Synchronizer<Dtype>::Impl::CheckStalePlan() const;      \
+  template void Synchronizer<Dtype>::Impl::StaleBegin();                \
+  template void Synchronizer<Dtype>::Impl::StaleBarrier();              \
+  template void Synchronizer<Dtype>::Impl::SeedShard();                 \
+  template void Synchronizer<Dtype>::Impl::SyncHistory();
+POSEIDON_INSTANTIATE_SERVERS(float)
+POSEIDON_INSTANTIATE_SERVERS(double)
+#undef POSEIDON_INSTANTIATE_SERVERS
+
+}  // namespace dist
+}  // namespace poseidon
