@@ -39,11 +39,13 @@ struct PoolShape {
     *h1 = hd::min(hstart + kernel_h, height);
     *w1 = hd::min(wstart + kernel_w, width);
   }
-  // Caffe's AVE divisor: the window clipped to the padded input.
-  POSEIDON_HD int AveArea(int ph, int pw) const {
+  // Caffe's AVE divisor: the window clipped to the padded input. Each side
+  // fits an int (Note [Window sizes in 64 bits]); their product may not.
+  POSEIDON_HD int64_t AveArea(int ph, int pw) const {
     const int hstart = ph * stride_h - pad_h;
     const int wstart = pw * stride_w - pad_w;
-    return (hd::min(hstart + kernel_h, height + pad_h) - hstart) *
+    return static_cast<int64_t>(hd::min(hstart + kernel_h, height + pad_h) -
+                                hstart) *
            (hd::min(wstart + kernel_w, width + pad_w) - wstart);
   }
   // The top rows [*lo, *hi) (or columns) whose windows contain bottom row

@@ -116,7 +116,7 @@ class PoolingLayer final : public Layer<Dtype> {
   // The window of output (ph, pw): rows [*h0, *h1), columns [*w0, *w1),
   // clipped to the image.
   void Window(int ph, int pw, int* h0, int* h1, int* w0, int* w1) const;
-  int AveArea(int ph, int pw) const;
+  int64_t AveArea(int ph, int pw) const;
   // One window of the reference path: MAX value and plane index, the AVE
   // value, the AVE gradient added to the window's bottom diff.
   void MaxWindow(const Dtype* in, int ph, int pw, Dtype* value,

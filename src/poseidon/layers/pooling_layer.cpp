@@ -355,12 +355,14 @@ void PoolingLayer<Dtype>::Window(int ph, int pw, int* h0, int* h1, int* w0,
 }
 
 // The AVE divisor: the window clipped to the padded input, so padding counts
-// but the part of a window past the padding does not (Caffe's rule).
+// but the part of a window past the padding does not (Caffe's rule). Each
+// side fits an int (Note [Window sizes in 64 bits]); their product may not.
 template <typename Dtype>
-int PoolingLayer<Dtype>::AveArea(int ph, int pw) const {
+int64_t PoolingLayer<Dtype>::AveArea(int ph, int pw) const {
   const int hstart = ph * stride_h_ - pad_h_;
   const int wstart = pw * stride_w_ - pad_w_;
-  return (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) *
+  return static_cast<int64_t>(std::min(hstart + kernel_h_, height_ + pad_h_) -
+                              hstart) *
          (std::min(wstart + kernel_w_, width_ + pad_w_) - wstart);
 }
 
@@ -398,7 +400,7 @@ Dtype PoolingLayer<Dtype>::AveWindow(const Dtype* in, int ph, int pw) const {
   for (int h = h0; h < h1; ++h) {
     for (int w = w0; w < w1; ++w) sum += in[h * width_ + w];
   }
-  return sum / AveArea(ph, pw);
+  return sum / static_cast<Dtype>(AveArea(ph, pw));
 }
 
 template <typename Dtype>
@@ -407,7 +409,7 @@ void PoolingLayer<Dtype>::AveWindowBackward(Dtype top_diff, int ph, int pw,
   int h0, h1, w0, w1;
   Window(ph, pw, &h0, &h1, &w0, &w1);
   if (h0 >= h1 || w0 >= w1) return;
-  const Dtype g = top_diff / AveArea(ph, pw);
+  const Dtype g = top_diff / static_cast<Dtype>(AveArea(ph, pw));
   for (int h = h0; h < h1; ++h) {
     for (int w = w0; w < w1; ++w) diff[h * width_ + w] += g;
   }
@@ -492,8 +494,9 @@ void PoolingLayer<Dtype>::AvePlane(const Dtype* in, Dtype* top) const {
     Dtype* sum = top_row + lo;
     SumInterior(in, InteriorRow(h0, h1), sum);
     // Interior windows span kernel_w columns; rows as in AveArea.
-    const int area =
-        (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) * kernel_w_;
+    const int rows = std::min(hstart + kernel_h_, height_ + pad_h_) - hstart;
+    const Dtype area =
+        static_cast<Dtype>(static_cast<int64_t>(rows) * kernel_w_);
     for (int q = 0; q < n; ++q) sum[q] = sum[q] / area;
   }
 }
@@ -516,8 +519,9 @@ void PoolingLayer<Dtype>::AveBackwardPlane(const Dtype* top_diff, Dtype* diff,
       AveWindowBackward(top_row[pw], ph, pw, diff);
     }
     if (!fast) continue;
-    const int area =
-        (std::min(hstart + kernel_h_, height_ + pad_h_) - hstart) * kernel_w_;
+    const int rows = std::min(hstart + kernel_h_, height_ + pad_h_) - hstart;
+    const Dtype area =
+        static_cast<Dtype>(static_cast<int64_t>(rows) * kernel_w_);
     for (int q = 0; q < n; ++q) share[q] = top_row[lo + q] / area;
     SpreadInterior(InteriorRow(h0, h1), share, diff);
     for (int pw = interior_hi_; pw < pooled_width_; ++pw) {

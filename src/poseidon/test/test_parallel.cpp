@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <mutex>
 #include <stdexcept>
@@ -200,6 +201,21 @@ TEST_F(ParallelForTest, NumThreadsSetting) {
 TEST_F(ParallelForTest, MoreThanOnePoolThreadMakesOpenBlasSingleThreaded) {
   Poseidon::set_num_threads(2);
   EXPECT_EQ(openblas_get_num_threads(), 1);
+}
+
+// An empty product whose N is as large as an int allows (InnerProduct with
+// num_output 2147483646 on an empty batch): cutting the columns into slices
+// once computed N + 15 in int, which overflowed (found by fuzz_layer_setup;
+// the overflow shows under UBSan, the hardening build of these tests).
+TEST_F(ParallelForTest, EmptyParallelGemmWithTheLargestNLeavesCAlone) {
+  Poseidon::set_num_threads(2);
+  const float a = 1, b = 1;
+  float c = 7;
+  for (int N : {INT_MAX - 1, INT_MAX}) {
+    cpu_gemm_parallel<float>(CblasNoTrans, CblasTrans, 0, N, 0, 1.f, &a, &b,
+                             0.f, &c);
+    EXPECT_EQ(c, 7) << "N " << N;
+  }
 }
 
 // cpu_gemm_parallel against cpu_gemm for every transpose combination, with

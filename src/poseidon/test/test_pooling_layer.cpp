@@ -581,6 +581,33 @@ TEST(PoolingEmptyBatchTest, AWideEmptyBatchAllocatesNothingByItsWidth) {
   }
 }
 
+// AVE divides by the window clipped to the padded input: with a kernel of
+// 2000000000 and padding 1000000000 that is 2e9 x 2e9, beyond an int (it
+// once wrapped to a negative divisor; found by fuzz_layer_setup). Every
+// window covers the whole 3 x 3 image. Fast and reference paths.
+TEST(PoolingHugeWindowTest, AveDivisorBeyondAnIntIsExact) {
+  for (bool reference : {false, true}) {
+    SCOPED_TRACE(reference ? "reference" : "fast");
+    PoolingLayer<double> layer(
+        PoolParam(PoolingParameter::AVE, 2000000000, 1, 1000000000));
+    layer.set_use_reference(reference);
+    Blob<double> bottom(1, 1, 3, 3), top;
+    for (int i = 0; i < 9; ++i) bottom.mutable_cpu_data()[i] = i + 1;
+    layer.SetUp({&bottom}, {&top});
+    ASSERT_EQ(top.shape(), (vector<int>{1, 1, 4, 4}));
+    layer.Forward({&bottom}, {&top});
+    const double area = 2e9 * 2e9;
+    for (int i = 0; i < top.count(); ++i) {
+      EXPECT_DOUBLE_EQ(top.cpu_data()[i], 45 / area) << "output " << i;
+    }
+    cpu_set(top.count(), 1.0, top.mutable_cpu_diff());
+    layer.Backward({&top}, {true}, {&bottom});
+    for (int i = 0; i < 9; ++i) {
+      EXPECT_DOUBLE_EQ(bottom.cpu_diff()[i], 16 / area) << "element " << i;
+    }
+  }
+}
+
 TYPED_TEST(PoolingLayerTest, Errors) {
   using Dtype = typename TypeParam::Dtype;
   Blob<Dtype> bottom(2, 3, 6, 5), top, mask;

@@ -59,7 +59,9 @@ template <typename Dtype>
 void cpu_gemm_parallel(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
                        int N, int K, Dtype alpha, const Dtype* A,
                        const Dtype* B, Dtype beta, Dtype* C) {
-  const int blocks = (N + kGemmColumnQuantum - 1) / kGemmColumnQuantum;
+  // In 64 bits: N may be as large as an int allows.
+  const int blocks = static_cast<int>(
+      (static_cast<int64_t>(N) + kGemmColumnQuantum - 1) / kGemmColumnQuantum);
   if (2.0 * M * N * K < kParallelGemmMinFlops || ParallelForWorkers(blocks) < 2) {
     cpu_gemm<Dtype>(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
     return;
@@ -68,7 +70,8 @@ void cpu_gemm_parallel(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int M,
   const int ldb = trans_b == CblasNoTrans ? N : K;
   ParallelFor(blocks, [&](int begin, int end, int) {
     const int n0 = begin * kGemmColumnQuantum;
-    const int n1 = std::min(N, end * kGemmColumnQuantum);
+    const int n1 = static_cast<int>(std::min<int64_t>(
+        N, static_cast<int64_t>(end) * kGemmColumnQuantum));
     const Dtype* b = trans_b == CblasNoTrans ? B + n0
                                              : B + static_cast<size_t>(n0) * K;
     Gemm(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, b, ldb, beta, C + n0,

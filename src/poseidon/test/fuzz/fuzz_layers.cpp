@@ -307,6 +307,8 @@ int WriteLayerSetupSeeds(const std::string& root) {
   LayerSetupCase empty_batch = pool(1, 1, 0, 1, 0);
   empty_batch.dims = {0, 0, 2, 1000000000};
   add("pool_ave_empty_batch_width_1e9", empty_batch);
+  // AVE's divisor 2e9 x 2e9 (it overflowed an int), also a finding.
+  add("pool_ave_area_4e18", pool(1, 2000000000, 1000000000, 1, 0));
   LayerSetupCase global = pool(1, 0, 0, 1, 1 << 5);
   global.flags = 1 << 5;
   global.flags2 = 1 << 6;  // no kernel
@@ -339,6 +341,12 @@ int WriteLayerSetupSeeds(const std::string& root) {
   add("inner_product", ip);
   ip.values[0] = 1000000000;
   add("inner_product_num_output_1e9", ip);
+  // An empty batch into the largest num_output (the product's column
+  // slicing overflowed an int), transposed, no bias: a finding.
+  ip.dims = {0, 0, 0, 2147483646};
+  ip.flags = 1 << 1 | 1 << 7;
+  ip.values[0] = 2147483646;
+  add("inner_product_empty_batch_num_output_2147483646", ip);
   return count;
 }
 
