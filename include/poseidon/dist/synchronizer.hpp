@@ -20,7 +20,8 @@
 // over W ranks is divided by W: W ranks with batch K each follow the same
 // trajectory, up to float rounding, as one rank with batch W K on the same
 // samples (each loss layer normalises by its own batch). See
-// Note [Deferred updates] in synchronizer.cpp for the bookkeeping.
+// Note [Deferred updates] in src/poseidon/dist/synchronizer_impl.hpp for
+// the bookkeeping.
 //
 // Settings (DistributedParameter, the solver's `distributed` block):
 //   comm         AUTO (cost model per layer), PS, SFB or ALLREDUCE; a
@@ -62,8 +63,8 @@
 // Threads: the training thread calls the hooks; communication runs on the
 // ParamServer's threads and one collective thread, except the
 // shared-memory allreduce, which the training thread does itself (see Note
-// [Threads of a rank] in synchronizer.cpp). Not copyable; destroy it before
-// the solver.
+// [Threads of a rank] in src/poseidon/dist/synchronizer_impl.hpp). Not
+// copyable; destroy it before the solver.
 #ifndef POSEIDON_DIST_SYNCHRONIZER_HPP_
 #define POSEIDON_DIST_SYNCHRONIZER_HPP_
 
