@@ -65,6 +65,15 @@ struct ServerUpdateSettings {
 size_t BlockElements(const BlockPartition& partition,
                      const std::vector<int>& blocks);
 
+// For the elements [begin, end) of `blocks` packed block after block:
+// fn(param, offset in that param, offset in the packed elements, count),
+// once per block that holds some of them, in order.
+void ForPackedRange(
+    const BlockPartition& partition, const std::vector<int>& blocks,
+    size_t begin, size_t end,
+    const std::function<void(int p, size_t param_offset, size_t packed_offset,
+                             size_t count)>& fn);
+
 // Copies `packed`, the elements of `blocks` block after block, into whole
 // params: block b's into into(b's param) + b's offset, skipping params for
 // which `into` is null (history a rank does not keep).
@@ -96,13 +105,13 @@ class ShardState {
   void Seed(const std::function<const Dtype*(int p)>& weights,
             const std::function<const Dtype*(int a, int p)>& history);
 
-  // The same from the held blocks' values packed block after block in
-  // blocks() order (elements() of each): `weights`, and unless `history`
-  // is empty one array per history array of the rule, null for zeros (a
-  // dedicated server's seed, Note [Dedicated servers] in
-  // server_process.hpp).
-  void SeedPacked(const Dtype* weights,
-                  const std::vector<const Dtype*>& history);
+  // A dedicated server's seed is received in place (Note [Packed
+  // transfers] in server_process.cpp): the held blocks' parameters and
+  // history array `a`, packed block after block in blocks() order; then
+  // MarkSeeded (the first seed must have written the history).
+  Dtype* mutable_weights() { return weights_.data(); }
+  Dtype* mutable_history(int a) { return history_[a].data(); }
+  void MarkSeeded() { seeded_ = true; }
 
   // `values`: the sum over the W workers of held block `block`'s gradient
   // of iteration `iter`; replaced by the block's parameters after that

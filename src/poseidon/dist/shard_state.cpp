@@ -20,20 +20,34 @@ size_t BlockElements(const BlockPartition& partition,
   return total;
 }
 
+void ForPackedRange(
+    const BlockPartition& partition, const std::vector<int>& blocks,
+    size_t begin, size_t end,
+    const std::function<void(int p, size_t param_offset, size_t packed_offset,
+                             size_t count)>& fn) {
+  size_t at = 0;  // the packed offset of the block's first element
+  for (int b : blocks) {
+    if (at >= end) break;
+    const ParamBlock& block = partition.blocks()[b];
+    const size_t from = std::max(at, begin);
+    const size_t to = std::min(at + block.count, end);
+    if (from < to) fn(block.blob, block.offset + (from - at), from, to - from);
+    at += block.count;
+  }
+}
+
 template <typename Dtype>
 void UnpackBlocks(const BlockPartition& partition,
                   const std::vector<int>& blocks, const Dtype* packed,
                   const std::function<Dtype*(int p)>& into) {
-  size_t at = 0;
-  for (int b : blocks) {
-    const ParamBlock& block = partition.blocks()[b];
-    Dtype* param = into(block.blob);
-    if (param != nullptr) {
-      std::memcpy(param + block.offset, packed + at,
-                  block.count * sizeof(Dtype));
-    }
-    at += block.count;
-  }
+  ForPackedRange(partition, blocks, 0, BlockElements(partition, blocks),
+                 [&](int p, size_t param_offset, size_t packed_offset,
+                     size_t count) {
+                   Dtype* param = into(p);
+                   if (param == nullptr) return;
+                   std::memcpy(param + param_offset, packed + packed_offset,
+                               count * sizeof(Dtype));
+                 });
 }
 
 template void UnpackBlocks<float>(const BlockPartition&,
@@ -105,24 +119,6 @@ void ShardState<Dtype>::Seed(
       } else {
         std::memcpy(history_[a].data() + at_[b], from + block.offset, bytes);
       }
-    }
-  }
-  seeded_ = true;
-}
-
-template <typename Dtype>
-void ShardState<Dtype>::SeedPacked(const Dtype* weights,
-                                   const std::vector<const Dtype*>& history) {
-  CHECK(seeded_ || !history.empty())
-      << "a shard's first seed needs the history";
-  CHECK(history.empty() ||
-        static_cast<int>(history.size()) == HistoryArrays(settings_.rule));
-  std::copy_n(weights, weights_.size(), weights_.data());
-  for (size_t a = 0; a < history.size(); ++a) {
-    if (history[a] == nullptr) {
-      std::fill(history_[a].begin(), history_[a].end(), Dtype(0));
-    } else {
-      std::copy_n(history[a], history_[a].size(), history_[a].data());
     }
   }
   seeded_ = true;

@@ -141,9 +141,16 @@ float Grad(int w, size_t i, int64_t t) {
 // after each iteration both workers hold exactly what one shard holding
 // the whole model computes from the worker-order sums (and the plain sum
 // for the param the servers do not update). The leader then gathers the
-// servers' history, equal to that shard's, and stops them.
-TEST(DedicatedServerTest, WorkersGetWhatOneShardComputes) {
-  const ServerPlan plan = TwoByTwo();
+// servers' history, equal to that shard's, and stops them. Seeds and
+// history travel in one message per array, and in chunks of 375 floats
+// that straddle the 1024-float blocks (Note [Packed transfers]).
+class DedicatedServerTrainingTest : public ::testing::TestWithParam<size_t> {};
+INSTANTIATE_TEST_SUITE_P(BytesInFlight, DedicatedServerTrainingTest,
+                         ::testing::Values(size_t{64} << 20, 375 * 4));
+
+TEST_P(DedicatedServerTrainingTest, WorkersGetWhatOneShardComputes) {
+  ServerPlan plan = TwoByTwo();
+  plan.bytes_in_flight = GetParam();
   const BlockPartition whole(plan.blob_counts, sizeof(float), plan.block_bytes,
                              1);
   ServerUpdateSettings settings = plan.settings;
