@@ -149,7 +149,10 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   // Outputs pw in [interior_lo_, interior_hi_) have windows within the image
   // columns: pw * stride_w - pad_w >= 0 and pw * stride_w - pad_w + kernel_w
   // <= width.
-  interior_lo_ = std::min((pad_w_ + stride_w_ - 1) / stride_w_, pooled_width_);
+  // ceil(pad_w / stride_w), without pad_w + stride_w (which may pass
+  // INT_MAX).
+  interior_lo_ = std::min(pad_w_ == 0 ? 0 : (pad_w_ - 1) / stride_w_ + 1,
+                          pooled_width_);
   const int last_start = width_ + pad_w_ - kernel_w_;
   interior_hi_ =
       last_start < 0 ? 0 : std::min(last_start / stride_w_ + 1, pooled_width_);

@@ -27,6 +27,9 @@ const Geo kGeometries[] = {
     {1, 4, 4, 1, 1, 0, 0, 1, 1, 1, 1},  // 1x1
     {2, 3, 4, 5, 5, 2, 2, 1, 1, 1, 1},  // kernel larger than the image
     {3, 5, 6, 2, 3, 1, 1, 3, 2, 2, 1},  // everything at once
+    // A stride a step below INT_MAX: the ceil-divisions once computed
+    // position + stride in int (found by fuzz_layer_setup; UBSan sees it).
+    {2, 2, 15, 2, 3, 0, 2, 2147483646, 2, 1, 1},
 };
 
 // col[(c*kh + i)*kw + j][y*ow + x] = im[c][y*sh - ph + i*dh][x*sw - pw + j*dw]

@@ -67,12 +67,14 @@ Geometry2D MakeGeometry(int channels, int height, int width, int kernel_h,
 }
 
 // The output positions x in [0, size) whose input x * stride + offset lies
-// in [0, limit) form the range [*lo, *hi).
+// in [0, limit) form the range [*lo, *hi). The ceil-divisions are written
+// as (n - 1) / stride + 1: n + stride - 1 may pass INT_MAX even where the
+// geometry's every position fits (Note [Window sizes in 64 bits]).
 void InsideRange(int offset, int stride, int limit, int size, int* lo,
                  int* hi) {
-  const int first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int first = offset >= 0 ? 0 : (-offset - 1) / stride + 1;
   const int rest = limit - offset;
-  const int end = rest <= 0 ? 0 : (rest + stride - 1) / stride;
+  const int end = rest <= 0 ? 0 : (rest - 1) / stride + 1;
   *lo = std::min(first, size);
   *hi = std::max(*lo, std::min(end, size));
 }

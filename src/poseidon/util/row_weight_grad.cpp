@@ -69,7 +69,9 @@ constexpr int kBlockFloats = kOutBlock * kPairBlock * 16;
 // weight gradient]): a third of a 48 KB L1.
 constexpr size_t kBandBytes = 16 * 1024;
 
-int Ceil(int a, int b) { return (a + b - 1) / b; }
+// ceil(a / b) for a >= 0 and b > 0, without a + b (which may pass INT_MAX
+// for a stride b).
+int Ceil(int a, int b) { return a == 0 ? 0 : (a - 1) / b + 1; }
 
 // acc (kOutBlock x kPairBlock vectors of 16 lanes) += over `rows` rows of
 // `width` positions: dy[o][r step + x] * col[p][r col_step + x]. With

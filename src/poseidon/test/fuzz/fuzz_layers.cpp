@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 
@@ -273,6 +274,17 @@ int WriteLayerSetupSeeds(const std::string& root) {
         conv(kind, 4, 3, kDilation, 0, 1, 0x7FFFFFFF));
     add(name + "_num_output_1e9", conv(kind, 1000000000, 1, 0, 0, 1, 1));
   }
+  // Im2col with a stride of 2147483646 along the height (2 rows): the
+  // ceil-divisions computed 2 + 2147483646 in int, a finding.
+  LayerSetupCase big_stride;
+  big_stride.kind = 2;
+  big_stride.dims = {10, 6, 2, 15};
+  big_stride.flags = 143;
+  big_stride.flags2 = 143;
+  const uint64_t big_stride_values[] = {0, 2, 3, 15, 0, 2, 3, 2147483646, 2};
+  std::copy(std::begin(big_stride_values), std::end(big_stride_values),
+            big_stride.values);
+  add("im2col_stride_2147483646", big_stride);
   // A 3-D convolution, one value per axis, grouped.
   LayerSetupCase nd = conv(0, 4, 2, kPad | 1 << 6, 1, 1, 1);
   nd.dims = {1, 2, 4, 5, 6};
