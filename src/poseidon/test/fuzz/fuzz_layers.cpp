@@ -4,9 +4,9 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "poseidon/util/status.hpp"
 
