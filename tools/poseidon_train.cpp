@@ -26,6 +26,7 @@
 #include "poseidon/solver_factory.hpp"
 #include "poseidon/solver_summary.hpp"
 #include "poseidon/util/device_select.hpp"
+#include "poseidon/util/emulation.hpp"
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/sgemm.hpp"
@@ -540,7 +541,19 @@ int TrainDistributed() {
     if (servers > 0) {
       worker_comm = comm.Split(rank < workers ? 0 : 1, rank, comm.timeout());
       if (rank >= workers) {
+        // A server of an emulated cluster stretches its sums and updates
+        // as the workers stretch theirs (Note [Time dilation]).
+        if (!FLAGS_emulate_compute.empty()) {
+          emulation::SetDilation(FLAGS_emulate_dilation);
+        }
         Status s = dist::RunDedicatedServer(&comm, 0);
+        if (emulation::Dilation() != 1) {
+          LOG(INFO) << "Time dilation " << emulation::Dilation()
+                    << "x: " << dist::FormatDuration(
+                                    emulation::OverrunSeconds())
+                    << " of real compute could not be stretched (server rank "
+                    << rank << "; 0 means the emulation kept up)";
+        }
         if (s.ok()) s = comm.Barrier();
         POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
         return 0;

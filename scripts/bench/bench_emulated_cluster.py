@@ -20,6 +20,13 @@ per rank) and link rate (--rates) it runs
             without the host level (only with several ranks per host);
   wfbp      the defaults: wait-free backprop, the cost model's transport per
             layer, and the host level when hosts run several ranks;
+  ps        wait-free, every layer through the parameter server, its shards
+            colocated with the workers (--comm=PS);
+  servers   wait-free, every layer through the parameter server, its shards
+            on --server-hosts hosts of their own, one server rank each
+            (--comm=PS --servers=N; the workers' hosts as in the topology);
+  ring      wait-free, every layer through the ring allreduce
+            (--comm=ALLREDUCE);
 
 and prints seconds per iteration (median of the display intervals after the
 first; with --repeats, the median over the runs), the speed-up against one host (ranks x compute / iteration time,
@@ -45,6 +52,13 @@ once per variant (the flags added to every rank's poseidon_train), the
 variants taking turns, --repeats times each, on the same links and profile;
 the table has a row per variant.
 
+Dedicated server hosts: --server-hosts N adds N namespaces after the
+topology's hosts, used by the servers mode only (default modes then: ps,
+servers, ring), e.g. 8 workers colocated vs 8 workers + 4 server hosts vs
+the ring:
+  sudo scripts/bench/bench_emulated_cluster.py --nets vgg16 --rates 1gbit \
+      --server-hosts 4
+
 Example:
   sudo scripts/bench/bench_emulated_cluster.py --build build \
       --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
@@ -68,6 +82,14 @@ CLUSTER = os.path.join(REPO_ROOT, "scripts", "netns_cluster")
 RSH = os.path.join(REPO_ROOT, "scripts", "netns_rsh")
 PREFIX = "psdbench"
 SUBNET = "10.77.0.0/24"
+
+# The modes (above) and their flags.
+MODES = {"naive": ["--comm=PS", "--wait_free=false", "--host_level=false"],
+         "flat": ["--host_level=false"],
+         "wfbp": [],
+         "ps": ["--comm=PS"],
+         "servers": ["--comm=PS"],
+         "ring": ["--comm=ALLREDUCE"]}
 
 SOLVER = """net: "{net}"
 base_lr: 0.000001
@@ -124,16 +146,20 @@ def profile(train, net, batch, iters, out_dir, reuse):
     return model, prof, float(m.group(1)) if m else float("nan")
 
 
-def run_cluster(ranks_per_host, hosts, cmd, timeout):
-    ranks = ranks_per_host * len(hosts)
-    hostlist = ",".join("%s:%d" % (h, ranks_per_host) for h in hosts)
+def run_cluster(ranks_per_host, hosts, cmd, timeout, server_hosts=()):
+    """mpirun over `hosts` (ranks_per_host each) and then `server_hosts`
+    (one rank each, the job's last ranks: --servers places its servers
+    there)."""
+    ranks = ranks_per_host * len(hosts) + len(server_hosts)
+    hostlist = ",".join(["%s:%d" % (h, ranks_per_host) for h in hosts] +
+                        ["%s:1" % h for h in server_hosts])
     mpi = ["mpirun", "--allow-run-as-root", "--mca", "plm_rsh_agent", RSH,
            "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
            "--mca", "btl_tcp_if_include", SUBNET, "--mca",
            "oob_tcp_if_include", SUBNET, "--mca", "btl_tcp_progress_thread",
            os.environ.get("BENCH_TCP_PROGRESS_THREAD", "0"),
            "--bind-to", "none", "--map-by",
-           "node", "-x", "PATH", "-x", "POSEIDON_NUM_THREADS", "-x",
+           "slot" if server_hosts else "node", "-x", "PATH", "-x", "POSEIDON_NUM_THREADS", "-x",
            "OPENBLAS_NUM_THREADS", "-H", hostlist, "-np", str(ranks)] + cmd
     env = dict(os.environ, NETNS_CLUSTER_PREFIX=PREFIX,
                POSEIDON_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -162,11 +188,11 @@ def link_bytes_sent():
     return sum(int(line.split()[2]) for line in out if line.split())
 
 
-def run_mode(args, per_host, hosts, cmd, net, mode):
+def run_mode(args, per_host, hosts, cmd, net, mode, server_hosts=()):
     """One run of the cluster: seconds per iteration (undilated), bytes
     through the links per iteration, overrun and rank 0's traffic."""
     before = link_bytes_sent()
-    r = run_cluster(per_host, hosts, cmd, args.timeout)
+    r = run_cluster(per_host, hosts, cmd, args.timeout, server_hosts)
     sent = link_bytes_sent() - before
     if r.returncode != 0:
         print(r.stdout[-4000:])
@@ -218,8 +244,13 @@ def main():
     ap.add_argument("--train-flags", default="",
                     help="more flags for every rank's poseidon_train, "
                     "e.g. '--num_push_threads=4 --timeline=/tmp/t.json'")
-    ap.add_argument("--modes", default="naive,flat,wfbp",
-                    help="which of naive, flat, wfbp to run")
+    ap.add_argument("--modes", default="",
+                    help="which of naive, flat, wfbp, ps, servers, ring to "
+                    "run (default naive,flat,wfbp; with --server-hosts "
+                    "ps,servers,ring)")
+    ap.add_argument("--server-hosts", type=int, default=0,
+                    help="hosts of their own for the servers mode's "
+                    "parameter servers, one server rank each")
     ap.add_argument("--variants", default="",
                     help="'LABEL=FLAGS;LABEL=FLAGS': settings to compare, "
                     "each run in turn (see above)")
@@ -232,7 +263,16 @@ def main():
         sys.exit("--repeats must be >= 1")
     if args.dilation < 1:
         sys.exit("--dilation must be >= 1")
-    wanted_modes = set(args.modes.split(","))
+    if args.server_hosts < 0:
+        sys.exit("--server-hosts must be >= 0")
+    wanted_modes = set((args.modes or ("ps,servers,ring" if args.server_hosts
+                                       else "naive,flat,wfbp")).split(","))
+    unknown = wanted_modes - set(MODES)
+    if unknown:
+        sys.exit("--modes: unknown %s (known: %s)"
+                 % (", ".join(sorted(unknown)), ", ".join(MODES)))
+    if "servers" in wanted_modes and not args.server_hosts:
+        sys.exit("--modes servers needs --server-hosts N")
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")
     train = os.path.join(args.build, "tools", "poseidon_train")
@@ -255,17 +295,17 @@ def main():
             # The links of the dilated cluster (Note [Time dilation]).
             link_mbit = rate_gbits * 1000 / args.dilation
             sh([CLUSTER, "down", "--prefix", PREFIX])
-            up = sh([CLUSTER, "up", str(num_hosts), "--rate",
+            up = sh([CLUSTER, "up", str(num_hosts + args.server_hosts),
+                     "--rate",
                      "%dmbit" % max(1, round(link_mbit)), "--prefix", PREFIX])
             if up.returncode != 0:
                 sys.exit("netns_cluster up failed:\n" + up.stdout)
-            hosts = sh([CLUSTER, "hosts", "--prefix", PREFIX]).stdout.split()
-            modes = [("naive", ["--comm=PS", "--wait_free=false",
-                                "--host_level=false"])]
-            if per_host > 1:
-                modes.append(("flat", ["--host_level=false"]))
-            modes.append(("wfbp", []))
-            modes = [m for m in modes if m[0] in wanted_modes]
+            all_hosts = sh([CLUSTER, "hosts", "--prefix",
+                            PREFIX]).stdout.split()
+            hosts = all_hosts[:num_hosts]
+            server_hosts = all_hosts[num_hosts:]
+            modes = [(m, flags) for m, flags in MODES.items()
+                     if m in wanted_modes and (m != "flat" or per_host > 1)]
             emulation = ["--emulate_dilation=%g" % args.dilation,
                          "--comm_timeout=%d" % (600 * args.dilation)]
             if not args.own_params:
@@ -298,8 +338,12 @@ def main():
                                      "--network_gbits=%g"
                                      % (link_mbit / 1000)]
                                     + emulation + flags + extra
+                                    + (["--servers=%d" % len(server_hosts)]
+                                       if mode == "servers" else [])
                                     + args.train_flags.split(),
-                                    net, mode)
+                                    net, mode,
+                                    server_hosts if mode == "servers"
+                                    else ())
                                 runs[label].append(run)
                                 print("  %.2f s per iteration; links %.0f MB "
                                       "per iteration; rank 0: %s; overrun "
@@ -326,30 +370,36 @@ def main():
           % (args.batch, args.dilation))
     nan = float("nan")
     width = max([len(v[0]) for v in variants] + [7])
-    print("%-13s %-*s %-5s %-7s %9s %9s %9s %9s %8s %8s %10s %10s %8s  %s" % (
-        "net", width, "variant", "hosts", "link", "compute s", "naive s",
-        "flat s", "wfbp s", "speed-up", "vs naive", "naive MB", "wfbp MB",
-        "overrun", "published"))
+    ran = [m for m in MODES if any(m in r for r in results)]
+    head = "%-13s %-*s %-5s %-7s %9s" % ("net", width, "variant", "hosts",
+                                        "link", "compute s")
+    head += "".join(" %9s" % (m + " s") for m in ran)
+    head += " %8s" % "speed-up" + (" %8s" % "vs naive" if "naive" in ran
+                                   else "")
+    head += "".join(" %10s" % (m + " MB") for m in ran)
+    print(head + " %8s  %s" % ("overrun", "published"))
     for r in results:
-        best = r.get("wfbp", nan)
-        overrun = max(r.get(m + "_overrun", 0.0)
-                      for m in ("naive", "flat", "wfbp"))
-        print("%-13s %-*s %-5s %-7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f "
-              "%10.0f %10.0f %7.2fs  %s" % (
-                  r["net"], width, r["variant"] or "-", r["topology"],
-                  r["rate"], r["compute"] / 1000,
-                  r.get("naive", nan), r.get("flat", nan), best,
-                  r["ranks"] * r["compute"] / 1000 / best,
-                  r.get("naive", nan) / best, r.get("naive_link", nan) / 1e6,
-                  r.get("wfbp_link", nan) / 1e6, overrun,
-                  PUBLISHED.get((r["net"], r["ranks"]), "")))
+        # The speed-up of the defaults (wfbp), or else of the fastest mode.
+        best = r.get("wfbp", min(r.get(m, nan) for m in ran))
+        overrun = max(r.get(m + "_overrun", 0.0) for m in ran)
+        line = "%-13s %-*s %-5s %-7s %9.2f" % (
+            r["net"], width, r["variant"] or "-", r["topology"], r["rate"],
+            r["compute"] / 1000)
+        line += "".join(" %9.2f" % r.get(m, nan) for m in ran)
+        line += " %8.2f" % (r["ranks"] * r["compute"] / 1000 / best)
+        if "naive" in ran:
+            line += " %8.2f" % (r.get("naive", nan) / best)
+        line += "".join(" %10.0f" % (r.get(m + "_link", nan) / 1e6)
+                        for m in ran)
+        print(line + " %7.2fs  %s" % (
+            overrun, PUBLISHED.get((r["net"], r["ranks"]), "")))
     print("(MB: sent through all hosts' links per iteration, start-up "
           "included, divided by the iterations; overrun: real compute the "
           "dilation could not stretch, largest over the modes and ranks, "
           "dilated seconds)")
     print()
     for r in results:
-        for mode in ("naive", "flat", "wfbp"):
+        for mode in MODES:
             if mode in r:
                 print("%s %s %s %s%s traffic per iteration (rank 0): %s" % (
                     r["net"], r["topology"], r["rate"], mode,

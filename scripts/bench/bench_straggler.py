@@ -13,7 +13,9 @@ model runs twice: with the slowed worker last (rank 0's rate is a fast
 worker's) and first (rank 0's rate is the slowed worker's). A rate is the
 median of rank 0's display intervals after the first; the cluster's is
 (W - 1) fast + slowed, in images per second. Each model runs --repeats
-times, side by side in one run, and the table gives the medians.
+times, side by side in one run, and the table gives the medians. With
+--servers S the job has S dedicated server ranks after the workers
+(poseidon_train --servers) instead of the colocated shards.
 
   python3 scripts/bench/bench_straggler.py --workers 4 --slow-factor 2 \\
       --models BSP,SSP:2,ASYNC --iters 300 --repeats 3 --markdown
@@ -65,15 +67,20 @@ def run(args, work, model, slowed_first):
     train = [os.path.join(args.build, "tools", "poseidon_train"), "train",
              "--solver=" + os.path.join(work, "solver.prototxt"),
              "--comm=PS", "--consistency=" + name,
-             "--staleness=" + (s or "0")]
+             "--staleness=" + (s or "0"), "--servers=%d" % args.servers]
     fast = ["-np", str(args.workers - 1)] + train + [
         "--emulate_compute=" + os.path.join(work, "fast.txt")]
     slow = ["-np", "1"] + train + [
         "--emulate_compute=" + os.path.join(work, "slow.txt")]
+    # The dedicated servers, if any, are the last ranks.
+    servers = ([":", "-np", str(args.servers)] + train + [
+        "--emulate_compute=" + os.path.join(work, "fast.txt")]
+               if args.servers else [])
     cmd = ([args.mpirun, "--allow-run-as-root", "--oversubscribe",
             "--bind-to", "none", "--tag-output", "-x",
             "POSEIDON_NUM_THREADS=1"] +
-           (slow + [":"] + fast if slowed_first else fast + [":"] + slow))
+           (slow + [":"] + fast if slowed_first else fast + [":"] + slow) +
+           servers)
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          universal_newlines=True, timeout=args.timeout)
     if out.returncode != 0:
@@ -95,6 +102,9 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--servers", type=int, default=0,
+                   help="dedicated server ranks (0: shards colocated with "
+                        "the workers)")
     p.add_argument("--slow-factor", type=float, default=2.0)
     p.add_argument("--models", default="BSP,SSP:2,ASYNC")
     p.add_argument("--iters", type=int, default=300)
@@ -128,9 +138,11 @@ def main():
     header = ("| model | a fast worker, iter/s | the slowed worker, iter/s "
               "| cluster, images/s | vs %s |" % rows[0][0])
     print("%d workers, one slowed %gx (emulated layers %g ms each way on a "
-          "fast worker), batch %d each, %d iterations, median of %d"
+          "fast worker), batch %d each, %d iterations, median of %d, %s"
           % (args.workers, args.slow_factor, args.layer_ms, args.batch,
-             args.iters, args.repeats))
+             args.iters, args.repeats,
+             "%d dedicated servers" % args.servers if args.servers
+             else "colocated shards"))
     if args.markdown:
         print(header)
         print("|---|---|---|---|---|")

@@ -15,12 +15,23 @@
 //   seed       take the held blocks' parameters, and their history when the
 //              message carries it, into the shard's state (ShardState);
 //   gather     send the held blocks' history to the leader;
+//   serve stale from t
+//              under SSP or ASYNC (the plan's consistency): serve the
+//              exchanges of every iteration from t on as a StaleShard does
+//              (Note [Stale-synchronous serving] in stale_shard.hpp), each
+//              worker's push applied on arrival, until every worker has
+//              sent its end;
+//   weights    send the held blocks' parameters to every worker (the
+//              barrier that ends SSP or ASYNC serving: each worker takes
+//              the servers' parameters);
 //   stop       return.
 // Commands queue behind the iterations already posted: a seed or gather
 // waits until the shard has served them, so its state is not read or
 // written under the server thread. The leader sends "iterate t" before its
 // own exchanges of iteration t and never waits for the server to take it,
-// so a command costs no round trip.
+// so a command costs no round trip. Under SSP and ASYNC there is no
+// "iterate": one "serve stale" covers a whole Step, and the other workers'
+// pushes wait in the transport until the server, seeded, takes them.
 //   Waits: a server waits for its next command without a deadline of its
 // own, logging each time the communicator's deadline passes without one
 // (a test phase or a snapshot between iterations may take longer than a
@@ -61,6 +72,9 @@ struct ServerPlan {
   std::vector<std::vector<int>> exchanges;
   bool update = false;            // the servers own the model
   ServerUpdateSettings settings;  // when `update`
+  // How pulls are answered; SSP and ASYNC need `update`.
+  Consistency consistency = Consistency::kBsp;
+  int staleness = 0;  // SSP's bound
 };
 
 // The plan as bytes, and back. Decode throws DistributedError naming
@@ -98,6 +112,14 @@ class ServerControl {
   // Receives every server's history of its held blocks into history(a, p)
   // (param p's history array a; null: not wanted).
   Status Gather(const std::function<Dtype*(int a, int p)>& history);
+  // Under SSP or ASYNC: the servers serve every iteration from `first` on,
+  // until each worker ends its serving (ParamServer::EndStale).
+  Status ServeStale(int64_t first);
+  // After every worker has ended SSP or ASYNC serving: every server sends
+  // its held blocks' parameters to every worker, into(p) pointing at param
+  // p's elements (null: not wanted). Unlike the other calls every worker
+  // takes part (the leader sends the command; each worker receives).
+  Status TakeWeights(const std::function<Dtype*(int p)>& into);
   // The servers return from RunDedicatedServer.
   Status Stop();
 

@@ -52,7 +52,7 @@ struct ServerUpdateSettings {
   // Each Apply gets one worker's push, not the sum (SSP and ASYNC, Note
   // [Stale-synchronous serving]): the weight decay is divided by W too, so
   // that the W steps of an iteration decay the weights as one step of the
-  // sum does. (Not sent to dedicated servers, which serve BSP only.)
+  // sum does.
   bool per_push = false;
   // Per learnable param (net id): whether its blocks are updated on the
   // servers, and its multipliers (Net::params_lr, params_weight_decay).

@@ -18,7 +18,7 @@ namespace dist {
 namespace {
 
 constexpr uint32_t kPlanMagic = 0x4c505350;  // "PSPL"
-constexpr uint32_t kPlanVersion = 1;
+constexpr uint32_t kPlanVersion = 2;  // 2: consistency, per-push steps
 // Far above any real plan (a few bytes per block and param): a larger size
 // is a corrupt message, not a net.
 constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 30;
@@ -60,7 +60,14 @@ Status RecvChunks(Communicator* comm, Dtype* data, size_t count, size_t chunk,
   return Status::OK();
 }
 
-enum CommandKind : int32_t { kIterate = 1, kSeed = 2, kGather = 3, kStop = 4 };
+enum CommandKind : int32_t {
+  kIterate = 1,
+  kSeed = 2,
+  kGather = 3,
+  kStop = 4,
+  kServeStale = 5,
+  kWeights = 6
+};
 
 struct CommandMessage {
   int32_t kind;
@@ -79,6 +86,10 @@ const char* CommandName(int32_t kind) {
       return "gather";
     case kStop:
       return "stop";
+    case kServeStale:
+      return "serve stale";
+    case kWeights:
+      return "weights";
     default:
       return "unknown";
   }
@@ -191,7 +202,10 @@ std::string EncodeServerPlan(const ServerPlan& plan) {
     w.PutAll<uint8_t>(s.on_server);
     w.PutAll<float>(s.lr_mult);
     w.PutAll<float>(s.decay_mult);
+    w.Put<uint8_t>(s.per_push ? 1 : 0);
   }
+  w.Put<int32_t>(static_cast<int32_t>(plan.consistency));
+  w.Put<int32_t>(plan.staleness);
   return w.Take();
 }
 
@@ -233,7 +247,21 @@ ServerPlan DecodeServerPlan(const std::string& bytes, int peer_job) {
     s.on_server = r.GetAll<uint8_t, bool>("the on-server flags");
     s.lr_mult = r.GetAll<float, float>("lr_mult");
     s.decay_mult = r.GetAll<float, float>("decay_mult");
+    s.per_push = r.Get<uint8_t>("the per-push flag") != 0;
   }
+  const int32_t consistency = r.Get<int32_t>("the consistency");
+  POSEIDON_REQUIRE(consistency >= static_cast<int32_t>(Consistency::kBsp) &&
+                       consistency <= static_cast<int32_t>(Consistency::kAsync),
+                   DistributedError, r.Where(), ": consistency ", consistency,
+                   " is none of BSP, SSP and ASYNC");
+  plan.consistency = static_cast<Consistency>(consistency);
+  plan.staleness = r.Get<int32_t>("the staleness");
+  POSEIDON_REQUIRE(plan.staleness >= 0, DistributedError, r.Where(),
+                   ": staleness ", plan.staleness, " is negative");
+  POSEIDON_REQUIRE(plan.consistency == Consistency::kBsp || plan.update,
+                   DistributedError, r.Where(), ": ",
+                   ConsistencyName(plan.consistency, plan.staleness),
+                   " serving without the update on the servers");
   POSEIDON_REQUIRE(r.done(), DistributedError, r.Where(),
                    ": bytes left after the last field");
   POSEIDON_REQUIRE(plan.dtype_bytes == 4 || plan.dtype_bytes == 8,
@@ -395,6 +423,44 @@ Status ServerControl<Dtype>::Gather(
   return Status::OK();
 }
 
+template <typename Dtype>
+Status ServerControl<Dtype>::ServeStale(int64_t first) {
+  return Command(kServeStale, first);
+}
+
+template <typename Dtype>
+Status ServerControl<Dtype>::TakeWeights(
+    const std::function<Dtype*(int p)>& into) {
+  if (!plan_.update) return Status::OK();
+  Status s = Command(kWeights, 0);
+  if (!s.ok()) return s;
+  const size_t chunk = ChunkElements<Dtype>(plan_);
+  std::vector<Dtype> packed;
+  for (size_t shard = 0; shard < plan_.roles.servers.size(); ++shard) {
+    const int server = plan_.roles.servers[shard];
+    const std::vector<int> held =
+        Held(plan_, partition_, static_cast<int>(shard));
+    const size_t total = BlockElements(partition_, held);
+    // A chunk per message (Note [Packed transfers]).
+    for (size_t begin = 0; begin < total; begin += chunk) {
+      const size_t end = std::min(total, begin + chunk);
+      packed.resize(end - begin);
+      s = comm_->Recv(packed.data(), packed.size() * sizeof(Dtype), server,
+                      kServerTag);
+      if (!s.ok()) return Fail("taking the parameters of", server, s);
+      ForPackedRange(partition_, held, begin, end,
+                     [&](int p, size_t param_offset, size_t packed_offset,
+                         size_t count) {
+                       Dtype* to = into(p);
+                       if (to == nullptr) return;
+                       std::copy_n(packed.data() + (packed_offset - begin),
+                                   count, to + param_offset);
+                     });
+    }
+  }
+  return Status::OK();
+}
+
 template class ServerControl<float>;
 template class ServerControl<double>;
 
@@ -490,6 +556,8 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
   options.push_threads = plan.push_threads;
   options.pull_threads = plan.pull_threads;
   options.bytes_in_flight = plan.bytes_in_flight;
+  options.consistency = plan.consistency;
+  options.staleness = plan.staleness;
   Outstanding outstanding;
   Status result;
   {
@@ -502,6 +570,7 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
       CommandMessage command;
       result = AwaitLeader(comm, leader, &command, sizeof(command), "command");
       if (!result.ok()) break;
+      // Anything but "iterate" waits for the serving posted before it.
       if (command.kind != kIterate) result = outstanding.Drain();
       if (!result.ok()) break;
       switch (command.kind) {
@@ -532,6 +601,23 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
         case kGather:
           for (int a = 0; a < arrays && held > 0 && result.ok(); ++a) {
             result = SendChunks(comm, state->history(a), held, chunk, leader);
+          }
+          break;
+        case kServeStale:
+          if (plan.consistency == Consistency::kBsp) {
+            result = Status::Failure("the plan's consistency is BSP");
+            break;
+          }
+          server.ServeStale(plan.exchanges, command.iter, outstanding.Add());
+          break;
+        case kWeights:
+          // To every worker in turn; each takes the servers in shard order,
+          // so the sends run as a wavefront and none waits on a cycle.
+          for (size_t w = 0; w < plan.roles.workers.size() && held > 0 &&
+                             result.ok();
+               ++w) {
+            result = SendChunks(comm, state->weights(), held, chunk,
+                                plan.roles.workers[w]);
           }
           break;
         case kStop:

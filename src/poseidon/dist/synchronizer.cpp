@@ -243,10 +243,6 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
   if (d.consistency != Consistency::kBsp) {
     // Note [Stale-synchronous serving]: the servers own every layer.
     const string name = ConsistencyName(d.consistency, param.staleness());
-    POSEIDON_REQUIRE(d.servers.job == nullptr, ConfigError, "consistency ",
-                     name,
-                     " with dedicated servers (--servers) is not "
-                     "supported yet: use colocated shards or BSP");
     POSEIDON_REQUIRE(param.server_update(), ConfigError, "consistency ", name,
                      " needs the update on the servers "
                      "(server_update: true)");

@@ -85,8 +85,10 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
     if (seed_weights || seed_history) SeedShard();
     history_behind = true;
   }
-  if (control && g.kind == Kind::kPs && iter > last_iterated) {
-    // After any seed: the servers take their commands in order.
+  if (control && consistency == Consistency::kBsp && g.kind == Kind::kPs &&
+      iter > last_iterated) {
+    // After any seed: the servers take their commands in order. (Under
+    // SSP and ASYNC one "serve stale" covers the Step: StaleBegin.)
     const Status s = control->Iterate(iter);
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
     last_iterated = iter;

@@ -91,6 +91,8 @@ void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
     server_plan.update = true;
     server_plan.settings = *server_settings;
   }
+  server_plan.consistency = consistency;
+  server_plan.staleness = param.staleness();
   control = std::make_unique<ServerControl<Dtype>>(servers.job, server_plan);
   const Status s = control->Start();
   POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
@@ -137,6 +139,11 @@ void Synchronizer<Dtype>::Impl::StaleBegin() {
     return;
   }
   if (seed_weights || seed_history) SeedShard();
+  if (control) {
+    // After the seed: the servers take their commands in order.
+    const Status s = control->ServeStale(solver->iter());
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  }
   vector<int> order;
   for (int gid : PostingOrder()) order.push_back(groups[gid].index);
   transports.at(Kind::kPs)->BeginStale(order, solver->iter());
@@ -152,12 +159,20 @@ void Synchronizer<Dtype>::Impl::StaleBarrier() {
                    ConsistencyName(consistency, param.staleness()),
                    " serving at iteration ", solver->iter(), ": ", s.message());
   // Every worker takes the servers' parameters: shard r's held blocks
-  // broadcast from rank r, into the params' host memory (taken here, on
-  // the training thread).
+  // broadcast from rank r, or sent by each dedicated server, into the
+  // params' host memory (taken here, on the training thread).
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   vector<Dtype*> into(learnable.size(), nullptr);
   for (size_t p = 0; p < learnable.size(); ++p) {
     if (on_server[p]) into[p] = learnable[p]->mutable_cpu_data();
+  }
+  if (control) {
+    s = OnCollectiveThread("taking the servers' parameters", [&] {
+      return control->TakeWeights([&into](int p) { return into[p]; });
+    });
+    POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
+                     s.message());
+    return;
   }
   s = OnCollectiveThread("taking the servers' parameters", [&] {
     std::vector<Dtype> packed;

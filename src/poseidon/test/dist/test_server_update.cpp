@@ -614,14 +614,35 @@ TEST(StaleTrainingTest, SspZeroEndsNearBsp) {
   ExpectClose(bsp.weights[0], ssp.weights[0], 2e-3, "SSP(0)");
 }
 
+// The same with 2 dedicated servers (Note [Dedicated servers]): SSP(0)
+// ends near BSP on those servers.
+TEST(StaleTrainingTest, SspZeroOnDedicatedServersEndsNearBsp) {
+  const Outcome<double> bsp =
+      Train<double>(PlainSgd(), PsDist(true), 2, 5, {}, /*servers=*/2);
+  const Outcome<double> ssp = Train<double>(
+      PlainSgd(), PsDist(true, "consistency: SSP"), 2, 5, {}, /*servers=*/2);
+  ExpectReplicasIdentical(ssp.weights);
+  ExpectClose(bsp.weights[0], ssp.weights[0], 2e-3, "SSP(0), 2 servers");
+}
+
+// Under SSP(2) and ASYNC, colocated shards and dedicated servers (3
+// workers; 2 servers, and 1) train to identical replicas that moved, with
+// every layer updated on the servers; the two Steps (`between`) start and
+// end the servers' serving twice.
 TEST(StaleTrainingTest, SspAndAsyncTrainToIdenticalReplicas) {
-  for (const char* model : {"SSP staleness: 2", "ASYNC"}) {
-    SCOPED_TRACE(model);
+  struct Case {
+    const char* model;
+    int servers;
+  };
+  const Weights<double> start = TrainAlone<double>(MakeSolver("Adam", 2), 0);
+  for (const Case& c : {Case{"SSP staleness: 2", 0}, Case{"ASYNC", 0},
+                        Case{"SSP staleness: 2", 2}, Case{"ASYNC", 2},
+                        Case{"SSP staleness: 1", 1}}) {
+    SCOPED_TRACE(StrCat(c.model, ", ", c.servers, " dedicated servers"));
     const Outcome<double> out = Train<double>(
-        MakeSolver("Adam", 2), PsDist(true, StrCat("consistency: ", model)),
-        3, 8, [](Solver<double>*) {});
+        MakeSolver("Adam", 2), PsDist(true, StrCat("consistency: ", c.model)),
+        3, 8, [](Solver<double>*) {}, c.servers);
     ExpectReplicasIdentical(out.weights);
-    const Weights<double> start = TrainAlone<double>(MakeSolver("Adam", 2), 0);
     double moved = 0;
     for (size_t p = 0; p < start.size(); ++p) {
       for (size_t i = 0; i < start[p].size(); ++i) {
@@ -638,34 +659,40 @@ TEST(StaleTrainingTest, SspAndAsyncTrainToIdenticalReplicas) {
 }
 
 // A snapshot in the middle of a Step is a barrier: the run goes on after
-// it, and the snapshot holds the servers' parameters and history.
+// it, and the snapshot holds the servers' parameters and history, from
+// colocated shards and from 2 dedicated servers.
 TEST(StaleTrainingTest, SnapshotsInTheMiddleOfAStep) {
-  const std::string dir = test::MakeTempDir();
-  const std::string extra =
-      StrCat("snapshot: 3 snapshot_prefix: '", dir, "/ssp' ");
-  std::vector<Weights<double>> at3(2), end(2);
-  RunRanks(2, [&](int r, Communicator* comm) {
-    Poseidon::set_data_shard({r, 2, false});
-    auto solver = CreateSolver<double>(MakeSolver("SGD", 2, extra));
-    Synchronizer<double> sync(solver.get(), comm,
-                              PsDist(true, "consistency: SSP staleness: 1"));
-    solver->Step(5);
-    end[r] = ReadWeights(*solver);
-  });
-  ExpectReplicasIdentical(end);
-  auto resumed = CreateSolver<double>(MakeSolver("SGD", 4));
-  resumed->Restore(dir + "/ssp_iter_3.solverstate");
-  EXPECT_EQ(resumed->iter(), 3);
-  SolverState state;
-  ReadProtoFromBinaryFile(dir + "/ssp_iter_3.solverstate", &state);
-  ASSERT_GT(state.history_size(), 0);
-  double largest = 0;
-  for (int i = 0; i < state.history_size(); ++i) {
-    for (double v : state.history(i).double_data()) {
-      largest = std::max(largest, std::fabs(v));
+  for (int servers : {0, 2}) {
+    SCOPED_TRACE(StrCat(servers, " dedicated servers"));
+    const std::string dir = test::MakeTempDir();
+    const std::string extra =
+        StrCat("snapshot: 3 snapshot_prefix: '", dir, "/ssp' ");
+    std::vector<Weights<double>> end(2);
+    RunWorkers(2, servers, [&](int r, Communicator* comm,
+                               DedicatedServers dedicated) {
+      Poseidon::set_data_shard({r, 2, false});
+      auto solver = CreateSolver<double>(MakeSolver("SGD", 2, extra));
+      Synchronizer<double> sync(solver.get(), comm,
+                                PsDist(true, "consistency: SSP staleness: 1"),
+                                nullptr, {}, dedicated);
+      solver->Step(5);
+      end[r] = ReadWeights(*solver);
+    });
+    ExpectReplicasIdentical(end);
+    auto resumed = CreateSolver<double>(MakeSolver("SGD", 4));
+    resumed->Restore(dir + "/ssp_iter_3.solverstate");
+    EXPECT_EQ(resumed->iter(), 3);
+    SolverState state;
+    ReadProtoFromBinaryFile(dir + "/ssp_iter_3.solverstate", &state);
+    ASSERT_GT(state.history_size(), 0);
+    double largest = 0;
+    for (int i = 0; i < state.history_size(); ++i) {
+      for (double v : state.history(i).double_data()) {
+        largest = std::max(largest, std::fabs(v));
+      }
     }
+    EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
   }
-  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
 }
 
 TEST(StaleTrainingTest, WhatTheServersCannotServeAloneIsRefused) {

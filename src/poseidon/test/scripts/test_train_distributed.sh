@@ -186,35 +186,35 @@ fi
 expect_job_error "--servers leaving no worker is refused" "leave no worker" \
   "$TRAIN" train --solver="$WORK/dedicated/solver.prototxt" --servers=2
 
-# 1f. Stale-synchronous and asynchronous serving (--consistency): 2 ranks
-#     with colocated shards train LeNet 40 iterations over MPI with a
-#     snapshot at 20 (a barrier in the middle of the Step) and end with
-#     the snapshot at 40; the plan says so. With dedicated servers it is
-#     refused (not supported yet).
-for cons in "SSP 2" "ASYNC 0"; do
+# 1f. Stale-synchronous and asynchronous serving (--consistency): 2
+#     workers train LeNet 40 iterations over MPI with a snapshot at 20 (a
+#     barrier in the middle of the Step) and end with the snapshot at 40;
+#     the plan says so. Each with colocated shards (2 ranks) and with a
+#     dedicated server (3 ranks, --servers=1).
+for cons in "SSP 2 0" "ASYNC 0 0" "SSP 2 1" "ASYNC 0 1"; do
   set -- $cons
-  mkdir -p "$WORK/cons_$1"
-  make_solver 32 40 lenet "$WORK/cons_$1/solver.prototxt"
+  dir="$WORK/cons_$1_$3"
+  mkdir -p "$dir"
+  make_solver 32 40 lenet "$dir/solver.prototxt"
   sed -i "s|\"data/fashion_mnist/|\"$PWD/data/fashion_mnist/|" \
-    "$WORK/cons_$1/solver.prototxt.net"
-  (cd "$WORK/cons_$1" && timeout 300 "${MPI[@]}" -np 2 "$TRAIN" train \
-     --solver=solver.prototxt --consistency=$1 --staleness=$2 \
+    "$dir/solver.prototxt.net"
+  (cd "$dir" && timeout 300 "${MPI[@]}" -np $((2 + $3)) "$TRAIN" train \
+     --solver=solver.prototxt --consistency=$1 --staleness=$2 --servers=$3 \
      > train.log 2>&1) ||
-    { tail -20 "$WORK/cons_$1/train.log"; fail "consistency $1: training failed"; }
+    { tail -20 "$dir/train.log"; fail "consistency $1, $3 servers: training failed"; }
   want="consistency $1"; [ "$1" = SSP ] && want="consistency SSP($2)"
-  if grep -q "$want" "$WORK/cons_$1/train.log" &&
-     grep -q "(updated on the servers)" "$WORK/cons_$1/train.log" &&
-     [ -f "$WORK/cons_$1/lenet_iter_20.caffemodel" ] &&
-     [ -f "$WORK/cons_$1/lenet_iter_40.solverstate" ]; then
-    ok "consistency $1: trained with snapshots at 20 and 40"
+  if grep -q "$want" "$dir/train.log" &&
+     grep -q "(updated on the servers)" "$dir/train.log" &&
+     { [ "$3" = 0 ] ||
+       grep -q "Ranks 2 to 2 of 3 are dedicated parameter servers" \
+         "$dir/train.log"; } &&
+     [ -f "$dir/lenet_iter_20.caffemodel" ] &&
+     [ -f "$dir/lenet_iter_40.solverstate" ]; then
+    ok "consistency $1, $3 dedicated servers: trained with snapshots at 20 and 40"
   else
-    fail "consistency $1: the log or the snapshots are missing"
+    fail "consistency $1, $3 dedicated servers: the log or the snapshots are missing"
   fi
 done
-expect_job_error "SSP with dedicated servers is refused" \
-  "with dedicated servers (--servers) is not supported yet" \
-  "$TRAIN" train --solver="$WORK/cons_SSP/solver.prototxt" --consistency=SSP \
-  --servers=1
 
 # 2. Four ranks on partitioned data, every layer over the ring allreduce.
 for db in train test; do
