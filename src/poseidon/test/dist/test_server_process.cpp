@@ -15,6 +15,7 @@
 #include "poseidon/dist/param_server.hpp"
 #include "poseidon/dist/server_process.hpp"
 #include "poseidon/dist/tags.hpp"
+#include "test_util.hpp"
 #include "poseidon/util/io.hpp"
 
 namespace poseidon {
@@ -58,6 +59,9 @@ TEST(ServerPlanTest, RoundTripsEveryField) {
   plan.push_threads = 3;
   plan.pull_threads = 2;
   plan.bytes_in_flight = 12345;
+  plan.settings.per_push = true;
+  plan.consistency = Consistency::kSsp;
+  plan.staleness = 3;
   const ServerPlan back = DecodeServerPlan(EncodeServerPlan(plan), 0);
   EXPECT_EQ(back.dtype_bytes, 4);
   EXPECT_EQ(back.block_bytes, plan.block_bytes);
@@ -76,6 +80,26 @@ TEST(ServerPlanTest, RoundTripsEveryField) {
   EXPECT_EQ(back.settings.on_server, plan.settings.on_server);
   EXPECT_EQ(back.settings.lr_mult, plan.settings.lr_mult);
   EXPECT_EQ(back.settings.decay_mult, plan.settings.decay_mult);
+  EXPECT_TRUE(back.settings.per_push);
+  EXPECT_EQ(back.consistency, Consistency::kSsp);
+  EXPECT_EQ(back.staleness, 3);
+}
+
+// SSP or ASYNC serving without the servers' update, or a consistency out of
+// range, is refused by name.
+TEST(ServerPlanTest, StaleServingNeedsTheUpdateAndAKnownConsistency) {
+  ServerPlan plan = TwoByTwo();
+  plan.consistency = Consistency::kAsync;
+  plan.update = false;
+  std::string error = test::ErrorOf<DistributedError>(
+      [&] { DecodeServerPlan(EncodeServerPlan(plan), 1); });
+  EXPECT_TRUE(test::Contains(error, "ASYNC serving without the update"))
+      << error;
+  plan = TwoByTwo();
+  plan.consistency = static_cast<Consistency>(7);
+  error = test::ErrorOf<DistributedError>(
+      [&] { DecodeServerPlan(EncodeServerPlan(plan), 1); });
+  EXPECT_TRUE(test::Contains(error, "consistency 7 is none of")) << error;
 }
 
 // Every truncation, a byte too many and a wrong magic number are

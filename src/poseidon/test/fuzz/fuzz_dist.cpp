@@ -387,7 +387,8 @@ int WriteDistSeeds(const std::string& root) {
       add(Input(8, o, EncodePeerRecords(records)));
     }
   }
-  // Dedicated servers' plans: summing only, and with a server-side Adam.
+  // Dedicated servers' plans: summing only, with a server-side Adam, and
+  // serving SSP(2).
   {
     dist::ServerPlan plan;
     plan.roles = {{0, 1}, {2}};
@@ -402,6 +403,10 @@ int WriteDistSeeds(const std::string& root) {
     plan.settings.on_server = {true, false};
     plan.settings.lr_mult = {1.f, 2.f};
     plan.settings.decay_mult = {1.f, 0.f};
+    add(Input(9, DistOptions(), dist::EncodeServerPlan(plan)));
+    plan.settings.per_push = true;
+    plan.consistency = dist::Consistency::kSsp;
+    plan.staleness = 2;
     add(Input(9, DistOptions(), dist::EncodeServerPlan(plan)));
   }
   return count;
