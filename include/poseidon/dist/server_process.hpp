@@ -126,6 +126,11 @@ class ServerControl {
  private:
   Status Command(int32_t kind, int64_t iter);
   Status Fail(const std::string& what, int server, const Status& s) const;
+  // Receives one array of server number `shard`'s held blocks, packed
+  // (Note [Packed transfers] in server_process.cpp), into into(p) (null:
+  // not wanted); a failure says `what` ("gathering ... of") and names it.
+  Status ReceivePacked(int shard, const std::function<Dtype*(int p)>& into,
+                       const char* what);
 
   Communicator* comm_;
   const ServerPlan plan_;

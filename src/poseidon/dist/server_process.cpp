@@ -394,31 +394,39 @@ Status ServerControl<Dtype>::Gather(
   Status s = Command(kGather, 0);
   if (!s.ok()) return s;
   const int arrays = HistoryArrays(plan_.settings.rule);
+  for (size_t shard = 0; shard < plan_.roles.servers.size(); ++shard) {
+    for (int a = 0; a < arrays && s.ok(); ++a) {
+      s = ReceivePacked(static_cast<int>(shard),
+                        [&](int p) { return history(a, p); },
+                        "gathering the solver history of");
+    }
+  }
+  return s;
+}
+
+template <typename Dtype>
+Status ServerControl<Dtype>::ReceivePacked(
+    int shard, const std::function<Dtype*(int p)>& into, const char* what) {
+  const int server = plan_.roles.servers[shard];
+  const std::vector<int> held = Held(plan_, partition_, shard);
+  const size_t total = BlockElements(partition_, held);
   const size_t chunk = ChunkElements<Dtype>(plan_);
   std::vector<Dtype> packed;
-  for (size_t shard = 0; shard < plan_.roles.servers.size(); ++shard) {
-    const int server = plan_.roles.servers[shard];
-    const std::vector<int> held =
-        Held(plan_, partition_, static_cast<int>(shard));
-    const size_t total = BlockElements(partition_, held);
-    for (int a = 0; a < arrays; ++a) {
-      // A chunk per message (Note [Packed transfers]).
-      for (size_t begin = 0; begin < total; begin += chunk) {
-        const size_t end = std::min(total, begin + chunk);
-        packed.resize(end - begin);
-        s = comm_->Recv(packed.data(), packed.size() * sizeof(Dtype), server,
-                        kServerTag);
-        if (!s.ok()) return Fail("gathering the solver history of", server, s);
-        ForPackedRange(partition_, held, begin, end,
-                       [&](int p, size_t param_offset, size_t packed_offset,
-                           size_t count) {
-                         Dtype* into = history(a, p);
-                         if (into == nullptr) return;
-                         std::copy_n(packed.data() + (packed_offset - begin),
-                                     count, into + param_offset);
-                       });
-      }
-    }
+  // A chunk per message (Note [Packed transfers]).
+  for (size_t begin = 0; begin < total; begin += chunk) {
+    const size_t end = std::min(total, begin + chunk);
+    packed.resize(end - begin);
+    const Status s = comm_->Recv(packed.data(), packed.size() * sizeof(Dtype),
+                                 server, kServerTag);
+    if (!s.ok()) return Fail(what, server, s);
+    ForPackedRange(partition_, held, begin, end,
+                   [&](int p, size_t param_offset, size_t packed_offset,
+                       size_t count) {
+                     Dtype* to = into(p);
+                     if (to == nullptr) return;
+                     std::copy_n(packed.data() + (packed_offset - begin),
+                                 count, to + param_offset);
+                   });
   }
   return Status::OK();
 }
@@ -433,32 +441,12 @@ Status ServerControl<Dtype>::TakeWeights(
     const std::function<Dtype*(int p)>& into) {
   if (!plan_.update) return Status::OK();
   Status s = Command(kWeights, 0);
-  if (!s.ok()) return s;
-  const size_t chunk = ChunkElements<Dtype>(plan_);
-  std::vector<Dtype> packed;
-  for (size_t shard = 0; shard < plan_.roles.servers.size(); ++shard) {
-    const int server = plan_.roles.servers[shard];
-    const std::vector<int> held =
-        Held(plan_, partition_, static_cast<int>(shard));
-    const size_t total = BlockElements(partition_, held);
-    // A chunk per message (Note [Packed transfers]).
-    for (size_t begin = 0; begin < total; begin += chunk) {
-      const size_t end = std::min(total, begin + chunk);
-      packed.resize(end - begin);
-      s = comm_->Recv(packed.data(), packed.size() * sizeof(Dtype), server,
-                      kServerTag);
-      if (!s.ok()) return Fail("taking the parameters of", server, s);
-      ForPackedRange(partition_, held, begin, end,
-                     [&](int p, size_t param_offset, size_t packed_offset,
-                         size_t count) {
-                       Dtype* to = into(p);
-                       if (to == nullptr) return;
-                       std::copy_n(packed.data() + (packed_offset - begin),
-                                   count, to + param_offset);
-                     });
-    }
+  for (size_t shard = 0; shard < plan_.roles.servers.size() && s.ok();
+       ++shard) {
+    s = ReceivePacked(static_cast<int>(shard), into,
+                      "taking the parameters of");
   }
-  return Status::OK();
+  return s;
 }
 
 template class ServerControl<float>;
