@@ -48,6 +48,36 @@ Status MpiErrorStatus(int code, int rank, const std::string& what,
 
 namespace {
 
+// Note [Parking the pollers before MPI_Abort]
+// Open MPI's error reporting (orte_show_help and its flex lexer) is not
+// safe from two threads at once. When a peer aborts, the TCP transport of
+// a rank's progress thread may report the reset connection through it at
+// the moment this rank's own MPI_Abort prints "MPI_ABORT was invoked": a
+// CI run of the fault matrix (a rank stopped for good, 2 x 2 ranks) had a
+// rank crash with SIGSEGV in opal_show_help_yylex under
+// mca_btl_tcp_frag_recv, on the progress thread, beside the main thread's
+// abort. So Abort first takes every live communicator's progress mutex,
+// which its progress thread holds whenever it calls MPI, and keeps them:
+// the pollers are parked outside MPI while MPI_Abort runs. (A caller's
+// first try of an operation is made without that mutex; that window is
+// one call long.) Taking a mutex gives up after a bounded wait, so a
+// thread that aborts while holding one cannot deadlock.
+std::mutex g_pollers_mu;
+std::vector<std::mutex*>& LivePollers() {  // GUARDED_BY(g_pollers_mu)
+  static std::vector<std::mutex*> pollers;
+  return pollers;
+}
+
+void ParkPollers() {
+  std::lock_guard<std::mutex> lock(g_pollers_mu);
+  for (std::mutex* mu : LivePollers()) {
+    for (int tries = 0; tries < 2000 && !mu->try_lock(); ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // Held (or given up on) until the process ends.
+  }
+}
+
 void FinalizeMpiAtExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -636,9 +666,17 @@ void MpiCommunicator::Start() {
     pthread_setname_np(pthread_self(), "psd progress");
     impl->ProgressLoop();
   });
+  std::lock_guard<std::mutex> lock(g_pollers_mu);
+  LivePollers().push_back(&impl_->mu);
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(g_pollers_mu);
+    std::vector<std::mutex*>& pollers = LivePollers();
+    pollers.erase(std::remove(pollers.begin(), pollers.end(), &impl_->mu),
+                  pollers.end());
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;
@@ -928,7 +966,10 @@ void MpiCommunicator::Abort(const std::string& why) {
   google::FlushLogFiles(google::GLOG_INFO);
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (!finalized) {
+    ParkPollers();  // Note [Parking the pollers before MPI_Abort]
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   std::abort();
 }
 
