@@ -380,7 +380,7 @@ def main():
     print(head + " %8s  %s" % ("overrun", "published"))
     for r in results:
         # The speed-up of the defaults (wfbp), or else of the fastest mode.
-        best = r.get("wfbp", min(r.get(m, nan) for m in ran))
+        best = r.get("wfbp", min(r[m] for m in ran if m in r))
         overrun = max(r.get(m + "_overrun", 0.0) for m in ran)
         line = "%-13s %-*s %-5s %-7s %9.2f" % (
             r["net"], width, r["variant"] or "-", r["topology"], r["rate"],
