@@ -82,6 +82,9 @@ DEFINE_int32(num_pull_threads, 0, "Distributed: pull threads per rank.");
 DEFINE_uint64(bytes_in_flight, 0,
               "Distributed: parameter-server message bytes each push and "
               "each pull thread keeps in flight at once (default 64 MB).");
+DEFINE_int32(server_lanes, 0,
+             "Distributed: parameter-server blocks each shard takes pushes "
+             "of at once (default 4).");
 DEFINE_string(wait_free, "",
               "Distributed: true (wait-free backprop) or false (exchange "
               "after the whole backward).");
@@ -375,6 +378,7 @@ DistributedParameter DistributedSettings(const SolverParameter& param) {
   if (FLAGS_num_push_threads > 0) d.set_num_push_threads(FLAGS_num_push_threads);
   if (FLAGS_num_pull_threads > 0) d.set_num_pull_threads(FLAGS_num_pull_threads);
   if (FLAGS_bytes_in_flight > 0) d.set_bytes_in_flight(FLAGS_bytes_in_flight);
+  if (FLAGS_server_lanes > 0) d.set_server_lanes(FLAGS_server_lanes);
   // --name=true|false over the solver's setting, when given.
   auto boolean = [](const char* name, const string& value,
                     void (DistributedParameter::*set)(bool),

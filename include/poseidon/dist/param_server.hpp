@@ -94,6 +94,12 @@ struct ParamServerOptions {
   // update function; Exchange then only pushes and pulls.
   Consistency consistency = Consistency::kBsp;
   int staleness = 0;  // SSP's bound
+  // Blocks a shard takes pushes of at once under BSP (>= 1): its blocks of
+  // an exchange are dealt to this many lanes, each a thread that takes a
+  // block's pushes and sums them and a thread that sends the sums back
+  // (Note [Server lanes] in param_server.cpp). Each lane keeps a buffer for
+  // a block's pushes from up to every worker.
+  int server_lanes = 4;
 };
 
 // DecodeBlockHeader (wire.hpp) of a push or sum of `bytes` bytes that rank
@@ -128,7 +134,8 @@ class ParamServer {
   // ConfigError for options out of range or roles that are not ranks of
   // `comm` or repeat one. `timeline` (may be null)
   // receives one event per window pushed or pulled and per block summed and
-  // sent back, on the lanes "push i", "pull i", "server" and "server send".
+  // sent back, on the lanes "push i", "pull i", "server i" and "server
+  // send i".
   // `update` may be empty (the sums go back as they are).
   ParamServer(Communicator* comm, const BlockPartition* partition,
               const ParamServerOptions& options,
@@ -220,19 +227,22 @@ class ParamServer {
                        const std::vector<BlockRef>& window) const;
   // Adds a window's messages to or from other ranks to the byte counters.
   void CountTraffic(const std::vector<BlockRef>& window);
-  // Posts to the server thread the serving of `mine` (this shard's blocks
-  // of an exchange, in order); `done` (may be empty) as Serve's.
+  // Deals the serving of `mine` (this shard's blocks of an exchange, in
+  // order) to the lanes; `done` (may be empty) as Serve's, once every lane
+  // has served its part.
   void PostServe(int64_t iter, std::vector<int> mine,
                  std::function<void(Status)> done);
-  // Takes block `block`'s pushes and sums them into a free sum buffer,
-  // then hands it to the server send thread.
-  Status ServeBlock(int64_t iter, int block);
+  struct Lane;
+  // On `lane`'s take thread: takes block `block`'s pushes and sums them
+  // into a free sum buffer of the lane, then hands it to the lane's send
+  // thread.
+  Status ServeBlock(int64_t iter, int block, Lane* lane);
   // The rank that hosts the shard of block `block`.
   int ServerOf(int block) const {
     return servers_[partition_->blocks()[block].shard];
   }
-  // Sends the sum in `slot` to every worker; frees the slot.
-  void SendSum(int64_t iter, int block, int slot);
+  // Sends the sum in `lane`'s `slot` to every worker; frees the slot.
+  void SendSum(int64_t iter, int block, Lane* lane, int slot);
   // DecodeBlockHeader of a push or sum of `bytes` bytes received from
   // `peer`, as a Status naming this rank too (the communication threads do
   // not throw).
@@ -252,12 +262,11 @@ class ParamServer {
   std::vector<std::unique_ptr<CommThread>> pull_;
   struct Counters;
   std::unique_ptr<Counters> counters_;
-  struct SumSlots;
-  std::unique_ptr<SumSlots> sums_;  // shared by server_ and server_send_
   struct OwnWindows;  // Note [Own worker's windows]
   std::unique_ptr<OwnWindows> own_windows_;
-  std::unique_ptr<CommThread> server_send_;
-  std::unique_ptr<CommThread> server_;
+  struct SumSlots;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // Note [Server lanes]
+  std::vector<int> lane_of_;  // per block id: its lane, on a shard's rank
   std::unique_ptr<StaleShard<Dtype>> stale_;  // ServeStale's
 };
 

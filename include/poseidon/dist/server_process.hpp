@@ -67,6 +67,7 @@ struct ServerPlan {
   int push_threads = 1;
   int pull_threads = 1;
   size_t bytes_in_flight = ParamServerOptions().bytes_in_flight;
+  int server_lanes = ParamServerOptions().server_lanes;
   std::vector<size_t> blob_counts;  // elements per learnable param
   // One iteration's exchanges: the block ids of each, in posting order.
   std::vector<std::vector<int>> exchanges;

@@ -30,6 +30,8 @@
 //   num_push_threads, num_pull_threads   PS threads (1, 1)
 //   bytes_in_flight  PS message bytes each of those threads keeps in
 //                flight at once (64 MB; param_server.hpp)
+//   server_lanes  PS blocks each shard takes pushes of at once (4; Note
+//                [Server lanes] in param_server.cpp)
 //   server_update  true: the PS shards hold their blocks' parameters and
 //                solver history and apply the update (Note [Server-side
 //                update] in shard_state.hpp); not with clip_gradients or

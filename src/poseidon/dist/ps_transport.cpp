@@ -44,6 +44,7 @@ class PsTransport final : public Transport<Dtype> {
     options.pull_threads = context.param->num_pull_threads();
     options.bytes_in_flight =
         static_cast<size_t>(context.param->bytes_in_flight());
+    options.server_lanes = context.param->server_lanes();
     options.consistency = ConsistencyFromProto(context.param->consistency());
     options.staleness = context.param->staleness();
     typename ParamServer<Dtype>::Update update;

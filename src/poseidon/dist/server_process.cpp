@@ -18,7 +18,7 @@ namespace dist {
 namespace {
 
 constexpr uint32_t kPlanMagic = 0x4c505350;  // "PSPL"
-constexpr uint32_t kPlanVersion = 2;  // 2: consistency, per-push steps
+constexpr uint32_t kPlanVersion = 3;  // 2: consistency, per-push steps; 3: lanes
 // Far above any real plan (a few bytes per block and param): a larger size
 // is a corrupt message, not a net.
 constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 30;
@@ -186,6 +186,7 @@ std::string EncodeServerPlan(const ServerPlan& plan) {
   w.Put<int32_t>(plan.push_threads);
   w.Put<int32_t>(plan.pull_threads);
   w.Put<uint64_t>(plan.bytes_in_flight);
+  w.Put<int32_t>(plan.server_lanes);
   w.PutAll<int32_t>(plan.roles.workers);
   w.PutAll<int32_t>(plan.roles.servers);
   w.PutAll<uint64_t>(plan.blob_counts);
@@ -223,6 +224,7 @@ ServerPlan DecodeServerPlan(const std::string& bytes, int peer_job) {
   plan.push_threads = r.Get<int32_t>("num_push_threads");
   plan.pull_threads = r.Get<int32_t>("num_pull_threads");
   plan.bytes_in_flight = r.Get<uint64_t>("bytes_in_flight");
+  plan.server_lanes = r.Get<int32_t>("server_lanes");
   plan.roles.workers = r.GetAll<int32_t, int>("the worker ranks");
   plan.roles.servers = r.GetAll<int32_t, int>("the server ranks");
   plan.blob_counts = r.GetAll<uint64_t, size_t>("the parameter sizes");
@@ -544,6 +546,7 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
   options.push_threads = plan.push_threads;
   options.pull_threads = plan.pull_threads;
   options.bytes_in_flight = plan.bytes_in_flight;
+  options.server_lanes = plan.server_lanes;
   options.consistency = plan.consistency;
   options.staleness = plan.staleness;
   Outstanding outstanding;

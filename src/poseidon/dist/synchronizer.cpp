@@ -292,7 +292,8 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
               << ", block_size " << param.block_size()
               << " bytes, push/pull threads " << param.num_push_threads() << "/"
               << param.num_pull_threads() << " (" << param.bytes_in_flight()
-              << " bytes in flight each), comm "
+              << " bytes in flight each), server lanes "
+              << param.server_lanes() << ", comm "
               << CommTypeName(CommTypeFromProto(d.param.comm()));
     if (d.clip) {
       LOG(INFO) << "clip_gradients is set: every layer is updated after the "

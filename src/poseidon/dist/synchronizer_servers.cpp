@@ -74,6 +74,7 @@ void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
   server_plan.push_threads = param.num_push_threads();
   server_plan.pull_threads = param.num_pull_threads();
   server_plan.bytes_in_flight = static_cast<size_t>(param.bytes_in_flight());
+  server_plan.server_lanes = param.server_lanes();
   server_plan.blob_counts = context.param_counts;
   // The PS groups' blocks in the order Post sends them.
   const std::unique_ptr<BlockPartition> partition =

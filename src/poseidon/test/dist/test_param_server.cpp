@@ -23,6 +23,8 @@
 #include "poseidon/dist/param_server.hpp"
 #include "poseidon/dist/tags.hpp"
 #include "poseidon/dist/wire.hpp"
+#include "poseidon/util/timeline.hpp"
+#include "test_util.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -197,6 +199,7 @@ struct ExchangeCase {
   int threads;  // push and pull threads each
   bool synchronous;
   size_t bytes_in_flight = ParamServerOptions().bytes_in_flight;
+  int lanes = ParamServerOptions().server_lanes;
 };
 
 class ParamServerExchangeTest : public ::testing::TestWithParam<ExchangeCase> {
@@ -220,6 +223,7 @@ TEST_P(ParamServerExchangeTest, EveryRankGetsTheRankOrderSum) {
     options.push_threads = c.threads;
     options.pull_threads = c.threads;
     options.bytes_in_flight = c.bytes_in_flight;
+    options.server_lanes = c.lanes;
     ParamServer<float> server(comm, &part, options);
     for (int64_t iter = 0; iter < 2; ++iter) {
       std::vector<float> grad(total);
@@ -262,11 +266,14 @@ TEST_P(ParamServerExchangeTest, EveryRankGetsTheRankOrderSum) {
 std::string CaseName(const ::testing::TestParamInfo<ExchangeCase>& info) {
   return StrCat(info.param.ranks, "ranks_", info.param.threads, "threads",
                 info.param.synchronous ? "_synchronous" : "", "_window",
-                info.param.bytes_in_flight);
+                info.param.bytes_in_flight, "_", info.param.lanes, "lanes");
 }
 
 // Windows: one block (1 byte), about three of the 8192-byte blocks of 4
-// shards, and the default (every block of a thread at once).
+// shards, and the default (every block of a thread at once). Lanes: one
+// (a shard takes one block at a time), two, and more than a shard has
+// blocks in an exchange; with synchronous sends a message waits for its
+// receiver, as MPI's large messages do.
 INSTANTIATE_TEST_SUITE_P(
     Cases, ParamServerExchangeTest,
     ::testing::Values(ExchangeCase{1, 1, false}, ExchangeCase{2, 1, true},
@@ -275,8 +282,84 @@ INSTANTIATE_TEST_SUITE_P(
                       ExchangeCase{2, 1, true, 1},
                       ExchangeCase{4, 1, true, 3 * 8192 + 100},
                       ExchangeCase{4, 2, false, 3 * 8192 + 100},
-                      ExchangeCase{5, 1, true, 1}),
+                      ExchangeCase{5, 1, true, 1},
+                      ExchangeCase{3, 1, true, 1, 1},
+                      ExchangeCase{4, 2, true, 3 * 8192 + 100, 2},
+                      ExchangeCase{2, 1, false, 3 * 8192 + 100, 1},
+                      ExchangeCase{3, 2, true, size_t{64} << 20, 7},
+                      ExchangeCase{5, 1, true, 1, 3}),
     CaseName);
+
+// Note [Server lanes]: a shard deals its blocks to the lanes in turn (in
+// the partition's order), so exchanges of one block each (a net's small
+// layers) are taken side by side rather than all on the first lane.
+// Three lanes, six one-block exchanges: every lane's take and send
+// threads record two blocks.
+TEST(ParamServerLanesTest, OneBlockExchangesGoToTheLanesInTurn) {
+  LoopbackWorld world(2);
+  const std::vector<size_t> blobs(6, 100);
+  RunRanks(&world, [&](Communicator* comm) {
+    // One shard: rank 0 serves every block.
+    const BlockPartition part(blobs, sizeof(float), 1 << 20, 1);
+    ParamServerOptions options;
+    options.roles = {{0, 1}, {0}};
+    options.server_lanes = 3;
+    Timeline timeline(comm->rank(), StrCat("rank ", comm->rank()));
+    {
+      ParamServer<float> server(comm, &part, options, &timeline);
+      std::vector<float> grad(600, 1.0f);
+      std::vector<std::future<Status>> done;
+      for (int blob = 0; blob < 6; ++blob) {
+        const int id = part.blob_blocks(blob)[0];
+        auto promise = std::make_shared<std::promise<Status>>();
+        done.push_back(promise->get_future());
+        server.Exchange(0, {{id, grad.data() + 100 * blob}},
+                        [promise](Status s) { promise->set_value(s); });
+      }
+      for (auto& f : done) {
+        const Status s = f.get();
+        ASSERT_TRUE(s.ok()) << s.message();
+      }
+      for (float v : grad) ASSERT_EQ(v, 2.0f);
+    }
+    if (comm->rank() != 0) return;
+    // One event per line of the trace; a lane's events carry its id.
+    const std::string json = timeline.ToJson();
+    auto events_on = [&](const std::string& lane, const std::string& cat) {
+      const std::string tid = StrCat("\"tid\":", timeline.Lane(lane), ",");
+      const std::string category = StrCat("\"cat\":\"", cat, "\"");
+      int n = 0;
+      size_t at = 0;
+      while (at < json.size()) {
+        size_t end = json.find('\n', at);
+        if (end == std::string::npos) end = json.size();
+        const std::string line = json.substr(at, end - at);
+        if (line.find(tid) != std::string::npos &&
+            line.find(category) != std::string::npos) {
+          ++n;
+        }
+        at = end + 1;
+      }
+      return n;
+    };
+    for (int lane = 0; lane < 3; ++lane) {
+      EXPECT_EQ(events_on(StrCat("server ", lane), "sum"), 2)
+          << "lane " << lane << ": " << json;
+      EXPECT_EQ(events_on(StrCat("server send ", lane), "send"), 2)
+          << "lane " << lane << ": " << json;
+    }
+  });
+}
+
+TEST(ParamServerLanesTest, NoLanesIsAConfigError) {
+  LoopbackWorld world(1);
+  const BlockPartition part({1000}, sizeof(float), 1024, 1);
+  ParamServerOptions options;
+  options.server_lanes = 0;
+  const std::string error = test::ErrorOf<ConfigError>(
+      [&] { ParamServer<float> server(world.rank(0), &part, options); });
+  EXPECT_TRUE(test::Contains(error, "server_lanes must be >= 1, got 0"));
+}
 
 // A value whose float sum over three or more ranks depends on their order
 // in every element: one rank adds 1e8, one -1e8 and one a small number,

@@ -59,6 +59,7 @@ TEST(ServerPlanTest, RoundTripsEveryField) {
   plan.push_threads = 3;
   plan.pull_threads = 2;
   plan.bytes_in_flight = 12345;
+  plan.server_lanes = 6;
   plan.settings.per_push = true;
   plan.consistency = Consistency::kSsp;
   plan.staleness = 3;
@@ -68,6 +69,7 @@ TEST(ServerPlanTest, RoundTripsEveryField) {
   EXPECT_EQ(back.push_threads, 3);
   EXPECT_EQ(back.pull_threads, 2);
   EXPECT_EQ(back.bytes_in_flight, 12345u);
+  EXPECT_EQ(back.server_lanes, 6);
   EXPECT_EQ(back.roles.workers, plan.roles.workers);
   EXPECT_EQ(back.roles.servers, plan.roles.servers);
   EXPECT_EQ(back.blob_counts, plan.blob_counts);
