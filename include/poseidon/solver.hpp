@@ -6,7 +6,7 @@
 //
 // The interface follows Caffe's Solver so that pycaffe's Solver class maps onto
 // it method for method: Solve, Step, Restore, Snapshot, net, test_nets, iter,
-// param, type, add_callback.
+// param, type, and add_callback (add_on_start with add_on_gradients_ready).
 //
 // Files: snapshots are "<snapshot_prefix>_iter_<N>.caffemodel" (a NetParameter)
 // and "<snapshot_prefix>_iter_<N>.solverstate" (a SolverState), binary
@@ -48,17 +48,6 @@ using ActionCallback = std::function<SolverAction()>;
 template <typename Dtype>
 class Solver {
  public:
-  // Observers of the training loop (the distributed synchroniser, pycaffe's
-  // add_callback). on_start runs at the start of each iteration, before the
-  // forward passes; on_gradients_ready after all iter_size backward passes,
-  // before ApplyUpdate.
-  class Callback {
-   public:
-    virtual ~Callback() = default;
-    virtual void on_start() = 0;
-    virtual void on_gradients_ready() = 0;
-  };
-
   // Builds the nets described by `param` (upgraded first, see
   // UpgradeSolverAsNeeded).
   explicit Solver(const SolverParameter& param);
@@ -108,10 +97,11 @@ class Solver {
   const string& last_snapshot() const { return last_snapshot_; }
   bool requested_early_exit() const { return requested_early_exit_; }
 
-  // Observes (does not own) the callback; it must outlive the solver's use.
-  void add_callback(Callback* callback) { callbacks_.push_back(callback); }
-  // Function forms of the two callback points; each stays registered while
-  // its Subscription lives (util/callback_list.hpp).
+  // Observers of the training loop (the distributed synchroniser, pycaffe's
+  // add_callback): on_start runs at the start of each iteration, before the
+  // forward passes; on_gradients_ready after all iter_size backward passes,
+  // before ApplyUpdate. Each stays registered while its Subscription lives
+  // (util/callback_list.hpp).
   Subscription add_on_start(std::function<void()> fn) {
     return on_start_fns_.Add(std::move(fn));
   }
@@ -201,7 +191,6 @@ class Solver {
   NetParameter train_net_param_;
   vector<shared_ptr<Net<Dtype>>> test_nets_;
   vector<vector<Dtype>> test_scores_;
-  vector<Callback*> callbacks_;
   CallbackList<> on_start_fns_;
   CallbackList<> on_gradients_ready_fns_;
   vector<Dtype> losses_;

@@ -382,7 +382,6 @@ void Solver<Dtype>::Step(int iters) {
       if (Poseidon::solver_rank() == 0) TestAll();
       if (requested_early_exit_) break;
     }
-    for (Callback* cb : callbacks_) cb->on_start();
     on_start_fns_.Run();
     const bool display = param_.display() > 0 && iter_ % param_.display() == 0;
     net_->set_debug_info(display && param_.debug_info());
@@ -401,7 +400,6 @@ void Solver<Dtype>::Step(int iters) {
     }
     UpdateSmoothedLoss(loss, start_iter, average_loss);
     if (display) DisplayProgress(stop_iter);
-    for (Callback* cb : callbacks_) cb->on_gradients_ready();
     on_gradients_ready_fns_.Run();
     if (dist_.apply_update) {
       dist_.apply_update();
