@@ -269,7 +269,8 @@ TYPED_TEST(SolverTest, WeightsFieldInitialisesTrainAndTestNets) {
                IOError);
 }
 
-// The pycaffe-style pair of callbacks runs in order each iteration.
+// The pycaffe-style pair of callbacks runs in order each iteration (every
+// observation point has its own test in test_solver_observers.cpp).
 TYPED_TEST(SolverTest, CallbacksAndActions) {
   auto solver = this->Make(StrCat("snapshot_prefix: '", this->Prefix(), "'"));
   string events;
