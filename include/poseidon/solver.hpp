@@ -53,7 +53,8 @@ using ActionCallback = std::function<SolverAction()>;
 // solver's CallbackLists (util/callback_list.hpp) with add_on_<point> and
 // holds the Subscription it gets: the callback runs on the training thread
 // each time the point is reached, after those subscribed before it, for as
-// long as that handle lives. The points, in the order Step meets them:
+// long as that handle lives. The points (the first six in the order a Step
+// that tests and snapshots first meets them; Restore runs the last):
 //
 //   step_begin       Step begins, before its first iteration (the weights
 //                    may have been set outside training: from Python, by
@@ -61,17 +62,17 @@ using ActionCallback = std::function<SolverAction()>;
 //   sync_weights     the solver is about to read the weights: in TestAll
 //                    before testing, in Snapshot, and when Step ends;
 //                    whoever holds pending updates applies them
+//   start            each iteration, after the scheduled test, before the
+//                    iter_size forward passes (pycaffe's on_start)
+//   gradients_ready  each iteration, after the iter_size backward passes
+//                    and the display line, before the update (pycaffe's
+//                    on_gradients_ready)
 //   sync_history     in Snapshot after sync_weights, on every worker
 //                    (collective there), before it decides whether this
 //                    worker writes: whoever keeps the update history
 //                    elsewhere (parameter-server shards, Note [Server-side
 //                    update] in dist/shard_state.hpp) brings history() up
 //                    to date
-//   start            each iteration, after the scheduled test, before the
-//                    iter_size forward passes (pycaffe's on_start)
-//   gradients_ready  each iteration, after the iter_size backward passes
-//                    and the display line, before the update (pycaffe's
-//                    on_gradients_ready)
 //   step_end         Step ends, after sync_weights, on every worker at the
 //                    same iteration (stale-synchronous serving ends there)
 //   restored         Restore has loaded a solver state (weights and
