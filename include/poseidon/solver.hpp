@@ -6,7 +6,7 @@
 //
 // The interface follows Caffe's Solver so that pycaffe's Solver class maps onto
 // it method for method: Solve, Step, Restore, Snapshot, net, test_nets, iter,
-// param, type, add_callback.
+// param, type, and add_callback (add_on_start with add_on_gradients_ready).
 //
 // Files: snapshots are "<snapshot_prefix>_iter_<N>.caffemodel" (a NetParameter)
 // and "<snapshot_prefix>_iter_<N>.solverstate" (a SolverState), binary
@@ -23,7 +23,8 @@
 // last snapshot written, and no snapshot of such weights is ever written.
 //
 // Thread safety: a Solver and its nets belong to the thread that calls Step.
-// Callbacks run on that thread.
+// Observers, the strategy's functions and the action function run on that
+// thread.
 #ifndef POSEIDON_SOLVER_HPP_
 #define POSEIDON_SOLVER_HPP_
 
@@ -36,6 +37,7 @@
 #include "poseidon/common.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/proto/caffe.pb.h"
+#include "poseidon/util/callback_list.hpp"
 
 namespace poseidon {
 
@@ -45,20 +47,55 @@ enum class SolverAction { NONE = 0, STOP = 1, SNAPSHOT = 2 };
 
 using ActionCallback = std::function<SolverAction()>;
 
+// Note [Solver observation points]
+// Whatever watches the training loop (the distributed synchroniser, the
+// device workers, pycaffe's add_callback, tests) subscribes to one of the
+// solver's CallbackLists (util/callback_list.hpp) with add_on_<point> and
+// holds the Subscription it gets: the callback runs on the training thread
+// each time the point is reached, after those subscribed before it, for as
+// long as that handle lives. The points (the first six in the order a Step
+// that tests and snapshots first meets them; Restore runs the last):
+//
+//   step_begin       Step begins, before its first iteration (the weights
+//                    may have been set outside training: from Python, by
+//                    fine-tuning weights)
+//   sync_weights     the solver is about to read the weights: in TestAll
+//                    before testing, in Snapshot, and when Step ends;
+//                    whoever holds pending updates applies them
+//   start            each iteration, after the scheduled test, before the
+//                    iter_size forward passes (pycaffe's on_start)
+//   gradients_ready  each iteration, after the iter_size backward passes
+//                    and the display line, before the update (pycaffe's
+//                    on_gradients_ready)
+//   sync_history     in Snapshot after sync_weights, on every worker
+//                    (collective there), before it decides whether this
+//                    worker writes: whoever keeps the update history
+//                    elsewhere (parameter-server shards, Note [Server-side
+//                    update] in dist/shard_state.hpp) brings history() up
+//                    to date
+//   step_end         Step ends, after sync_weights, on every worker at the
+//                    same iteration (stale-synchronous serving ends there)
+//   restored         Restore has loaded a solver state (weights and
+//                    history), before the data layers move on
+//
+// Two things steer the solver without being observers, so they are not
+// lists:
+//  - DistributedStrategy: what a distributed trainer decides in the
+//    solver's place (how the update is applied, which test iterations run
+//    here and how their scores add up, whether this worker writes
+//    snapshots, which stop/snapshot request every worker acts on). Each
+//    member replaces a piece of the solver's behaviour or gives it an
+//    answer, which two parties could not both do; so it is one value, set
+//    whole by its one owner (the synchroniser) and cleared with {}.
+//  - The action function: the one provider of this process's own
+//    stop/snapshot requests (a signal handler).
+// A subscriber whose callbacks capture `this` holds its Subscriptions as
+// members, so they go with it (either side may go first); the strategy's
+// owner clears it with {} before it goes.
+
 template <typename Dtype>
 class Solver {
  public:
-  // Observers of the training loop (the distributed synchroniser, pycaffe's
-  // add_callback). on_start runs at the start of each iteration, before the
-  // forward passes; on_gradients_ready after all iter_size backward passes,
-  // before ApplyUpdate.
-  class Callback {
-   public:
-    virtual ~Callback() = default;
-    virtual void on_start() = 0;
-    virtual void on_gradients_ready() = 0;
-  };
-
   // Builds the nets described by `param` (upgraded first, see
   // UpgradeSolverAsNeeded).
   explicit Solver(const SolverParameter& param);
@@ -108,39 +145,41 @@ class Solver {
   const string& last_snapshot() const { return last_snapshot_; }
   bool requested_early_exit() const { return requested_early_exit_; }
 
-  // Observes (does not own) the callback; it must outlive the solver's use.
-  void add_callback(Callback* callback) { callbacks_.push_back(callback); }
-  // Function forms of the two callback points; each stays registered while
-  // its Subscription lives (util/callback_list.hpp).
+  // The observation points (Note [Solver observation points]); each
+  // callback stays registered while its Subscription lives.
+  Subscription add_on_step_begin(std::function<void()> fn) {
+    return on_step_begin_.Add(std::move(fn));
+  }
   Subscription add_on_start(std::function<void()> fn) {
-    return on_start_fns_.Add(std::move(fn));
+    return on_start_.Add(std::move(fn));
   }
   Subscription add_on_gradients_ready(std::function<void()> fn) {
-    return on_gradients_ready_fns_.Add(std::move(fn));
+    return on_gradients_ready_.Add(std::move(fn));
   }
+  Subscription add_on_sync_weights(std::function<void()> fn) {
+    return on_sync_weights_.Add(std::move(fn));
+  }
+  Subscription add_on_sync_history(std::function<void()> fn) {
+    return on_sync_history_.Add(std::move(fn));
+  }
+  Subscription add_on_step_end(std::function<void()> fn) {
+    return on_step_end_.Add(std::move(fn));
+  }
+  Subscription add_on_restored(std::function<void()> fn) {
+    return on_restored_.Add(std::move(fn));
+  }
+  // Runs the sync points (on_sync_weights, then on_sync_history) so that
+  // net() and the update history hold the job's current values, as
+  // Snapshot does before writing. Collective on every worker of a
+  // distributed job; does nothing when no one subscribed.
+  void SyncState();
 
-  // How a distributed trainer (dist/synchronizer.hpp) takes part in the
-  // loop. Every member is optional; the defaults train alone.
-  struct DistributedHooks {
+  // What a distributed trainer (dist/synchronizer.hpp) decides in the
+  // solver's place: a strategy, not observers (Note [Solver observation
+  // points]). Every member is optional; the defaults train alone.
+  struct DistributedStrategy {
     // Called instead of ApplyUpdate() once per iteration.
     std::function<void()> apply_update;
-    // Brings the weights up to date (applies pending updates); called
-    // before testing and snapshotting and when Step returns.
-    std::function<void()> sync_weights;
-    // Brings the update history (history() of an SGDSolver) up to date
-    // where the update ran elsewhere (parameter-server shards, Note
-    // [Server-side update]); called after sync_weights before a snapshot,
-    // on every worker (collective).
-    std::function<void()> sync_history;
-    // Called when Step begins (the weights may have been set outside
-    // training: from Python, by fine-tuning weights) and when Restore has
-    // loaded a solver state (weights and history), for whoever holds a copy
-    // of them.
-    std::function<void()> step_begins;
-    std::function<void()> restored;
-    // Called when Step ends, after sync_weights, on every worker at the same
-    // iteration (stale-synchronous serving ends there).
-    std::function<void()> step_ends;
     // Test iteration i runs on this worker when i % test_count ==
     // test_index; sum_test_scores then adds the workers' sums (the loss sum
     // first, then each output's) so the means cover the test set once.
@@ -155,14 +194,17 @@ class Solver {
     std::function<SolverAction(SolverAction local, bool test_round)>
         agree_on_action;
   };
-  void SetDistributedHooks(DistributedHooks hooks) {
-    dist_ = std::move(hooks);
+  // Replaces the whole strategy; {} trains alone again.
+  void SetDistributedStrategy(DistributedStrategy strategy) {
+    strategy_ = std::move(strategy);
   }
-  const DistributedHooks& distributed_hooks() const { return dist_; }
 
-  // Polled once per iteration (and per test iteration); the tools connect it
-  // to the SIGINT/SIGHUP handler. A distributed trainer turns each answer
-  // into the action all workers agree on (DistributedHooks::agree_on_action).
+  // The action function, polled once per iteration (and per test
+  // iteration); the tools connect it to the SIGINT/SIGHUP handler. A
+  // provider, not an observer: the solver asks it one question and acts on
+  // its one answer, so there is one function (setting it again replaces
+  // it), not a list. A distributed trainer turns each answer into the
+  // action all workers agree on (DistributedStrategy::agree_on_action).
   void SetActionFunction(ActionCallback func) {
     action_request_function_ = std::move(func);
   }
@@ -201,15 +243,19 @@ class Solver {
   NetParameter train_net_param_;
   vector<shared_ptr<Net<Dtype>>> test_nets_;
   vector<vector<Dtype>> test_scores_;
-  vector<Callback*> callbacks_;
-  CallbackList<> on_start_fns_;
-  CallbackList<> on_gradients_ready_fns_;
+  CallbackList<> on_step_begin_;
+  CallbackList<> on_start_;
+  CallbackList<> on_gradients_ready_;
+  CallbackList<> on_sync_weights_;
+  CallbackList<> on_sync_history_;
+  CallbackList<> on_step_end_;
+  CallbackList<> on_restored_;
   vector<Dtype> losses_;
   Dtype smoothed_loss_ = 0;
   ActionCallback action_request_function_;
   bool requested_early_exit_ = false;
   string last_snapshot_;
-  DistributedHooks dist_;
+  DistributedStrategy strategy_;
 
   // Throughput and ETA bookkeeping for the display lines.
   std::chrono::steady_clock::time_point display_start_;

@@ -438,7 +438,10 @@ void BindNet(py::module_& m) {
 // ---- solvers ----------------------------------------------------------------
 
 // Solver callbacks from Python: either two callables or one object with
-// on_start() and on_gradients_ready() methods.
+// on_start() and on_gradients_ready() methods, subscribed to the solver's
+// start and gradients_ready points. As in Caffe's pycaffe there is no way to
+// remove them: their Subscriptions are detached, so they stay registered,
+// and the Python objects alive, as long as the solver.
 void AddCallback(PySolver& s, const py::object& a, const py::object& b) {
   py::object on_start = a, on_ready = b;
   if (b.is_none()) {

@@ -336,7 +336,7 @@ uint64_t Solver<Dtype>::SnapshotBytesEstimate() const {
 template <typename Dtype>
 void Solver<Dtype>::RunStartupChecks() const {
   // See Note [Start-up checks].
-  if (!dist_.writes_snapshots || !Poseidon::root_solver()) return;
+  if (!strategy_.writes_snapshots || !Poseidon::root_solver()) return;
   if (param_.snapshot() == 0 && !param_.snapshot_after_train()) return;
   const string& prefix = param_.snapshot_prefix();
   CheckSnapshotFolderWritable(prefix);
@@ -358,8 +358,9 @@ SolverAction Solver<Dtype>::GetRequestedAction(bool test_round) const {
   const SolverAction local = action_request_function_
                                  ? action_request_function_()
                                  : SolverAction::NONE;
-  return dist_.agree_on_action ? dist_.agree_on_action(local, test_round)
-                               : local;
+  return strategy_.agree_on_action
+             ? strategy_.agree_on_action(local, test_round)
+             : local;
 }
 
 template <typename Dtype>
@@ -367,7 +368,7 @@ void Solver<Dtype>::Step(int iters) {
   const int start_iter = iter_;
   const int stop_iter = iter_ + iters;
   const int average_loss = param_.average_loss();
-  if (dist_.step_begins) dist_.step_begins();
+  on_step_begin_.Run();
   losses_.clear();
   smoothed_loss_ = 0;
   requested_early_exit_ = false;
@@ -382,8 +383,7 @@ void Solver<Dtype>::Step(int iters) {
       if (Poseidon::solver_rank() == 0) TestAll();
       if (requested_early_exit_) break;
     }
-    for (Callback* cb : callbacks_) cb->on_start();
-    on_start_fns_.Run();
+    on_start_.Run();
     const bool display = param_.display() > 0 && iter_ % param_.display() == 0;
     net_->set_debug_info(display && param_.debug_info());
     // Gradients of iter_size passes accumulate; the update rule divides
@@ -401,10 +401,9 @@ void Solver<Dtype>::Step(int iters) {
     }
     UpdateSmoothedLoss(loss, start_iter, average_loss);
     if (display) DisplayProgress(stop_iter);
-    for (Callback* cb : callbacks_) cb->on_gradients_ready();
-    on_gradients_ready_fns_.Run();
-    if (dist_.apply_update) {
-      dist_.apply_update();
+    on_gradients_ready_.Run();
+    if (strategy_.apply_update) {
+      strategy_.apply_update();
     } else {
       ApplyUpdate();
     }
@@ -422,8 +421,8 @@ void Solver<Dtype>::Step(int iters) {
       break;
     }
   }
-  if (dist_.sync_weights) dist_.sync_weights();
-  if (dist_.step_ends) dist_.step_ends();
+  on_sync_weights_.Run();
+  on_step_end_.Run();
 }
 
 template <typename Dtype>
@@ -523,7 +522,7 @@ void Solver<Dtype>::Solve(const char* resume_file) {
 
 template <typename Dtype>
 void Solver<Dtype>::TestAll() {
-  if (dist_.sync_weights) dist_.sync_weights();
+  on_sync_weights_.Run();
   for (int id = 0;
        id < static_cast<int>(test_nets_.size()) && !requested_early_exit_;
        ++id) {
@@ -552,9 +551,10 @@ void Solver<Dtype>::Test(int test_net_id) {
   // Every worker goes through the same number of rounds (and so polls the
   // action function as often as its peers, which may agree on it over the
   // network); round k runs test iteration k * test_count + test_index here.
-  const int rounds = (test_iter + dist_.test_count - 1) / dist_.test_count;
+  const int test_count = strategy_.test_count;
+  const int rounds = (test_iter + test_count - 1) / test_count;
   for (int round = 0; round < rounds; ++round) {
-    const int i = round * dist_.test_count + dist_.test_index;
+    const int i = round * test_count + strategy_.test_index;
     for (SolverAction request = GetRequestedAction(true);
          request != SolverAction::NONE; request = GetRequestedAction(true)) {
       if (request == SolverAction::SNAPSHOT) {
@@ -584,7 +584,7 @@ void Solver<Dtype>::Test(int test_net_id) {
     LOG(INFO) << "Test interrupted.";
     return;
   }
-  if (dist_.sum_test_scores) dist_.sum_test_scores(&sums);
+  if (strategy_.sum_test_scores) strategy_.sum_test_scores(&sums);
   if (param_.test_compute_loss() && test_iter > 0) {
     LOG(INFO) << "Test loss: " << sums[0] / test_iter;
   }
@@ -633,10 +633,15 @@ string Solver<Dtype>::LastSnapshotNote() const {
 }
 
 template <typename Dtype>
+void Solver<Dtype>::SyncState() {
+  on_sync_weights_.Run();
+  on_sync_history_.Run();
+}
+
+template <typename Dtype>
 void Solver<Dtype>::Snapshot() {
-  if (dist_.sync_weights) dist_.sync_weights();
-  if (dist_.sync_history) dist_.sync_history();
-  if (!dist_.writes_snapshots) return;
+  SyncState();
+  if (!strategy_.writes_snapshots) return;
   CheckWeightsFinite("(snapshot refused)");
   string model_filename;
   if (param_.snapshot_format() == SolverParameter::HDF5) {
@@ -701,7 +706,7 @@ void Solver<Dtype>::Restore(const char* state_file) {
   } else {
     RestoreSolverStateFromBinaryProto(name);
   }
-  if (dist_.restored) dist_.restored();
+  on_restored_.Run();
   // See Note [Exact resume].
   const int64_t iter_size = std::max(1, param_.iter_size());
   const int64_t skip = (iter_ - iter_before) * iter_size;

@@ -115,8 +115,10 @@ struct DedicatedServers {
 template <typename Dtype>
 class Synchronizer {
  public:
-  // Attaches to `solver` (an SGDSolver or one of its subclasses) and installs
-  // its DistributedHooks. Collective over `comm`. `timeline` may be null.
+  // Attaches to `solver` (an SGDSolver or one of its subclasses): subscribes
+  // to its observation points and sets its DistributedStrategy (Note [Solver
+  // observation points] in solver.hpp). Collective over `comm`. `timeline`
+  // may be null.
   // `replicas`: the other device workers' nets of this process
   // (DeviceWorkers::replicas(), constructed before this object), whose
   // activations join this rank's sufficient factors. solver, comm,
@@ -142,7 +144,8 @@ class Synchronizer {
   // ring allgather moves (MPI's own allgather may route differently).
   uint64_t bytes_moved() const;
   uint64_t bytes_moved(CommType transport) const;
-  // Applies every pending update (the solver's sync_weights hook).
+  // Applies every pending update (what it does at the solver's
+  // sync_weights point).
   void Sync();
 
  private:

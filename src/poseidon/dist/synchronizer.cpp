@@ -182,10 +182,12 @@ void Synchronizer<Dtype>::Impl::Attach() {
     for (int gid : push_groups[l]) Post(gid, solver->iter());
   }));
   hooks.push_back(solver->add_on_start([this] { pass = 0; }));
-  typename Solver<Dtype>::DistributedHooks dist;
-  dist.apply_update = [this] { UpdatePoint(); };
-  dist.sync_weights = [this] { SyncAll(); };
-  dist.sync_history = [this] {
+  hooks.push_back(solver->add_on_step_begin([this] {
+    seed_weights = true;
+    StaleBegin();
+  }));
+  hooks.push_back(solver->add_on_sync_weights([this] { SyncAll(); }));
+  hooks.push_back(solver->add_on_sync_history([this] {
     // Under SSP and ASYNC a snapshot is a barrier: the shards' state is
     // still while it is gathered, and every worker holds the servers'
     // parameters (the ones rank 0 writes).
@@ -193,29 +195,29 @@ void Synchronizer<Dtype>::Impl::Attach() {
     StaleBarrier();
     SyncHistory();
     if (serving) StaleBegin();
-  };
-  dist.step_begins = [this] {
-    seed_weights = true;
-    StaleBegin();
-  };
-  dist.step_ends = [this] { StaleBarrier(); };
-  dist.restored = [this] { seed_history = true; };
-  dist.test_index = comm->rank();
-  dist.test_count = comm->size();
-  dist.sum_test_scores = [this](vector<double>* sums) {
+  }));
+  hooks.push_back(solver->add_on_step_end([this] { StaleBarrier(); }));
+  hooks.push_back(solver->add_on_restored([this] { seed_history = true; }));
+  // What the solver leaves to this object rather than tells it (Note
+  // [Solver observation points] in solver.hpp).
+  typename Solver<Dtype>::DistributedStrategy strategy;
+  strategy.apply_update = [this] { UpdatePoint(); };
+  strategy.test_index = comm->rank();
+  strategy.test_count = comm->size();
+  strategy.sum_test_scores = [this](vector<double>* sums) {
     Status s = OnCollectiveThread("the sum of the test scores", [this, sums] {
       return comm->AllreduceSum(sums->data(), sums->size());
     });
     POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
                      ": summing the test scores: ", s.message());
   };
-  dist.writes_snapshots = comm->rank() == 0;
-  dist.agree_on_action = [this](SolverAction local, bool test_round) {
+  strategy.writes_snapshots = comm->rank() == 0;
+  strategy.agree_on_action = [this](SolverAction local, bool test_round) {
     // See action_agreement.hpp: test rounds run in step on every rank.
     return test_round ? AgreeOnAction(comm, local)
                       : agreement->AfterIteration(solver->iter(), local);
   };
-  solver->SetDistributedHooks(std::move(dist));
+  solver->SetDistributedStrategy(std::move(strategy));
 }
 
 template <typename Dtype>
@@ -323,7 +325,7 @@ Synchronizer<Dtype>::~Synchronizer() {
     const Status s = d.control->Stop();
     LOG_IF(ERROR, !s.ok()) << s.message();
   }
-  d.solver->SetDistributedHooks({});
+  d.solver->SetDistributedStrategy({});
   d.hooks.clear();
 }
 

@@ -178,7 +178,8 @@ struct Synchronizer<Dtype>::Impl {
   std::map<int64_t, Dtype> rates;  // pending iterations -> learning rate
   int pass = 0;                    // forward pass within the iteration
   int64_t layer_begin = 0;         // timeline: when the current layer began
-  // The net's and solver's hooks, removed when this object goes.
+  // Subscriptions to the net's and solver's observation points, removed
+  // when this object goes.
   vector<Subscription> hooks;
 
   Impl(Solver<Dtype>* s, Communicator* c, const DistributedParameter& p,

@@ -152,9 +152,9 @@ TEST(StartupChecksTest, NoChecksWithoutSnapshots) {
 
   SGDSolver<float> worker(SolverTestParam(
       StrCat("max_iter: 3 snapshot: 0 snapshot_prefix: '", prefix, "'")));
-  Solver<float>::DistributedHooks hooks;
-  hooks.writes_snapshots = false;
-  worker.SetDistributedHooks(hooks);
+  Solver<float>::DistributedStrategy strategy;
+  strategy.writes_snapshots = false;
+  worker.SetDistributedStrategy(strategy);
   EXPECT_NO_THROW(worker.Solve());
   EXPECT_EQ(worker.iter(), 3);
 }

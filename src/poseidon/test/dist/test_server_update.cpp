@@ -256,7 +256,7 @@ Outcome<Dtype> Train(const SolverParameter& param,
     } else {
       solver->Step(iters);
     }
-    solver->distributed_hooks().sync_history();
+    solver->SyncState();
     out.weights[r] = ReadWeights(*solver);
     for (const auto& h : dynamic_cast<SGDSolver<Dtype>&>(*solver).history()) {
       if (h->data()->head() != SyncedMemory::UNINITIALIZED) {
