@@ -103,7 +103,7 @@ if(USE_CUDA)
   endif()
   if(USE_NCCL)
     # NCCL for device workers on several GPUs of one process
-    # (dist/nccl_reducer.hpp); beside the toolkit here, else NCCL_ROOT.
+    # (distributed/nccl_reducer.hpp); beside the toolkit here, else NCCL_ROOT.
     find_path(NCCL_INCLUDE_DIR nccl.h
               HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
               PATH_SUFFIXES include)

@@ -158,7 +158,7 @@ fuzz_smoke() {
 }
 
 # The threaded parts: see the list at the top.
-TSAN_TESTS='/dist/test_|/test_parallel|/test_data_layer|/test_data_skip|/test_prefetch_deadline|/test_image_data_layer|/test_signal_handler'
+TSAN_TESTS='/distributed/test_|/test_parallel|/test_data_layer|/test_data_skip|/test_prefetch_deadline|/test_image_data_layer|/test_signal_handler'
 tsan_build() {
   # Without oneDNN: its OpenMP runtime (libgomp) is not instrumented, so
   # ThreadSanitizer cannot see the synchronisation of its teams; the float

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "poseidon/common.hpp"
-#include "poseidon/dist/trainer.hpp"
+#include "poseidon/distributed/trainer.hpp"
 #include "poseidon/layer_factory.hpp"
 #include "poseidon/layers/base_data_layer.hpp"
 #include "poseidon/net.hpp"
@@ -34,8 +34,8 @@
 #include "poseidon/util/timeline.hpp"
 #include "poseidon/version.hpp"
 #ifdef USE_MPI
-#include "poseidon/dist/mpi_communicator.hpp"
-#include "poseidon/dist/server_process.hpp"
+#include "poseidon/distributed/mpi_communicator.hpp"
+#include "poseidon/distributed/server_process.hpp"
 #endif
 #ifdef POSEIDON_EMBED_PYTHON
 #include <pybind11/embed.h>
@@ -424,7 +424,7 @@ SolverParameter ReadTrainSolver() {
 }
 
 // Builds the solver, loads --weights, and trains (resuming from --snapshot).
-// The trainer's options from the flags (dist/trainer.hpp).
+// The trainer's options from the flags (distributed/trainer.hpp).
 dist::TrainerOptions TrainerOptionsFromFlags(const SolverParameter& param,
                                              SignalHandler* signals) {
   dist::TrainerOptions options;
@@ -494,7 +494,7 @@ int DedicatedServerCount() {
   return static_cast<int>(n);
 }
 
-// Training as one rank of an mpirun job: see dist/synchronizer.hpp. Any
+// Training as one rank of an mpirun job: see distributed/synchronizer.hpp. Any
 // error after MPI starts ends the whole job (MPI_Abort), so no peer is left
 // waiting for this rank.
 int TrainDistributed() {
@@ -511,7 +511,7 @@ int TrainDistributed() {
       "stopped by SIGTERM from mpirun, which ends every rank when one fails "
       "or the job is cancelled (a failing rank prints its error above)");
   // A rank stopped and continued says so instead of blaming its peers
-  // (Note [Stopped ranks] in dist/communicator.cpp).
+  // (Note [Stopped ranks] in distributed/communicator.cpp).
   RecordContinues();
   if (Poseidon::mode() == Poseidon::GPU && rank == 0) {
     string how;
@@ -531,7 +531,7 @@ int TrainDistributed() {
                      ConfigError, "--num_clients=", FLAGS_num_clients,
                      " but mpirun started ", size, " ranks");
     // Dedicated parameter servers: the last --servers ranks (Note
-    // [Dedicated servers] in dist/server_process.hpp); the workers train
+    // [Dedicated servers] in distributed/server_process.hpp); the workers train
     // on a communicator of their own.
     const int servers = DedicatedServerCount();
     POSEIDON_REQUIRE(servers < size, ConfigError, servers,
@@ -592,7 +592,7 @@ int TrainDistributed() {
       } catch (const std::exception& e) {
         // Abort before the trainer's destructor frees the exchanges'
         // buffers: after a timeout MPI may still write into them (Note [MPI
-        // timeouts] in dist/mpi_communicator.hpp). Found with
+        // timeouts] in distributed/mpi_communicator.hpp). Found with
         // scripts/fault_matrix.py: a rank stopped and continued, its waits
         // all run out, unwound into a heap corrupted by a late receive.
         if (size > 1) comm.Abort(e.what());

@@ -71,7 +71,7 @@ using ActionCallback = std::function<SolverAction()>;
 //                    (collective there), before it decides whether this
 //                    worker writes: whoever keeps the update history
 //                    elsewhere (parameter-server shards, Note [Server-side
-//                    update] in dist/shard_state.hpp) brings history() up
+//                    update] in distributed/shard_state.hpp) brings history() up
 //                    to date
 //   step_end         Step ends, after sync_weights, on every worker at the
 //                    same iteration (stale-synchronous serving ends there)
@@ -129,7 +129,7 @@ class Solver {
   const SolverParameter& param() const { return param_; }
   const shared_ptr<Net<Dtype>>& net() const { return net_; }
   // The train net's description as built (file read, state merged), for
-  // building replicas of it (dist/device_workers.hpp).
+  // building replicas of it (distributed/device_workers.hpp).
   const NetParameter& train_net_param() const { return train_net_param_; }
   const vector<shared_ptr<Net<Dtype>>>& test_nets() const { return test_nets_; }
   int iter() const { return iter_; }
@@ -174,7 +174,7 @@ class Solver {
   // distributed job; does nothing when no one subscribed.
   void SyncState();
 
-  // What a distributed trainer (dist/synchronizer.hpp) decides in the
+  // What a distributed trainer (distributed/synchronizer.hpp) decides in the
   // solver's place: a strategy, not observers (Note [Solver observation
   // points]). Every member is optional; the defaults train alone.
   struct DistributedStrategy {

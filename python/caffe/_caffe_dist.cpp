@@ -1,6 +1,6 @@
 // Distributed training from Python: a script started by `mpirun -np N`
 // whose solver prototxt has a `distributed { ... }` block trains as one rank
-// of the job, exactly as `poseidon_train train` would (dist/synchronizer.hpp):
+// of the job, exactly as `poseidon_train train` would (distributed/synchronizer.hpp):
 // the solver is built on this rank's data shard and a Synchronizer attaches
 // to it, so solver.step()/solve() exchange gradients with the other ranks.
 // Alone, or without the block, a solver trains by itself as in pycaffe.
@@ -22,8 +22,8 @@
 #include "poseidon/util/device_select.hpp"
 #include "poseidon/util/status.hpp"
 #ifdef USE_MPI
-#include "poseidon/dist/mpi_communicator.hpp"
-#include "poseidon/dist/trainer.hpp"
+#include "poseidon/distributed/mpi_communicator.hpp"
+#include "poseidon/distributed/trainer.hpp"
 #endif
 
 namespace py = pybind11;
@@ -42,7 +42,7 @@ int EnvInt(const char* const* names, int fallback) {
 
 #ifdef USE_MPI
 // A solver that trains as one rank of an mpirun job, assembled as
-// poseidon_train assembles it (dist/trainer.hpp).
+// poseidon_train assembles it (distributed/trainer.hpp).
 struct RankSolver {
   std::unique_ptr<dist::Trainer<Dtype>> trainer;
 };

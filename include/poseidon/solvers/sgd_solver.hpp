@@ -56,7 +56,7 @@ class SGDSolver : public Solver<Dtype> {
   Dtype GetLearningRate();
 
   // The pieces of ApplyUpdate, for a distributed trainer that updates layer
-  // by layer (dist/synchronizer.hpp): ClipGradients over every learnable
+  // by layer (distributed/synchronizer.hpp): ClipGradients over every learnable
   // param, then for one param steps 2-5 above with the rate and the
   // iteration number of the step the gradient belongs to (Adam's bias
   // correction uses it). ApplyUpdate() is ClipGradients() plus

@@ -3,7 +3,7 @@
 // CUDA: unit-tested on the CPU (test_device_select.cpp).
 //
 // One process drives one GPU (issue 12); several GPUs inside one process are
-// the next level of the hierarchy (dist/device_workers.hpp leaves the seam).
+// the next level of the hierarchy (distributed/device_workers.hpp leaves the seam).
 // Under mpirun, the ranks of a host take the listed GPUs in local-rank order:
 // `mpirun -np 4 poseidon_train train --gpu=all ...` on a 4-GPU host gives
 // rank k GPU k.
@@ -46,7 +46,7 @@ int GpuForLocalRank(const std::vector<int>& ids, const LocalRank& local,
 
 // For training: the GPUs process `local` trains on, one device worker on
 // each. Alone on its host, every listed GPU (NCCL between them,
-// dist/nccl_reducer.hpp); with several processes on the host, the one GPU
+// distributed/nccl_reducer.hpp); with several processes on the host, the one GPU
 // of GpuForLocalRank.
 std::vector<int> GpusForProcess(const std::vector<int>& ids,
                                 const LocalRank& local,

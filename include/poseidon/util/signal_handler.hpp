@@ -52,7 +52,7 @@ void InstallTerminationMessage(const string& who, const string& why);
 // debugger) from now on. A stopped process finds, when continued, every
 // deadline of its waits past; the distributed layer then says that this
 // rank was stopped instead of blaming the peer it waited for (Note [Stopped
-// ranks] in dist/communicator.cpp). A SIGCONT that finds the process
+// ranks] in distributed/communicator.cpp). A SIGCONT that finds the process
 // running (mpirun sends one before ending a job) is not a continuation:
 // a heartbeat thread tells them apart (Note [Telling a stop from a
 // SIGCONT] in signal_handler.cpp). SIGCONT still continues the process.

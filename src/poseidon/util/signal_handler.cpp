@@ -296,7 +296,7 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name) {
 // SIGTERM to every process of the job, then SIGKILL KillWait seconds
 // later, 30 by default). --sigterm_effect=stop turns it into the solver's
 // STOP: the iteration under way finishes, every rank stops at the same
-// iteration (dist/action_agreement.hpp: one rank's request is enough),
+// iteration (distributed/action_agreement.hpp: one rank's request is enough),
 // Solve writes its snapshot, and the process exits 0, so a job cut by its
 // time limit resumes from where it was cut.
 //

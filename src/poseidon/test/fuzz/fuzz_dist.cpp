@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "poseidon/dist/action_agreement.hpp"
-#include "poseidon/dist/communicator.hpp"
-#include "poseidon/dist/param_server.hpp"
-#include "poseidon/dist/server_process.hpp"
-#include "poseidon/dist/tags.hpp"
+#include "poseidon/distributed/action_agreement.hpp"
+#include "poseidon/distributed/communicator.hpp"
+#include "poseidon/distributed/param_server.hpp"
+#include "poseidon/distributed/server_process.hpp"
+#include "poseidon/distributed/tags.hpp"
 
 namespace poseidon {
 namespace fuzz {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "poseidon/dist/block_partition.hpp"
-#include "poseidon/dist/wire.hpp"
+#include "poseidon/distributed/block_partition.hpp"
+#include "poseidon/distributed/wire.hpp"
 #include "poseidon/util/status.hpp"
 
 namespace poseidon {

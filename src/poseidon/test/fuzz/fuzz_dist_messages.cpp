@@ -1,5 +1,5 @@
 // libFuzzer harness: every message the distributed layer receives from a
-// peer, through the decoders of dist/wire.hpp, and the signal-action
+// peer, through the decoders of distributed/wire.hpp, and the signal-action
 // agreement's whole receive path through an in-process communicator. The
 // first byte picks the message family, the next kOptionBytes set up what the
 // receiver expects (partition, ranks, block, iteration), the rest is the
@@ -28,10 +28,10 @@
 
 #include "fuzz_common.hpp"
 #include "fuzz_dist.hpp"
-#include "poseidon/dist/action_agreement.hpp"
-#include "poseidon/dist/server_process.hpp"
-#include "poseidon/dist/transport.hpp"
-#include "poseidon/dist/wire.hpp"
+#include "poseidon/distributed/action_agreement.hpp"
+#include "poseidon/distributed/server_process.hpp"
+#include "poseidon/distributed/transport.hpp"
+#include "poseidon/distributed/wire.hpp"
 
 namespace {
 

@@ -207,7 +207,7 @@ train_lenet() {
   [ -f "$WORK/lenet_iter_100.caffemodel" ] || { echo "no final snapshot"; return 1; }
 }
 
-# The host level (Note [Host level] in dist/host_level.hpp): 2 hosts x 2
+# The host level (Note [Host level] in distributed/host_level.hpp): 2 hosts x 2
 # ranks, LeNet with batch 16 per rank and the parameter server, with the
 # host level on and off. Each trains to the weights of one process with
 # batch 64 (the same 64 samples per iteration): every parameter within

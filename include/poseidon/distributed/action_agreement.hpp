@@ -1,0 +1,68 @@
+// Signals under mpirun: a SIGINT or SIGHUP may reach one rank only (a user's
+// `kill -HUP <pid>`), but stopping or snapshotting must happen on every rank
+// at the same iteration, or the others wait forever for its gradients. The
+// distributed trainer therefore turns each rank's own request into the
+// action every rank agrees on (STOP over SNAPSHOT over NONE), in two ways:
+//
+// After a training iteration: asynchronously (ActionAgreement). The poll
+// after iteration p adds this rank's request to a one-number allreduce that
+// runs on the collective thread, and acts on the outcome of the poll
+// after iteration p - lag, which every rank has by then (lag = staleness +
+// 1). So no rank waits for the others at a poll, ranks may run up to
+// `staleness` iterations apart as the bounded-staleness model allows, and
+// a request takes effect `lag` iterations after it was made, on every rank
+// at the same iteration.
+//
+// Between test rounds: synchronously (AgreeOnAction), through rank 0: the
+// ranks test together anyway (their test scores are summed).
+#ifndef POSEIDON_DISTRIBUTED_ACTION_AGREEMENT_HPP_
+#define POSEIDON_DISTRIBUTED_ACTION_AGREEMENT_HPP_
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "poseidon/distributed/comm_thread.hpp"
+#include "poseidon/distributed/communicator.hpp"
+#include "poseidon/distributed/tags.hpp"
+#include "poseidon/solver.hpp"
+
+namespace poseidon {
+namespace dist {
+
+// Returns the action every rank agrees on; throws DistributedError naming
+// the peer when the exchange fails. Point-to-point on kActionTag, from the
+// training thread; every rank calls it the same number of times.
+SolverAction AgreeOnAction(Communicator* comm, SolverAction local);
+
+class ActionAgreement {
+ public:
+  // `comm` and `collective` (the rank's collective thread, which runs the
+  // allreduces in posting order) are observed; the owner joins the thread
+  // before destroying this object.
+  ActionAgreement(Communicator* comm, CommThread* collective, int lag);
+  POSEIDON_DISABLE_COPY_AND_ASSIGN(ActionAgreement);
+
+  // The poll after iteration `poll` (polls come in increasing order, one per
+  // iteration, the same on every rank): posts `local` and returns the action
+  // agreed for poll - lag (NONE while there is none). Throws
+  // DistributedError when that agreement failed or nothing arrived for the
+  // communicator's timeout.
+  SolverAction AfterIteration(int64_t poll, SolverAction local);
+
+ private:
+  Communicator* comm_;
+  CommThread* collective_;
+  int lag_;
+  int64_t first_poll_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int64_t, double> sums_;  // GUARDED_BY(mu_): poll -> coded sum
+  Status error_;                    // GUARDED_BY(mu_)
+};
+
+}  // namespace dist
+}  // namespace poseidon
+
+#endif  // POSEIDON_DISTRIBUTED_ACTION_AGREEMENT_HPP_

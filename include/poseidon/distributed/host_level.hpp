@@ -1,0 +1,79 @@
+// The host level of the hierarchy (docs/distributed.md: device -> node ->
+// cluster): in a job with several ranks on each of several hosts, a host's
+// ranks combine their gradients through shared memory, and only the combined
+// gradient crosses the network, once per host instead of once per rank.
+//
+// Note [Host level]
+// With H hosts of L ranks each, rank (h, l) is the l-th rank of host h. Two
+// communicators are split off the job's (HostComms): `local`, the L ranks of
+// a host, which map shared memory, and `cross`, the H ranks with the same
+// local rank l, one per host, which talk over the network. For a group of n
+// gradient elements, iteration j:
+//   dense transports (PS, ALLREDUCE): local rank l owns slice l of the n
+//     elements (L nearly equal contiguous slices). Every rank copies its
+//     gradient into its slot in shared memory and publishes it (training
+//     thread). Each rank's host thread then waits for all of the host's
+//     ranks, sums its slice over them in local-rank order, and exchanges the
+//     slice sum with the other hosts through the inner transport (PS or ring
+//     over `cross`), writing the sum over all ranks of its slice into shared
+//     memory. A rank's Wait waits for all L slices; Read copies them. So the
+//     network carries each slice once per host: the host's traffic is that
+//     of one rank of an H-rank job, instead of L such ranks.
+//   SFB: the factors cannot be summed first; rank (h, l) allgathers its own
+//     factors over `cross` (the factors of (0, l), ..., (H - 1, l)) into
+//     shared memory, and each rank then rebuilds the gradient from all H L
+//     ranks' factors, in rank order: the same bits as without the host
+//     level, with 1 / L of its inter-host traffic.
+// Every rank of a host reads the same shared sums, so replicas stay
+// bit-identical. Dense sums are added in another order than without the
+// host level (within a host first), so they agree with one rank's run up to
+// float rounding, as before. Slots of shared memory are reused in the
+// synchroniser's slot order (staleness + 1); a rank stages iteration j only
+// after every rank of its host has finished with j - slots (Stage may wait).
+// The host thread ("host") runs the steps after publishing, so the training
+// thread never waits for the network outside Wait.
+#ifndef POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
+#define POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "poseidon/distributed/communicator.hpp"
+#include "poseidon/distributed/transport.hpp"
+
+namespace poseidon {
+namespace dist {
+
+struct HostComms {
+  HostLayout layout;
+  std::unique_ptr<Communicator> local;  // this host's ranks, by local rank
+  std::unique_ptr<Communicator> cross;  // local rank l of every host, by host
+};
+
+// Collective over `comm`: the host level's communicators, or nullptr when
+// the job has no use for it (one host, one rank per host) or cannot have it
+// (hosts with different numbers of ranks: the reason goes to *why_not).
+std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
+                                       std::string* why_not);
+
+// [begin, end) of local rank l's slice of n elements over L ranks.
+inline void HostSlice(size_t n, int L, int l, size_t* begin, size_t* end) {
+  const size_t base = n / L, extra = n % L;
+  *begin = l * base + std::min<size_t>(l, extra);
+  *end = *begin + base + (static_cast<size_t>(l) < extra ? 1 : 0);
+}
+
+// The host-level transport for groups of one inner kind (Transport::Kind
+// kPs, kRing or kSfb); nullptr on every rank when the host's shared memory
+// cannot be mapped (the caller then goes without the host level). Collective
+// over the job's and the host comms.
+template <typename Dtype>
+std::unique_ptr<Transport<Dtype>> MakeHostTransport(
+    typename Transport<Dtype>::Kind inner, const TransportContext& context,
+    HostComms* hosts, std::vector<ExchangeSpec> groups);
+
+}  // namespace dist
+}  // namespace poseidon
+
+#endif  // POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
