@@ -123,7 +123,8 @@ class ParamServer {
   };
 
   // What the shard does with a block's sum before sending it back: called
-  // on the server thread with the sum of iteration `iter`'s pushes of
+  // on the thread of the block's lane (so for different blocks at once;
+  // Note [Server lanes]) with the sum of iteration `iter`'s pushes of
   // `block` (partition.blocks()[block].count elements), which it may
   // replace in place (ShardState::Apply).
   using Update = std::function<void(int64_t iter, int block, Dtype* values)>;
@@ -158,8 +159,9 @@ class ParamServer {
   // shard's blocks among `blocks`, the ids of an exchange the workers post
   // (all of it, in their order): takes the workers' pushes, sums them,
   // applies the update and sends the result to every worker. `done` runs
-  // once, on the server thread, when every such block has been summed and
-  // handed to the sending thread, or on the first error (which also aborts
+  // once, on a lane's thread (before Serve returns when the shard has none
+  // of the blocks), when every such block has been summed and handed to
+  // its lane's sending thread, or on the first error (which also aborts
   // the job, as a failed shard does on a worker).
   void Serve(int64_t iter, std::vector<int> blocks,
              std::function<void(Status)> done);

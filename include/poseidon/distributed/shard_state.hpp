@@ -26,8 +26,9 @@
 //
 // Thread safety: Seed and history() are called while no exchange of the
 // shard's blocks is under way (the synchroniser's training or collective
-// thread); Apply runs on the shard's server thread; the messages of the
-// exchanges order them.
+// thread); Apply runs on the shard's lanes' threads, for different blocks
+// at once (disjoint elements; Note [Server lanes] in param_server.cpp);
+// the messages of the exchanges order them.
 #ifndef POSEIDON_DISTRIBUTED_SHARD_STATE_HPP_
 #define POSEIDON_DISTRIBUTED_SHARD_STATE_HPP_
 

@@ -100,8 +100,10 @@ size_t MessageBytes(const ParamBlock& b) {
 // threads (`server i` takes and sums, `server send i` sends) and sum
 // buffers; the shard's blocks are dealt to the lanes in turn, in the
 // partition's order, and a block always goes to the same lane. The lanes
-// take several blocks' pushes at once; there the same exchange took 21.9
-// s with 4 lanes (70%) and 23.6 s with 2; 8 lanes gained nothing over 4.
+// take several blocks' pushes at once; there the same exchange took
+// 21.7-22.5 s with 4 lanes (67-71%); with earlier dealings 2 lanes took
+// 23.6 s and 8 gained nothing over 4 (docs/distributed.md, "Server
+// lanes").
 // A block keeps its lane because its messages carry the block's tag, not
 // the iteration's: when exchanges of two iterations overlap (staleness),
 // the two takes of one block must not be in flight at once, and on one
@@ -235,7 +237,8 @@ struct ParamServer<Dtype>::OwnWindows {
   }
 };
 
-// One exchange in flight: the push and pull threads each report once.
+// One exchange in flight: the push and pull threads each report once (or,
+// in PostServe, each lane given blocks and the posting call).
 template <typename Dtype>
 struct ParamServer<Dtype>::Pending {
   std::atomic<int> parts{0};

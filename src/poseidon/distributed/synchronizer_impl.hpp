@@ -84,8 +84,8 @@ inline double SteadySeconds() {
 
 // Note [Threads of a rank]
 // The training thread runs forward/backward and the hooks. The ParamServer
-// runs num_push_threads push threads, num_pull_threads pull threads and one
-// server thread; ALLREDUCE and SFB exchanges run on one collective thread
+// runs num_push_threads push threads, num_pull_threads pull threads and, on
+// a rank hosting a shard, server_lanes pairs of server threads; ALLREDUCE and SFB exchanges run on one collective thread
 // (collectives must come from one thread, in the same order everywhere).
 // ALLREDUCE through shared memory needs no thread: the training thread
 // stages, publishes and sums (Note [Shared memory allreduce] in
