@@ -64,14 +64,14 @@ inline void HostSlice(size_t n, int L, int l, size_t* begin, size_t* end) {
   *end = *begin + base + (static_cast<size_t>(l) < extra ? 1 : 0);
 }
 
-// The host-level transport for groups of one inner kind (Transport::Kind
-// kPs, kRing or kSfb); nullptr on every rank when the host's shared memory
-// cannot be mapped (the caller then goes without the host level). Collective
-// over the job's and the host comms.
+// The host-level transport for groups planned to go by `inner` (PS, SFB,
+// or ALLREDUCE, which goes by the ring between hosts); nullptr on every
+// rank when the host's shared memory cannot be mapped (the caller then goes
+// without the host level). Collective over the job's and the host comms.
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> MakeHostTransport(
-    typename Transport<Dtype>::Kind inner, const TransportContext& context,
-    HostComms* hosts, std::vector<ExchangeSpec> groups);
+    CommType inner, const TransportContext& context, HostComms* hosts,
+    std::vector<ExchangeSpec> groups);
 
 }  // namespace dist
 }  // namespace poseidon

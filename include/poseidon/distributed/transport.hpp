@@ -2,11 +2,13 @@
 // synchroniser (synchronizer.hpp) drives every transport through the same
 // steps, per exchanged group g and iteration j, on the training thread:
 //
-//   Dtype* buf = t->Stage(g, j);  // after g's push layer's backward: where
-//                                 // to copy what g sends (spec.payload
-//                                 // elements: the gradient, or for SFB the
-//                                 // sufficient factors); may wait until the
-//                                 // buffer of iteration j - slots is free
+//   Dtype* buf = t->Stage(g, j);  // after g's push layer's backward: the
+//                                 // buffer of what g sends (spec.payload
+//                                 // elements); may wait until the buffer
+//                                 // of iteration j - slots is free
+//   t->Fill(g, workers, buf);     // copies this rank's part into it: the
+//                                 // gradient, or for SFB the sufficient
+//                                 // factors of every device worker
 //   t->Post(g, j);                // starts the exchange and returns
 //   ... backward and the next forward go on ...
 //   t->Done(g, j);                // whether it ended (never waits)
@@ -17,20 +19,27 @@
 //                                       // gradient
 //   t->Release(g, j);             // j's buffers may be reused
 //
+// Before the first exchange the synchroniser lets the transport adapt each
+// worker's net to what it carries (Adapt: SFB rebuilds the weight gradient
+// from the factors, so the layer need not compute it).
+//
 // Every rank posts the same groups in the same order, so the messages and
 // collectives a transport issues match across ranks. Up to `slots`
 // iterations of a group may be in flight (staleness + 1).
 //
-// The transports (the table in transport.cpp; Kind names them):
-//   kPs             parameter server, blocks over every rank's shard
-//                   (param_server.hpp)
-//   kSfb            sufficient factors, allgathered on the collective
-//                   thread, summed by each rank (sufficient_factor.hpp)
-//   kRing           ring allreduce on the collective thread
-//                   (ring_allreduce.hpp)
-//   kSharedMemory   allreduce through memory every rank maps, on the
-//                   training thread, when all ranks share a host
-//                   (shared_allreduce.hpp)
+// The transports, by the CommType a layer is planned to go by (the table in
+// transport.cpp):
+//   PS          parameter server, blocks over every rank's shard
+//               (param_server.hpp)
+//   SFB         sufficient factors, allgathered on the collective thread,
+//               summed by each rank (sufficient_factor.hpp)
+//   ALLREDUCE   when every rank shares a host (context.shared_memory):
+//               allreduce through memory every rank maps, on the training
+//               thread (shared_allreduce.hpp); otherwise, or when that
+//               memory cannot be mapped, a ring allreduce on the collective
+//               thread (ring_allreduce.hpp)
+// With the host level (host_level.hpp) each of them runs between hosts, and
+// shared memory within a host.
 //
 // Failure: an exchange that fails, or whose communication thread throws,
 // fails its Wait; so does a wait during which no exchange of the transport
@@ -59,15 +68,19 @@
 #include "poseidon/distributed/comm_thread.hpp"
 #include "poseidon/distributed/communicator.hpp"
 #include "poseidon/distributed/sufficient_factor.hpp"
+#include "poseidon/distributed/sync_policy.hpp"
 #include "poseidon/proto/caffe.pb.h"
 
 namespace poseidon {
 class Timeline;
+template <typename Dtype>
+class Net;
 namespace dist {
 
 // What a transport needs to know about one exchanged group.
 struct ExchangeSpec {
   std::string name;    // the push layer, for messages and the timeline
+  int layer = -1;      // the push layer's index in the net (for Fill)
   size_t count = 0;    // gradient elements (what Read reads)
   size_t payload = 0;  // elements staged per iteration
   // The group's learnable params (net ids) and where each starts in the
@@ -82,6 +95,10 @@ struct ExchangeSpec {
   bool bias = false;
 };
 
+// The shared-memory allreduce's name(): the plan says when ALLREDUCE went
+// through shared memory.
+constexpr char kSharedMemoryAllreduce[] = "ALLREDUCE (shared memory)";
+
 // Everything a transport may use; observed, outliving the transport.
 struct TransportContext {
   Communicator* comm = nullptr;
@@ -91,6 +108,10 @@ struct TransportContext {
   Timeline* timeline = nullptr;  // may be null
   const DistributedParameter* param = nullptr;
   int slots = 1;
+  // ALLREDUCE: every rank runs on one host and the settings allow shared
+  // memory (DistributedParameter.shared_memory); Make then tries the
+  // shared-memory allreduce first.
+  bool shared_memory = false;
   // Elements of every learnable param of the net, by net id (for the
   // parameter server's block partition).
   std::vector<size_t> param_counts;
@@ -116,12 +137,19 @@ struct TransportContext {
 template <typename Dtype>
 class Transport {
  public:
-  enum class Kind { kPs, kSfb, kRing, kSharedMemory };
-
   virtual ~Transport() = default;
-  // "PS", "SFB", "ALLREDUCE (ring)", "ALLREDUCE (shared memory)".
+  // "PS", "SFB", "ALLREDUCE (ring)", "ALLREDUCE (shared memory)" (and the
+  // host level's names for them).
   virtual const char* name() const = 0;
   virtual Dtype* Stage(int g, int64_t iter) = 0;
+  // Copies group g's part of this rank into `slot` (Stage's buffer) from
+  // this rank's device workers' nets, workers[0] the rank's own (which
+  // holds their summed gradient).
+  virtual void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+                    Dtype* slot) = 0;
+  // Changes a worker's net for what this transport carries, once before
+  // the first exchange.
+  virtual void Adapt(Net<Dtype>* worker) { (void)worker; }
   virtual void Post(int g, int64_t iter) = 0;
   virtual bool Done(int g, int64_t iter) = 0;
   virtual void Wait(int g, int64_t iter) = 0;
@@ -150,12 +178,12 @@ class Transport {
     return Status::OK();
   }
 
-  // Makes the transport of `kind` for `groups` (indices into `groups` are
-  // the g of the calls above). Collective when the transport needs it (the
-  // shared-memory allreduce maps its memory; it returns nullptr on every
-  // rank when that is not possible, and the caller falls back). Chosen from
-  // the table in transport.cpp.
-  static std::unique_ptr<Transport> Make(Kind kind,
+  // Makes the transport for groups planned to go by `type` (PS, SFB or
+  // ALLREDUCE; indices into `groups` are the g of the calls above), chosen
+  // from the table in transport.cpp. Collective: every rank makes the same
+  // calls (the shared-memory allreduce maps its memory, or falls back to
+  // the ring on every rank).
+  static std::unique_ptr<Transport> Make(CommType type,
                                          const TransportContext& context,
                                          std::vector<ExchangeSpec> groups);
 };
@@ -172,7 +200,8 @@ std::unique_ptr<BlockPartition> MakePsPartition(
     const TransportContext& context, size_t elem_bytes);
 
 // The transports, each in its own file; the table in transport.cpp maps a
-// Kind to one of these.
+// CommType to one of these. MakeSharedMemoryTransport returns nullptr on
+// every rank when the memory cannot be mapped.
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> MakePsTransport(
     const TransportContext& context, std::vector<ExchangeSpec> groups);
@@ -194,6 +223,25 @@ template <typename Dtype>
 void RebuildFromFactors(const ExchangeSpec& spec, int ranks,
                         const std::function<const Dtype*(int)>& factors,
                         Dtype* sum);
+
+// Fill's two bodies. StageGradient: the diffs of spec's params from `net`,
+// each at its offset. StageFactors: [U_0; U_1; ... | V_0; V_1; ...] of the
+// push layer over the device workers (U the top's diff scaled by 1 / T for
+// T workers, V the bottom's data), whose summed outer products are the
+// locally averaged gradient. From the GPU when the newest copy is there.
+template <typename Dtype>
+void StageGradient(const ExchangeSpec& spec, const Net<Dtype>& net,
+                   Dtype* slot);
+template <typename Dtype>
+void StageFactors(const ExchangeSpec& spec,
+                  const std::vector<Net<Dtype>*>& workers, Dtype* slot);
+// SFB's Adapt: the rebuilt sum over every rank's factors replaces the
+// layers' own weight and bias gradients (Read overwrites the diffs), so
+// they need not compute them; the top's diff (U) stays out of the net's
+// shared-diff pool, as Fill may read it after the whole backward.
+template <typename Dtype>
+void SkipFactoredGradients(const std::vector<ExchangeSpec>& groups,
+                           Net<Dtype>* worker);
 
 // Dense staging slots: slots x count elements per group, for the
 // transports that exchange the gradient itself (PS, ring).

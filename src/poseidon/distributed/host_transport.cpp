@@ -231,7 +231,7 @@ class HostDenseTransport final : public Transport<Dtype> {
   HostDenseTransport(const TransportContext& context, HostComms* hosts,
                      std::vector<ExchangeSpec> groups,
                      std::unique_ptr<HostMemory<Dtype>> memory,
-                     typename Transport<Dtype>::Kind inner_kind)
+                     CommType inner_type)
       : context_(context),
         hosts_(hosts),
         groups_(std::move(groups)),
@@ -272,7 +272,8 @@ class HostDenseTransport final : public Transport<Dtype> {
       inner.param_counts.push_back(s.count);
       slices.push_back(std::move(s));
     }
-    inner_ = Transport<Dtype>::Make(inner_kind, inner, std::move(slices));
+    inner.shared_memory = false;  // between hosts
+    inner_ = Transport<Dtype>::Make(inner_type, inner, std::move(slices));
     CHECK(inner_ != nullptr);
     name_ = StrCat(inner_->name(), " between hosts, shared memory within");
     host_thread_ = std::make_unique<CommThread>("host");
@@ -294,6 +295,10 @@ class HostDenseTransport final : public Transport<Dtype> {
                        "read the previous sum in shared memory");
     }
     return memory_->Slot(g, hosts_->local->rank(), iter);
+  }
+  void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+            Dtype* slot) override {
+    StageGradient(groups_[g], *workers[0], slot);
   }
 
   void Post(int g, int64_t iter) override {
@@ -445,6 +450,13 @@ class HostSfbTransport final : public Transport<Dtype> {
   Dtype* Stage(int g, int64_t iter) override {
     return factors_[g][Slot(iter)].data();
   }
+  void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+            Dtype* slot) override {
+    StageFactors(groups_[g], workers, slot);
+  }
+  void Adapt(Net<Dtype>* worker) override {
+    SkipFactoredGradients(groups_, worker);
+  }
   void Post(int g, int64_t iter) override {
     host_thread_->Post([this, g, iter] { Exchange(g, iter); },
                        done_.FailureOf(g, iter));
@@ -529,23 +541,26 @@ class HostSfbTransport final : public Transport<Dtype> {
 
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> MakeHostTransport(
-    typename Transport<Dtype>::Kind inner, const TransportContext& context,
-    HostComms* hosts, std::vector<ExchangeSpec> groups) {
-  using Kind = typename Transport<Dtype>::Kind;
-  CHECK(inner == Kind::kPs || inner == Kind::kRing || inner == Kind::kSfb);
+    CommType inner, const TransportContext& context, HostComms* hosts,
+    std::vector<ExchangeSpec> groups) {
+  CHECK(inner == CommType::PS || inner == CommType::ALLREDUCE ||
+        inner == CommType::SFB)
+      << CommTypeName(inner);
   const int H = hosts->cross->size();
   std::vector<size_t> slot_elements;
   for (const ExchangeSpec& g : groups) {
-    slot_elements.push_back(inner == Kind::kSfb ? H * g.payload : g.count);
+    slot_elements.push_back(inner == CommType::SFB ? H * g.payload
+                                                   : g.count);
   }
   // Dense: a slot is staged again only after every rank of the host released
   // it, one more than the synchroniser's slots (as the shared-memory
   // allreduce). SFB: the host thread waits for the release instead.
-  const int slots = inner == Kind::kSfb ? context.slots : context.slots + 1;
+  const int slots =
+      inner == CommType::SFB ? context.slots : context.slots + 1;
   std::unique_ptr<HostMemory<Dtype>> memory = HostMemory<Dtype>::Map(
       hosts, std::move(slot_elements), slots, GroupNames(groups));
   if (!memory) return nullptr;
-  if (inner == Kind::kSfb) {
+  if (inner == CommType::SFB) {
     return std::make_unique<HostSfbTransport<Dtype>>(
         context, hosts, std::move(groups), std::move(memory));
   }
@@ -554,11 +569,9 @@ std::unique_ptr<Transport<Dtype>> MakeHostTransport(
 }
 
 template std::unique_ptr<Transport<float>> MakeHostTransport<float>(
-    Transport<float>::Kind, const TransportContext&, HostComms*,
-    std::vector<ExchangeSpec>);
+    CommType, const TransportContext&, HostComms*, std::vector<ExchangeSpec>);
 template std::unique_ptr<Transport<double>> MakeHostTransport<double>(
-    Transport<double>::Kind, const TransportContext&, HostComms*,
-    std::vector<ExchangeSpec>);
+    CommType, const TransportContext&, HostComms*, std::vector<ExchangeSpec>);
 
 }  // namespace dist
 }  // namespace poseidon

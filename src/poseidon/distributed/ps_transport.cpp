@@ -65,6 +65,10 @@ class PsTransport final : public Transport<Dtype> {
 
   const char* name() const override { return "PS"; }
   Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }
+  void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+            Dtype* slot) override {
+    StageGradient(groups_[g], *workers[0], slot);
+  }
 
   void Post(int g, int64_t iter) override {
     Dtype* buf = slots_.slot(g, iter);

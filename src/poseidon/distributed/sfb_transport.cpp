@@ -41,6 +41,13 @@ class SfbTransport final : public Transport<Dtype> {
   Dtype* Stage(int g, int64_t iter) override {
     return factors_[g][Slot(iter)].data();
   }
+  void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+            Dtype* slot) override {
+    StageFactors(groups_[g], workers, slot);
+  }
+  void Adapt(Net<Dtype>* worker) override {
+    SkipFactoredGradients(groups_, worker);
+  }
 
   void Post(int g, int64_t iter) override {
     context_.collective->Post(

@@ -1,13 +1,16 @@
 // The shared-memory allreduce as a transport: staging writes straight into
 // this rank's slot of memory every rank maps, Post publishes it, and Read
 // sums every rank's slot in rank order (shared_allreduce.hpp). All on the
-// training thread; no messages.
+// training thread; no messages. The training thread's share of the exchange
+// (from Stage to Post) shows in the timeline's compute lane; the sum shows
+// in the wait+update before the next forward.
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "poseidon/distributed/shared_allreduce.hpp"
 #include "poseidon/distributed/transport.hpp"
+#include "poseidon/util/timeline.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -16,15 +19,30 @@ namespace {
 template <typename Dtype>
 class SharedMemoryTransport final : public Transport<Dtype> {
  public:
-  explicit SharedMemoryTransport(
-      std::unique_ptr<SharedAllreduce<Dtype>> shared)
-      : shared_(std::move(shared)) {}
+  SharedMemoryTransport(const TransportContext& context,
+                        std::vector<ExchangeSpec> groups,
+                        std::unique_ptr<SharedAllreduce<Dtype>> shared)
+      : timeline_(context.timeline),
+        groups_(std::move(groups)),
+        shared_(std::move(shared)) {}
 
-  const char* name() const override { return "ALLREDUCE (shared memory)"; }
+  const char* name() const override { return kSharedMemoryAllreduce; }
   Dtype* Stage(int g, int64_t iter) override {
+    if (timeline_) staged_at_ = timeline_->NowMicros();
     return shared_->Slot(g, iter);
   }
-  void Post(int g, int64_t iter) override { shared_->Publish(g, iter); }
+  void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+            Dtype* slot) override {
+    StageGradient(groups_[g], *workers[0], slot);
+  }
+  void Post(int g, int64_t iter) override {
+    shared_->Publish(g, iter);
+    if (timeline_) {
+      timeline_->Complete(timeline_->Lane("compute"), groups_[g].name,
+                          "ALLREDUCE", staged_at_, timeline_->NowMicros(),
+                          {{"iter", iter}});
+    }
+  }
   bool Done(int g, int64_t iter) override { return shared_->Ready(g, iter); }
   void Wait(int g, int64_t iter) override { shared_->Wait(g, iter); }
   void Read(int g, int64_t iter, size_t offset, size_t count, Dtype scale,
@@ -36,7 +54,10 @@ class SharedMemoryTransport final : public Transport<Dtype> {
   uint64_t group_bytes(int) const override { return 0; }
 
  private:
+  Timeline* timeline_;
+  std::vector<ExchangeSpec> groups_;
   std::unique_ptr<SharedAllreduce<Dtype>> shared_;
+  int64_t staged_at_ = 0;  // timeline: when the group being posted staged
 };
 
 }  // namespace
@@ -53,7 +74,8 @@ std::unique_ptr<Transport<Dtype>> MakeSharedMemoryTransport(
       SharedAllreduce<Dtype>::Create(context.comm, std::move(specs),
                                      context.slots + 1);
   if (!shared) return nullptr;
-  return std::make_unique<SharedMemoryTransport<Dtype>>(std::move(shared));
+  return std::make_unique<SharedMemoryTransport<Dtype>>(
+      context, std::move(groups), std::move(shared));
 }
 
 template std::unique_ptr<Transport<float>> MakeSharedMemoryTransport<float>(

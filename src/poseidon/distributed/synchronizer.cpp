@@ -355,12 +355,8 @@ double Synchronizer<Dtype>::predicted_bytes_per_iter(CommType transport) const {
 
 template <typename Dtype>
 uint64_t Synchronizer<Dtype>::bytes_moved(CommType transport) const {
-  using Kind = typename Transport<Dtype>::Kind;
   uint64_t sum = 0;
-  for (const auto& [kind, t] : impl_->transports) {
-    const CommType type = kind == Kind::kPs    ? CommType::PS
-                          : kind == Kind::kSfb ? CommType::SFB
-                                               : CommType::ALLREDUCE;
+  for (const auto& [type, t] : impl_->transports) {
     if (type == transport || transport == CommType::AUTO) {
       sum += t->bytes_moved();
     }

@@ -1,9 +1,8 @@
 // One group's exchange (Note [Deferred updates] in synchronizer_impl.hpp):
-// staged into its slot after its layer's backward, posted to its
-// transport, collected, and applied before the first forward that reads
-// its parameters.
+// staged into its slot after its layer's backward (by its transport: what a
+// group sends depends on how it goes), posted to its transport, collected,
+// and applied before the first forward that reads its parameters.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -11,68 +10,6 @@
 
 namespace poseidon {
 namespace dist {
-namespace {
-
-// Copies `count` elements of `mem` into the host buffer `dest`. When the
-// newest copy is on the GPU (training in GPU mode) the copy is queued on the
-// calling thread's stream, right behind the backward that produced it, and
-// the caller waits once for all of a group's copies (WaitForHostCopies);
-// the blob's own host copy is left alone.
-template <typename Dtype>
-void CopyToHost(SyncedMemory* mem, int count, Dtype* dest) {
-#ifndef CPU_ONLY
-  if (mem->head() == SyncedMemory::HEAD_AT_GPU) {
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dest, mem->gpu_data(),
-                                        count * sizeof(Dtype),
-                                        cudaMemcpyDeviceToHost, gpu::Stream()));
-    return;
-  }
-#endif
-  std::memcpy(dest, mem->cpu_data(), count * sizeof(Dtype));
-}
-
-void WaitForHostCopies() {
-#ifndef CPU_ONLY
-  if (Poseidon::mode() == Poseidon::GPU) gpu::Synchronize();
-#endif
-}
-
-}  // namespace
-
-template <typename Dtype>
-void Synchronizer<Dtype>::Impl::Stage(Group* g, int64_t iter, Dtype* dest) {
-  if (g->kind == Kind::kSfb) {
-    // [U_0; U_1; ... | V_0; V_1; ...] over this rank's device workers, U
-    // scaled by 1 / T: their summed outer products are the locally averaged
-    // gradient, as DeviceWorkers' reduce would give.
-    const int T = 1 + static_cast<int>(replicas.size());
-    const size_t rows = static_cast<size_t>(g->rows) / T;
-    const size_t u = rows * g->M;
-    const size_t v = rows * g->N;
-    Dtype* U = dest;
-    Dtype* V = U + u * T;
-    for (int t = 0; t < T; ++t) {
-      const Net<Dtype>* worker = t == 0 ? net : replicas[t - 1];
-      const Blob<Dtype>* top = worker->top_vecs()[g->push_layer][0];
-      const Blob<Dtype>* bottom = worker->bottom_vecs()[g->push_layer][0];
-      CHECK_EQ(static_cast<size_t>(top->count()), u);
-      CHECK_EQ(static_cast<size_t>(bottom->count()), v);
-      CopyToHost(top->diff().get(), static_cast<int>(u), U + t * u);
-      CopyToHost(bottom->data().get(), static_cast<int>(v), V + t * v);
-    }
-    WaitForHostCopies();
-    for (int t = 0; t < T; ++t) {
-      cpu_scal(static_cast<int>(u), Dtype(1) / T, U + t * u);
-    }
-    return;
-  }
-  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
-  for (size_t i = 0; i < g->params.size(); ++i) {
-    const Blob<Dtype>* b = learnable[g->params[i]];
-    CopyToHost(b->diff().get(), b->count(), dest + g->offset[i]);
-  }
-  WaitForHostCopies();
-}
 
 template <typename Dtype>
 void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
@@ -85,7 +22,8 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
     if (seed_weights || seed_history) SeedShard();
     history_behind = true;
   }
-  if (control && consistency == Consistency::kBsp && g.kind == Kind::kPs &&
+  if (control && consistency == Consistency::kBsp &&
+      g.transport == CommType::PS &&
       iter > last_iterated) {
     // After any seed: the servers take their commands in order. (Under
     // SSP and ASYNC one "serve stale" covers the Step: StaleBegin.)
@@ -93,18 +31,10 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
     last_iterated = iter;
   }
-  const int64_t begin = timeline ? timeline->NowMicros() : 0;
-  Stage(&g, iter, g.via->Stage(g.index, iter));
+  g.via->Fill(g.index, workers, g.via->Stage(g.index, iter));
   g.via->Post(g.index, iter);
   g.posted_at.resize(slots);
   g.posted_at[iter % slots] = SteadySeconds();
-  if (timeline && g.kind == Kind::kSharedMemory) {
-    // The training thread's share of the exchange; the sum shows in the
-    // timeline's wait+update before the next forward.
-    timeline->Complete(timeline->Lane("compute"), LayerName(g.push_layer),
-                       "ALLREDUCE", begin, timeline->NowMicros(),
-                       {{"iter", iter}});
-  }
 }
 
 // Waits for group gid's exchange of `iter` and leaves the mean over ranks
@@ -236,7 +166,6 @@ void Synchronizer<Dtype>::Impl::SyncAll() {
 }
 
 #define POSEIDON_INSTANTIATE_EXCHANGE(Dtype)                               \
-  template void Synchronizer<Dtype>::Impl::Stage(Group*, int64_t, Dtype*); \
   template void Synchronizer<Dtype>::Impl::Post(int, int64_t);             \
   template void Synchronizer<Dtype>::Impl::Collect(int, int64_t);          \
   template Status Synchronizer<Dtype>::Impl::OnCollectiveThread(           \

@@ -98,8 +98,6 @@ inline double SteadySeconds() {
 
 template <typename Dtype>
 struct Synchronizer<Dtype>::Impl {
-  using Kind = typename Transport<Dtype>::Kind;
-
   struct Group {
     int push_layer = -1;
     int wait_layer = -1;
@@ -117,7 +115,6 @@ struct Synchronizer<Dtype>::Impl {
     bool bias = false;
     // The transport that carries the group, and the group's index there.
     Transport<Dtype>* via = nullptr;
-    Kind kind = Kind::kPs;
     int index = -1;
     int64_t next_apply = 0;  // the first iteration not yet applied
     int64_t last_posted = -1;
@@ -131,6 +128,7 @@ struct Synchronizer<Dtype>::Impl {
   DistributedParameter param;
   Timeline* timeline;
   vector<Net<Dtype>*> replicas;  // other device workers of this rank
+  vector<Net<Dtype>*> workers;   // net, then the replicas (what Fill reads)
   int slots = 1;
   bool wait_free = true;
   bool clip = false;
@@ -154,7 +152,8 @@ struct Synchronizer<Dtype>::Impl {
   // The host level's communicators (Note [Host level]); null without it.
   // They outlive the transports that use them.
   std::unique_ptr<HostComms> hosts;
-  std::map<Kind, std::unique_ptr<Transport<Dtype>>> transports;
+  // By the CommType of the groups each carries (PS, SFB, ALLREDUCE).
+  std::map<CommType, std::unique_ptr<Transport<Dtype>>> transports;
   std::unique_ptr<ActionAgreement> agreement;
   // The servers own the PS groups' params (Note [Server-side update]):
   // this rank's shard's state, the partition it is cut by, which params
@@ -216,10 +215,10 @@ struct Synchronizer<Dtype>::Impl {
   void StaleBegin();
   void StaleBarrier();
   void SyncHistory();
-  bool MakeHostTransports(const TransportContext& context,
-                          const std::map<Kind, vector<ExchangeSpec>>& specs);
+  bool MakeHostTransports(
+      const TransportContext& context,
+      const std::map<CommType, vector<ExchangeSpec>>& specs);
   void Attach();
-  void Stage(Group* g, int64_t iter, Dtype* dest);
   void Collect(int gid, int64_t iter);
   void Post(int gid, int64_t iter);
   void ApplyGroup(int gid, int64_t iter);

@@ -141,27 +141,18 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
     context.ps_comm = servers.job;
     context.ps_roles = servers.roles;
   }
+  context.shared_memory = cluster.shared_memory;
   // The groups of each transport, in posting order (every rank alike).
-  std::map<Kind, vector<ExchangeSpec>> specs;
+  std::map<CommType, vector<ExchangeSpec>> specs;
   for (Group& g : groups) {
-    switch (g.transport) {
-      case CommType::PS:
-        g.kind = Kind::kPs;
-        break;
-      case CommType::SFB:
-        g.kind = Kind::kSfb;
-        break;
-      default:
-        g.kind = cluster.shared_memory ? Kind::kSharedMemory : Kind::kRing;
-        break;
-    }
     ExchangeSpec spec;
     spec.name = LayerName(g.push_layer);
+    spec.layer = g.push_layer;
     spec.count = g.count;
     spec.params = g.params;
     spec.offsets = g.offset;
     spec.payload = g.count;
-    if (g.kind == Kind::kSfb) {
+    if (g.transport == CommType::SFB) {
       spec.rows = g.rows;
       spec.M = g.M;
       spec.N = g.N;
@@ -169,8 +160,8 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
       spec.bias = g.bias;
       spec.payload = static_cast<size_t>(g.rows) * (g.M + g.N);
     }
-    g.index = static_cast<int>(specs[g.kind].size());
-    specs[g.kind].push_back(std::move(spec));
+    g.index = static_cast<int>(specs[g.transport].size());
+    specs[g.transport].push_back(std::move(spec));
   }
   context.server_update = MakeShard(context);
   if (servers.job != nullptr) StartServers(context);
@@ -185,60 +176,29 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
              : string(
                    " (no host level: the hosts' shared memory could not "
                    "be mapped)");
-    for (PlannedLayer& p : plan) {
-      if (!cluster.shared_memory || p.transport != CommType::ALLREDUCE) {
-        p.reason += note;
-      }
-    }
+    for (PlannedLayer& p : plan) p.reason += note;
     if (!made) hosts.reset();
   }
-  for (auto& [kind, list] : specs) {
-    if (transports.count(kind) == 0) {
-      transports[kind] = Transport<Dtype>::Make(kind, context, list);
+  for (auto& [type, list] : specs) {
+    if (transports.count(type) == 0) {
+      transports[type] = Transport<Dtype>::Make(type, context, list);
     }
   }
-  if (specs.count(Kind::kSharedMemory) > 0) {
-    const bool mapped = transports[Kind::kSharedMemory] != nullptr;
-    if (!mapped) {
-      transports.erase(Kind::kSharedMemory);
-      vector<ExchangeSpec>& ring = specs[Kind::kRing];
-      for (Group& g : groups) {
-        if (g.kind != Kind::kSharedMemory) continue;
-        ring.push_back(specs[Kind::kSharedMemory][g.index]);
-        g.kind = Kind::kRing;
-        g.index = static_cast<int>(ring.size()) - 1;
-      }
-    }
+  if (cluster.shared_memory && transports.count(CommType::ALLREDUCE) > 0) {
+    const bool mapped = string(transports[CommType::ALLREDUCE]->name()) ==
+                        kSharedMemoryAllreduce;
     for (PlannedLayer& p : plan) {
       if (p.transport != CommType::ALLREDUCE) continue;
       p.reason += mapped
                       ? " (through shared memory: every rank is on this host)"
                       : " (ring over MPI: no shared memory could be mapped)";
     }
-    if (!mapped) {
-      transports[Kind::kRing] =
-          Transport<Dtype>::Make(Kind::kRing, context, specs[Kind::kRing]);
-    }
   }
-  for (Group& g : groups) g.via = transports.at(g.kind).get();
-  // The rebuilt sum over every rank's factors replaces an SFB layer's own
-  // weight and bias gradients (Collect overwrites the diffs), so the layer
-  // need not compute them: for LeNet's ip1 that is a 500 x 800 x 64 product
-  // per iteration off the training thread. Its backward still runs for the
-  // bottom diff, and the hooks fire either way. Stage reads the top's diff
-  // (U) after the layer's backward, possibly after the whole pass: it stays
-  // out of the shared-diff pool (Note [Shared diffs] in net_diffs.cpp).
-  for (Group& g : groups) {
-    if (g.kind != Kind::kSfb) continue;
-    auto skip_param_grads = [&g](Net<Dtype>* n) {
-      Layer<Dtype>* layer = n->layers()[g.push_layer].get();
-      for (size_t i = 0; i < layer->blobs().size(); ++i) {
-        layer->set_param_propagate_down(static_cast<int>(i), false);
-      }
-      n->KeepDiff(n->blob_names()[n->top_ids(g.push_layer)[0]]);
-    };
-    skip_param_grads(net);
-    for (Net<Dtype>* replica : replicas) skip_param_grads(replica);
+  for (Group& g : groups) g.via = transports.at(g.transport).get();
+  workers = {net};
+  workers.insert(workers.end(), replicas.begin(), replicas.end());
+  for (auto& [type, transport] : transports) {
+    for (Net<Dtype>* worker : workers) transport->Adapt(worker);
   }
   // The signal agreement acts `lag` iterations after a poll, so it lets a
   // rank run up to lag - 1 iterations ahead of the slowest: as far as the
@@ -255,13 +215,12 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
 template <typename Dtype>
 bool Synchronizer<Dtype>::Impl::MakeHostTransports(
     const TransportContext& context,
-    const std::map<Kind, vector<ExchangeSpec>>& specs) {
-  std::map<Kind, std::unique_ptr<Transport<Dtype>>> made;
+    const std::map<CommType, vector<ExchangeSpec>>& specs) {
+  std::map<CommType, std::unique_ptr<Transport<Dtype>>> made;
   int32_t failed = 0;
-  for (const auto& [kind, list] : specs) {
-    if (kind == Kind::kSharedMemory) continue;
-    made[kind] = MakeHostTransport<Dtype>(kind, context, hosts.get(), list);
-    if (!made[kind]) failed = 1;
+  for (const auto& [type, list] : specs) {
+    made[type] = MakeHostTransport<Dtype>(type, context, hosts.get(), list);
+    if (!made[type]) failed = 1;
   }
   vector<int32_t> all(comm->size());
   const Status s = comm->Allgather(&failed, sizeof(failed), all.data());
@@ -271,7 +230,7 @@ bool Synchronizer<Dtype>::Impl::MakeHostTransports(
                        [this](int r) { return comm->JobRank(r); })) {
     return false;
   }
-  for (auto& [kind, t] : made) transports[kind] = std::move(t);
+  for (auto& [type, t] : made) transports[type] = std::move(t);
   return true;
 }
 
@@ -281,7 +240,7 @@ bool Synchronizer<Dtype>::Impl::MakeHostTransports(
       const ClusterShape&);                                    \
   template bool Synchronizer<Dtype>::Impl::MakeHostTransports( \
       const TransportContext&,                                 \
-      const std::map<Synchronizer<Dtype>::Impl::Kind, vector<ExchangeSpec>>&);
+      const std::map<CommType, vector<ExchangeSpec>>&);
 POSEIDON_INSTANTIATE_PLAN(float)
 POSEIDON_INSTANTIATE_PLAN(double)
 #undef POSEIDON_INSTANTIATE_PLAN

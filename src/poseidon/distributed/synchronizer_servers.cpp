@@ -21,7 +21,7 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   // server_update: false.
   const bool any_ps =
       std::any_of(groups.begin(), groups.end(),
-                  [](const Group& g) { return g.kind == Kind::kPs; });
+                  [](const Group& g) { return g.transport == CommType::PS; });
   if (!param.server_update() || !any_ps) return {};
   const char* why_not = clip    ? "clip_gradients is set"
                         : hosts ? "the host level sums between hosts"
@@ -43,7 +43,7 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   settings.lr_mult = net->params_lr();
   settings.decay_mult = net->params_weight_decay();
   for (Group& g : groups) {
-    g.on_server = g.kind == Kind::kPs;
+    g.on_server = g.transport == CommType::PS;
     if (!g.on_server) continue;
     for (int p : g.params) settings.on_server[p] = true;
   }
@@ -81,7 +81,7 @@ void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
       MakePsPartition(context, sizeof(Dtype));
   for (int gid : PostingOrder()) {
     const Group& g = groups[gid];
-    if (g.kind != Kind::kPs) continue;
+    if (g.transport != CommType::PS) continue;
     vector<int> blocks;
     for (int p : g.params) {
       for (int b : partition->blob_blocks(p)) blocks.push_back(b);
@@ -119,7 +119,7 @@ void Synchronizer<Dtype>::Impl::CheckStalePlan() const {
   const string name = ConsistencyName(consistency, param.staleness());
   for (size_t gid = 0; gid < groups.size(); ++gid) {
     const Group& g = groups[gid];
-    POSEIDON_REQUIRE(g.kind == Kind::kPs, ConfigError, "layer '",
+    POSEIDON_REQUIRE(g.transport == CommType::PS, ConfigError, "layer '",
                      plan[gid].layer, "' goes by ", CommTypeName(g.transport),
                      " (", plan[gid].reason, "), but consistency ", name,
                      " needs every layer on the parameter server: remove "
@@ -136,7 +136,7 @@ template <typename Dtype>
 void Synchronizer<Dtype>::Impl::StaleBegin() {
   // A net with nothing to exchange (every lr_mult 0) has no PS transport.
   if (consistency == Consistency::kBsp || stale_serving ||
-      transports.count(Kind::kPs) == 0) {
+      transports.count(CommType::PS) == 0) {
     return;
   }
   if (seed_weights || seed_history) SeedShard();
@@ -147,7 +147,7 @@ void Synchronizer<Dtype>::Impl::StaleBegin() {
   }
   vector<int> order;
   for (int gid : PostingOrder()) order.push_back(groups[gid].index);
-  transports.at(Kind::kPs)->BeginStale(order, solver->iter());
+  transports.at(CommType::PS)->BeginStale(order, solver->iter());
   stale_serving = true;
 }
 
@@ -155,7 +155,7 @@ template <typename Dtype>
 void Synchronizer<Dtype>::Impl::StaleBarrier() {
   if (!stale_serving) return;
   stale_serving = false;
-  Status s = transports.at(Kind::kPs)->EndStale(solver->iter());
+  Status s = transports.at(CommType::PS)->EndStale(solver->iter());
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ending ",
                    ConsistencyName(consistency, param.staleness()),
                    " serving at iteration ", solver->iter(), ": ", s.message());

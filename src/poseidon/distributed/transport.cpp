@@ -1,34 +1,138 @@
-// The transport table, the completion bookkeeping shared by the
-// asynchronous transports, dense staging slots, and the ring allreduce.
+// The transport table, staging (Fill's bodies), the completion bookkeeping
+// shared by the asynchronous transports, dense staging slots, and the ring
+// allreduce.
 #include "poseidon/distributed/transport.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <utility>
 
 #include "poseidon/distributed/ring_allreduce.hpp"
 #include "poseidon/distributed/tags.hpp"
+#include "poseidon/net.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/timeline.hpp"
 #include "poseidon/util/wait_notes.hpp"
 
+#ifndef CPU_ONLY
+#include "poseidon/util/device_check.hpp"
+#include "poseidon/util/gpu_context.hpp"
+#endif
+
 namespace poseidon {
 namespace dist {
+namespace {
+
+// ALLREDUCE: through shared memory when every rank shares a host and the
+// memory can be mapped (on every rank or on none), else the ring.
+template <typename Dtype>
+std::unique_ptr<Transport<Dtype>> MakeAllreduceTransport(
+    const TransportContext& context, std::vector<ExchangeSpec> groups) {
+  if (context.shared_memory) {
+    std::unique_ptr<Transport<Dtype>> shared =
+        MakeSharedMemoryTransport<Dtype>(context, groups);
+    if (shared) return shared;
+  }
+  return MakeRingTransport<Dtype>(context, std::move(groups));
+}
+
+}  // namespace
 
 template <typename Dtype>
 std::unique_ptr<Transport<Dtype>> Transport<Dtype>::Make(
-    Kind kind, const TransportContext& context,
+    CommType type, const TransportContext& context,
     std::vector<ExchangeSpec> groups) {
   using Factory = std::unique_ptr<Transport<Dtype>> (*)(
       const TransportContext&, std::vector<ExchangeSpec>);
-  static const std::map<Kind, Factory> table = {
-      {Kind::kPs, &MakePsTransport<Dtype>},
-      {Kind::kSfb, &MakeSfbTransport<Dtype>},
-      {Kind::kRing, &MakeRingTransport<Dtype>},
-      {Kind::kSharedMemory, &MakeSharedMemoryTransport<Dtype>},
+  static const std::map<CommType, Factory> table = {
+      {CommType::PS, &MakePsTransport<Dtype>},
+      {CommType::SFB, &MakeSfbTransport<Dtype>},
+      {CommType::ALLREDUCE, &MakeAllreduceTransport<Dtype>},
   };
-  return table.at(kind)(context, std::move(groups));
+  const auto found = table.find(type);
+  CHECK(found != table.end())
+      << "no transport for comm " << CommTypeName(type)
+      << " (the plan gives every layer PS, SFB or ALLREDUCE)";
+  return found->second(context, std::move(groups));
+}
+
+// ---- Staging -------------------------------------------------------------------
+
+namespace {
+
+// Copies `count` elements of `mem` into the host buffer `dest`. When the
+// newest copy is on the GPU (training in GPU mode) the copy is queued on the
+// calling thread's stream, right behind the backward that produced it, and
+// the caller waits once for all of a group's copies (WaitForHostCopies);
+// the blob's own host copy is left alone.
+template <typename Dtype>
+void CopyToHost(SyncedMemory* mem, int count, Dtype* dest) {
+#ifndef CPU_ONLY
+  if (mem->head() == SyncedMemory::HEAD_AT_GPU) {
+    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dest, mem->gpu_data(),
+                                        count * sizeof(Dtype),
+                                        cudaMemcpyDeviceToHost, gpu::Stream()));
+    return;
+  }
+#endif
+  std::memcpy(dest, mem->cpu_data(), count * sizeof(Dtype));
+}
+
+void WaitForHostCopies() {
+#ifndef CPU_ONLY
+  if (Poseidon::mode() == Poseidon::GPU) gpu::Synchronize();
+#endif
+}
+
+}  // namespace
+
+template <typename Dtype>
+void StageGradient(const ExchangeSpec& spec, const Net<Dtype>& net,
+                   Dtype* slot) {
+  const std::vector<Blob<Dtype>*>& learnable = net.learnable_params();
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    const Blob<Dtype>* b = learnable[spec.params[i]];
+    CopyToHost(b->diff().get(), b->count(), slot + spec.offsets[i]);
+  }
+  WaitForHostCopies();
+}
+
+template <typename Dtype>
+void StageFactors(const ExchangeSpec& spec,
+                  const std::vector<Net<Dtype>*>& workers, Dtype* slot) {
+  const int T = static_cast<int>(workers.size());
+  const size_t rows = static_cast<size_t>(spec.rows) / T;
+  const size_t u = rows * spec.M;
+  const size_t v = rows * spec.N;
+  Dtype* U = slot;
+  Dtype* V = U + u * T;
+  for (int t = 0; t < T; ++t) {
+    const Net<Dtype>* worker = workers[t];
+    const Blob<Dtype>* top = worker->top_vecs()[spec.layer][0];
+    const Blob<Dtype>* bottom = worker->bottom_vecs()[spec.layer][0];
+    CHECK_EQ(static_cast<size_t>(top->count()), u) << spec.name;
+    CHECK_EQ(static_cast<size_t>(bottom->count()), v) << spec.name;
+    CopyToHost(top->diff().get(), static_cast<int>(u), U + t * u);
+    CopyToHost(bottom->data().get(), static_cast<int>(v), V + t * v);
+  }
+  WaitForHostCopies();
+  for (int t = 0; t < T; ++t) {
+    cpu_scal(static_cast<int>(u), Dtype(1) / T, U + t * u);
+  }
+}
+
+template <typename Dtype>
+void SkipFactoredGradients(const std::vector<ExchangeSpec>& groups,
+                           Net<Dtype>* worker) {
+  for (const ExchangeSpec& spec : groups) {
+    Layer<Dtype>* layer = worker->layers()[spec.layer].get();
+    for (size_t i = 0; i < layer->blobs().size(); ++i) {
+      layer->set_param_propagate_down(static_cast<int>(i), false);
+    }
+    worker->KeepDiff(worker->blob_names()[worker->top_ids(spec.layer)[0]]);
+  }
 }
 
 std::vector<std::string> GroupNames(const std::vector<ExchangeSpec>& groups) {
@@ -175,6 +279,10 @@ class RingTransport final : public Transport<Dtype> {
 
   const char* name() const override { return "ALLREDUCE (ring)"; }
   Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }
+  void Fill(int g, const std::vector<Net<Dtype>*>& workers,
+            Dtype* slot) override {
+    StageGradient(groups_[g], *workers[0], slot);
+  }
 
   void Post(int g, int64_t iter) override {
     Dtype* buf = slots_.slot(g, iter);
@@ -232,10 +340,18 @@ template class Transport<float>;
 template class Transport<double>;
 template class SlotBuffers<float>;
 template class SlotBuffers<double>;
-template std::unique_ptr<Transport<float>> MakeRingTransport<float>(
-    const TransportContext&, std::vector<ExchangeSpec>);
-template std::unique_ptr<Transport<double>> MakeRingTransport<double>(
-    const TransportContext&, std::vector<ExchangeSpec>);
+#define POSEIDON_INSTANTIATE_TRANSPORT(Dtype)                             \
+  template std::unique_ptr<Transport<Dtype>> MakeRingTransport<Dtype>(    \
+      const TransportContext&, std::vector<ExchangeSpec>);                \
+  template void StageGradient<Dtype>(const ExchangeSpec&,                 \
+                                     const Net<Dtype>&, Dtype*);          \
+  template void StageFactors<Dtype>(                                      \
+      const ExchangeSpec&, const std::vector<Net<Dtype>*>&, Dtype*);      \
+  template void SkipFactoredGradients<Dtype>(                             \
+      const std::vector<ExchangeSpec>&, Net<Dtype>*);
+POSEIDON_INSTANTIATE_TRANSPORT(float)
+POSEIDON_INSTANTIATE_TRANSPORT(double)
+#undef POSEIDON_INSTANTIATE_TRANSPORT
 
 }  // namespace dist
 }  // namespace poseidon

@@ -10,6 +10,7 @@
 
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
+#include "poseidon/util/timeline.hpp"
 
 namespace poseidon {
 namespace test {
@@ -66,6 +67,26 @@ std::string MakeTempDir() {
   std::lock_guard<std::mutex> lock(g_temp_mutex);
   TempDirs().push_back(dir);
   return std::string(dir);
+}
+
+int CountTimelineEvents(Timeline* timeline, const std::string& lane,
+                        const std::string& cat) {
+  const std::string tid = StrCat("\"tid\":", timeline->Lane(lane), ",");
+  const std::string category = StrCat("\"cat\":\"", cat, "\"");
+  const std::string json = timeline->ToJson();
+  int n = 0;
+  size_t at = 0;
+  while (at < json.size()) {
+    size_t end = json.find('\n', at);
+    if (end == std::string::npos) end = json.size();
+    const std::string line = json.substr(at, end - at);
+    if (line.find(tid) != std::string::npos &&
+        line.find(category) != std::string::npos) {
+      ++n;
+    }
+    at = end + 1;
+  }
+  return n;
 }
 
 }  // namespace test

@@ -16,6 +16,7 @@
 #include "poseidon/util/status.hpp"
 
 namespace poseidon {
+class Timeline;
 namespace test {
 
 template <typename TypeParam>
@@ -170,6 +171,11 @@ inline ::testing::AssertionResult Contains(const std::string& text,
   return ::testing::AssertionFailure()
          << "'" << part << "' is not in: " << text;
 }
+
+// The events of category `cat` on the timeline's lane `lane` so far (its
+// trace has one event per line; a lane's events carry its id).
+int CountTimelineEvents(Timeline* timeline, const std::string& lane,
+                        const std::string& cat);
 
 }  // namespace test
 }  // namespace poseidon

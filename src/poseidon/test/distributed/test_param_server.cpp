@@ -323,30 +323,15 @@ TEST(ParamServerLanesTest, OneBlockExchangesGoToTheLanesInTurn) {
       for (float v : grad) ASSERT_EQ(v, 2.0f);
     }
     if (comm->rank() != 0) return;
-    // One event per line of the trace; a lane's events carry its id.
-    const std::string json = timeline.ToJson();
-    auto events_on = [&](const std::string& lane, const std::string& cat) {
-      const std::string tid = StrCat("\"tid\":", timeline.Lane(lane), ",");
-      const std::string category = StrCat("\"cat\":\"", cat, "\"");
-      int n = 0;
-      size_t at = 0;
-      while (at < json.size()) {
-        size_t end = json.find('\n', at);
-        if (end == std::string::npos) end = json.size();
-        const std::string line = json.substr(at, end - at);
-        if (line.find(tid) != std::string::npos &&
-            line.find(category) != std::string::npos) {
-          ++n;
-        }
-        at = end + 1;
-      }
-      return n;
-    };
     for (int lane = 0; lane < 3; ++lane) {
-      EXPECT_EQ(events_on(StrCat("server ", lane), "sum"), 2)
-          << "lane " << lane << ": " << json;
-      EXPECT_EQ(events_on(StrCat("server send ", lane), "send"), 2)
-          << "lane " << lane << ": " << json;
+      EXPECT_EQ(test::CountTimelineEvents(&timeline, StrCat("server ", lane),
+                                          "sum"),
+                2)
+          << "lane " << lane << ": " << timeline.ToJson();
+      EXPECT_EQ(test::CountTimelineEvents(
+                    &timeline, StrCat("server send ", lane), "send"),
+                2)
+          << "lane " << lane << ": " << timeline.ToJson();
     }
   });
 }

@@ -32,6 +32,7 @@
 #include "poseidon/util/db.hpp"
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
+#include "poseidon/util/timeline.hpp"
 #include "test_util.hpp"
 #include "sync_test_util.hpp"
 
@@ -422,6 +423,31 @@ TEST(SharedMemoryTest, PlanUsesSharedMemoryOnlyWhenAllowed) {
         },
         OneHost());
   }
+}
+
+// The shared-memory allreduce runs on the training thread: its share of
+// each exchange (staging and publishing a layer's gradient) shows on the
+// compute lane, one event per layer and iteration.
+TEST(SharedMemoryTest, TheTrainingThreadsShareIsOnTheTimeline) {
+  RunRanks(
+      2,
+      [](int r, Communicator* comm) {
+        Poseidon::set_data_shard({r, 2, false});
+        auto solver = CreateSolver<float>(MakeSolver("SGD", 2));
+        Timeline timeline(r, StrCat("rank ", r));
+        Synchronizer<float> sync(solver.get(), comm,
+                                 Dist(DistributedParameter::ALLREDUCE, ""),
+                                 &timeline);
+        ASSERT_EQ(sync.plan().size(), 3u);
+        solver->Step(2);
+        EXPECT_EQ(test::CountTimelineEvents(&timeline, "compute", "ALLREDUCE"),
+                  3 * 2)
+            << timeline.ToJson();
+        EXPECT_EQ(
+            test::CountTimelineEvents(&timeline, "collective", "ALLREDUCE"), 0)
+            << timeline.ToJson();
+      },
+      OneHost());
 }
 
 TEST(SharedMemoryTest, StalenessClipIterSizeAndExchangeAfterBackward) {
