@@ -98,6 +98,14 @@ class Layer {
   // At most one bottom of a layer names a given top.
   virtual int BottomDiffSharesTop(int bottom_index) const { return -1; }
 
+  // Note [Layer bodies]: whether this layer has a tuned CPU path beside its
+  // portable body; set_portable(true) makes it run the portable body on
+  // either device (no tuned CPU path, no library engine such as cuDNN).
+  // Tests check the one against the other (test_layer_bodies.cpp).
+  virtual bool has_tuned_cpu() const { return false; }
+  void set_portable(bool portable) { portable_ = portable; }
+  bool portable() const { return portable_; }
+
   bool param_propagate_down(int param_id) const {
     return param_id < static_cast<int>(param_propagate_down_.size())
                ? param_propagate_down_[param_id]
@@ -113,18 +121,33 @@ class Layer {
   Phase phase() const { return phase_; }
 
  protected:
+  // Note [Layer bodies]
   // A layer computes in one of two ways:
   //   - one body for both devices (preferred): override ForwardOn and
   //     BackwardOn, which take the device to run on and get their pointers
   //     with Blob::data_on(dev) and friends, calling math::X(dev, ...) and
-  //     for_each(dev, ...) (util/math_functions.hpp, util/for_each.hpp);
+  //     for_each(dev, ...) (util/math_functions.hpp, util/for_each.hpp) with
+  //     the per-element functors of kernels/ (POSEIDON_HD: both devices
+  //     compile them). This portable body is the layer's definition. A
+  //     layer may add, under these names only:
+  //       - a tuned CPU path: has_tuned_cpu() true, TunedForward_cpu and
+  //         TunedBackward_cpu, run on the CPU unless set_portable(true);
+  //         test_layer_bodies.cpp checks it against the portable body and
+  //         fails for a layer with a tuned path that has not joined it;
+  //       - a library engine on the GPU (cuDNN): Forward_gpu/Backward_gpu
+  //         choose it, or the portable body, which set_portable(true)
+  //         forces;
   //   - separate passes: override Forward_cpu/Backward_cpu and, when it has
   //     one, Forward_gpu/Backward_gpu (library calls such as cuDNN).
   // A layer with no GPU pass runs its CPU pass in GPU mode (its blobs are
   // copied to the host and back), with a warning once per layer type.
   virtual void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
                            const vector<Blob<Dtype>*>& top) {
-    ForwardOn(Poseidon::CPU, bottom, top);
+    if (has_tuned_cpu() && !portable_) {
+      TunedForward_cpu(bottom, top);
+    } else {
+      ForwardOn(Poseidon::CPU, bottom, top);
+    }
   }
   virtual void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                            const vector<Blob<Dtype>*>& top) {
@@ -133,7 +156,11 @@ class Layer {
   virtual void Backward_cpu(const vector<Blob<Dtype>*>& top,
                             const vector<bool>& propagate_down,
                             const vector<Blob<Dtype>*>& bottom) {
-    BackwardOn(Poseidon::CPU, top, propagate_down, bottom);
+    if (has_tuned_cpu() && !portable_) {
+      TunedBackward_cpu(top, propagate_down, bottom);
+    } else {
+      BackwardOn(Poseidon::CPU, top, propagate_down, bottom);
+    }
   }
   virtual void Backward_gpu(const vector<Blob<Dtype>*>& top,
                             const vector<bool>& propagate_down,
@@ -148,6 +175,14 @@ class Layer {
   virtual void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
                           const vector<bool>& propagate_down,
                           const vector<Blob<Dtype>*>& bottom);
+  // The tuned CPU path of a layer whose has_tuned_cpu() is true; the same
+  // results as ForwardOn/BackwardOn(CPU) within the tolerance its entry in
+  // test_layer_bodies.cpp states.
+  virtual void TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top);
+  virtual void TunedBackward_cpu(const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom);
 
   // Throws ConfigError unless the blob counts satisfy the constraints above.
   void CheckBlobCounts(const vector<Blob<Dtype>*>& bottom,
@@ -161,6 +196,7 @@ class Layer {
   vector<bool> param_propagate_down_;
   // The weight of each top in the objective (non-zero for loss tops).
   vector<Dtype> loss_;
+  bool portable_ = false;  // Note [Layer bodies]
 };
 
 }  // namespace poseidon

@@ -34,6 +34,21 @@ void Layer<Dtype>::BackwardOn(Poseidon::Brew dev,
 }
 
 template <typename Dtype>
+void Layer<Dtype>::TunedForward_cpu(const vector<Blob<Dtype>*>&,
+                                    const vector<Blob<Dtype>*>&) {
+  LOG(FATAL) << type() << " layer says it has a tuned CPU path but does not "
+             << "implement TunedForward_cpu";
+}
+
+template <typename Dtype>
+void Layer<Dtype>::TunedBackward_cpu(const vector<Blob<Dtype>*>&,
+                                     const vector<bool>&,
+                                     const vector<Blob<Dtype>*>&) {
+  LOG(FATAL) << type() << " layer says it has a tuned CPU path but does not "
+             << "implement TunedBackward_cpu";
+}
+
+template <typename Dtype>
 Layer<Dtype>::Layer(const LayerParameter& param)
     : layer_param_(param), phase_(param.phase()) {
   for (int i = 0; i < layer_param_.blobs_size(); ++i) {

@@ -21,16 +21,18 @@
 //   force_nd_im2col (default false) use the N-D kernels even for 2-D.
 // The padded input must hold one dilated kernel along every axis.
 //
-// CPU: im2col_cpu / col2im_cpu image by image (row-wise copies). GPU: one
-// launch of the per-element bodies of kernels/im2col_kernels.hpp over all
-// images (col2im as a gather: no atomics), which set_portable(true) also
-// runs on the CPU for tests. More than kernels::kMaxIm2colAxes spatial axes
-// run on the CPU in GPU mode.
+// Bodies (Note [Layer bodies] in layer.hpp): the portable body is one pass
+// of the per-element functors of kernels/im2col_kernels.hpp over all images
+// (col2im as a gather: no atomics), on either device; the tuned CPU path
+// runs im2col_cpu / col2im_cpu image by image (row-wise copies). More than
+// kernels::kMaxIm2colAxes spatial axes always take the CPU loop (on the
+// host in GPU mode).
 #ifndef POSEIDON_LAYERS_IM2COL_LAYER_HPP_
 #define POSEIDON_LAYERS_IM2COL_LAYER_HPP_
 
 #include <vector>
 
+#include "poseidon/kernels/im2col_kernels.hpp"
 #include "poseidon/layer.hpp"
 
 namespace poseidon {
@@ -49,29 +51,26 @@ class Im2colLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
-  // Runs the CPU pass through the GPU's per-element bodies (tests).
-  void set_portable(bool portable) { portable_ = portable; }
+  bool has_tuned_cpu() const override { return true; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
-  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_gpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
+  void TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                        const vector<Blob<Dtype>*>& top) override;
+  void TunedBackward_cpu(const vector<Blob<Dtype>*>& top,
+                         const vector<bool>& propagate_down,
+                         const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   bool Use2d() const { return num_spatial_axes_ == 2 && !force_nd_; }
-  // The per-element pass on `dev`; false (nothing done) when the geometry
-  // has more axes than the bodies take.
-  bool KernelForward(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
-                     const vector<Blob<Dtype>*>& top);
-  bool KernelBackward(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
-                      const vector<Blob<Dtype>*>& bottom);
+  // Whether the per-element functors take this geometry's axes (warns
+  // once when not).
+  bool PortableAxes() const;
+  kernels::Im2colShape Shape() const;
 
   int channel_axis_ = 1;
   int num_spatial_axes_ = 0;
@@ -81,7 +80,6 @@ class Im2colLayer final : public Layer<Dtype> {
   // (C, d_1, ...) and (C * prod(kernel), o_1, ...) for the N-D kernels.
   vector<int> im_shape_, col_shape_;
   int num_ = 0;
-  bool portable_ = false;
 };
 
 }  // namespace poseidon

@@ -20,19 +20,18 @@
 //   beta (0.75), k (1), norm_region (ACROSS_CHANNELS | WITHIN_CHANNEL),
 //   engine (DEFAULT) the GPU implementation (util/gpu_engine.hpp).
 //
-// Devices: the CPU pass is tuned for the host (running sums over whole
-// planes, a separable box sum, images split over the thread pool). On the
+// Devices (Note [Layer bodies] in layer.hpp): the portable body is
+// Poseidon's kernels (kernels/lrn_kernels.hpp: per-position running window
+// sums across channels, per-element windows within a channel), on either
+// device. The CPU has a tuned path (running sums over whole planes, a
+// separable box sum, images split over the thread pool). On the
 // GPU, ACROSS_CHANNELS runs cuDNN's cross-channel LRN where cuDNN computes
 // the same thing (it takes Caffe's local_size, alpha, beta and k and divides
 // alpha by local_size itself; it needs 1 <= local_size <= 16, k >= 1e-5 and
-// beta >= 0.01, see CudnnSupports), else Poseidon's kernels
-// (kernels/lrn_kernels.hpp: per-position running window sums across
-// channels, per-element windows within a channel). WITHIN_CHANNEL always
-// runs Poseidon's kernels: Caffe builds it from Split, Square, Pooling,
+// beta >= 0.01, see CudnnSupports), else the kernels. WITHIN_CHANNEL always
+// runs the kernels on the GPU: Caffe builds it from Split, Square, Pooling,
 // Power and Eltwise layers; here it is computed directly, on either device,
-// with the same result. The kernels run on either device through
-// ForwardWithKernels/BackwardWithKernels, which the CPU tests check against
-// the CPU pass.
+// with the same result.
 #ifndef POSEIDON_LAYERS_LRN_LAYER_HPP_
 #define POSEIDON_LAYERS_LRN_LAYER_HPP_
 
@@ -63,22 +62,19 @@ class LRNLayer final : public Layer<Dtype> {
   // `why_not` (when given) says why.
   static bool CudnnSupports(const LRNParameter& p, std::string* why_not);
 
-  // Poseidon's kernels (the CAFFE engine) on `dev`: what Forward_gpu and
-  // Backward_gpu run without cuDNN. Public so that CPU tests can check them
-  // against the CPU pass.
-  void ForwardWithKernels(Poseidon::Brew dev,
-                          const vector<Blob<Dtype>*>& bottom,
-                          const vector<Blob<Dtype>*>& top);
-  void BackwardWithKernels(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
-                           const vector<bool>& propagate_down,
-                           const vector<Blob<Dtype>*>& bottom);
+  bool has_tuned_cpu() const override { return true; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
+  void TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                        const vector<Blob<Dtype>*>& top) override;
+  void TunedBackward_cpu(const vector<Blob<Dtype>*>& top,
+                         const vector<bool>& propagate_down,
+                         const vector<Blob<Dtype>*>& bottom) override;
   void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_gpu(const vector<Blob<Dtype>*>& top,

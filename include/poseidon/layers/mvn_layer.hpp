@@ -20,12 +20,10 @@
 //                       item and channel.
 //   eps                 (default 1e-9) added to the standard deviation.
 //
-// Devices: the CPU pass keeps its loop (each group summed, centred and
-// scaled while it is in cache). The GPU runs the bodies of
-// kernels/norm_kernels.hpp: partial sums per group (many coalesced parts
-// per group) added up by a gemv against a ones vector, then one
-// element-wise pass; ForwardWithKernels/BackwardWithKernels run them on
-// either device, and the CPU tests check them against the CPU pass.
+// Devices: one body for both (Note [Layer bodies] in layer.hpp), the
+// functors of kernels/norm_kernels.hpp: partial sums per group (one
+// contiguous part per group on the CPU, many coalesced parts on the GPU)
+// added up by a gemv against a ones vector, then one element-wise pass.
 #ifndef POSEIDON_LAYERS_MVN_LAYER_HPP_
 #define POSEIDON_LAYERS_MVN_LAYER_HPP_
 
@@ -48,30 +46,12 @@ class MVNLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
-  // The GPU's passes on `dev` (see the header comment). Public so that CPU
-  // tests can check them against the CPU pass.
-  void ForwardWithKernels(Poseidon::Brew dev,
-                          const vector<Blob<Dtype>*>& bottom,
-                          const vector<Blob<Dtype>*>& top);
-  void BackwardWithKernels(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
-                           const vector<bool>& propagate_down,
-                           const vector<Blob<Dtype>*>& bottom);
-
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
-  void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override {
-    ForwardWithKernels(Poseidon::GPU, bottom, top);
-  }
-  void Backward_gpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override {
-    BackwardWithKernels(Poseidon::GPU, top, propagate_down, bottom);
-  }
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
 
  private:
   // out[g] = (sum of the `parts` partial sums of group g) / dim_.

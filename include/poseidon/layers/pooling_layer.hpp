@@ -33,17 +33,15 @@
 //
 //   engine        (default DEFAULT) GPU mode only, see below.
 //
-// CPU: MAX and AVE run a vectorized, plane-parallel fast path that gives
-// results bitwise equal to a simple per-window reference path, which
-// set_use_reference(true) selects (for tests); see Note [Pooling fast path]
-// in pooling_layer.cpp. STOCHASTIC runs the per-element kernels below.
-//
-// GPU (pooling_layer_gpu.cpp): the per-element kernels of
+// Bodies (Note [Layer bodies] in layer.hpp). The portable body
+// (pooling_layer_gpu.cpp), on either device: the per-element kernels of
 // kernels/pool_kernels.hpp, one index per top element forward (MAX records
 // the chosen index) and one per bottom element backward (a gather over the
-// windows that contain it; no atomics, deterministic), bitwise equal to
-// the CPU pass on the CPU (set_portable(true) runs them there, for tests).
-// STOCHASTIC draws its uniforms with cuRAND in training. cuDNN
+// windows that contain it; no atomics, deterministic). STOCHASTIC draws its
+// uniforms with cuRAND in training on the GPU. The tuned CPU path: MAX and
+// AVE run a vectorized, plane-parallel pass bitwise equal to the portable
+// body (tops, masks and bottom diffs; Note [Pooling fast path] in
+// pooling_layer.cpp); STOCHASTIC runs the portable body. cuDNN
 // (cudnnPoolingForward/Backward) is used only where it computes exactly
 // Caffe's result: the top shape must be cuDNN's floor rule (which then also
 // makes Caffe's AVE divisor the full window, cuDNN's
@@ -89,23 +87,22 @@ class PoolingLayer final : public Layer<Dtype> {
                : 1;
   }
 
-  // Runs MAX and AVE through the per-window reference loops instead of the
-  // fast path (for tests comparing the two).
-  void set_use_reference(bool use) { use_reference_ = use; }
-  // Runs the CPU pass through the GPU's per-element kernels (for tests
-  // checking the GPU arithmetic on the CPU); on the GPU it also rules out
-  // cuDNN.
-  void set_portable(bool portable) { portable_ = portable; }
+  bool has_tuned_cpu() const override { return true; }
   // Whether the GPU pass uses cuDNN for this shape and parameters (set by
   // Reshape in every build).
   bool uses_cudnn() const { return use_cudnn_; }
 
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
+  void TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                        const vector<Blob<Dtype>*>& top) override;
+  void TunedBackward_cpu(const vector<Blob<Dtype>*>& top,
+                         const vector<bool>& propagate_down,
+                         const vector<Blob<Dtype>*>& bottom) override;
   void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_gpu(const vector<Blob<Dtype>*>& top,
@@ -117,19 +114,14 @@ class PoolingLayer final : public Layer<Dtype> {
   // clipped to the image.
   void Window(int ph, int pw, int* h0, int* h1, int* w0, int* w1) const;
   int64_t AveArea(int ph, int pw) const;
-  // One window of the reference path: MAX value and plane index, the AVE
-  // value, the AVE gradient added to the window's bottom diff.
+  // One window (the tuned path's border windows): MAX value and plane
+  // index, the AVE value, the AVE gradient added to the window's bottom
+  // diff.
   void MaxWindow(const Dtype* in, int ph, int pw, Dtype* value,
                  int* index) const;
   Dtype AveWindow(const Dtype* in, int ph, int pw) const;
   void AveWindowBackward(Dtype top_diff, int ph, int pw, Dtype* diff) const;
-  void ForwardMaxReference(const Dtype* bottom, Dtype* top, Dtype* mask);
-  void ForwardAveReference(const Dtype* bottom, Dtype* top) const;
-  // Zeroes bottom_diff, then routes the top diff (AVE, MAX, STOCHASTIC in
-  // training).
-  void BackwardReference(const Dtype* top_diff, const Dtype* mask,
-                         Dtype* bottom_diff) const;
-  // The fast path, one channel plane at a time; InteriorRow describes the
+  // The tuned path, one channel plane at a time; InteriorRow describes the
   // interior windows of an output row (see the .cpp).
   PoolRow InteriorRow(int h0, int h1) const;
   void MaxPlane(const Dtype* in, Dtype* top, int* index) const;
@@ -138,11 +130,6 @@ class PoolingLayer final : public Layer<Dtype> {
   void ForwardFast(const Dtype* bottom, Dtype* top, Dtype* mask);
   void BackwardFast(const Dtype* top_diff, const Dtype* mask,
                     Dtype* bottom_diff);
-  // The per-element kernels on `dev` (pooling_layer_gpu.cpp).
-  void KernelForward(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
-                     const vector<Blob<Dtype>*>& top);
-  void KernelBackward(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
-                      const vector<Blob<Dtype>*>& bottom);
   kernels::PoolShape Shape() const;
   // Per top element, the plane index chosen by MAX (without a mask top) or
   // STOCHASTIC in training, on `dev`.
@@ -168,16 +155,13 @@ class PoolingLayer final : public Layer<Dtype> {
   int interior_lo_ = 0, interior_hi_ = 0;
   // Rows with fewer interior windows take the per-window code throughout.
   int min_interior_ = 1;
-  bool use_reference_ = false;
-  // Index of the chosen element in its plane, per top element, for the CPU
-  // MAX passes (always on the fast path, without a mask top on the
-  // reference path).
+  // Index of the chosen element in its plane, per top element, for the
+  // tuned MAX passes.
   vector<int> chosen_;
   // The kernels' chosen indices (int per top element, on either device;
   // grown, never shrunk) and STOCHASTIC's uniform draws.
   shared_ptr<SyncedMemory> indices_;
   Blob<Dtype> draws_;
-  bool portable_ = false;
   bool use_cudnn_ = false;
   // cuDNN descriptors (pooling_layer_gpu.cpp); null until used.
   shared_ptr<CudnnPoolState> cudnn_;

@@ -16,12 +16,10 @@
 //           outer x channels x inner x 1 tensor) or Poseidon's kernels
 //           (CAFFE). The CPU pass is the same for every engine.
 //
-// Devices: the CPU pass is a loop tuned for the host (rows of the column-wise
-// normalisation, contiguous memory). Poseidon's GPU kernels are the
-// per-position bodies of kernels/softmax_kernels.hpp (column max, exp, column
-// sum, divide; backward: column dot, then the gradient); they run on either
-// device through ForwardWithKernels/BackwardWithKernels, which the CPU tests
-// check against the CPU pass.
+// Devices: one body for both (Note [Layer bodies] in layer.hpp), the
+// per-position functors of kernels/softmax_kernels.hpp (column max, exp,
+// column sum, divide; backward: column dot, then the gradient). On the GPU
+// cuDNN may run instead, as the engine says.
 #ifndef POSEIDON_LAYERS_SOFTMAX_LAYER_HPP_
 #define POSEIDON_LAYERS_SOFTMAX_LAYER_HPP_
 
@@ -45,22 +43,12 @@ class SoftmaxLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
-  // Poseidon's kernels (the CAFFE engine) on `dev`: what Forward_gpu and
-  // Backward_gpu run without cuDNN. Public so that CPU tests can check them
-  // against the CPU pass.
-  void ForwardWithKernels(Poseidon::Brew dev,
-                          const vector<Blob<Dtype>*>& bottom,
-                          const vector<Blob<Dtype>*>& top);
-  void BackwardWithKernels(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
-                           const vector<bool>& propagate_down,
-                           const vector<Blob<Dtype>*>& bottom);
-
  protected:
-  void Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                   const vector<Blob<Dtype>*>& top) override;
-  void Backward_cpu(const vector<Blob<Dtype>*>& top,
-                    const vector<bool>& propagate_down,
-                    const vector<Blob<Dtype>*>& bottom) override;
+  void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top) override;
+  void BackwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                  const vector<bool>& propagate_down,
+                  const vector<Blob<Dtype>*>& bottom) override;
   void Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                    const vector<Blob<Dtype>*>& top) override;
   void Backward_gpu(const vector<Blob<Dtype>*>& top,
@@ -75,8 +63,6 @@ class SoftmaxLayer final : public Layer<Dtype> {
   int outer_num_ = 0;  // product of the dims before the axis
   int channels_ = 0;   // the axis' dimension
   int inner_num_ = 0;  // product of the dims after the axis
-  // One value per inner position: the running max / sum / dot product.
-  vector<Dtype> scratch_;
   // The kernels' per-position values (outer x inner).
   Blob<Dtype> position_scratch_;
   bool engine_chosen_ = false;

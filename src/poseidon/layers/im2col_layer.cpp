@@ -1,6 +1,6 @@
-// Im2colLayer: im2col / col2im per image on the CPU, the per-element bodies
-// over all images on the GPU, with the geometry parsed as for Convolution
-// (conv_geometry.hpp).
+// Im2colLayer: the per-element bodies over all images (either device), or
+// im2col / col2im per image (the tuned CPU path), with the geometry parsed
+// as for Convolution (conv_geometry.hpp).
 #include "poseidon/layers/im2col_layer.hpp"
 
 #include <utility>
@@ -82,9 +82,8 @@ void Im2colLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void Im2colLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                     const vector<Blob<Dtype>*>& top) {
-  if (portable_ && KernelForward(Poseidon::CPU, bottom, top)) return;
+void Im2colLayer<Dtype>::TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top) {
   const int in_dim = bottom[0]->count(channel_axis_);
   const int out_dim = top[0]->count(channel_axis_);
   const Dtype* in = bottom[0]->cpu_data();
@@ -103,11 +102,10 @@ void Im2colLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void Im2colLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                      const vector<bool>& propagate_down,
-                                      const vector<Blob<Dtype>*>& bottom) {
+void Im2colLayer<Dtype>::TunedBackward_cpu(const vector<Blob<Dtype>*>& top,
+                                           const vector<bool>& propagate_down,
+                                           const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  if (portable_ && KernelBackward(Poseidon::CPU, top, bottom)) return;
   const int in_dim = bottom[0]->count(channel_axis_);
   const int out_dim = top[0]->count(channel_axis_);
   const Dtype* top_diff = top[0]->cpu_diff();
@@ -127,49 +125,48 @@ void Im2colLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
 }
 
 template <typename Dtype>
-bool Im2colLayer<Dtype>::KernelForward(Poseidon::Brew dev,
-                                       const vector<Blob<Dtype>*>& bottom,
-                                       const vector<Blob<Dtype>*>& top) {
-  if (num_spatial_axes_ > kernels::kMaxIm2colAxes) return false;
-  if (num_ == 0) return true;
-  const kernels::Im2colShape shape = MakeIm2colShape(
-      num_spatial_axes_, im_shape_.data(), kernel_.data(), pad_.data(),
-      stride_.data(), dilation_.data(), num_, ColumnLayout::kImageAfterImage);
-  im2col_on(dev, shape, !Use2d(), bottom[0]->data_on(dev),
-            top[0]->mutable_data_on(dev));
-  return true;
+kernels::Im2colShape Im2colLayer<Dtype>::Shape() const {
+  return MakeIm2colShape(num_spatial_axes_, im_shape_.data(), kernel_.data(),
+                         pad_.data(), stride_.data(), dilation_.data(), num_,
+                         ColumnLayout::kImageAfterImage);
 }
 
 template <typename Dtype>
-bool Im2colLayer<Dtype>::KernelBackward(Poseidon::Brew dev,
-                                        const vector<Blob<Dtype>*>& top,
-                                        const vector<Blob<Dtype>*>& bottom) {
-  if (num_spatial_axes_ > kernels::kMaxIm2colAxes) return false;
-  if (num_ == 0) return true;
-  const kernels::Im2colShape shape = MakeIm2colShape(
-      num_spatial_axes_, im_shape_.data(), kernel_.data(), pad_.data(),
-      stride_.data(), dilation_.data(), num_, ColumnLayout::kImageAfterImage);
-  col2im_on(dev, shape, !Use2d(), top[0]->diff_on(dev),
-            bottom[0]->mutable_diff_on(dev));
-  return true;
-}
-
-template <typename Dtype>
-void Im2colLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>& bottom,
-                                     const vector<Blob<Dtype>*>& top) {
-  if (KernelForward(Poseidon::GPU, bottom, top)) return;
+bool Im2colLayer<Dtype>::PortableAxes() const {
+  if (num_spatial_axes_ <= kernels::kMaxIm2colAxes) return true;
   LOG_FIRST_N(WARNING, 1) << "Im2col with " << num_spatial_axes_
-                          << " spatial axes runs on the CPU in GPU mode";
-  Forward_cpu(bottom, top);
+                          << " spatial axes runs the CPU loop (in GPU mode "
+                          << "too): the kernels take at most "
+                          << kernels::kMaxIm2colAxes;
+  return false;
 }
 
 template <typename Dtype>
-void Im2colLayer<Dtype>::Backward_gpu(const vector<Blob<Dtype>*>& top,
-                                      const vector<bool>& propagate_down,
-                                      const vector<Blob<Dtype>*>& bottom) {
+void Im2colLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                   const vector<Blob<Dtype>*>& bottom,
+                                   const vector<Blob<Dtype>*>& top) {
+  if (!PortableAxes()) {
+    TunedForward_cpu(bottom, top);
+    return;
+  }
+  if (num_ == 0) return;
+  im2col_on(dev, Shape(), !Use2d(), bottom[0]->data_on(dev),
+            top[0]->mutable_data_on(dev));
+}
+
+template <typename Dtype>
+void Im2colLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& top,
+                                    const vector<bool>& propagate_down,
+                                    const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  if (KernelBackward(Poseidon::GPU, top, bottom)) return;
-  Backward_cpu(top, propagate_down, bottom);
+  if (!PortableAxes()) {
+    TunedBackward_cpu(top, propagate_down, bottom);
+    return;
+  }
+  if (num_ == 0) return;
+  col2im_on(dev, Shape(), !Use2d(), top[0]->diff_on(dev),
+            bottom[0]->mutable_diff_on(dev));
 }
 
 INSTANTIATE_CLASS(Im2colLayer);

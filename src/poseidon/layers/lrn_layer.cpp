@@ -1,8 +1,9 @@
-// LRNLayer: window sums of squares across channels (a running sum over whole
-// planes, so the inner loops run over contiguous memory) or within each
-// plane (a separable box sum), then the power; images split over
-// ParallelFor for large blobs. The GPU runs cuDNN or the kernels of
-// kernels/lrn_kernels.hpp.
+// LRNLayer. The tuned CPU path: window sums of squares across channels (a
+// running sum over whole planes, so the inner loops run over contiguous
+// memory) or within each plane (a separable box sum), then the power;
+// images split over ParallelFor for large blobs. The portable body, on
+// either device: the kernels of kernels/lrn_kernels.hpp; the GPU may run
+// cuDNN instead.
 #include "poseidon/layers/lrn_layer.hpp"
 
 #include <algorithm>
@@ -175,8 +176,8 @@ void LRNLayer<Dtype>::WindowSum(const Dtype* in, Dtype coeff, Dtype offset,
 }
 
 template <typename Dtype>
-void LRNLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
+void LRNLayer<Dtype>::TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                       const vector<Blob<Dtype>*>& top) {
   const size_t image = static_cast<size_t>(channels_) * height_ * width_;
   const Dtype area = across_channels_ ? Dtype(size_) : Dtype(size_ * size_);
   const Dtype offset = across_channels_ ? k_ : Dtype(1);
@@ -198,9 +199,9 @@ void LRNLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void LRNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
+void LRNLayer<Dtype>::TunedBackward_cpu(const vector<Blob<Dtype>*>& top,
+                                        const vector<bool>& propagate_down,
+                                        const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
   const size_t image = static_cast<size_t>(channels_) * height_ * width_;
   const Dtype area = across_channels_ ? Dtype(size_) : Dtype(size_ * size_);
@@ -229,9 +230,9 @@ void LRNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
 }
 
 template <typename Dtype>
-void LRNLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
-                                         const vector<Blob<Dtype>*>& bottom,
-                                         const vector<Blob<Dtype>*>& top) {
+void LRNLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
   if (count == 0) return;
   const Dtype* x = bottom[0]->data_on(dev);
@@ -252,10 +253,10 @@ void LRNLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
 }
 
 template <typename Dtype>
-void LRNLayer<Dtype>::BackwardWithKernels(Poseidon::Brew dev,
-                                          const vector<Blob<Dtype>*>& top,
-                                          const vector<bool>& propagate_down,
-                                          const vector<Blob<Dtype>*>& bottom) {
+void LRNLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   const int count = bottom[0]->count();
   if (!propagate_down[0] || count == 0) return;
   const Dtype* x = bottom[0]->data_on(dev);
@@ -310,7 +311,7 @@ cudnnTensorDescriptor_t LRNLayer<Dtype>::CudnnTensor(const Blob<Dtype>& blob) {
 template <typename Dtype>
 void LRNLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>& bottom,
                                   const vector<Blob<Dtype>*>& top) {
-  if (UseCudnn()) {
+  if (!this->portable() && UseCudnn()) {
 #ifdef USE_CUDNN
     if (bottom[0]->count() == 0) return;
     const cudnnTensorDescriptor_t desc = CudnnTensor(*bottom[0]);
@@ -321,14 +322,14 @@ void LRNLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>& bottom,
 #endif
     return;
   }
-  ForwardWithKernels(Poseidon::GPU, bottom, top);
+  ForwardOn(Poseidon::GPU, bottom, top);
 }
 
 template <typename Dtype>
 void LRNLayer<Dtype>::Backward_gpu(const vector<Blob<Dtype>*>& top,
                                    const vector<bool>& propagate_down,
                                    const vector<Blob<Dtype>*>& bottom) {
-  if (UseCudnn()) {
+  if (!this->portable() && UseCudnn()) {
 #ifdef USE_CUDNN
     if (!propagate_down[0] || bottom[0]->count() == 0) return;
     const cudnnTensorDescriptor_t desc = CudnnTensor(*bottom[0]);
@@ -340,7 +341,7 @@ void LRNLayer<Dtype>::Backward_gpu(const vector<Blob<Dtype>*>& top,
 #endif
     return;
   }
-  BackwardWithKernels(Poseidon::GPU, top, propagate_down, bottom);
+  BackwardOn(Poseidon::GPU, top, propagate_down, bottom);
 }
 
 INSTANTIATE_CLASS(LRNLayer);

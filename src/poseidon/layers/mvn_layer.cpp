@@ -1,9 +1,7 @@
-// MVNLayer: per-group loops with double accumulators on the CPU; on the GPU
-// partial sums per group added up by a gemv, then one element-wise pass
-// (kernels/norm_kernels.hpp).
+// MVNLayer: partial sums per group (double accumulators) added up by a
+// gemv, then one element-wise pass (kernels/norm_kernels.hpp), on either
+// device.
 #include "poseidon/layers/mvn_layer.hpp"
-
-#include <cmath>
 
 #include "poseidon/kernels/norm_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
@@ -30,60 +28,6 @@ void MVNLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                  const vector<Blob<Dtype>*>& top) {
-  const MVNParameter& p = this->layer_param_.mvn_param();
-  const Dtype* x = bottom[0]->cpu_data();
-  Dtype* y = top[0]->mutable_cpu_data();
-  if (dim_ == 0) return;
-  Dtype* std = std_.mutable_cpu_data();
-  for (int g = 0; g < groups_; ++g, x += dim_, y += dim_) {
-    double sum = 0;
-    for (int i = 0; i < dim_; ++i) sum += x[i];
-    const Dtype mean = static_cast<Dtype>(sum / dim_);
-    double sq = 0;
-    for (int i = 0; i < dim_; ++i) {
-      y[i] = x[i] - mean;
-      sq += static_cast<double>(y[i]) * y[i];
-    }
-    if (!p.normalize_variance()) continue;
-    const Dtype s = static_cast<Dtype>(std::sqrt(sq / dim_) + p.eps());
-    std[g] = s;
-    for (int i = 0; i < dim_; ++i) y[i] /= s;
-  }
-}
-
-template <typename Dtype>
-void MVNLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                   const vector<bool>& propagate_down,
-                                   const vector<Blob<Dtype>*>& bottom) {
-  if (!propagate_down[0] || dim_ == 0) return;
-  const bool normalize = this->layer_param_.mvn_param().normalize_variance();
-  const Dtype* y = top[0]->cpu_data();
-  const Dtype* dy = top[0]->cpu_diff();
-  Dtype* dx = bottom[0]->mutable_cpu_diff();
-  const Dtype* std = std_.cpu_data();
-  for (int g = 0; g < groups_; ++g, y += dim_, dy += dim_, dx += dim_) {
-    double sum_dy = 0;
-    double sum_y_dy = 0;
-    for (int i = 0; i < dim_; ++i) {
-      sum_dy += dy[i];
-      sum_y_dy += static_cast<double>(y[i]) * dy[i];
-    }
-    const Dtype mean_dy = static_cast<Dtype>(sum_dy / dim_);
-    if (!normalize) {
-      for (int i = 0; i < dim_; ++i) dx[i] = dy[i] - mean_dy;
-      continue;
-    }
-    const Dtype mean_y_dy = static_cast<Dtype>(sum_y_dy / dim_);
-    const Dtype s = std[g];
-    for (int i = 0; i < dim_; ++i) {
-      dx[i] = (dy[i] - mean_dy - y[i] * mean_y_dy) / s;
-    }
-  }
-}
-
-template <typename Dtype>
 void MVNLayer<Dtype>::GroupMeans(Poseidon::Brew dev, const Dtype* partial,
                                  int parts, Dtype* out) {
   math::gemv<Dtype>(dev, CblasNoTrans, groups_, parts, Dtype(1) / dim_, partial,
@@ -91,9 +35,9 @@ void MVNLayer<Dtype>::GroupMeans(Poseidon::Brew dev, const Dtype* partial,
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
-                                         const vector<Blob<Dtype>*>& bottom,
-                                         const vector<Blob<Dtype>*>& top) {
+void MVNLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                const vector<Blob<Dtype>*>& bottom,
+                                const vector<Blob<Dtype>*>& top) {
   if (dim_ == 0) return;
   const MVNParameter& p = this->layer_param_.mvn_param();
   const bool gpu = dev == Poseidon::GPU;
@@ -125,10 +69,10 @@ void MVNLayer<Dtype>::ForwardWithKernels(Poseidon::Brew dev,
 }
 
 template <typename Dtype>
-void MVNLayer<Dtype>::BackwardWithKernels(Poseidon::Brew dev,
-                                          const vector<Blob<Dtype>*>& top,
-                                          const vector<bool>& propagate_down,
-                                          const vector<Blob<Dtype>*>& bottom) {
+void MVNLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                 const vector<Blob<Dtype>*>& top,
+                                 const vector<bool>& propagate_down,
+                                 const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0] || dim_ == 0) return;
   const bool normalize = this->layer_param_.mvn_param().normalize_variance();
   const bool gpu = dev == Poseidon::GPU;

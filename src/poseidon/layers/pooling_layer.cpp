@@ -1,6 +1,6 @@
-// PoolingLayer: parameter checks, Caffe's output-size rule, a reference
-// loop over windows for MAX and AVE, and the fast MAX/AVE path (the CPU
-// pass). The per-element kernels and cuDNN are in pooling_layer_gpu.cpp.
+// PoolingLayer: parameter checks, Caffe's output-size rule and the tuned
+// CPU path for MAX and AVE. The portable body (the per-element kernels)
+// and cuDNN are in pooling_layer_gpu.cpp.
 #include "poseidon/layers/pooling_layer.hpp"
 
 #include <algorithm>
@@ -167,30 +167,32 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 // Note [Pooling fast path]
-// The reference path (ForwardMaxReference, ForwardAveReference,
-// BackwardReference) visits one window at a time, serially. The fast path,
-// the default for MAX and AVE, does the same arithmetic in an order that
-// vectorizes and stays in cache:
+// The portable body (kernels/pool_kernels.hpp) computes one window per top
+// element, scanning it row by row, and gathers each bottom element's
+// gradient from the windows that contain it. The tuned CPU path, for MAX
+// and AVE, does the same arithmetic in an order that vectorizes and stays
+// in cache:
 //  - the N * C channel planes are independent; large blobs split them over
 //    ParallelFor;
 //  - in each output row, the outputs whose window lies within the image
 //    columns, [interior_lo_, interior_hi_), are done together (if there are
 //    at least min_interior_ of them; else per window): for each window
-//    element (h, j), in the reference's scan order, one loop over those
+//    element (h, j), in the window's scan order, one loop over those
 //    outputs (elements pw * stride apart), or for float with stride 1 or 2
 //    on a CPU with AVX-512 (AVX2), vectors of 16 (8) outputs
 //    (util/pool_rows.hpp, which keeps the same order). Every output still sees
 //    its elements in the same order, with the same strict comparison for MAX
 //    (the first maximum wins; a NaN first element stays, later NaNs lose)
 //    and the same sums for AVE, so top and mask are bitwise equal to the
-//    reference's;
-//  - windows clipped by the left or right border use the reference's
-//    per-window code (MaxWindow, AveWindow);
+//    portable body's;
+//  - windows clipped by the left or right border are done one by one
+//    (MaxWindow, AveWindow);
 //  - backward zeroes and fills one plane at a time while it is in cache.
 //    AVE adds the shares of the outputs to each bottom element in the
-//    reference's order (left border windows, interior windows by increasing
+//    windows' order (left border windows, interior windows by increasing
 //    pw, which is why the kernel columns run backwards, right border
-//    windows), so bottom diffs are bitwise equal too.
+//    windows), so bottom diffs are bitwise equal too (test_pooling_gpu.cpp
+//    and test_layer_bodies.cpp check both).
 // A window can be empty (without padding, CEIL rounding and a stride larger
 // than the kernel can start the last window past the image, as in Caffe):
 // MAX gives the lowest value with index -1, AVE gives 0, and backward sends
@@ -293,7 +295,7 @@ void SumInterior(const Dtype* plane, const PoolRow& w, Dtype* sum) {
 }
 
 // Kernel columns backwards: an element shared by windows q < q' gets q's
-// share first, as on the reference path.
+// share first, as in the portable body.
 template <typename Dtype>
 void SpreadInterior(const PoolRow& w, const Dtype* share, Dtype* plane) {
   for (int h = w.h0; h < w.h1; ++h) {
@@ -418,44 +420,6 @@ void PoolingLayer<Dtype>::AveWindowBackward(Dtype top_diff, int ph, int pw,
   }
 }
 
-template <typename Dtype>
-void PoolingLayer<Dtype>::ForwardMaxReference(const Dtype* bottom, Dtype* top,
-                                              Dtype* mask) {
-  const int plane = height_ * width_;
-  int* chosen = chosen_.data();
-  size_t t = 0;
-  for (int nc = 0; nc < num_ * channels_; ++nc) {
-    const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
-    for (int ph = 0; ph < pooled_height_; ++ph) {
-      for (int pw = 0; pw < pooled_width_; ++pw, ++t) {
-        int index;
-        MaxWindow(in, ph, pw, &top[t], &index);
-        if (mask != nullptr) {
-          mask[t] = static_cast<Dtype>(index);
-        } else {
-          chosen[t] = index;
-        }
-      }
-    }
-  }
-}
-
-template <typename Dtype>
-void PoolingLayer<Dtype>::ForwardAveReference(const Dtype* bottom,
-                                              Dtype* top) const {
-  const int plane = height_ * width_;
-  for (int nc = 0; nc < num_ * channels_; ++nc) {
-    const Dtype* in = bottom + static_cast<size_t>(nc) * plane;
-    for (int ph = 0; ph < pooled_height_; ++ph) {
-      for (int pw = 0; pw < pooled_width_; ++pw) {
-        *top++ = AveWindow(in, ph, pw);
-      }
-    }
-  }
-}
-
-// One plane of MAX: top and index for every output; see Note [Pooling fast
-// path].
 template <typename Dtype>
 void PoolingLayer<Dtype>::MaxPlane(const Dtype* in, Dtype* top,
                                    int* index) const {
@@ -595,85 +559,30 @@ void PoolingLayer<Dtype>::BackwardFast(const Dtype* top_diff, const Dtype* mask,
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::Forward_cpu(const vector<Blob<Dtype>*>& bottom,
-                                      const vector<Blob<Dtype>*>& top) {
-  if (portable_ || method_ == PoolingParameter::STOCHASTIC) {
-    KernelForward(Poseidon::CPU, bottom, top);
+void PoolingLayer<Dtype>::TunedForward_cpu(const vector<Blob<Dtype>*>& bottom,
+                                           const vector<Blob<Dtype>*>& top) {
+  if (method_ == PoolingParameter::STOCHASTIC) {
+    ForwardOn(Poseidon::CPU, bottom, top);
     return;
   }
-  const Dtype* in = bottom[0]->cpu_data();
-  Dtype* out = top[0]->mutable_cpu_data();
   Dtype* mask = top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
-  switch (method_) {
-    case PoolingParameter::MAX:
-      if (use_reference_) {
-        ForwardMaxReference(in, out, mask);
-      } else {
-        ForwardFast(in, out, mask);
-      }
-      break;
-    case PoolingParameter::AVE:
-      if (use_reference_) {
-        ForwardAveReference(in, out);
-      } else {
-        ForwardFast(in, out, nullptr);
-      }
-      break;
-    case PoolingParameter::STOCHASTIC:
-      break;  // above
-  }
+  ForwardFast(bottom[0]->cpu_data(), top[0]->mutable_cpu_data(),
+              method_ == PoolingParameter::MAX ? mask : nullptr);
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::BackwardReference(const Dtype* top_diff,
-                                            const Dtype* mask,
-                                            Dtype* bottom_diff) const {
-  const size_t plane = static_cast<size_t>(height_) * width_;
-  const size_t top_plane = static_cast<size_t>(pooled_height_) * pooled_width_;
-  const int planes = num_ * channels_;
-  cpu_set(static_cast<int>(plane * planes), Dtype(0), bottom_diff);
-  if (method_ == PoolingParameter::AVE) {
-    for (int nc = 0; nc < planes; ++nc) {
-      Dtype* diff = bottom_diff + nc * plane;
-      for (int ph = 0; ph < pooled_height_; ++ph) {
-        for (int pw = 0; pw < pooled_width_; ++pw) {
-          AveWindowBackward(*top_diff++, ph, pw, diff);
-        }
-      }
-    }
+void PoolingLayer<Dtype>::TunedBackward_cpu(
+    const vector<Blob<Dtype>*>& top, const vector<bool>& propagate_down,
+    const vector<Blob<Dtype>*>& bottom) {
+  if (method_ == PoolingParameter::STOCHASTIC) {
+    BackwardOn(Poseidon::CPU, top, propagate_down, bottom);
     return;
   }
-  // MAX: route each top diff to its element.
-  for (int nc = 0; nc < planes; ++nc) {
-    Dtype* diff = bottom_diff + nc * plane;
-    const size_t base = nc * top_plane;
-    for (size_t t = 0; t < top_plane; ++t) {
-      const int index = mask != nullptr ? static_cast<int>(mask[base + t])
-                                        : chosen_[base + t];
-      if (index >= 0) diff[index] += top_diff[base + t];
-    }
-  }
-}
-
-template <typename Dtype>
-void PoolingLayer<Dtype>::Backward_cpu(const vector<Blob<Dtype>*>& top,
-                                       const vector<bool>& propagate_down,
-                                       const vector<Blob<Dtype>*>& bottom) {
   if (!propagate_down[0]) return;
-  if (portable_ || method_ == PoolingParameter::STOCHASTIC) {
-    KernelBackward(Poseidon::CPU, top, bottom);
-    return;
-  }
-  const Dtype* top_diff = top[0]->cpu_diff();
-  Dtype* bottom_diff = bottom[0]->mutable_cpu_diff();
   const Dtype* mask = method_ == PoolingParameter::MAX && top.size() > 1
                           ? top[1]->cpu_data()
                           : nullptr;
-  if (use_reference_) {
-    BackwardReference(top_diff, mask, bottom_diff);
-  } else {
-    BackwardFast(top_diff, mask, bottom_diff);
-  }
+  BackwardFast(top[0]->cpu_diff(), mask, bottom[0]->mutable_cpu_diff());
 }
 
 INSTANTIATE_CLASS(PoolingLayer);

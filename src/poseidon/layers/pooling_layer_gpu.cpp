@@ -1,6 +1,6 @@
-// PoolingLayer's per-element kernels (the GPU pass, and STOCHASTIC and
-// set_portable on the CPU) and its cuDNN path; see the GPU paragraph of
-// pooling_layer.hpp for which runs when.
+// PoolingLayer's portable body (the per-element kernels, on either device)
+// and its cuDNN path; see the header's paragraphs on bodies and cuDNN for
+// which runs when.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -53,9 +53,9 @@ int* PoolingLayer<Dtype>::Indices(Poseidon::Brew dev) {
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::KernelForward(Poseidon::Brew dev,
-                                        const vector<Blob<Dtype>*>& bottom,
-                                        const vector<Blob<Dtype>*>& top) {
+void PoolingLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
+                                    const vector<Blob<Dtype>*>& bottom,
+                                    const vector<Blob<Dtype>*>& top) {
   const kernels::PoolShape s = Shape();
   const int count = top[0]->count();
   const Dtype* in = bottom[0]->data_on(dev);
@@ -86,9 +86,11 @@ void PoolingLayer<Dtype>::KernelForward(Poseidon::Brew dev,
 }
 
 template <typename Dtype>
-void PoolingLayer<Dtype>::KernelBackward(Poseidon::Brew dev,
-                                         const vector<Blob<Dtype>*>& top,
-                                         const vector<Blob<Dtype>*>& bottom) {
+void PoolingLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                     const vector<Blob<Dtype>*>& top,
+                                     const vector<bool>& propagate_down,
+                                     const vector<Blob<Dtype>*>& bottom) {
+  if (!propagate_down[0]) return;
   const kernels::PoolShape s = Shape();
   const int count = bottom[0]->count();
   const Dtype* top_diff = top[0]->diff_on(dev);
@@ -158,10 +160,10 @@ void PoolingLayer<Dtype>::ChooseGpuPath(const vector<Blob<Dtype>*>& top) {
                              engine == PoolingParameter::DEFAULT
                          ? static_cast<int>(PoolingParameter::CAFFE)
                          : static_cast<int>(engine);
-  use_cudnn_ = !portable_ && num_ > 0 && channels_ > 0 &&
-               ChooseGpuEngine(StrCat("Pooling layer '",
-                                      this->layer_param_.name(), "'"),
-                               chosen, exact, why_not) == GpuEngine::kCudnn;
+  use_cudnn_ =
+      !this->portable() && num_ > 0 && channels_ > 0 &&
+      ChooseGpuEngine(StrCat("Pooling layer '", this->layer_param_.name(), "'"),
+                      chosen, exact, why_not) == GpuEngine::kCudnn;
   if (use_cudnn_ && gpu_mode) CudnnBuild();
 }
 
@@ -226,7 +228,7 @@ void PoolingLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>& bottom,
   if (use_cudnn_) {
     CudnnForward(bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
   } else {
-    KernelForward(Poseidon::GPU, bottom, top);
+    ForwardOn(Poseidon::GPU, bottom, top);
   }
 }
 
@@ -234,35 +236,34 @@ template <typename Dtype>
 void PoolingLayer<Dtype>::Backward_gpu(const vector<Blob<Dtype>*>& top,
                                        const vector<bool>& propagate_down,
                                        const vector<Blob<Dtype>*>& bottom) {
-  if (!propagate_down[0]) return;
-  if (use_cudnn_) {
-    CudnnBackward(top[0]->gpu_data(), top[0]->gpu_diff(),
-                  bottom[0]->gpu_data(), bottom[0]->mutable_gpu_diff());
-  } else {
-    KernelBackward(Poseidon::GPU, top, bottom);
+  if (!use_cudnn_) {
+    BackwardOn(Poseidon::GPU, top, propagate_down, bottom);
+  } else if (propagate_down[0]) {
+    CudnnBackward(top[0]->gpu_data(), top[0]->gpu_diff(), bottom[0]->gpu_data(),
+                  bottom[0]->mutable_gpu_diff());
   }
 }
 
 // The rest of the class is instantiated in pooling_layer.cpp.
-#define POSEIDON_INSTANTIATE_POOLING_GPU(Dtype)                               \
-  template kernels::PoolShape PoolingLayer<Dtype>::Shape() const;             \
-  template int* PoolingLayer<Dtype>::Indices(Poseidon::Brew);                 \
-  template void PoolingLayer<Dtype>::KernelForward(                           \
-      Poseidon::Brew, const vector<Blob<Dtype>*>&,                            \
-      const vector<Blob<Dtype>*>&);                                           \
-  template void PoolingLayer<Dtype>::KernelBackward(                          \
-      Poseidon::Brew, const vector<Blob<Dtype>*>&,                            \
-      const vector<Blob<Dtype>*>&);                                           \
-  template void PoolingLayer<Dtype>::ChooseGpuPath(                           \
-      const vector<Blob<Dtype>*>&);                                           \
-  template void PoolingLayer<Dtype>::CudnnBuild();                            \
-  template void PoolingLayer<Dtype>::CudnnForward(const Dtype*, Dtype*);      \
+#define POSEIDON_INSTANTIATE_POOLING_GPU(Dtype)                                \
+  template kernels::PoolShape PoolingLayer<Dtype>::Shape() const;              \
+  template int* PoolingLayer<Dtype>::Indices(Poseidon::Brew);                  \
+  template void PoolingLayer<Dtype>::ForwardOn(Poseidon::Brew,                 \
+                                               const vector<Blob<Dtype>*>&,    \
+                                               const vector<Blob<Dtype>*>&);   \
+  template void PoolingLayer<Dtype>::BackwardOn(                               \
+      Poseidon::Brew, const vector<Blob<Dtype>*>&, const vector<bool>&,        \
+      const vector<Blob<Dtype>*>&);                                            \
+  template void PoolingLayer<Dtype>::ChooseGpuPath(                            \
+      const vector<Blob<Dtype>*>&);                                            \
+  template void PoolingLayer<Dtype>::CudnnBuild();                             \
+  template void PoolingLayer<Dtype>::CudnnForward(const Dtype*, Dtype*);       \
   template void PoolingLayer<Dtype>::CudnnBackward(const Dtype*, const Dtype*, \
-                                                   const Dtype*, Dtype*);     \
-  template void PoolingLayer<Dtype>::Forward_gpu(                             \
-      const vector<Blob<Dtype>*>&, const vector<Blob<Dtype>*>&);              \
-  template void PoolingLayer<Dtype>::Backward_gpu(                            \
-      const vector<Blob<Dtype>*>&, const vector<bool>&,                       \
+                                                   const Dtype*, Dtype*);      \
+  template void PoolingLayer<Dtype>::Forward_gpu(const vector<Blob<Dtype>*>&,  \
+                                                 const vector<Blob<Dtype>*>&); \
+  template void PoolingLayer<Dtype>::Backward_gpu(                             \
+      const vector<Blob<Dtype>*>&, const vector<bool>&,                        \
       const vector<Blob<Dtype>*>&);
 POSEIDON_INSTANTIATE_POOLING_GPU(float)
 POSEIDON_INSTANTIATE_POOLING_GPU(double)

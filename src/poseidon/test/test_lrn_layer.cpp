@@ -1,7 +1,7 @@
 // LRNLayer: both norm regions against a direct evaluation of the formula,
-// a hand-computed case, gradients, and the error paths; the GPU kernels run
-// on the CPU against the CPU pass; when cuDNN is used; CPU/GPU agreement
-// for both GPU engines.
+// a hand-computed case, gradients, and the error paths; when cuDNN is used;
+// CPU/GPU agreement for both GPU engines (the tuned CPU path against the
+// portable body: test_layer_bodies.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -180,55 +180,6 @@ TYPED_TEST(LRNLayerTest, Errors) {
   {
     LRNLayer<Dtype> layer(LRNParam(3, 1, 0.75, 1));
     EXPECT_THROW(layer.SetUp({&bottom}, {&bottom}), ConfigError) << "in place";
-  }
-}
-
-// The kernels Forward_gpu/Backward_gpu run without cuDNN, run here on the
-// CPU against the tuned CPU pass.
-template <typename Dtype>
-class LRNKernelsTest : public ::testing::Test {};
-TYPED_TEST_SUITE(LRNKernelsTest, test::TestDtypes);
-
-TYPED_TEST(LRNKernelsTest, MatchCpuPass) {
-  using Dtype = TypeParam;
-  const double tol = sizeof(Dtype) == 4 ? 2e-5 : 1e-12;
-  struct Case {
-    int size;
-    double alpha, beta, k;
-    bool within;
-  };
-  const Case cases[] = {{5, 1e-4, 0.75, 1, false}, {3, 0.5, 0.6, 2, false},
-                        {9, 2, 0.75, 1, false},    {1, 1, 0.75, 1, false},
-                        {3, 2, 0.75, 1, true},     {5, 1.5, 0.6, 1, true}};
-  Blob<Dtype> x(2, 7, 5, 4);
-  test::FillGaussian(&x);
-  Blob<Dtype> dy(x.shape());
-  test::FillGaussian(&dy);
-  for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message()
-                 << (c.within ? "WITHIN" : "ACROSS") << " size " << c.size
-                 << " beta " << c.beta);
-    const LayerParameter param =
-        LRNParam(c.size, c.alpha, c.beta, c.k, c.within);
-    Blob<Dtype> ref_bottom, ref_top, bottom, top;
-    ref_bottom.CopyFrom(x, false, true);
-    bottom.CopyFrom(x, false, true);
-    LRNLayer<Dtype> ref(param), layer(param);
-    ref.SetUp({&ref_bottom}, {&ref_top});
-    layer.SetUp({&bottom}, {&top});
-    ref.Forward({&ref_bottom}, {&ref_top});
-    layer.ForwardWithKernels(Poseidon::CPU, {&bottom}, {&top});
-    for (int i = 0; i < x.count(); ++i) {
-      ASSERT_NEAR(top.cpu_data()[i], ref_top.cpu_data()[i], tol) << "y" << i;
-    }
-    cpu_copy(dy.count(), dy.cpu_data(), ref_top.mutable_cpu_diff());
-    cpu_copy(dy.count(), dy.cpu_data(), top.mutable_cpu_diff());
-    ref.Backward({&ref_top}, {true}, {&ref_bottom});
-    layer.BackwardWithKernels(Poseidon::CPU, {&top}, {true}, {&bottom});
-    for (int i = 0; i < x.count(); ++i) {
-      ASSERT_NEAR(bottom.cpu_diff()[i], ref_bottom.cpu_diff()[i], tol)
-          << "dx" << i;
-    }
   }
 }
 

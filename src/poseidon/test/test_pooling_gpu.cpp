@@ -1,5 +1,5 @@
-// The GPU passes of Pooling, SPP and Im2col. On the CPU: the per-element
-// kernels the GPU runs (set_portable) against the CPU pass, bitwise (tops,
+// The GPU passes of Pooling, SPP and Im2col. On the CPU: the portable
+// bodies the GPU runs (set_portable) against the tuned CPU path, bitwise (tops,
 // masks and bottom diffs, on odd shapes, padding, empty windows, ties and
 // NaN), STOCHASTIC against an independent reference with the same draws,
 // and which pooling configurations may use cuDNN. With a GPU: CPU/GPU
@@ -85,18 +85,16 @@ template <typename Dtype>
 class PoolingPortableTest : public ::testing::Test {
  protected:
   // Forward (with a mask top for MAX when `mask`) and backward on the
-  // CPU pass (`reference`: the per-window loops, else the fast path) and
-  // on the kernels; expects identical bits.
+  // tuned CPU path and on the portable body (the kernels); expects
+  // identical bits.
   void Check(PoolingParameter::PoolMethod method, const Window& w, bool mask,
-             Blob<Dtype>* bottom, bool reference) {
+             Blob<Dtype>* bottom) {
     SCOPED_TRACE(std::string(method == PoolingParameter::MAX ? "MAX" : "AVE") +
                  (mask ? " with mask" : "") + " bottom " +
-                 bottom->shape_string() + " " + Describe(w) +
-                 (reference ? " vs reference" : " vs fast path"));
+                 bottom->shape_string() + " " + Describe(w));
     vector<vector<Dtype>> results[2];
     for (int run = 0; run < 2; ++run) {
       PoolingLayer<Dtype> layer(PoolParam(method, w));
-      layer.set_use_reference(reference);
       layer.set_portable(run == 1);
       Blob<Dtype> top, mask_top;
       vector<Blob<Dtype>*> tops{&top};
@@ -139,11 +137,9 @@ TYPED_TEST(PoolingPortableTest, MaxAndAveMatchTheCpuPassBitwise) {
     test::FillGaussian(&bottom);
     for (const Window& w : kWindows) {
       if (w.kh > shape[2] + 2 * w.ph) continue;  // no window fits
-      for (bool reference : {false, true}) {
-        this->Check(PoolingParameter::MAX, w, false, &bottom, reference);
-        this->Check(PoolingParameter::MAX, w, true, &bottom, reference);
-        this->Check(PoolingParameter::AVE, w, false, &bottom, reference);
-      }
+      this->Check(PoolingParameter::MAX, w, false, &bottom);
+      this->Check(PoolingParameter::MAX, w, true, &bottom);
+      this->Check(PoolingParameter::AVE, w, false, &bottom);
     }
   }
 }
@@ -163,7 +159,7 @@ TYPED_TEST(PoolingPortableTest, MaxTiesAndNaNPickWhatTheCpuPicks) {
                           Window{2, 2, 1, 1, 1, 1, true},
                           Window{3, 3, 1, 1, 1, 1, true}}) {
     for (bool mask : {false, true}) {
-      this->Check(PoolingParameter::MAX, w, mask, &bottom, false);
+      this->Check(PoolingParameter::MAX, w, mask, &bottom);
     }
   }
 }

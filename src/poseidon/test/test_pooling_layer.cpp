@@ -1,7 +1,7 @@
 // PoolingLayer: hand-computed windows, Caffe's output-size rules, a naive
 // reference for random inputs, the mask top, stochastic pooling, gradients,
-// the fast path against the reference path (bitwise, on odd shapes, ties,
-// NaN, empty windows, several threads) and the error paths.
+// the tuned CPU path against the portable body (bitwise, on odd shapes,
+// ties, NaN, empty windows, several threads) and the error paths.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -129,11 +129,11 @@ LayerParameter WindowParam(PoolingParameter::PoolMethod method,
   return param;
 }
 
-// Runs forward (with a mask top for MAX) and backward on the reference path
-// and on the fast path (on 1 and 2 threads); expects identical bits in top,
-// mask and bottom diff.
+// Runs forward (with a mask top for MAX) and backward on the portable body
+// and on the tuned path (on 1 and 2 threads); expects identical bits in
+// top, mask and bottom diff.
 template <typename Dtype>
-void CheckFastMatchesReference(PoolingParameter::PoolMethod method,
+void CheckTunedMatchesPortable(PoolingParameter::PoolMethod method,
                                const Window& w, Blob<Dtype>* bottom) {
   const bool max = method == PoolingParameter::MAX;
   SCOPED_TRACE(std::string(max ? "MAX" : "AVE") + " bottom " +
@@ -145,7 +145,7 @@ void CheckFastMatchesReference(PoolingParameter::PoolMethod method,
   for (int run = 0; run < 3; ++run) {
     ScopedNumThreads threads(run == 2 ? 2 : 1);
     PoolingLayer<Dtype> layer(WindowParam(method, w));
-    layer.set_use_reference(run == 0);
+    layer.set_portable(run == 0);
     Blob<Dtype> top, mask;
     vector<Blob<Dtype>*> tops{&top};
     if (max) tops.push_back(&mask);
@@ -171,9 +171,9 @@ void CheckFastMatchesReference(PoolingParameter::PoolMethod method,
       ASSERT_EQ(results[0][k].size(), results[run][k].size());
       for (size_t i = 0; i < results[0][k].size(); ++i) {
         const Dtype want = results[0][k][i], got = results[run][k][i];
-        // Bitwise: NaN where the reference has NaN, else the same value.
+        // Bitwise: NaN where the portable body has NaN, else the same value.
         ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : want == got)
-            << names[k] << "[" << i << "]: reference " << want << ", fast "
+            << names[k] << "[" << i << "]: portable " << want << ", tuned "
             << got << (run == 2 ? " (2 threads)" : "");
       }
     }
@@ -430,7 +430,7 @@ TYPED_TEST(PoolingLayerTest, GradientStochastic) {
   }
 }
 
-TYPED_TEST(PoolingLayerTest, FastPathMatchesReference) {
+TYPED_TEST(PoolingLayerTest, TunedPathMatchesPortable) {
   using Dtype = typename TypeParam::Dtype;
   const Window windows[] = {
       {3, 3, 2, 2, 0, 0, true},   // CIFAR-10 / AlexNet
@@ -451,13 +451,13 @@ TYPED_TEST(PoolingLayerTest, FastPathMatchesReference) {
     Blob<Dtype> bottom(shape);
     test::FillGaussian(&bottom);
     for (const Window& w : windows) {
-      CheckFastMatchesReference(PoolingParameter::MAX, w, &bottom);
-      CheckFastMatchesReference(PoolingParameter::AVE, w, &bottom);
+      CheckTunedMatchesPortable(PoolingParameter::MAX, w, &bottom);
+      CheckTunedMatchesPortable(PoolingParameter::AVE, w, &bottom);
     }
   }
 }
 
-TYPED_TEST(PoolingLayerTest, FastPathMatchesReferenceOnTiesAndNaN) {
+TYPED_TEST(PoolingLayerTest, TunedPathMatchesPortableOnTiesAndNaN) {
   using Dtype = typename TypeParam::Dtype;
   // After a ReLU most windows tie at 0: the first maximum in scan order
   // must win on both paths. NaN: kept when first in a window, else losing.
@@ -468,9 +468,9 @@ TYPED_TEST(PoolingLayerTest, FastPathMatchesReferenceOnTiesAndNaN) {
     if (x[i] < Dtype(0.3)) x[i] = 0;
     if (i % 37 == 5) x[i] = std::numeric_limits<Dtype>::quiet_NaN();
   }
-  CheckFastMatchesReference(PoolingParameter::MAX,
+  CheckTunedMatchesPortable(PoolingParameter::MAX,
                             Window{3, 3, 2, 2, 0, 0, true}, &bottom);
-  CheckFastMatchesReference(PoolingParameter::MAX,
+  CheckTunedMatchesPortable(PoolingParameter::MAX,
                             Window{2, 2, 1, 1, 1, 1, true}, &bottom);
 }
 
@@ -479,9 +479,9 @@ TYPED_TEST(PoolingLayerTest, LargeBlobOnTwoThreads) {
   // Big enough for the planes to split over ParallelFor.
   Blob<Dtype> bottom(4, 16, 32, 32);
   test::FillGaussian(&bottom);
-  CheckFastMatchesReference(PoolingParameter::MAX,
+  CheckTunedMatchesPortable(PoolingParameter::MAX,
                             Window{3, 3, 2, 2, 0, 0, true}, &bottom);
-  CheckFastMatchesReference(PoolingParameter::AVE,
+  CheckTunedMatchesPortable(PoolingParameter::AVE,
                             Window{3, 3, 2, 2, 1, 1, true}, &bottom);
 }
 
@@ -491,7 +491,7 @@ TYPED_TEST(PoolingLayerTest, EmptyWindowsGiveNoOutputAndNoGradient) {
   // and 8; the last lies past the image (Caffe's shape rule keeps it).
   Blob<Dtype> bottom(1, 1, 1, 8);
   for (int i = 0; i < 8; ++i) bottom.mutable_cpu_data()[i] = i + 1;
-  for (bool reference : {true, false}) {
+  for (bool portable : {true, false}) {
     for (auto method : {PoolingParameter::MAX, PoolingParameter::AVE}) {
       LayerParameter param;
       PoolingParameter* p = param.mutable_pooling_param();
@@ -501,7 +501,7 @@ TYPED_TEST(PoolingLayerTest, EmptyWindowsGiveNoOutputAndNoGradient) {
       p->set_stride_h(1);
       p->set_stride_w(2);
       PoolingLayer<Dtype> layer(param);
-      layer.set_use_reference(reference);
+      layer.set_portable(portable);
       Blob<Dtype> top, mask;
       vector<Blob<Dtype>*> tops{&top};
       if (method == PoolingParameter::MAX) tops.push_back(&mask);
@@ -519,7 +519,7 @@ TYPED_TEST(PoolingLayerTest, EmptyWindowsGiveNoOutputAndNoGradient) {
       layer.Backward(tops, {true}, {&bottom});
       for (int i = 0; i < 8; ++i) {
         EXPECT_EQ(bottom.cpu_diff()[i], i % 2 == 0 ? 1 : 0)
-            << "element " << i << (reference ? " (reference)" : " (fast)");
+            << "element " << i << (portable ? " (portable)" : " (tuned)");
       }
     }
   }
@@ -584,13 +584,13 @@ TEST(PoolingEmptyBatchTest, AWideEmptyBatchAllocatesNothingByItsWidth) {
 // AVE divides by the window clipped to the padded input: with a kernel of
 // 2000000000 and padding 1000000000 that is 2e9 x 2e9, beyond an int (it
 // once wrapped to a negative divisor; found by fuzz_layer_setup). Every
-// window covers the whole 3 x 3 image. Fast and reference paths.
+// window covers the whole 3 x 3 image. Tuned path and portable body.
 TEST(PoolingHugeWindowTest, AveDivisorBeyondAnIntIsExact) {
-  for (bool reference : {false, true}) {
-    SCOPED_TRACE(reference ? "reference" : "fast");
+  for (bool portable : {false, true}) {
+    SCOPED_TRACE(portable ? "portable" : "tuned");
     PoolingLayer<double> layer(
         PoolParam(PoolingParameter::AVE, 2000000000, 1, 1000000000));
-    layer.set_use_reference(reference);
+    layer.set_portable(portable);
     Blob<double> bottom(1, 1, 3, 3), top;
     for (int i = 0; i < 9; ++i) bottom.mutable_cpu_data()[i] = i + 1;
     layer.SetUp({&bottom}, {&top});

@@ -1,7 +1,6 @@
 // SoftmaxLayer: values against a naive double-precision reference over
-// several axes, numerical stability, in-place use, gradients, errors; the
-// GPU kernels run on the CPU against the CPU pass; CPU/GPU agreement for
-// both GPU engines.
+// several axes, numerical stability, in-place use, gradients, errors;
+// CPU/GPU agreement for both GPU engines.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -178,53 +177,6 @@ TYPED_TEST(SoftmaxLayerTest, AxisOutOfRange) {
     SoftmaxLayer<Dtype> layer(this->Param(axis));
     EXPECT_THROW(layer.SetUp(this->bottom_vec_, this->top_vec_), ConfigError)
         << axis;
-  }
-}
-
-// The kernels Forward_gpu/Backward_gpu run without cuDNN, run here on the
-// CPU against the tuned CPU pass, in place and out of place.
-template <typename Dtype>
-class SoftmaxKernelsTest : public ::testing::Test {};
-TYPED_TEST_SUITE(SoftmaxKernelsTest, test::TestDtypes);
-
-TYPED_TEST(SoftmaxKernelsTest, MatchCpuPassOnEveryAxis) {
-  using Dtype = TypeParam;
-  const double tol = sizeof(Dtype) == 4 ? 1e-6 : 1e-14;
-  Blob<Dtype> x({3, 5, 4, 6});
-  test::FillGaussian(&x, 3.0);
-  Blob<Dtype> dy(x.shape());
-  test::FillGaussian(&dy);
-  for (int axis : {0, 1, 2, 3}) {
-    for (bool in_place : {false, true}) {
-      LayerParameter param;
-      param.set_type("Softmax");
-      param.mutable_softmax_param()->set_axis(axis);
-      // Reference: the CPU pass.
-      Blob<Dtype> ref_bottom, ref_top;
-      ref_bottom.CopyFrom(x, false, true);
-      SoftmaxLayer<Dtype> ref(param);
-      ref.SetUp({&ref_bottom}, {&ref_top});
-      ref.Forward({&ref_bottom}, {&ref_top});
-      cpu_copy(dy.count(), dy.cpu_data(), ref_top.mutable_cpu_diff());
-      ref.Backward({&ref_top}, {true}, {&ref_bottom});
-      // The kernels on the CPU.
-      Blob<Dtype> bottom, separate_top;
-      bottom.CopyFrom(x, false, true);
-      Blob<Dtype>* top = in_place ? &bottom : &separate_top;
-      SoftmaxLayer<Dtype> layer(param);
-      layer.SetUp({&bottom}, {top});
-      layer.ForwardWithKernels(Poseidon::CPU, {&bottom}, {top});
-      for (int i = 0; i < x.count(); ++i) {
-        ASSERT_NEAR(top->cpu_data()[i], ref_top.cpu_data()[i], tol)
-            << "axis " << axis << (in_place ? " in place" : "") << " y" << i;
-      }
-      cpu_copy(dy.count(), dy.cpu_data(), top->mutable_cpu_diff());
-      layer.BackwardWithKernels(Poseidon::CPU, {top}, {true}, {&bottom});
-      for (int i = 0; i < x.count(); ++i) {
-        ASSERT_NEAR(bottom.cpu_diff()[i], ref_bottom.cpu_diff()[i], tol)
-            << "axis " << axis << (in_place ? " in place" : "") << " dx" << i;
-      }
-    }
   }
 }
 
