@@ -549,14 +549,12 @@ std::unique_ptr<Transport<Dtype>> MakeHostTransport(
   const int H = hosts->cross->size();
   std::vector<size_t> slot_elements;
   for (const ExchangeSpec& g : groups) {
-    slot_elements.push_back(inner == CommType::SFB ? H * g.payload
-                                                   : g.count);
+    slot_elements.push_back(inner == CommType::SFB ? H * g.payload : g.count);
   }
   // Dense: a slot is staged again only after every rank of the host released
   // it, one more than the synchroniser's slots (as the shared-memory
   // allreduce). SFB: the host thread waits for the release instead.
-  const int slots =
-      inner == CommType::SFB ? context.slots : context.slots + 1;
+  const int slots = inner == CommType::SFB ? context.slots : context.slots + 1;
   std::unique_ptr<HostMemory<Dtype>> memory = HostMemory<Dtype>::Map(
       hosts, std::move(slot_elements), slots, GroupNames(groups));
   if (!memory) return nullptr;

@@ -23,8 +23,7 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
     history_behind = true;
   }
   if (control && consistency == Consistency::kBsp &&
-      g.transport == CommType::PS &&
-      iter > last_iterated) {
+      g.transport == CommType::PS && iter > last_iterated) {
     // After any seed: the servers take their commands in order. (Under
     // SSP and ASYNC one "serve stale" covers the Step: StaleBegin.)
     const Status s = control->Iterate(iter);
@@ -165,14 +164,14 @@ void Synchronizer<Dtype>::Impl::SyncAll() {
   rates.erase(rates.begin(), rates.lower_bound(oldest));
 }
 
-#define POSEIDON_INSTANTIATE_EXCHANGE(Dtype)                               \
-  template void Synchronizer<Dtype>::Impl::Post(int, int64_t);             \
-  template void Synchronizer<Dtype>::Impl::Collect(int, int64_t);          \
-  template Status Synchronizer<Dtype>::Impl::OnCollectiveThread(           \
-      const char*, std::function<Status()>);                               \
-  template void Synchronizer<Dtype>::Impl::ApplyGroup(int, int64_t);       \
-  template void Synchronizer<Dtype>::Impl::ApplyUpTo(int, int64_t, bool);  \
-  template void Synchronizer<Dtype>::Impl::UpdatePoint();                  \
+#define POSEIDON_INSTANTIATE_EXCHANGE(Dtype)                              \
+  template void Synchronizer<Dtype>::Impl::Post(int, int64_t);            \
+  template void Synchronizer<Dtype>::Impl::Collect(int, int64_t);         \
+  template Status Synchronizer<Dtype>::Impl::OnCollectiveThread(          \
+      const char*, std::function<Status()>);                              \
+  template void Synchronizer<Dtype>::Impl::ApplyGroup(int, int64_t);      \
+  template void Synchronizer<Dtype>::Impl::ApplyUpTo(int, int64_t, bool); \
+  template void Synchronizer<Dtype>::Impl::UpdatePoint();                 \
   template void Synchronizer<Dtype>::Impl::SyncAll();
 POSEIDON_INSTANTIATE_EXCHANGE(float)
 POSEIDON_INSTANTIATE_EXCHANGE(double)

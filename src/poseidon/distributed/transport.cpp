@@ -58,7 +58,8 @@ std::unique_ptr<Transport<Dtype>> Transport<Dtype>::Make(
   return found->second(context, std::move(groups));
 }
 
-// ---- Staging -------------------------------------------------------------------
+// ---- Staging
+// -------------------------------------------------------------------
 
 namespace {
 
@@ -340,15 +341,15 @@ template class Transport<float>;
 template class Transport<double>;
 template class SlotBuffers<float>;
 template class SlotBuffers<double>;
-#define POSEIDON_INSTANTIATE_TRANSPORT(Dtype)                             \
-  template std::unique_ptr<Transport<Dtype>> MakeRingTransport<Dtype>(    \
-      const TransportContext&, std::vector<ExchangeSpec>);                \
-  template void StageGradient<Dtype>(const ExchangeSpec&,                 \
-                                     const Net<Dtype>&, Dtype*);          \
-  template void StageFactors<Dtype>(                                      \
-      const ExchangeSpec&, const std::vector<Net<Dtype>*>&, Dtype*);      \
-  template void SkipFactoredGradients<Dtype>(                             \
-      const std::vector<ExchangeSpec>&, Net<Dtype>*);
+#define POSEIDON_INSTANTIATE_TRANSPORT(Dtype)                                  \
+  template std::unique_ptr<Transport<Dtype>> MakeRingTransport<Dtype>(         \
+      const TransportContext&, std::vector<ExchangeSpec>);                     \
+  template void StageGradient<Dtype>(const ExchangeSpec&, const Net<Dtype>&,   \
+                                     Dtype*);                                  \
+  template void StageFactors<Dtype>(const ExchangeSpec&,                       \
+                                    const std::vector<Net<Dtype>*>&, Dtype*);  \
+  template void SkipFactoredGradients<Dtype>(const std::vector<ExchangeSpec>&, \
+                                             Net<Dtype>*);
 POSEIDON_INSTANTIATE_TRANSPORT(float)
 POSEIDON_INSTANTIATE_TRANSPORT(double)
 #undef POSEIDON_INSTANTIATE_TRANSPORT

@@ -324,12 +324,12 @@ TEST(ParamServerLanesTest, OneBlockExchangesGoToTheLanesInTurn) {
     }
     if (comm->rank() != 0) return;
     for (int lane = 0; lane < 3; ++lane) {
-      EXPECT_EQ(test::CountTimelineEvents(&timeline, StrCat("server ", lane),
-                                          "sum"),
-                2)
+      EXPECT_EQ(
+          test::CountTimelineEvents(&timeline, StrCat("server ", lane), "sum"),
+          2)
           << "lane " << lane << ": " << timeline.ToJson();
-      EXPECT_EQ(test::CountTimelineEvents(
-                    &timeline, StrCat("server send ", lane), "send"),
+      EXPECT_EQ(test::CountTimelineEvents(&timeline,
+                                          StrCat("server send ", lane), "send"),
                 2)
           << "lane " << lane << ": " << timeline.ToJson();
     }

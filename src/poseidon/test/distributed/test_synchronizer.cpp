@@ -33,8 +33,8 @@
 #include "poseidon/util/gpu_context.hpp"
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/timeline.hpp"
-#include "test_util.hpp"
 #include "sync_test_util.hpp"
+#include "test_util.hpp"
 
 namespace poseidon {
 namespace dist {
