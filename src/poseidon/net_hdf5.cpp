@@ -80,7 +80,7 @@ void Net<Dtype>::CopyTrainedLayersFromHDF5(const string& trained_filename) {
                    trained_filename, "' has no /data group (not written by ",
                    "Net.save_hdf5 / a Caffe HDF5 snapshot?)");
   // A file that fills no layer with parameters is refused before anything
-  // is copied; see Note [Weights that match nothing] (net.cpp).
+  // is copied; see Note [Weights that match nothing] (net_weights.cpp).
   std::set<string> names;
   vector<string> with_params;
   int filled = 0;

@@ -19,11 +19,12 @@
 //
 // Threads: one progress thread per communicator polls every outstanding
 // operation; callers sleep until theirs completes (Note [Progress thread] in
-// the .cpp). Thread safety: as documented for Communicator
-// (communicator.hpp). Construction and destruction are collective over
-// MPI_COMM_WORLD (every rank creates its communicators in the same order) and
-// must not race with other operations. Join the communication threads before
-// the process exits: MPI is finalised by an atexit handler.
+// mpi_communicator_progress.cpp). Thread safety: as documented for
+// Communicator (communicator.hpp). Construction and destruction are
+// collective over MPI_COMM_WORLD (every rank creates its communicators in the
+// same order) and must not race with other operations. Join the
+// communication threads before the process exits: MPI is finalised by an
+// atexit handler.
 #ifndef POSEIDON_DISTRIBUTED_MPI_COMMUNICATOR_HPP_
 #define POSEIDON_DISTRIBUTED_MPI_COMMUNICATOR_HPP_
 
@@ -65,7 +66,7 @@ struct MpiOptions {
 // about a third as much CPU as the training thread when each of them polled
 // its own operation, every wait starting with 64 yields (measured with
 // per-thread CPU times); hence one poller per rank (Note [Progress thread]
-// in the .cpp) and this pacing.
+// in mpi_communicator_progress.cpp) and this pacing.
 // So the pace depends on who is waiting:
 //  - while a training thread of this rank is blocked on communication
 //    (BeginUrgent/EndUrgent, see UrgentScope), latency matters: the poller

@@ -1,0 +1,114 @@
+// MpiCommunicator: point-to-point messages (Send, Recv, SendRecv, and the
+// batches RecvAll and SendAll that start every operation at once), each
+// awaited through the progress thread.
+#include <string>
+#include <vector>
+
+#include "mpi_communicator_impl.hpp"
+
+namespace poseidon {
+namespace dist {
+
+Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
+  const std::string what = StrCat("Send of ", bytes, " bytes to rank ",
+                                  impl_->Job(dest), " tag ", tag);
+  Status s = impl_->CheckPeer(what, dest, tag, bytes);
+  if (!s.ok()) return s;
+  MpiOp op;
+  op.what = what;
+  POSEIDON_MPI_CHECK(impl_->self(), what,
+                     MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest,
+                               tag, impl_->comm, &op.request));
+  return impl_->Await({&op}, StrCat("rank ", impl_->Job(dest), " to receive"));
+}
+
+Status MpiCommunicator::Recv(void* buf, size_t bytes, int src, int tag) {
+  const std::string what = StrCat("Recv of ", bytes, " bytes from rank ",
+                                  impl_->Job(src), " tag ", tag);
+  Status s = impl_->CheckPeer(what, src, tag, bytes);
+  if (!s.ok()) return s;
+  // See Note [Progress thread] for why a receive starts as a probe.
+  MpiOp op;
+  op.what = what;
+  op.Receive(src, tag, buf, bytes, /*collective=*/false);
+  return impl_->Await({&op}, StrCat("rank ", impl_->Job(src)));
+}
+
+Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
+                                 int dest, void* recv, size_t recv_bytes,
+                                 int src, int tag) {
+  MpiOp out;
+  out.what = StrCat("Send of ", send_bytes, " bytes to rank ",
+                    impl_->Job(dest), " tag ", tag);
+  MpiOp in;
+  in.what = StrCat("Recv of ", recv_bytes, " bytes from rank ",
+                   impl_->Job(src), " tag ", tag);
+  Status s = impl_->CheckPeer(out.what, dest, tag, send_bytes);
+  if (s.ok()) s = impl_->CheckPeer(in.what, src, tag, recv_bytes);
+  if (!s.ok()) return s;
+  in.Receive(src, tag, recv, recv_bytes, /*collective=*/false);
+  POSEIDON_MPI_CHECK(impl_->self(), out.what,
+                     MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE,
+                               dest, tag, impl_->comm, &out.request));
+  return impl_->Await({&out, &in}, StrCat("rank ", impl_->Job(dest),
+                                          " and rank ", impl_->Job(src)));
+}
+
+Status MpiCommunicator::RecvAll(const std::vector<RecvOp>& ops) {
+  // See Note [Progress thread] for why each receive starts as a probe: none
+  // is matched before the progress thread (or Await's first poll) finds
+  // its message, so a timeout leaves nothing with MPI.
+  std::vector<MpiOp> in(ops.size());
+  std::vector<MpiOp*> list;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const RecvOp& r = ops[i];
+    MpiOp& op = in[i];
+    op.what = StrCat("Recv of ", r.bytes + r.bytes2, " bytes from rank ",
+                     impl_->Job(r.src), " tag ", r.tag);
+    Status s = impl_->CheckPeer(op.what, r.src, r.tag, r.bytes + r.bytes2);
+    if (!s.ok()) return s;
+    op.Receive(r.src, r.tag, r.buf, r.bytes, /*collective=*/false);
+    op.buf2 = r.buf2;
+    op.bytes2 = r.bytes2;
+    op.waiting_for = StrCat("rank ", impl_->Job(r.src));
+    list.push_back(&op);
+  }
+  return impl_->Await(list, "");
+}
+
+Status MpiCommunicator::SendAll(const std::vector<SendOp>& ops) {
+  // Every op checked before any starts, so a bad one leaves nothing with MPI.
+  std::vector<MpiOp> out(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const SendOp& w = ops[i];
+    out[i].what = StrCat("Send of ", w.bytes + w.bytes2, " bytes to rank ",
+                         impl_->Job(w.dest), " tag ", w.tag);
+    out[i].waiting_for = StrCat("rank ", impl_->Job(w.dest), " to receive");
+    Status s =
+        impl_->CheckPeer(out[i].what, w.dest, w.tag, w.bytes + w.bytes2);
+    if (!s.ok()) return s;
+  }
+  std::vector<MpiOp*> list;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const SendOp& w = ops[i];
+    MpiOp& op = out[i];
+    auto start = [&](const void* at, int n, MPI_Datatype type) {
+      return MPI_Isend(at, n, type, w.dest, w.tag, impl_->comm, &op.request);
+    };
+    const int rc =
+        w.bytes2 == 0
+            ? start(w.buf, static_cast<int>(w.bytes), MPI_BYTE)
+            : StartTwoParts(w.buf, w.bytes, w.buf2, w.bytes2, start);
+    if (rc != MPI_SUCCESS) {
+      Status s = MpiErrorStatus(rc, impl_->self(), op.what, "MPI_Isend",
+                                __FILE__, __LINE__);
+      // The sends already started still read their buffers (Note [MPI
+      // timeouts]).
+      return list.empty() ? s : impl_->MarkBroken(s);
+    }
+    list.push_back(&op);
+  }
+  return impl_->Await(list, "");
+}
+}  // namespace dist
+}  // namespace poseidon

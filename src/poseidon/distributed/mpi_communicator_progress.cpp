@@ -1,0 +1,213 @@
+// MpiCommunicator: awaiting operations (Note [Progress thread]): a caller's
+// first poll, the hand-over to the communicator's progress thread, its
+// polling loop paced as Note [Polling on a shared core] says, and the
+// timeout that names what was awaited.
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mpi_communicator_impl.hpp"
+#include "poseidon/util/wait_notes.hpp"
+
+namespace poseidon {
+namespace dist {
+
+// Note [Progress thread]
+// Every wait of every thread goes to one progress thread per communicator:
+// callers describe their operation (an Op), poll it once themselves (an
+// eager send or an arrived message completes there, with no thread switch),
+// and otherwise hand it over and sleep on a condition variable of their own;
+// the progress thread polls all outstanding operations in one loop and wakes
+// only the callers whose operations completed. A rank thus
+// has one poller however many communication threads wait, paced as Note
+// [Polling on a shared core] says. A receive is a probe until a message
+// matches (MPI_Improbe reserves the message for this receive, so a message
+// of the wrong size is consumed and reported with both sizes, and an
+// unmatched receive that times out leaves nothing pending), then a matched
+// non-blocking receive (MPI_Imrecv) until the data is in.
+
+Status MpiCommunicator::Impl::Await(const std::vector<MpiOp*>& list,
+                                    const std::string& waiting_for) {
+  // See Note [Progress thread]: most small messages complete at once.
+  MpiWaiter waiter;
+  for (MpiOp* op : list) {
+    bool complete = false;
+    op->result = Poll(op, &complete);
+    op->done = !op->result.ok() || complete;
+    if (!op->done) {
+      op->waiter = &waiter;
+      ++waiter.pending;
+    }
+  }
+  auto first_result = [&list]() -> Status {
+    for (MpiOp* op : list) {
+      if (!op->result.ok()) return op->result;
+    }
+    return Status::OK();
+  };
+  if (waiter.pending == 0) return first_result();
+  // See Note [Wait notes]: what a SIGTERM line names.
+  const MpiOp* first_pending = nullptr;
+  for (MpiOp* op : list) {
+    if (!op->done && first_pending == nullptr) first_pending = op;
+  }
+  const WaitNote wait_note(StrCat(first_pending->what, ", waiting for ",
+                                  WaitingFor(list, waiting_for)));
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu);
+  const bool was_idle = ops.empty();
+  for (MpiOp* op : list) {
+    if (!op->done) ops.push_back(op);
+  }
+  if (was_idle) work.notify_one();
+  auto finished = [&waiter] { return waiter.pending == 0; };
+  if (options.timeout.count() <= 0) {
+    waiter.finished.wait(lock, finished);
+    return first_result();
+  }
+  if (waiter.finished.wait_for(lock, options.timeout, finished)) {
+    return first_result();
+  }
+  // StoppedNote may sleep: not under mu (the progress thread needs it).
+  lock.unlock();
+  const std::string note = StoppedNote(start, options.timeout);
+  lock.lock();
+  if (finished()) return first_result();
+  Status s;
+  bool leaves_request = false;
+  const std::string who = WaitingFor(list, waiting_for);
+  for (MpiOp* op : list) {
+    if (op->done) continue;
+    ops.erase(std::find(ops.begin(), ops.end(), op));
+    if (s.ok()) {
+      s = Fail(op->what, ": timed out after ", FormatSeconds(options.timeout),
+               " waiting for ", who, note);
+    }
+    leaves_request = leaves_request || !op->probe;
+  }
+  return leaves_request ? MarkBroken(s) : s;
+}
+
+std::string MpiCommunicator::Impl::WaitingFor(const std::vector<MpiOp*>& list,
+                                              const std::string& waiting_for) {
+  if (!waiting_for.empty()) return waiting_for;
+  std::vector<std::string> pending;
+  for (const MpiOp* op : list) {
+    if (!op->done && !op->waiting_for.empty()) {
+      pending.push_back(op->waiting_for);
+    }
+  }
+  const std::string text = ListForMessage(pending);
+  return text.empty() ? std::string("the other ranks") : text;
+}
+
+Status MpiCommunicator::Impl::Poll(MpiOp* op, bool* complete) {
+  *complete = false;
+  if (op->probe) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    POSEIDON_MPI_CHECK(self(), op->what,
+                       MPI_Improbe(op->src, op->tag,
+                                   op->on_coll_comm ? coll_comm : comm,
+                                   &found, &message, &status));
+    if (!found) return Status::OK();
+    int count = 0;
+    POSEIDON_MPI_CHECK(self(), op->what,
+                       MPI_Get_count(&status, MPI_BYTE, &count));
+    if (static_cast<size_t>(count) != op->bytes + op->bytes2) {
+      std::vector<char> sink(std::max(count, 1));
+      POSEIDON_MPI_CHECK(self(), op->what,
+                         MPI_Mrecv(sink.data(), count, MPI_BYTE, &message,
+                                   MPI_STATUS_IGNORE));
+      *complete = true;
+      return Fail(op->what, ": rank ", Job(op->src), " sent ", count,
+                  " bytes, this rank expected ", op->bytes + op->bytes2);
+    }
+    if (op->bytes2 == 0) {
+      POSEIDON_MPI_CHECK(self(), op->what,
+                         MPI_Imrecv(op->buf, count, MPI_BYTE, &message,
+                                    &op->request));
+    } else {
+      POSEIDON_MPI_CHECK(
+          self(), op->what,
+          StartTwoParts(op->buf, op->bytes, op->buf2, op->bytes2,
+                        [&](void* at, int n, MPI_Datatype type) {
+                          return MPI_Imrecv(at, n, type, &message,
+                                            &op->request);
+                        }));
+    }
+    op->probe = false;
+  }
+  int flag = 0;
+  POSEIDON_MPI_CHECK(self(), op->what,
+                     MPI_Test(&op->request, &flag, MPI_STATUS_IGNORE));
+  *complete = flag != 0;
+  return Status::OK();
+}
+
+void MpiCommunicator::Impl::ProgressLoop() {
+  using Clock = std::chrono::steady_clock;
+  std::unique_lock<std::mutex> lock(mu);
+  int round = 0;
+  // The current run of urgent polls: since when it yields, and how many
+  // naps it took since (see Note [Polling on a shared core]).
+  bool spinning = false;
+  Clock::time_point spin_start;
+  int naps = 0;
+  for (;;) {
+    if (ops.empty()) {
+      if (stopping) return;
+      work.wait(lock, [this] { return stopping || !ops.empty(); });
+      round = 0;
+      spinning = false;
+      continue;
+    }
+    bool progressed = false;
+    for (size_t i = 0; i < ops.size();) {
+      MpiOp* op = ops[i];
+      bool complete = false;
+      Status s = Poll(op, &complete);
+      if (!s.ok() || complete) {
+        op->result = s;
+        op->done = true;
+        ops.erase(ops.begin() + i);
+        progressed = true;
+        // Under mu: the caller owns the waiter and may destroy it once
+        // pending is 0, which it can only see after this thread lets go.
+        if (--op->waiter->pending == 0) op->waiter->finished.notify_one();
+      } else {
+        ++i;
+      }
+    }
+    if (ops.empty()) continue;
+    // See Note [Polling on a shared core].
+    if (urgent > 0) {
+      round = 0;
+      const Clock::time_point now = Clock::now();
+      if (!spinning || progressed) {
+        spinning = true;
+        spin_start = now;
+        naps = 0;
+      }
+      if (now - spin_start < std::chrono::microseconds(kUrgentSpinMicros)) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      } else {
+        work.wait_for(lock, NextBackoff(kFirstNapMicros, &naps),
+                      [this] { return stopping; });
+      }
+      continue;
+    }
+    spinning = false;
+    work.wait_for(lock, NextBackoff(kFirstSleepMicros, &round),
+                  [this] { return stopping || urgent > 0; });
+  }
+}
+
+}  // namespace dist
+}  // namespace poseidon

@@ -1,0 +1,239 @@
+// mpi_selftest: waits under a real mpirun. A Recv, a batch or a collective
+// that times out names the rank it waited for (the job's numbering, also
+// on a Split communicator, with the Split's deadline) and leaves the
+// communicator usable; a long urgent wait does not keep a core.
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mpi_selftest.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace selftest {
+
+namespace {
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
+
+// A long urgent wait must not keep a core (Note [Polling on a shared core]):
+// rank 0 waits under UrgentScope for a message rank 1 sends 0.4 s late; the
+// caller sleeps, so rank 0's CPU time over the wait is its poller's, which
+// naps once a millisecond of yields brought nothing. (A poller that yielded
+// throughout used a whole core; on a busy 2-core machine two such pollers
+// kept every other process off both cores for 25 s.)
+std::string UrgentWaitLeavesTheCore(Communicator* c) {
+  if (c->rank() > 1) return "";
+  int32_t value = 0;
+  if (c->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    value = 7;
+    return Expect(c->Send(&value, sizeof(value), 0, 9), "late send");
+  }
+  UrgentScope urgent(c);
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = ProcessCpuSeconds();
+  Status s = c->Recv(&value, sizeof(value), 1, 9);
+  const double cpu = ProcessCpuSeconds() - cpu_start;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (!s.ok()) return s.message();
+  if (value != 7) return StrCat("received ", value, " instead of 7");
+  if (cpu > 0.5 * wall) {
+    return StrCat("rank 0 used ", cpu, " s of CPU in an urgent wait of ", wall,
+                  " s: its poller kept the core");
+  }
+  return "";
+}
+
+// A Recv nobody answers times out naming the peer, and leaves the
+// communicator usable.
+std::string RecvTimeout(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  if (c.size() < 2) return "";
+  std::string result;
+  if (c.rank() == 1) {
+    int v = 0;
+    const auto start = std::chrono::steady_clock::now();
+    Status s = c.Recv(&v, 4, 0, 3);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (s.ok()) {
+      result = "a Recv nobody sent to succeeded";
+    } else if (!Contains(s.message(), "timed out") ||
+               !Contains(s.message(), "waiting for rank 0")) {
+      result = StrCat("unclear message: ", s.message());
+    } else if (waited < 0.15 || waited > 5) {
+      result = StrCat("gave up after ", waited, " s, not about 0.2 s");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  int v = 42;
+  if (c.rank() == 0) e = Expect(c.Send(&v, 4, 1, 4), "send after timeout");
+  if (c.rank() == 1) {
+    v = 0;
+    e = Expect(c.Recv(&v, 4, 0, 4), "recv after timeout");
+    if (e.empty() && v != 42) e = StrCat("got ", v, " after timeout");
+  }
+  if (!e.empty()) return e;
+  return result;
+}
+
+// A communicator made by Split numbers its ranks anew, but its messages
+// name ranks as the job does (JobRank), and its waits end at the timeout
+// given to Split. Ranks in reverse order: split rank 0 is the job's last.
+std::string SplitNamesJobRanks(Communicator* c) {
+  const int n = c->size();
+  std::unique_ptr<Communicator> split =
+      c->Split(0, n - 1 - c->rank(), std::chrono::milliseconds(300));
+  if (split->rank() != n - 1 - c->rank()) {
+    return StrCat("split rank ", split->rank(), ", expected ",
+                  n - 1 - c->rank());
+  }
+  for (int r = 0; r < n; ++r) {
+    if (split->JobRank(r) != n - 1 - r) {
+      return StrCat("JobRank(", r, ") = ", split->JobRank(r), ", expected ",
+                    n - 1 - r);
+    }
+  }
+  if (split->timeout() != std::chrono::milliseconds(300)) {
+    return "the split communicator did not take the timeout given to Split";
+  }
+  std::string result;
+  if (n >= 2 && c->rank() == 0) {
+    // Job rank 1 is split rank n - 2; nobody sends.
+    int v = 0;
+    Status s = split->Recv(&v, 4, n - 2, 5);
+    if (s.ok()) {
+      result = "a Recv nobody sent to succeeded";
+    } else if (!Contains(s.message(), StrCat("rank 0: Recv of 4 bytes from "
+                                             "rank 1 tag 5: timed out after "
+                                             "0.3 s waiting for rank 1"))) {
+      result = StrCat("message does not name the job's ranks: ",
+                      s.message());
+    }
+  }
+  std::string e = Expect(c->Barrier(), "barrier after the split's timeout");
+  return e.empty() ? result : e;
+}
+
+// A collective that times out names the rank whose part never came (Note
+// [Collectives from messages]), however many ranks there are.
+std::string CollectiveTimeout(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  const int n = c.size();
+  std::string result;
+  if (c.rank() != 0) {  // rank 0 joins only after the others gave up
+    Status s = c.Barrier();
+    const std::string want =
+        "Barrier #1: timed out after 0.2 s waiting for rank 0's part";
+    if (s.ok()) {
+      result = "a Barrier without rank 0 succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message());
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // Rank 0's late barrier finds the others' parts (their receives were
+  // withdrawn on timeout, their sends were eager).
+  if (c.rank() == 0) e = Expect(c.Barrier(), "late barrier of rank 0");
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
+// An Allgather that times out names every rank whose part is missing, and
+// only those (here the last two ranks, or the last of two).
+std::string AllgatherTimeoutNamesTheMissing(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  const int n = c.size();
+  const int first_missing = n == 2 ? 1 : n - 2;
+  std::string result;
+  int mine = c.rank();
+  std::vector<int> all(n, -1);
+  if (c.rank() < first_missing) {
+    Status s = c.Allgather(&mine, sizeof(mine), all.data());
+    const std::string want =
+        n == 2 ? "Allgather #1 of 4 bytes per rank: timed out after 0.2 s "
+                 "waiting for rank 1's part"
+               : StrCat("Allgather #1 of 4 bytes per rank: timed out after "
+                        "0.2 s waiting for rank ", n - 2, "'s part and rank ",
+                        n - 1, "'s part");
+    if (s.ok()) {
+      result = "an Allgather without the last ranks succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message(), " (want: ", want, ")");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // The late ranks find every part: the others sent theirs before giving up.
+  if (c.rank() >= first_missing) {
+    e = Expect(c.Allgather(&mine, sizeof(mine), all.data()),
+               "late Allgather");
+    for (int r = 0; r < n && e.empty(); ++r) {
+      if (all[r] != r) e = StrCat("late Allgather: part ", r, " is ", all[r]);
+    }
+  }
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
+// A Broadcast whose root never joins: the root's children name the root,
+// the ranks below them the rank that was to pass the data on (with 4
+// ranks, root 0: ranks 1 and 2 wait for rank 0, rank 3 for rank 2).
+std::string BroadcastTimeoutNamesTheParent(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  std::string result;
+  double value = c.rank() == 0 ? 2.5 : -1.0;
+  if (c.rank() != 0) {
+    Status s = c.Broadcast(&value, sizeof(value), 0);
+    // The rank's parent in the binomial tree: without its lowest set bit.
+    const int parent = c.rank() & (c.rank() - 1);
+    const std::string want =
+        parent == 0
+            ? "Broadcast #1 of 8 bytes from root 0: timed out after 0.2 s "
+              "waiting for rank 0 (the root)"
+            : StrCat(
+                  "Broadcast #1 of 8 bytes from root 0: timed out after "
+                  "0.2 s waiting for rank ",
+                  parent, " to pass on the root's data");
+    if (s.ok()) {
+      result = "a Broadcast without its root succeeded";
+    } else if (!Contains(s.message(), want)) {
+      result = StrCat("unclear message: ", s.message(), " (want: ", want, ")");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  // The late root's sends are eager and complete.
+  if (c.rank() == 0) {
+    e = Expect(c.Broadcast(&value, sizeof(value), 0), "late root");
+  }
+  std::string f = Expect(main_comm->Barrier(), "barrier after");
+  return !result.empty() ? result : !e.empty() ? e : f;
+}
+
+}  // namespace selftest
+}  // namespace dist
+}  // namespace poseidon
