@@ -1,6 +1,6 @@
 // BaseConvolutionLayer: what Convolution and Deconvolution share. It reads
-// convolution_param, owns the weights and bias, checks shapes, and computes
-// the convolution and its gradients as matrix products over im2col columns.
+// convolution_param, owns the weights and bias, checks shapes, and has the
+// convolution and its gradients computed by the algorithms it chooses.
 //
 // Parameters (convolution_param; the per-axis geometry is read by
 // ParseConvGeometry, conv_geometry.hpp):
@@ -22,7 +22,7 @@
 //                    2-D and 3-D convolutions with cuDNN (CUDNN in a build
 //                    without cuDNN, or on other geometries, warns once and
 //                    falls back); CAFFE, 1-D, N-D with N > 3 and
-//                    force_nd_im2col run the im2col + GEMM path below.
+//                    force_nd_im2col run the GPU im2col + GEMM path.
 //
 // Blobs: blobs()[0] the weights, shape (conv_out_channels,
 // conv_in_channels / group, kernel...), where for Convolution

@@ -8,7 +8,12 @@
 //                          // then): set up for `shape` (plans, chunking,
 //                          // descriptors; kept while the shape stays);
 //                          // nullptr if the algorithm can run it, else why
-//                          // not (a static string: no allocation per call)
+//                          // not (a static string: no allocation per call).
+//                          // This is the "can it run this geometry" query:
+//                          // the answer often needs the plan built for the
+//                          // shape (DirectConv::supported()). The algorithm
+//                          // keeps a pointer to `shape`, which must outlive
+//                          // the passes (the layer's member).
 //   algo->Forward(dev, input, weights, output);
 //                          // output = conv(input, weights); overwrites
 //   algo->Backward(dev, input, output_diff, weights, weight_diff, input_diff);
@@ -22,14 +27,17 @@
 // shape.input_dim apart) and `output` the GEMM side (shape.output_dim
 // apart), shape.num images each; Deconvolution runs Backward's input
 // gradient as its forward and Forward as its input gradient. A pointer
-// argument lies in `dev`'s memory. An algorithm Backward asks for one of
-// the two gradients computes only that one; algorithms that compute both
-// in one sweep (the batched im2col path turns the top diff channel-major
-// once for both) do so when both are asked for.
+// argument lies in `dev`'s memory. Asked for one of the two gradients,
+// Backward computes only that one; algorithms that compute both in one
+// sweep (the batched im2col path turns the top diff channel-major once for
+// both) do so when both are asked for. Some algorithms serve only some
+// passes for a shape (the row weight gradient only the weight gradient;
+// direct the input gradient only where its input_grad() says so): the
+// table gives them no other, and they CHECK it.
 //
 // The algorithms (one class and file each under
 // src/poseidon/layers/conv_algorithms/; the table in conv_algorithm.cpp,
-// ChooseConvAlgorithms, picks them per pass and says why):
+// ConvAlgorithms::Choose, picks them per pass and says why):
 //   im2col           Caffe's per-image im2col + GEMM; the reference, and
 //                    the only CPU path for N-D
 //   batched im2col   im2col over chunks of images, one GEMM per chunk and
@@ -100,7 +108,7 @@ struct ConvShape {
 //   kBatched:  im2col over chunks of images into one wide column matrix
 //              and one GEMM per chunk and group (2-D only), each chunk as
 //              many images as fit in max_buffer_bytes.
-//   kAuto:     the table's choice (ChooseConvAlgorithms).
+//   kAuto:     the table's choice (ConvAlgorithms::Choose).
 //   kPortable: the GPU im2col path on the CPU too (what the CPU tests check
 //              the GPU path with); on the GPU, that path instead of cuDNN.
 enum class ConvMode { kAuto, kPerImage, kBatched, kPortable };
@@ -137,8 +145,10 @@ class ConvAlgorithm {
   virtual void AccumulateBiasDiff(Poseidon::Brew dev, const Dtype* top_diff,
                                   Dtype* bias_diff) = 0;
   // Scratch bytes a pass takes from the calling thread's scratch (or
-  // gpu::Workspace) for the shape of the last Reshape; 0 if unknown before
-  // the pass (cuDNN's is measured at the first pass).
+  // gpu::Workspace) for the shape of the last Reshape, where the algorithm
+  // knows it before the pass (the im2col paths); 0 otherwise (direct,
+  // Winograd and the row gradient size theirs inside the pass, cuDNN's
+  // comes with the algorithm it measures at the first pass).
   virtual size_t workspace_bytes() const { return 0; }
 };
 

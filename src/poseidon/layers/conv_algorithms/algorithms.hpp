@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "poseidon/blob.hpp"
+#include "poseidon/kernels/im2col_kernels.hpp"
 #include "poseidon/layers/conv_algorithm.hpp"
 #include "poseidon/util/direct_conv.hpp"
 #include "poseidon/util/row_weight_grad.hpp"
@@ -39,6 +40,35 @@ template <typename Dtype>
 void ConvIm2col(const ConvShape& s, const Dtype* input, int images, Dtype* col);
 template <typename Dtype>
 void ConvCol2im(const ConvShape& s, const Dtype* col, int images, Dtype* input);
+
+// What the float fast paths (direct, Winograd, row weight gradient) first
+// ask of a shape: kAuto and 2-D (without force_nd_im2col). Null if so, else
+// why not.
+const char* WhyNotFast2D(const ConvShape& s, const ConvOptions& options);
+
+// One group's 2-D geometry as the fast paths' kernels take it (their
+// Geometry structs name the fields alike): channels, height, width,
+// outputs and pads; KernelGeometry adds the kernel and dilation.
+template <typename Geometry>
+Geometry GroupGeometry(const ConvShape& s) {
+  Geometry g;
+  g.channels = s.in_channels / s.group;
+  g.height = s.input_shape[1];
+  g.width = s.input_shape[2];
+  g.outputs = s.out_channels / s.group;
+  g.pad_h = s.pad[0];
+  g.pad_w = s.pad[1];
+  return g;
+}
+template <typename Geometry>
+Geometry KernelGeometry(const ConvShape& s) {
+  Geometry g = GroupGeometry<Geometry>(s);
+  g.kernel_h = s.kernel[0];
+  g.kernel_w = s.kernel[1];
+  g.dilation_h = s.dilation[0];
+  g.dilation_w = s.dilation[1];
+  return g;
+}
 
 // A CPU algorithm: the bias terms on the CPU (images split over the thread
 // pool); `dev` is ignored by the passes.
@@ -221,6 +251,10 @@ class GpuIm2colConv final : public ConvAlgorithm<Dtype> {
  private:
   // `count` elements of scratch on `dev` (gpu::Workspace on the GPU).
   Dtype* Scratch(Poseidon::Brew dev, size_t count);
+  // The im2col shape of a chunk of `images` images, and whether it takes
+  // the N-D functors.
+  kernels::Im2colShape ChunkShape(int images) const;
+  bool Nd() const { return s_->force_nd_im2col || s_->num_spatial_axes != 2; }
 
   const ConvShape* s_ = nullptr;
   int images_ = 1;

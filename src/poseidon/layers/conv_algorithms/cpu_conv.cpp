@@ -21,6 +21,12 @@ SingleThreadedBlas::~SingleThreadedBlas() {
   if (previous_ != 1) openblas_set_num_threads(previous_);
 }
 
+const char* WhyNotFast2D(const ConvShape& s, const ConvOptions& options) {
+  if (options.mode != ConvMode::kAuto) return "an im2col path asked for";
+  if (s.num_spatial_axes != 2 || s.force_nd_im2col) return "not 2-D";
+  return nullptr;
+}
+
 template <typename Dtype>
 void ConvIm2col(const ConvShape& s, const Dtype* input, int images,
                 Dtype* col) {

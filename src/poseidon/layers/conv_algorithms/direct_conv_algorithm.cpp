@@ -59,8 +59,7 @@ const char* DirectConvAlgorithm::Reshape(const ConvShape& s,
                                          const ConvOptions& options) {
   s_ = &s;
   input_grad_ = false;
-  if (options.mode != ConvMode::kAuto) return "an im2col path asked for";
-  if (s.num_spatial_axes != 2 || s.force_nd_im2col) return "not 2-D";
+  if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
   if (s.stride[0] != 1 || s.stride[1] != 1) return "strided";
   if (s.out_channels / s.group > kDirectMaxOutputs) {
     return "more than 128 outputs per group";
@@ -69,17 +68,7 @@ const char* DirectConvAlgorithm::Reshape(const ConvShape& s,
   if (!DirectConv::KernelsAvailable()) return "neither AVX-512 nor AVX2";
   const bool same_size =
       s.col_shape[1] == s.input_shape[1] && s.col_shape[2] == s.input_shape[2];
-  DirectConv::Geometry g;
-  g.channels = s.in_channels / s.group;
-  g.height = s.input_shape[1];
-  g.width = s.input_shape[2];
-  g.outputs = s.out_channels / s.group;
-  g.kernel_h = s.kernel[0];
-  g.kernel_w = s.kernel[1];
-  g.pad_h = s.pad[0];
-  g.pad_w = s.pad[1];
-  g.dilation_h = s.dilation[0];
-  g.dilation_w = s.dilation[1];
+  const auto g = KernelGeometry<DirectConv::Geometry>(s);
   // The input gradient: the top diff (outputs x col side) convolved back.
   DirectConv::Geometry b = g;
   std::swap(b.channels, b.outputs);

@@ -68,6 +68,14 @@ size_t GpuIm2colConv<Dtype>::workspace_bytes() const {
 }
 
 template <typename Dtype>
+kernels::Im2colShape GpuIm2colConv<Dtype>::ChunkShape(int images) const {
+  const ConvShape& s = *s_;
+  return MakeIm2colShape(s.num_spatial_axes, s.input_shape.data(),
+                         s.kernel.data(), s.pad.data(), s.stride.data(),
+                         s.dilation.data(), images, ColumnLayout::kSideBySide);
+}
+
+template <typename Dtype>
 Dtype* GpuIm2colConv<Dtype>::Scratch(Poseidon::Brew dev, size_t count) {
   if (dev == Poseidon::GPU) {
 #ifndef CPU_ONLY
@@ -89,12 +97,9 @@ void GpuIm2colConv<Dtype>::Forward(Poseidon::Brew dev, const Dtype* input,
   const int out_per_group = O / s.group;
   const int K = s.kernel_dim;
   const int S = s.out_spatial_dim;
-  const bool nd = s.force_nd_im2col || s.num_spatial_axes != 2;
   const size_t w_step = static_cast<size_t>(out_per_group) * K;
-  const size_t col_count = static_cast<size_t>(s.col_shape[0]) * images_ * S;
-  Dtype* scratch =
-      Scratch(dev, col_count + static_cast<size_t>(O) * images_ * S);
-  Dtype* buf = scratch + col_count;
+  Dtype* scratch = Scratch(dev, workspace_bytes() / sizeof(Dtype));
+  Dtype* buf = scratch + static_cast<size_t>(s.col_shape[0]) * images_ * S;
   for (int n0 = 0; n0 < s.num; n0 += images_) {
     const int B = std::min(images_, s.num - n0);
     const int columns = B * S;
@@ -102,11 +107,7 @@ void GpuIm2colConv<Dtype>::Forward(Poseidon::Brew dev, const Dtype* input,
     Dtype* out = output + static_cast<size_t>(n0) * s.output_dim;
     const Dtype* col = in;
     if (!(s.is_1x1 && B == 1)) {
-      const kernels::Im2colShape shape =
-          MakeIm2colShape(s.num_spatial_axes, s.input_shape.data(),
-                          s.kernel.data(), s.pad.data(), s.stride.data(),
-                          s.dilation.data(), B, ColumnLayout::kSideBySide);
-      im2col_on(dev, shape, nd, in, scratch);
+      im2col_on(dev, ChunkShape(B), Nd(), in, scratch);
       col = scratch;
     }
     Dtype* dst = B == 1 ? out : buf;
@@ -134,19 +135,14 @@ void GpuIm2colConv<Dtype>::Backward(Poseidon::Brew dev, const Dtype* input,
   const int out_per_group = O / s.group;
   const int K = s.kernel_dim;
   const int S = s.out_spatial_dim;
-  const bool nd = s.force_nd_im2col || s.num_spatial_axes != 2;
   const size_t w_step = static_cast<size_t>(out_per_group) * K;
-  const size_t col_count = static_cast<size_t>(s.col_shape[0]) * images_ * S;
-  Dtype* scratch =
-      Scratch(dev, col_count + static_cast<size_t>(O) * images_ * S);
-  Dtype* buf = scratch + col_count;
+  Dtype* scratch = Scratch(dev, workspace_bytes() / sizeof(Dtype));
+  Dtype* buf = scratch + static_cast<size_t>(s.col_shape[0]) * images_ * S;
   for (int n0 = 0; n0 < s.num; n0 += images_) {
     const int B = std::min(images_, s.num - n0);
     const int columns = B * S;
     const bool own_columns = !(s.is_1x1 && B == 1);
-    const kernels::Im2colShape shape = MakeIm2colShape(
-        s.num_spatial_axes, s.input_shape.data(), s.kernel.data(), s.pad.data(),
-        s.stride.data(), s.dilation.data(), B, ColumnLayout::kSideBySide);
+    const kernels::Im2colShape shape = ChunkShape(B);
     const Dtype* od = output_diff + static_cast<size_t>(n0) * s.output_dim;
     if (B > 1) {
       for_each(dev, O * columns,
@@ -157,7 +153,7 @@ void GpuIm2colConv<Dtype>::Backward(Poseidon::Brew dev, const Dtype* input,
       const Dtype* in = input + static_cast<size_t>(n0) * s.input_dim;
       const Dtype* col = in;
       if (own_columns) {
-        im2col_on(dev, shape, nd, in, scratch);
+        im2col_on(dev, shape, Nd(), in, scratch);
         col = scratch;
       }
       for (int g = 0; g < s.group; ++g) {
@@ -178,7 +174,7 @@ void GpuIm2colConv<Dtype>::Backward(Poseidon::Brew dev, const Dtype* input,
                           Dtype(0),
                           col_diff + static_cast<size_t>(g) * K * columns);
       }
-      if (own_columns) col2im_on(dev, shape, nd, col_diff, in_diff);
+      if (own_columns) col2im_on(dev, shape, Nd(), col_diff, in_diff);
     }
   }
 }

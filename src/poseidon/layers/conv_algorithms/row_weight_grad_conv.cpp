@@ -51,8 +51,7 @@ size_t Lines(size_t floats) { return (floats + 15) / 16 * 16; }
 const char* RowWeightGradConv::Reshape(const ConvShape& s,
                                        const ConvOptions& options) {
   s_ = &s;
-  if (options.mode != ConvMode::kAuto) return "an im2col path asked for";
-  if (s.num_spatial_axes != 2 || s.force_nd_im2col) return "not 2-D";
+  if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
   if (s.in_channels / s.group > kRowMaxChannels) {
     return "more than 4 input channels per group";
   }
@@ -63,19 +62,9 @@ const char* RowWeightGradConv::Reshape(const ConvShape& s,
   if (s.stride[1] > s.input_shape[2] + 2 * s.pad[1]) {
     return "a stride wider than the padded row";
   }
-  RowWeightGradient::Geometry g;
-  g.channels = s.in_channels / s.group;
-  g.height = s.input_shape[1];
-  g.width = s.input_shape[2];
-  g.outputs = s.out_channels / s.group;
-  g.kernel_h = s.kernel[0];
-  g.kernel_w = s.kernel[1];
-  g.pad_h = s.pad[0];
-  g.pad_w = s.pad[1];
+  auto g = KernelGeometry<RowWeightGradient::Geometry>(s);
   g.stride_h = s.stride[0];
   g.stride_w = s.stride[1];
-  g.dilation_h = s.dilation[0];
-  g.dilation_w = s.dilation[1];
   if (plan_ == nullptr || std::memcmp(&plan_->geometry(), &g, sizeof(g)) != 0) {
     plan_ = std::make_unique<RowWeightGradient>(g);
   }

@@ -75,8 +75,7 @@ constexpr int64_t kWinogradMinTiles = 100;
 const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
                                            const ConvOptions& options) {
   s_ = &s;
-  if (options.mode != ConvMode::kAuto) return "an im2col path asked for";
-  if (s.num_spatial_axes != 2 || s.force_nd_im2col) return "not 2-D";
+  if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
   if (s.kernel[0] != 3 || s.kernel[1] != 3) return "not a 3x3 kernel";
   if (s.stride[0] != 1 || s.stride[1] != 1 || s.dilation[0] != 1 ||
       s.dilation[1] != 1) {
@@ -89,13 +88,7 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   }
   if (!Avx512KernelsAvailable()) return "no AVX-512 kernels";
   using Wino = WinogradConv3x3<float>;
-  Wino::Geometry g;
-  g.channels = s.in_channels / s.group;
-  g.height = s.input_shape[1];
-  g.width = s.input_shape[2];
-  g.outputs = s.out_channels / s.group;
-  g.pad_h = s.pad[0];
-  g.pad_w = s.pad[1];
+  const auto g = GroupGeometry<Wino::Geometry>(s);
   // Too few tiles to repay the weight transform (Note [Winograd path]).
   const int64_t tiles = static_cast<int64_t>(s.num) *
                         ((s.col_shape[1] + 3) / 4) * ((s.col_shape[2] + 3) / 4);
