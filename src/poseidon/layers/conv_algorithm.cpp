@@ -2,6 +2,7 @@
 // convolution, and why the others do not (see conv_algorithm.hpp).
 #include "poseidon/layers/conv_algorithm.hpp"
 
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -20,11 +21,12 @@ namespace poseidon {
 //                    batched im2col, im2col
 //   weight gradient  row weight gradient, Winograd, direct, batched
 //                    im2col, im2col
-// Winograd and direct refuse unless kAuto, so kPerImage and kBatched get
-// the im2col paths they name; kPortable runs the GPU im2col path on the
-// CPU for every pass. The fast paths are float only. On the GPU every pass
-// is cuDNN's where the engine rule (util/gpu_engine.hpp) gives cuDNN, else
-// GPU im2col's; cuDNN hands a pass it has no algorithm for to GPU im2col.
+// The fast paths (Winograd, direct, row weight gradient) refuse unless
+// kAuto, so kPerImage and kBatched get the im2col paths they name;
+// kPortable runs the GPU im2col path on the CPU for every pass. The fast
+// paths are float only. On the GPU every pass is cuDNN's where the engine
+// rule (util/gpu_engine.hpp) gives cuDNN, else GPU im2col's; cuDNN hands a
+// pass it has no algorithm for to GPU im2col.
 // The lists give the choices the layer made before the algorithms were
 // objects, pass by pass, bit for bit.
 namespace {
