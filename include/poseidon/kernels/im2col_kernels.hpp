@@ -212,7 +212,8 @@ struct Col2imND {
 
 // (num, channels, S) images <-> a (channels, num * S) matrix: the
 // arrangement of the batched GEMMs (Note [Batched im2col] in
-// base_conv_layer.cpp). One index per element of the destination.
+// layers/conv_algorithms/batched_im2col_conv.cpp). One index per element of
+// the destination.
 template <typename Dtype>
 struct ImagesToChannelMajor {
   const Dtype* images;

@@ -5,8 +5,8 @@
 // CPUs with AVX2 and FMA only the AVX2 GEMM with its panels packed from the
 // image (Note [Implicit im2col] in util/sgemm_avx2.cpp). For the
 // convolution layer's direct path (Note [Direct path] in
-// base_conv_layer_direct.cpp); im2col + GEMM stays the reference and serves
-// double, other strides and CPUs with neither.
+// layers/conv_algorithms/direct_conv_algorithm.cpp); im2col + GEMM stays
+// the reference and serves double, other strides and CPUs with neither.
 //
 // A DirectConv may be constructed on any CPU; supported() says whether the
 // other methods may be used (KernelsAvailable(), checked at run time; the

@@ -14,7 +14,7 @@
 // column matrix of num * output_h * output_w columns, image n owning columns
 // [n * output_h * output_w, (n + 1) * output_h * output_w). One GEMM over that
 // matrix convolves the whole batch (see Note [Batched im2col] in
-// base_conv_layer.cpp).
+// layers/conv_algorithms/batched_im2col_conv.cpp).
 //
 // Layout (N-D). im_shape is (channels, d_1, ..., d_N); col_shape is
 // (channels * prod(kernel), o_1, ..., o_N). Rows enumerate (channel, kernel

@@ -1,5 +1,5 @@
 // ConvolutionLayer: the output-size rule and the forward/backward passes on
-// top of BaseConvolutionLayer's device-dispatching helpers.
+// top of the algorithms BaseConvolutionLayer chose (conv_algorithm.hpp).
 #include "poseidon/layers/conv_layer.hpp"
 
 #include "poseidon/layers/conv_geometry.hpp"
@@ -30,12 +30,13 @@ void ConvolutionLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
     this->WarnCpuFallback();
     dev = Poseidon::CPU;
   }
+  const ConvPlan<Dtype>& plan = this->plan(dev);
   const Dtype* weights = this->blobs_[0]->data_on(dev);
   for (size_t i = 0; i < bottom.size(); ++i) {
     Dtype* top_data = top[i]->mutable_data_on(dev);
-    this->ConvForward(dev, bottom[i]->data_on(dev), weights, top_data);
+    plan.Forward(dev, bottom[i]->data_on(dev), weights, top_data);
     if (this->bias_term_) {
-      this->AddBias(dev, this->blobs_[1]->data_on(dev), top_data);
+      plan.AddBias(dev, this->blobs_[1]->data_on(dev), top_data);
     }
   }
 }
@@ -49,6 +50,7 @@ void ConvolutionLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
     this->WarnCpuFallback();
     dev = Poseidon::CPU;
   }
+  const ConvPlan<Dtype>& plan = this->plan(dev);
   const Dtype* weights = this->blobs_[0]->data_on(dev);
   Dtype* weight_diff = this->param_propagate_down(0)
                            ? this->blobs_[0]->mutable_diff_on(dev)
@@ -56,10 +58,10 @@ void ConvolutionLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   for (size_t i = 0; i < top.size(); ++i) {
     const Dtype* top_diff = top[i]->diff_on(dev);
     if (this->bias_term_ && this->param_propagate_down(1)) {
-      this->AccumulateBiasDiff(dev, top_diff,
-                               this->blobs_[1]->mutable_diff_on(dev));
+      plan.AccumulateBiasDiff(dev, top_diff,
+                              this->blobs_[1]->mutable_diff_on(dev));
     }
-    this->ConvBackward(
+    plan.Backward(
         dev, bottom[i]->data_on(dev), top_diff, weights, weight_diff,
         propagate_down[i] ? bottom[i]->mutable_diff_on(dev) : nullptr);
   }

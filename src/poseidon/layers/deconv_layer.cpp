@@ -1,5 +1,5 @@
-// DeconvolutionLayer: the output-size rule and the passes, which are
-// BaseConvolutionLayer's convolution helpers run the other way round: the
+// DeconvolutionLayer: the output-size rule and the passes, which are the
+// convolution algorithms (conv_algorithm.hpp) run the other way round: the
 // bottom is the convolution's output side (GEMM side), the top its input
 // side (im2col side).
 #include "poseidon/layers/deconv_layer.hpp"
@@ -52,27 +52,30 @@ void DeconvolutionLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
     this->WarnCpuFallback();
     dev = Poseidon::CPU;
   }
+  const ConvPlan<Dtype>& plan = this->plan(dev);
   const Dtype* weights = this->blobs_[0]->data_on(dev);
   for (size_t i = 0; i < bottom.size(); ++i) {
     Dtype* top_data = top[i]->mutable_data_on(dev);
     // The input gradient of the convolution top -> bottom, with the bottom
     // as its output gradient; no weight gradient, so no input is needed.
-    this->ConvBackward(dev, nullptr, bottom[i]->data_on(dev), weights, nullptr,
-                       top_data);
+    plan.Backward(dev, nullptr, bottom[i]->data_on(dev), weights, nullptr,
+                  top_data);
     if (this->bias_term_) {
-      this->AddBias(dev, this->blobs_[1]->data_on(dev), top_data);
+      plan.AddBias(dev, this->blobs_[1]->data_on(dev), top_data);
     }
   }
 }
 
 template <typename Dtype>
-void DeconvolutionLayer<Dtype>::BackwardOn(
-    Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
-    const vector<bool>& propagate_down, const vector<Blob<Dtype>*>& bottom) {
+void DeconvolutionLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
+                                           const vector<Blob<Dtype>*>& top,
+                                           const vector<bool>& propagate_down,
+                                           const vector<Blob<Dtype>*>& bottom) {
   if (dev == Poseidon::GPU && !this->RunsOnGpu()) {
     this->WarnCpuFallback();
     dev = Poseidon::CPU;
   }
+  const ConvPlan<Dtype>& plan = this->plan(dev);
   const Dtype* weights = this->blobs_[0]->data_on(dev);
   Dtype* weight_diff = this->param_propagate_down(0)
                            ? this->blobs_[0]->mutable_diff_on(dev)
@@ -80,18 +83,17 @@ void DeconvolutionLayer<Dtype>::BackwardOn(
   for (size_t i = 0; i < top.size(); ++i) {
     const Dtype* top_diff = top[i]->diff_on(dev);
     if (this->bias_term_ && this->param_propagate_down(1)) {
-      this->AccumulateBiasDiff(dev, top_diff,
-                               this->blobs_[1]->mutable_diff_on(dev));
+      plan.AccumulateBiasDiff(dev, top_diff,
+                              this->blobs_[1]->mutable_diff_on(dev));
     }
     // Weight gradient of the convolution top -> bottom: its input is the
     // top diff, its output gradient the bottom data.
     if (weight_diff != nullptr) {
-      this->ConvBackward(dev, top_diff, bottom[i]->data_on(dev), weights,
-                         weight_diff, nullptr);
+      plan.Backward(dev, top_diff, bottom[i]->data_on(dev), weights,
+                    weight_diff, nullptr);
     }
     if (propagate_down[i]) {
-      this->ConvForward(dev, top_diff, weights,
-                        bottom[i]->mutable_diff_on(dev));
+      plan.Forward(dev, top_diff, weights, bottom[i]->mutable_diff_on(dev));
     }
   }
 }

@@ -29,6 +29,7 @@
 
 #include "poseidon/layers/base_conv_layer.hpp"
 #include "poseidon/util/avx512.hpp"
+#include "poseidon/util/direct_conv.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "test_util.hpp"
 

@@ -1,9 +1,10 @@
 // The convolution layer's row weight gradient (Note [Row weight-gradient
-// path] in base_conv_layer_row_wgrad.cpp) against its per-image im2col
-// path: the weight gradient (and that the forward pass, the input and bias
-// gradients are untouched), with and without the input gradient, on 1 and
-// 2 threads (images split, or outputs split for a lone image), on strides,
-// pads, dilation, groups and a deconvolution; and where kAuto chooses it.
+// path] in conv_algorithms/row_weight_grad_conv.cpp) against its per-image
+// im2col path: the weight gradient (and that the forward pass, the input
+// and bias gradients are untouched), with and without the input gradient,
+// on 1 and 2 threads (images split, or outputs split for a lone image), on
+// strides, pads, dilation, groups and a deconvolution; and where kAuto
+// chooses it.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // The convolution layer's Winograd path (Note [Winograd path] in
-// base_conv_layer_winograd.cpp) against its per-image im2col path: forward,
-// input and weight gradients, on 1 and 2 threads, on shapes with padding 0
-// to 2, groups, channel counts that are not multiples of 16 and batch 1;
-// where kAuto chooses it; and a deconvolution through it.
+// conv_algorithms/winograd_conv.cpp) against its per-image im2col path:
+// forward, input and weight gradients, on 1 and 2 threads, on shapes with
+// padding 0 to 2, groups, channel counts that are not multiples of 16 and
+// batch 1; where kAuto chooses it; and a deconvolution through it.
 #include <gtest/gtest.h>
 
 #include <algorithm>

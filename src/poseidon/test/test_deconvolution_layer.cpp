@@ -17,6 +17,7 @@
 #include "poseidon/layers/deconv_layer.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/util/avx512.hpp"
+#include "poseidon/util/direct_conv.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
 

@@ -46,7 +46,8 @@
 // conv1 4.3 -> 2.5, CIFAR-10 quick conv1 2.8 -> 1.8. AlexNet's conv1
 // (11x11, stride 4: 363 pairs, im2col only 7.6 times the image) was
 // slower, 23.7 -> 27.4 ms, so the layer keeps im2col + GEMM there
-// (Note [Row weight-gradient path] in layers/base_conv_layer_row_wgrad.cpp).
+// (Note [Row weight-gradient path] in
+// layers/conv_algorithms/row_weight_grad_conv.cpp).
 #include "poseidon/util/row_weight_grad.hpp"
 
 #include <immintrin.h>

@@ -1,11 +1,11 @@
-// BaseConvolutionLayer's Winograd path: choosing it, and the forward pass
-// and both gradients with WinogradConv3x3 (util/winograd.hpp).
+// WinogradConvAlgorithm: the float 3x3 convolution and both gradients by
+// Winograd's F(4x4, 3x3) with WinogradConv3x3 (util/winograd.hpp).
 #include <algorithm>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
-#include "poseidon/layers/base_conv_layer.hpp"
+#include "algorithms.hpp"
+#include "poseidon/util/avx512.hpp"
 #include "poseidon/util/parallel.hpp"
 #include "poseidon/util/thread_scratch.hpp"
 
@@ -19,11 +19,11 @@ namespace poseidon {
 // POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
 // forward pass and both gradients by Winograd's F(4x4, 3x3): 36 GEMMs of
 // a quarter of the multiplications per tile block (Note [Winograd] in
-// util/winograd.cpp), in place of the direct path (Note [Direct path]) or
-// im2col + GEMM. The input gradient of such a convolution is the
-// convolution of the top diff with the kernel rotated, channels and
-// outputs swapped, pad 2 - pad; the weight gradient is summed in the
-// transform domain and taken back once per call.
+// util/winograd.cpp), in place of the direct path (Note [Direct path] in
+// direct_conv_algorithm.cpp) or im2col + GEMM. The input gradient of such a
+// convolution is the convolution of the top diff with the kernel rotated,
+// channels and outputs swapped, pad 2 - pad; the weight gradient is summed in
+// the transform domain and taken back once per call.
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -72,39 +72,36 @@ constexpr int64_t kWinogradMinTiles = 100;
 
 }  // namespace
 
-template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::ChooseWinograd() {
-  winograd_ = false;
-  if (!std::is_same<Dtype, float>::value || algorithm_ != Algorithm::kAuto ||
-      num_spatial_axes_ != 2 || force_nd_im2col_ || kernel_shape_[0] != 3 ||
-      kernel_shape_[1] != 3 || stride_[0] != 1 || stride_[1] != 1 ||
-      dilation_[0] != 1 || dilation_[1] != 1 || pad_[0] > 2 || pad_[1] > 2 ||
-      conv_in_channels_ / group_ < kWinogradMinChannels ||
-      conv_out_channels_ / group_ < kWinogradMinChannels ||
-      !Avx512KernelsAvailable()) {
-    return;
+const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
+                                           const ConvOptions& options) {
+  s_ = &s;
+  if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
+  if (s.kernel[0] != 3 || s.kernel[1] != 3) return "not a 3x3 kernel";
+  if (s.stride[0] != 1 || s.stride[1] != 1 || s.dilation[0] != 1 ||
+      s.dilation[1] != 1) {
+    return "strided or dilated";
   }
+  if (s.pad[0] > 2 || s.pad[1] > 2) return "pad above 2";
+  if (s.in_channels / s.group < kWinogradMinChannels ||
+      s.out_channels / s.group < kWinogradMinChannels) {
+    return "fewer than 64 input channels or outputs per group";
+  }
+  if (!Avx512KernelsAvailable()) return "no AVX-512 kernels";
   using Wino = WinogradConv3x3<float>;
-  Wino::Geometry g;
-  g.channels = conv_in_channels_ / group_;
-  g.height = conv_input_shape_[1];
-  g.width = conv_input_shape_[2];
-  g.outputs = conv_out_channels_ / group_;
-  g.pad_h = pad_[0];
-  g.pad_w = pad_[1];
+  const auto g = GroupGeometry<Wino::Geometry>(s);
   // Too few tiles to repay the weight transform (Note [Winograd path]).
-  const int64_t tiles = static_cast<int64_t>(num_) * ((col_shape_[1] + 3) / 4) *
-                        ((col_shape_[2] + 3) / 4);
-  if (tiles < kWinogradMinTiles) return;
-  if (g.height + 2 * g.pad_h - 2 != col_shape_[1] ||
-      g.width + 2 * g.pad_w - 2 != col_shape_[2] || col_shape_[1] < 1 ||
-      col_shape_[2] < 1) {
-    return;
+  const int64_t tiles = static_cast<int64_t>(s.num) *
+                        ((s.col_shape[1] + 3) / 4) * ((s.col_shape[2] + 3) / 4);
+  if (tiles < kWinogradMinTiles) return "fewer than 100 tiles in the batch";
+  if (g.height + 2 * g.pad_h - 2 != s.col_shape[1] ||
+      g.width + 2 * g.pad_w - 2 != s.col_shape[2] || s.col_shape[1] < 1 ||
+      s.col_shape[2] < 1) {
+    return "the output is not the 3x3 window's";
   }
   Wino::Geometry b = g;
   std::swap(b.channels, b.outputs);
-  b.height = col_shape_[1];
-  b.width = col_shape_[2];
+  b.height = s.col_shape[1];
+  b.width = s.col_shape[2];
   b.pad_h = 2 - g.pad_h;
   b.pad_w = 2 - g.pad_w;
   auto same = [](const Wino::Geometry& x, const Wino::Geometry& y) {
@@ -112,33 +109,49 @@ void BaseConvolutionLayer<Dtype>::ChooseWinograd() {
            x.width == y.width && x.outputs == y.outputs && x.pad_h == y.pad_h &&
            x.pad_w == y.pad_w;
   };
-  if (winograd_forward_ == nullptr || !same(winograd_forward_->geometry(), g)) {
-    winograd_forward_ = std::make_unique<Wino>(g);
+  if (forward_ == nullptr || !same(forward_->geometry(), g)) {
+    forward_ = std::make_unique<Wino>(g);
   }
-  if (winograd_backward_ == nullptr ||
-      !same(winograd_backward_->geometry(), b)) {
-    winograd_backward_ = std::make_unique<Wino>(b);
+  if (backward_ == nullptr || !same(backward_->geometry(), b)) {
+    backward_ = std::make_unique<Wino>(b);
   }
-  winograd_ = true;
+  return nullptr;
 }
 
-template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::RunWinograd(
-    const WinogradConv3x3<float>& conv, bool flip_and_swap,
-    const float* weights, const float* input, size_t input_dim, float* output,
-    size_t output_dim) {
-  const int workers = ParallelForWorkers(num_);
-  const int per_worker = (num_ + workers - 1) / workers;
+void WinogradConvAlgorithm::Forward(Poseidon::Brew, const float* input,
+                                    const float* weights, float* output) {
+  Run(*forward_, /*flip_and_swap=*/false, weights, input, s_->input_dim, output,
+      s_->output_dim);
+}
+
+void WinogradConvAlgorithm::Backward(Poseidon::Brew, const float* input,
+                                     const float* output_diff,
+                                     const float* weights, float* weight_diff,
+                                     float* input_diff) {
+  if (input_diff != nullptr) {
+    Run(*backward_, /*flip_and_swap=*/true, weights, output_diff,
+        s_->output_dim, input_diff, s_->input_dim);
+  }
+  if (weight_diff != nullptr) BackwardWeights(input, output_diff, weight_diff);
+}
+
+void WinogradConvAlgorithm::Run(const WinogradConv3x3<float>& conv,
+                                bool flip_and_swap, const float* weights,
+                                const float* input, size_t input_dim,
+                                float* output, size_t output_dim) const {
+  const ConvShape& s = *s_;
+  const int workers = ParallelForWorkers(s.num);
+  const int per_worker = (s.num + workers - 1) / workers;
   const size_t u_size = conv.weights_size();
   const size_t scratch = conv.scratch_size(per_worker);
   float* base = static_cast<float*>(
-      ThreadScratch(sizeof(float) * (u_size * group_ + scratch * workers)));
+      ThreadScratch(sizeof(float) * (u_size * s.group + scratch * workers)));
   const size_t w_step =
-      static_cast<size_t>(conv_out_channels_ / group_) * kernel_dim_;
+      static_cast<size_t>(s.out_channels / s.group) * s.kernel_dim;
   // The weights of every group, outputs split over the workers.
   const int outputs = conv.geometry().outputs;
   auto transform = [&](int begin, int end, int) {
-    for (int g = 0; g < group_; ++g) {
+    for (int g = 0; g < s.group; ++g) {
       conv.TransformWeights(weights + g * w_step, flip_and_swap,
                             base + g * u_size, begin, end);
     }
@@ -148,11 +161,11 @@ void BaseConvolutionLayer<Dtype>::RunWinograd(
   } else {
     ParallelFor(outputs, transform);
   }
-  const size_t in_step = input_dim / group_;
-  const size_t out_step = output_dim / group_;
+  const size_t in_step = input_dim / s.group;
+  const size_t out_step = output_dim / s.group;
   auto run = [&](int begin, int end, int w) {
-    float* tiles = base + u_size * group_ + w * scratch;
-    for (int g = 0; g < group_; ++g) {
+    float* tiles = base + u_size * s.group + w * scratch;
+    for (int g = 0; g < s.group; ++g) {
       conv.Forward(end - begin, base + g * u_size,
                    input + begin * input_dim + g * in_step,
                    static_cast<ptrdiff_t>(input_dim),
@@ -161,60 +174,45 @@ void BaseConvolutionLayer<Dtype>::RunWinograd(
     }
   };
   if (workers <= 1) {
-    run(0, num_, 0);
+    run(0, s.num, 0);
   } else {
-    ParallelFor(num_, run);
+    ParallelFor(s.num, run);
   }
 }
 
-template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::ForwardWinograd(const float* input,
-                                                  const float* weights,
-                                                  float* output) {
-  RunWinograd(*winograd_forward_, /*flip_and_swap=*/false, weights, input,
-              conv_input_dim_, output, conv_output_dim_);
-}
-
-template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(const float* output_diff,
-                                                       const float* weights,
-                                                       float* input_diff) {
-  RunWinograd(*winograd_backward_, /*flip_and_swap=*/true, weights, output_diff,
-              conv_output_dim_, input_diff, conv_input_dim_);
-}
-
-template <typename Dtype>
-void BaseConvolutionLayer<Dtype>::BackwardWeightsWinograd(
-    const float* input, const float* output_diff, float* weight_diff) {
-  const WinogradConv3x3<float>& conv = *winograd_forward_;
-  const int64_t tiles = static_cast<int64_t>(num_) * conv.tiles_per_image();
+void WinogradConvAlgorithm::BackwardWeights(const float* input,
+                                            const float* output_diff,
+                                            float* weight_diff) const {
+  const ConvShape& s = *s_;
+  const WinogradConv3x3<float>& conv = *forward_;
+  const int64_t tiles = static_cast<int64_t>(s.num) * conv.tiles_per_image();
   const int outputs = conv.geometry().outputs;
   const size_t u_size = conv.weights_size();
-  const size_t in_step = conv_input_dim_ / group_;
-  const size_t out_step = conv_output_dim_ / group_;
+  const size_t in_step = s.input_dim / s.group;
+  const size_t out_step = s.output_dim / s.group;
   const size_t w_step =
-      static_cast<size_t>(conv_out_channels_ / group_) * kernel_dim_;
-  const size_t tile_scratch = conv.scratch_size(num_);
+      static_cast<size_t>(s.out_channels / s.group) * s.kernel_dim;
+  const size_t tile_scratch = conv.scratch_size(s.num);
   // Adds worker w's share for outputs [o0, o1) and tiles [t0, t1) of every
   // group into dU (all groups).
   auto accumulate = [&](int64_t t0, int64_t t1, int o0, int o1, float* dU,
                         float* scratch) {
-    for (int g = 0; g < group_; ++g) {
+    for (int g = 0; g < s.group; ++g) {
       conv.AccumulateWeightGradient(
-          num_, input + g * in_step, static_cast<ptrdiff_t>(conv_input_dim_),
-          output_diff + g * out_step, static_cast<ptrdiff_t>(conv_output_dim_),
-          t0, t1, o0, o1, dU + g * u_size, scratch, /*accumulate=*/false);
+          s.num, input + g * in_step, static_cast<ptrdiff_t>(s.input_dim),
+          output_diff + g * out_step, static_cast<ptrdiff_t>(s.output_dim), t0,
+          t1, o0, o1, dU + g * u_size, scratch, /*accumulate=*/false);
     }
   };
   const int workers = ParallelForWorkers(outputs);
   if (tiles < int64_t{2} * workers * conv.tile_block()) {
     // Few tiles (Note [Winograd path], "Threads"): by outputs, on one sum.
     float* dU = static_cast<float*>(ThreadScratch(
-        sizeof(float) * (u_size * group_ + tile_scratch * workers)));
+        sizeof(float) * (u_size * s.group + tile_scratch * workers)));
     ParallelFor(outputs, [&](int begin, int end, int w) {
       accumulate(0, tiles, begin, end, dU,
-                 dU + u_size * group_ + w * tile_scratch);
-      for (int g = 0; g < group_; ++g) {
+                 dU + u_size * s.group + w * tile_scratch);
+      for (int g = 0; g < s.group; ++g) {
         const float* sum = dU + g * u_size;
         conv.TransformWeightGradient(&sum, 1, weight_diff + g * w_step, begin,
                                      end);
@@ -227,43 +225,27 @@ void BaseConvolutionLayer<Dtype>::BackwardWeightsWinograd(
   constexpr int kStep = 16;
   const int steps = static_cast<int>((tiles + kStep - 1) / kStep);
   const int parts = std::max(1, ParallelForWorkers(steps));
-  const size_t per_worker = u_size * group_ + tile_scratch;
+  const size_t per_worker = u_size * s.group + tile_scratch;
   float* base =
       static_cast<float*>(ThreadScratch(sizeof(float) * per_worker * parts));
   ParallelFor(steps, [&](int begin, int end, int w) {
     float* dU = base + w * per_worker;
     accumulate(static_cast<int64_t>(begin) * kStep,
                std::min<int64_t>(tiles, int64_t{end} * kStep), 0, outputs, dU,
-               dU + u_size * group_);
+               dU + u_size * s.group);
   });
-  std::vector<const float*> sums(static_cast<size_t>(parts) * group_);
-  for (int g = 0; g < group_; ++g) {
+  std::vector<const float*> sums(static_cast<size_t>(parts) * s.group);
+  for (int g = 0; g < s.group; ++g) {
     for (int w = 0; w < parts; ++w) {
       sums[g * parts + w] = base + w * per_worker + g * u_size;
     }
   }
   ParallelFor(outputs, [&](int begin, int end, int) {
-    for (int g = 0; g < group_; ++g) {
+    for (int g = 0; g < s.group; ++g) {
       conv.TransformWeightGradient(sums.data() + g * parts, parts,
                                    weight_diff + g * w_step, begin, end);
     }
   });
 }
-
-// The rest of the class is instantiated in base_conv_layer.cpp.
-#define POSEIDON_INSTANTIATE_WINOGRAD(Dtype)                                   \
-  template void BaseConvolutionLayer<Dtype>::ChooseWinograd();                 \
-  template void BaseConvolutionLayer<Dtype>::RunWinograd(                      \
-      const WinogradConv3x3<float>&, bool, const float*, const float*, size_t, \
-      float*, size_t);                                                         \
-  template void BaseConvolutionLayer<Dtype>::ForwardWinograd(                  \
-      const float*, const float*, float*);                                     \
-  template void BaseConvolutionLayer<Dtype>::BackwardDataWinograd(             \
-      const float*, const float*, float*);                                     \
-  template void BaseConvolutionLayer<Dtype>::BackwardWeightsWinograd(          \
-      const float*, const float*, float*);
-POSEIDON_INSTANTIATE_WINOGRAD(float)
-POSEIDON_INSTANTIATE_WINOGRAD(double)
-#undef POSEIDON_INSTANTIATE_WINOGRAD
 
 }  // namespace poseidon
