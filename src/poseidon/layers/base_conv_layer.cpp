@@ -171,7 +171,11 @@ void BaseConvolutionLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   s.top_dim = top[0]->count(channel_axis_);
   s.bias_term = bias_term_;
   s.top_is_input = reverse_dimensions();
-  algorithms_.Choose(s, options_);
+  // set_portable(true) (Note [Layer bodies] in layer.hpp) is the GPU im2col
+  // path on either device, as set_algorithm(kPortable) asks.
+  ConvOptions options = options_;
+  if (this->portable()) options.mode = ConvMode::kPortable;
+  algorithms_.Choose(s, options);
   if (Poseidon::mode() == Poseidon::CPU) {
     // What runs, and why the faster paths do not, once per layer and
     // whenever it changes (a new shape).

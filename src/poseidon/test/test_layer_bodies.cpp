@@ -15,6 +15,7 @@
 
 #include "poseidon/layer.hpp"
 #include "poseidon/layer_factory.hpp"
+#include "poseidon/layers/base_conv_layer.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "test_util.hpp"
 
@@ -191,6 +192,25 @@ TEST(LayerBodiesTest, RegisteredTunedPathsAllHaveCases) {
         << type << " has cases here but no tuned CPU path registered";
   }
   EXPECT_FALSE(tuned.empty());
+}
+
+// The convolution has several algorithms, chosen by its own table
+// (test_conv_algorithm.cpp); set_portable(true) asks it for its portable
+// body, the GPU im2col path, on the CPU too.
+TEST(LayerBodiesTest, PortableConvolutionRunsTheGpuIm2colPath) {
+  const LayerParameter param = ParseLayer(
+      "type: 'Convolution' convolution_param { num_output: 4 kernel_size: 3 "
+      "weight_filler { type: 'gaussian' } }");
+  for (bool portable : {false, true}) {
+    auto layer = std::dynamic_pointer_cast<BaseConvolutionLayer<float>>(
+        LayerRegistry<float>::CreateLayer(param));
+    ASSERT_NE(layer, nullptr);
+    layer->set_portable(portable);
+    Blob<float> bottom({2, 3, 8, 8}), top;
+    layer->SetUp({&bottom}, {&top});
+    EXPECT_EQ(layer->CpuPathDescription().find("GPU im2col") == 0, portable)
+        << layer->CpuPathDescription();
+  }
 }
 
 }  // namespace

@@ -42,15 +42,17 @@ chmod +x "$WORK/pick.sh"
 timeout 120 "$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none \
   -np 3 "$WORK/pick.sh" > "$WORK/job.log" 2>&1
 rc=$?
-lines0=$(grep -c "^poseidon_train: rank 0 of 3: stopped by SIGTERM" "$WORK/job.log")
-lines2=$(grep -c "^poseidon_train: rank 2 of 3: stopped by SIGTERM" "$WORK/job.log")
+# Counted as occurrences: mpirun forwards the ranks' stderr into one file,
+# where two ranks' lines can interleave mid-line.
+lines0=$(grep -o "rank 0 of 3: stopped by SIGTERM" "$WORK/job.log" | wc -l)
+lines2=$(grep -o "rank 2 of 3: stopped by SIGTERM" "$WORK/job.log" | wc -l)
 traces=$(trace_lines "$WORK/job.log")
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
    grep -q "Error: rank 1 of 3: .*missing.caffemodel" "$WORK/job.log" &&
    [ "$lines0" -eq 1 ] && [ "$lines2" -eq 1 ] && [ "$traces" -eq 0 ]; then
   ok "rank 1 failed: its error printed, ranks 0 and 2 one line each (exit $rc)"
   # What the two were waiting for, if anything (Note [Wait notes]).
-  grep "^poseidon_train: rank [02] of 3: stopped by SIGTERM" "$WORK/job.log" |
+  grep "rank [02] of 3: stopped by SIGTERM" "$WORK/job.log" |
     sed 's/.*(a failing rank prints its error above)/     /'
 else
   cat "$WORK/job.log" | grep -v "^I[0-9]" | tail -40

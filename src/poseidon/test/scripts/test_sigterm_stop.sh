@@ -198,8 +198,11 @@ rc=$?
 iter=$(snapshots "$WORK/m")
 # mpirun signals the ranks one after the other: the second may have
 # stopped already (the first's request is enough) when its SIGTERM comes.
-said=$(grep -c "^poseidon_train: rank [01] of 2: SIGTERM received: stopping" \
-  "$WORK/m.log")
+# mpirun forwards the ranks' stderr into one file, where their lines can
+# interleave mid-line ("poseidon_train: poseidon_train: rank 1 ..."):
+# counted as occurrences, not as lines that begin with one.
+said=$(grep -o "rank [01] of 2: SIGTERM received: stopping" "$WORK/m.log" |
+  wc -l)
 if [ -n "$iter" ] && [[ "$iter" != *" "* ]] &&
    [ -f "$WORK/m/snap_iter_$iter.solverstate" ] &&
    [ "$(stopped_ranks "$WORK/m.log")" -eq 2 ] && [ "$said" -ge 1 ]; then
@@ -227,8 +230,8 @@ rc=$?
 iter=$(snapshots "$WORK/n")
 if [ "$rc" -eq 0 ] && [ -n "$iter" ] && [[ "$iter" != *" "* ]] &&
    [ "$(stopped_ranks "$WORK/n.log")" -eq 2 ] &&
-   grep -q "^poseidon_train: rank 1 of 2: SIGTERM received" "$WORK/n.log" &&
-   ! grep -q "^poseidon_train: rank 0 of 2: SIGTERM received" "$WORK/n.log" &&
+   grep -q "rank 1 of 2: SIGTERM received" "$WORK/n.log" &&
+   ! grep -q "rank 0 of 2: SIGTERM received" "$WORK/n.log" &&
    grep -q "Training done: $iter iterations .*, stopped early" "$WORK/n.log"
 then
   ok "mpirun -np 2, SIGTERM to rank 1 only: both stopped at iteration" \
@@ -248,7 +251,7 @@ rc=$?
 took=$(( $(date +%s) - start ))
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 60 ] &&
    grep -q "Error: rank 1 of 2: .*missing.caffemodel" "$WORK/f.log" &&
-   grep -q "^poseidon_train: rank 0 of 2: SIGTERM received" "$WORK/f.log"; then
+   grep -q "rank 0 of 2: SIGTERM received" "$WORK/f.log"; then
   ok "mpirun -np 2, rank 1 fails under --sigterm_effect=stop: the job" \
      "ended in ${took}s (exit $rc), rank 0 said SIGTERM came"
 else
