@@ -69,6 +69,9 @@ struct MpiOp {
   bool on_coll_comm = false;  // probe coll_comm, not comm
   int src = 0;
   int tag = 0;
+  // The other rank of a send or receive (this communicator's numbering), -1
+  // where none is recorded: Note [Messages to oneself].
+  int peer = -1;
   void* buf = nullptr;
   size_t bytes = 0;
   // A second part: the message's last bytes2 bytes go here (RecvOp).
@@ -89,6 +92,7 @@ struct MpiOp {
     probe = true;
     on_coll_comm = collective;
     src = from;
+    peer = from;
     tag = t;
     buf = into;
     bytes = n;
@@ -185,6 +189,11 @@ struct MpiCommunicator::Impl {
   // how many more; each once). Under mu once the ops are handed over.
   static std::string WaitingFor(const std::vector<MpiOp*>& list,
                                 const std::string& waiting_for);
+
+  // For a timeout of `list` that includes a message between this rank and
+  // itself: "; ..." naming this rank's oldest operations still pending
+  // with other ranks, or "" (Note [Messages to oneself]). Under mu.
+  std::string OwnWaitsNote(const std::vector<MpiOp*>& list) const;
 
   // One poll of `op`, by its caller before the hand-over or by the progress
   // thread under mu; *complete tells whether it has finished.

@@ -16,6 +16,7 @@ Status MpiCommunicator::Send(const void* buf, size_t bytes, int dest, int tag) {
   if (!s.ok()) return s;
   MpiOp op;
   op.what = what;
+  op.peer = dest;
   POSEIDON_MPI_CHECK(impl_->self(), what,
                      MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, dest,
                                tag, impl_->comm, &op.request));
@@ -40,6 +41,7 @@ Status MpiCommunicator::SendRecv(const void* send, size_t send_bytes,
   MpiOp out;
   out.what = StrCat("Send of ", send_bytes, " bytes to rank ",
                     impl_->Job(dest), " tag ", tag);
+  out.peer = dest;
   MpiOp in;
   in.what = StrCat("Recv of ", recv_bytes, " bytes from rank ",
                    impl_->Job(src), " tag ", tag);
@@ -84,6 +86,7 @@ Status MpiCommunicator::SendAll(const std::vector<SendOp>& ops) {
     out[i].what = StrCat("Send of ", w.bytes + w.bytes2, " bytes to rank ",
                          impl_->Job(w.dest), " tag ", w.tag);
     out[i].waiting_for = StrCat("rank ", impl_->Job(w.dest), " to receive");
+    out[i].peer = w.dest;
     Status s =
         impl_->CheckPeer(out[i].what, w.dest, w.tag, w.bytes + w.bytes2);
     if (!s.ok()) return s;

@@ -79,16 +79,49 @@ Status MpiCommunicator::Impl::Await(const std::vector<MpiOp*>& list,
   Status s;
   bool leaves_request = false;
   const std::string who = WaitingFor(list, waiting_for);
+  const std::string own = OwnWaitsNote(list);
   for (MpiOp* op : list) {
     if (op->done) continue;
     ops.erase(std::find(ops.begin(), ops.end(), op));
     if (s.ok()) {
       s = Fail(op->what, ": timed out after ", FormatSeconds(options.timeout),
-               " waiting for ", who, note);
+               " waiting for ", who, own, note);
     }
     leaves_request = leaves_request || !op->probe;
   }
   return leaves_request ? MarkBroken(s) : s;
+}
+
+// Note [Messages to oneself]
+// A rank sends messages to itself: a parameter-server shard takes its own
+// rank's pushes and sends it the sums like any other rank's. Such a message
+// is late only because another thread of this rank is stuck, waiting on
+// some other rank; a timeout that names this rank alone points nowhere (the
+// link-fault matrix's "link down for good" case ended so: the pull from a
+// rank's own shard ran out first, while the shard still waited for the
+// pushes of the ranks across the cut link, and the job ended before the
+// shard's own error, which named them, was printed). So the timeout of a
+// message to or from this rank adds this rank's oldest operations still
+// pending with other ranks, the progress thread's list being in the order
+// the waits began. ParamServer's Note [Own worker's windows] is the same
+// idea from the shard's side.
+std::string MpiCommunicator::Impl::OwnWaitsNote(
+    const std::vector<MpiOp*>& list) const {
+  const bool to_self = std::any_of(list.begin(), list.end(), [&](MpiOp* op) {
+    return !op->done && op->peer == rank;
+  });
+  if (!to_self) return "";
+  std::vector<std::string> others;
+  for (const MpiOp* op : ops) {
+    if (op->peer >= 0 && op->peer != rank &&
+        std::find(list.begin(), list.end(), op) == list.end()) {
+      others.push_back(op->what);
+    }
+  }
+  if (others.empty()) return "";
+  return StrCat("; a message between this rank and itself, late because "
+                "this rank's other threads are held up: they still wait on ",
+                ListForMessage(others, 3));
 }
 
 std::string MpiCommunicator::Impl::WaitingFor(const std::vector<MpiOp*>& list,

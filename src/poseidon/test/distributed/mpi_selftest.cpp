@@ -53,6 +53,8 @@ int Run() {
       {"UrgentWaitLeavesTheCore", UrgentWaitLeavesTheCore},
       {"SplitNamesJobRanks", SplitNamesJobRanks},
       {"CollectiveTimeout", CollectiveTimeout},
+      {"OwnMessageTimeoutNamesWhatItsThreadsAwait",
+       OwnMessageTimeoutNamesWhatItsThreadsAwait},
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<double> failed(checks.size(), 0);

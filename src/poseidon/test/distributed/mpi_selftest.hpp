@@ -69,6 +69,7 @@ std::string SplitNamesJobRanks(Communicator* c);
 std::string CollectiveTimeout(Communicator* main_comm);
 std::string AllgatherTimeoutNamesTheMissing(Communicator* main_comm);
 std::string BroadcastTimeoutNamesTheParent(Communicator* main_comm);
+std::string OwnMessageTimeoutNamesWhatItsThreadsAwait(Communicator* main_comm);
 
 }  // namespace selftest
 }  // namespace dist
