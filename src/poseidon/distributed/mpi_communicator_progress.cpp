@@ -119,9 +119,10 @@ std::string MpiCommunicator::Impl::OwnWaitsNote(
     }
   }
   if (others.empty()) return "";
-  return StrCat("; a message between this rank and itself, late because "
-                "this rank's other threads are held up: they still wait on ",
-                ListForMessage(others, 3));
+  return StrCat(
+      "; a message between this rank and itself, late because "
+      "this rank's other threads are held up: they still wait on ",
+      ListForMessage(others, 3));
 }
 
 std::string MpiCommunicator::Impl::WaitingFor(const std::vector<MpiOp*>& list,

@@ -234,7 +234,6 @@ std::string BroadcastTimeoutNamesTheParent(Communicator* main_comm) {
   return !result.empty() ? result : !e.empty() ? e : f;
 }
 
-
 // A message between a rank and itself that times out names what the rank's
 // other threads still wait on (Note [Messages to oneself]): rank 0 waits
 // for a message from itself that no thread sends, while another of its
@@ -257,19 +256,18 @@ std::string OwnMessageTimeoutNamesWhatItsThreadsAwait(Communicator* main_comm) {
     int v = 0;
     Status own = c.Recv(&v, sizeof(v), 0, 12);
     waiter.join();
-    const std::string want =
-        StrCat("Recv of 4 bytes from rank 0 tag 12: timed out after 0.4 s "
-               "waiting for rank 0; a message between this rank and itself, "
-               "late because this rank's other threads are held up: they "
-               "still wait on Recv of 4 bytes from rank ",
-               last, " tag 11");
+    const std::string want = StrCat(
+        "Recv of 4 bytes from rank 0 tag 12: timed out after 0.4 s "
+        "waiting for rank 0; a message between this rank and itself, "
+        "late because this rank's other threads are held up: they "
+        "still wait on Recv of 4 bytes from rank ",
+        last, " tag 11");
     if (own.ok() || other.ok()) {
       result = "a Recv nobody sent to succeeded";
     } else if (!Contains(own.message(), want)) {
-      result = StrCat("unclear message: ", own.message(), " (want: ", want,
-                      ")");
-    } else if (!Contains(other.message(),
-                         StrCat("waiting for rank ", last)) ||
+      result =
+          StrCat("unclear message: ", own.message(), " (want: ", want, ")");
+    } else if (!Contains(other.message(), StrCat("waiting for rank ", last)) ||
                Contains(other.message(), "itself")) {
       result = StrCat("unclear message: ", other.message());
     }
