@@ -8,7 +8,9 @@
 #   --cuda        the CUDA configuration ($CUDA_BUILD_DIR, default
 #                 build-cuda; USE_CUDA=ON, USE_CUDNN=ON): the same suite with
 #                 the GPU backend; without a GPU every GPU test skips with
-#                 the reason and the skips are counted
+#                 the reason and the skips are counted, and the end-to-end
+#                 tests (CTest label end_to_end), which would repeat the CPU
+#                 configuration's run, are left out
 #   --hardening   scripts/run_hardening.sh: the unit tests under ASan +
 #                 UBSan and the threaded ones under TSan (clang builds in
 #                 build-asan/ and build-tsan/), a short run of every fuzz
@@ -58,11 +60,14 @@ status=0
 
 # run_suite NAME BUILD_DIR: runs CTest there, shows the end of its output
 # (without the long list of skipped tests), and adds to the totals.
+# Further arguments go to CTest.
 run_suite() {
   local name=$1 dir=$2 log
+  shift 2
   log="$dir/ctest.log"
   echo "=== $name configuration: ctest in $dir ==="
-  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 900) >"$log" 2>&1
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 900 "$@") \
+    >"$log" 2>&1
   local rc=$?
   grep -v -E '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$log" | tail -n 120
   local summary run failed skipped
@@ -137,9 +142,22 @@ fi
 
 if [ "$CUDA" != 0 ]; then
   echo "=== CUDA configuration: build ($CUDA_BUILD_DIR) ==="
+  # In batches of sources (Note [Unity builds] in CMakeLists.txt): the
+  # CPU configuration compiles file by file, as users build it.
   if BUILD_DIR=$CUDA_BUILD_DIR bash scripts/build.sh -DUSE_CUDA=ON \
-      -DUSE_CUDNN=ON -DBUILD_TESTS=ON -DBUILD_python=OFF; then
-    run_suite CUDA "$CUDA_BUILD_DIR"
+      -DUSE_CUDNN=ON -DBUILD_TESTS=ON -DBUILD_python=OFF \
+      -DPOSEIDON_UNITY_BUILD=ON; then
+    # Without a GPU the end-to-end tests (tools, scripts, mpirun) would run
+    # the CPU configuration's code again, for ten minutes of a CI run; the
+    # unit tests still run, their GPU cases skipping with the reason.
+    cuda_args=()
+    if ! nvidia-smi -L > /dev/null 2>&1; then
+      cuda_args=(-LE end_to_end)
+      echo "CUDA configuration: no GPU here; the end-to-end tests" \
+           "(CTest label end_to_end) ran in the CPU configuration and are" \
+           "not run again"
+    fi
+    run_suite CUDA "$CUDA_BUILD_DIR" "${cuda_args[@]}"
   else
     echo "CUDA configuration: build failed"
     status=1

@@ -3,12 +3,10 @@
 
 #include <cstdio>
 
-namespace poseidon {
-namespace {
+#include "utf8.hpp"
 
-// Length of the valid UTF-8 sequence starting at text[i] (2 to 4), or 0 when
-// the bytes there are not one (stray continuation, overlong form, surrogate,
-// beyond U+10FFFF, truncated).
+namespace poseidon {
+
 size_t Utf8SequenceLength(const std::string& text, size_t i) {
   const auto byte = [&](size_t k) {
     return static_cast<unsigned char>(text[k]);
@@ -36,6 +34,8 @@ size_t Utf8SequenceLength(const std::string& text, size_t i) {
   }
   return length;
 }
+
+namespace {
 
 std::string Escape(const std::string& text, bool keep_layout) {
   std::string out;

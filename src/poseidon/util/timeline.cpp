@@ -12,6 +12,7 @@
 
 #include "poseidon/util/io.hpp"
 #include "poseidon/util/status.hpp"
+#include "utf8.hpp"
 
 namespace poseidon {
 namespace {
@@ -27,37 +28,6 @@ void AppendInt(int64_t v, std::string* out) {
   char buf[24];
   const auto result = std::to_chars(buf, buf + sizeof(buf), v);
   out->append(buf, result.ptr);
-}
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (a non-ASCII
-// byte), or 0 if the bytes there are not one (overlong forms, surrogates and
-// code points past U+10FFFF included).
-size_t Utf8SequenceLength(const std::string& s, size_t i) {
-  const auto byte = [&](size_t k) {
-    return static_cast<unsigned char>(s[i + k]);
-  };
-  const unsigned char lead = byte(0);
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    len = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    len = 3;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    len = 4;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  if (byte(1) < lo || byte(1) > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if (byte(k) < 0x80 || byte(k) > 0xBF) return 0;
-  }
-  return len;
 }
 
 // Appends `s` as a JSON string literal. Quotes, backslashes and control
