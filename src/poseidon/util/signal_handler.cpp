@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "poseidon/util/wait_notes.hpp"
+#include "monotonic.hpp"
 
 namespace poseidon {
 namespace {
@@ -216,12 +217,6 @@ namespace {
 // delay).
 constexpr int64_t kHeartbeatNs = 100 * 1000 * 1000;
 constexpr int64_t kStoppedNs = 1000 * 1000 * 1000;
-
-int64_t MonotonicNs() {
-  struct timespec now;
-  if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) return 0;
-  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-}
 
 // Nanoseconds on CLOCK_MONOTONIC (std::chrono::steady_clock's clock) of the
 // last continuation from a stop, and of the heartbeat's last beat; 0 when

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "monotonic.hpp"
+
 namespace poseidon {
 
 // Note [Wait notes]
@@ -42,12 +44,6 @@ static_assert(std::atomic<int>::is_always_lock_free &&
                   std::atomic<int64_t>::is_always_lock_free &&
                   std::atomic<size_t>::is_always_lock_free,
               "wait notes are read by a signal handler: lock-free atomics");
-
-int64_t MonotonicNs() {
-  struct timespec now;
-  if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) return 0;
-  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-}
 
 // Appends `text` (n bytes) to out at *at, within capacity.
 void Put(const char* text, size_t n, char* out, size_t capacity, size_t* at) {
