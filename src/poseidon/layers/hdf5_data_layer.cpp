@@ -1,6 +1,7 @@
 // The HDF5Data layer: samples from a list of HDF5 files.
 #include "poseidon/layers/hdf5_data_layer.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <fstream>
 #include <utility>
@@ -154,6 +155,12 @@ void HDF5DataLayer<Dtype>::CheckFiles() {
       const vector<int> shape = file.DatasetShape(name);
       const size_t rows = static_cast<size_t>(shape[0]);
       const vector<int> sample(shape.begin() + 1, shape.end());
+      // A row of no values trains nothing, and would let a tiny file make
+      // the layer order billions of empty rows.
+      POSEIDON_REQUIRE(
+          std::find(sample.begin(), sample.end(), 0) == sample.end(), IOError,
+          "HDF5 file '", files_[f], "' dataset '", name, "' of shape ",
+          ShapeText(shape), " holds samples with no values");
       if (j == 0) {
         POSEIDON_REQUIRE(rows > 0, IOError, "HDF5 file '", files_[f],
                          "' dataset '", name, "' holds no samples (shape ",
@@ -193,6 +200,8 @@ template <typename Dtype>
 void HDF5DataLayer<Dtype>::LoadFile(size_t f) {
   if (!skipping_) LoadData(f);
   row_order_.clear();
+  RequireAllocatable(rows_[f] / shard_.count * sizeof(size_t),
+                     StrCat("the row order of HDF5 file '", files_[f], "'"));
   const size_t first = first_position_[f] % shard_.count;
   for (size_t r = (shard_.index + shard_.count - first) % shard_.count;
        r < rows_[f]; r += shard_.count) {

@@ -42,7 +42,11 @@ hid_t ElementType(uint8_t selector) {
 // Writes the datasets the input describes to `path`. Record 0: 8 bytes per
 // dataset (name, type, rank, five dimensions); record 1 + d: the bytes of
 // dataset d, repeated to fill it. A dimension byte >= 250 declares
-// 2^(byte - 230) rows in chunked storage, of which nothing is written.
+// 2^(byte - 223) rows in chunked storage, of which nothing is written: from
+// 2^27, more than the fuzz allocation limit holds even at one value a row,
+// up to 2^32, more than a dimension may have; either must be refused
+// before anything is allocated. (Smaller huge sizes were valid files that
+// only took long: 2^25 empty rows shuffled for 30 s under the sanitizers.)
 bool WriteStructured(const poseidon::fuzz::FuzzInput& input,
                      const std::string& path) {
   static const char* const kNames[] = {"data", "label", "extra", "Data"};
@@ -58,7 +62,7 @@ bool WriteStructured(const poseidon::fuzz::FuzzInput& input,
     size_t count = 1;
     for (int i = 0; i < rank; ++i) {
       if (b[3 + i] >= 250) {
-        dims[i] = hsize_t{1} << (b[3 + i] - 230);
+        dims[i] = hsize_t{1} << (b[3 + i] - 223);
         huge = true;
       } else {
         dims[i] = b[3 + i] % 9;
