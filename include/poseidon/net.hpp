@@ -172,7 +172,9 @@ class Net {
   shared_ptr<Layer<Dtype>> layer_by_name(const string& layer_name) const;
   int layer_index(const string& layer_name) const;
 
-  void set_debug_info(bool value) { debug_info_ = value; }
+  // debug_info (NetParameter field 7): each pass logs every layer's output
+  // and gradient means, through observers on the hooks below.
+  void set_debug_info(bool value);
 
   // Note [BatchNorm + Scale] (net_fold.cpp): on the CPU, an in-place Scale
   // layer right after a BatchNorm is folded into it for the passes that
@@ -252,23 +254,17 @@ class Net {
     BatchNormLayer<Dtype>* batch_norm;
     ScaleLayer<Dtype>* scale;
   };
-  void FindBatchNormScaleFolds();
+  // The graph pass, run once when the net is built: finds the pairs that
+  // fold.
+  void FoldBatchNormScale();
   // Whether this pass folds: on, on the CPU, no debug_info, not emulated.
   bool FoldingNow() const;
-  // The fold whose BatchNorm (Scale) is layer `layer`, or null.
+  // The fold whose BatchNorm is layer `layer`, or null.
   const BatchNormScaleFold* FoldOfBatchNorm(int layer) const;
-  const BatchNormScaleFold* FoldOfScale(int layer) const;
-  // FoldOfScale(layer) when a backward pass down to layer `end` folds it:
-  // it runs the BatchNorm too, and both pass a gradient down.
+  // The fold whose Scale is layer `layer`, when a backward pass down to
+  // layer `end` folds it (it runs the BatchNorm too, and both pass a
+  // gradient down), or null.
   const BatchNormScaleFold* FoldOfScaleForBackward(int layer, int end) const;
-  // Unsets what a pass set on the folded layers.
-  void ClearFolds();
-  struct ClearFoldsAtExit {
-    Net* net;  // null: nothing to clear
-    ~ClearFoldsAtExit() {
-      if (net != nullptr) net->ClearFolds();
-    }
-  };
 
   // See Note [Shared diffs] (net_diffs.cpp). PrepareDiffPool runs at the
   // start of each backward pass and (re)binds the pool when the blobs'
@@ -349,6 +345,9 @@ class Net {
   CallbackList<int> after_forward_;
   CallbackList<int> before_backward_;
   CallbackList<int> after_backward_;
+  // debug_info's observers on the hooks above (declared after them, so
+  // they go first).
+  vector<Subscription> debug_observers_;
 };
 
 // Reads a net prototxt and upgrades it to the current format (throws on

@@ -79,7 +79,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
   NetParameter param;
   InsertSplits(filtered, &param);
   name_ = param.name();
-  debug_info_ = param.debug_info();
+  set_debug_info(param.debug_info());
 
   std::set<string> available_blobs;
   std::map<string, int> blob_name_to_idx;
@@ -188,7 +188,7 @@ void Net<Dtype>::Init(const NetParameter& in_param) {
     blob_names_index_[blob_names_[i]] = static_cast<int>(i);
   }
   ShareWeights();
-  FindBatchNormScaleFolds();
+  FoldBatchNormScale();
   LOG(INFO) << "Network '" << name_ << "' (" << Phase_Name(phase_)
             << ") built: " << layers_.size() << " layers, "
             << learnable_params_.size() << " learnable parameter blobs";

@@ -22,30 +22,37 @@ namespace poseidon {
 // needs, scaled by s) and BatchNorm's one pass writing dE/dx.
 //
 // The layers stay as they are (names, blobs, pycaffe's view, the per-layer
-// hooks); the Net sets a fold on both around a pass that runs both:
-//  - Forward of the BatchNorm (layer l) writes y = s x_hat + b; the Scale
-//    (l + 1) does nothing and takes x_hat as its input for backward. The
-//    Scale's before-forward hooks run before the BatchNorm's forward, right
-//    after the BatchNorm's own, because its parameters are read there (the
+// hooks). A graph pass, FoldBatchNormScale, finds the pairs once when the
+// net is built; a pass over the layers that runs both halves of a pair
+// calls each layer's folded half in place of its Forward or Backward
+// (BatchNormLayer and ScaleLayer's ForwardFolded / BackwardFolded), with
+// what one half needs from the other as arguments:
+//  - Forward: the BatchNorm (layer l) writes y = s x_hat + b, given the
+//    Scale's parameters; the Scale (l + 1) writes nothing and takes the
+//    BatchNorm's x_hat as its input for backward. The Scale's
+//    before-forward hooks run before the BatchNorm's forward, right after
+//    the BatchNorm's own, because its parameters are read there (the
 //    synchroniser waits in that hook for fresh parameters).
-//  - Backward of the Scale computes its parameter gradients as always plus
+//  - Backward: the Scale computes its parameter gradients as always plus
 //    the per-channel sums and the scale it used, and leaves dE/dy in the
 //    diff; its after-backward hooks see complete gradients. The BatchNorm
 //    then writes dE/dx = s (dE/dy - mean(dE/dy) - x_hat mean(dE/dy x_hat))
 //    / sqrt(var + eps) from those sums.
-// A pass that runs only one of the two (ForwardTo the BatchNorm, a
-// backward ending at the Scale, a BatchNorm that needs no backward) runs
-// them unfolded, and so do debug_info (which prints each layer's own
-// output), the GPU and emulated passes. Folded and unfolded results agree to
-// rounding (test_net_fold.cpp).
+// No state is set on the layers for a pass, so nothing is left behind when
+// a pass stops on an error. A pass that runs only one of the two
+// (ForwardTo the BatchNorm, a backward ending at the Scale, a BatchNorm that
+// needs no backward) runs them unfolded, and so do debug_info (which prints
+// each layer's own output), the GPU and emulated passes. Folded and
+// unfolded results agree to rounding (test_net_fold.cpp).
 //
 // A pair folds when layer l is a BatchNorm, layer l + 1 a Scale with a
 // learned scale over axis 1 alone (num_axes 1; the bias, if any, over the
-// same axis), in place on the BatchNorm's top, and no other layer reads that
-// top in between (a Split after the BatchNorm would sit between them).
+// same axis), in place on the BatchNorm's top, no other layer reads that
+// top in between (a Split after the BatchNorm would sit between them), and
+// neither top has a loss weight.
 
 template <typename Dtype>
-void Net<Dtype>::FindBatchNormScaleFolds() {
+void Net<Dtype>::FoldBatchNormScale() {
   const char* env = std::getenv("POSEIDON_FOLD_BN_SCALE");
   if (env != nullptr && std::strcmp(env, "0") == 0) fold_enabled_ = false;
   folds_.clear();
@@ -55,7 +62,8 @@ void Net<Dtype>::FindBatchNormScaleFolds() {
     auto* scale = dynamic_cast<ScaleLayer<Dtype>*>(layers_[l + 1].get());
     if (bn == nullptr || scale == nullptr || bottom_vecs_[l + 1].size() != 1 ||
         bottom_vecs_[l + 1][0] != top_vecs_[l][0] ||
-        !scale->FoldableIntoBatchNorm(bottom_vecs_[l + 1], top_vecs_[l + 1])) {
+        !scale->FoldableIntoBatchNorm(bottom_vecs_[l + 1], top_vecs_[l + 1]) ||
+        bn->loss(0) != Dtype(0) || scale->loss(0) != Dtype(0)) {
       continue;
     }
     fold_of_layer_[l] = fold_of_layer_[l + 1] = static_cast<int>(folds_.size());
@@ -83,17 +91,11 @@ auto Net<Dtype>::FoldOfBatchNorm(int layer) const -> const BatchNormScaleFold* {
 }
 
 template <typename Dtype>
-auto Net<Dtype>::FoldOfScale(int layer) const -> const BatchNormScaleFold* {
-  const int f = fold_of_layer_[layer];
-  return f >= 0 && folds_[f].batch_norm_layer + 1 == layer ? &folds_[f]
-                                                           : nullptr;
-}
-
-template <typename Dtype>
 auto Net<Dtype>::FoldOfScaleForBackward(int layer, int end) const
     -> const BatchNormScaleFold* {
-  const BatchNormScaleFold* f = FoldOfScale(layer);
-  if (f == nullptr) return nullptr;
+  const int i = fold_of_layer_[layer];
+  const BatchNormScaleFold* f = i >= 0 ? &folds_[i] : nullptr;
+  if (f == nullptr || f->batch_norm_layer + 1 != layer) return nullptr;
   const int bn = f->batch_norm_layer;
   const bool folds = bn >= end && layer_need_backward_[bn] &&
                      bottom_need_backward_[bn][0] &&
@@ -101,25 +103,13 @@ auto Net<Dtype>::FoldOfScaleForBackward(int layer, int end) const
   return folds ? f : nullptr;
 }
 
-template <typename Dtype>
-void Net<Dtype>::ClearFolds() {
-  for (const BatchNormScaleFold& f : folds_) {
-    f.batch_norm->FoldScaleForward(nullptr, nullptr);
-    f.batch_norm->FoldScaleBackward(nullptr);
-    f.scale->FoldForward(nullptr);
-    f.scale->FoldBackward(false);
-  }
-}
-
-#define POSEIDON_INSTANTIATE_NET_FOLD(Dtype)                                   \
-  template void Net<Dtype>::FindBatchNormScaleFolds();                         \
-  template bool Net<Dtype>::FoldingNow() const;                                \
-  template auto Net<Dtype>::FoldOfBatchNorm(int)                               \
-      const->const BatchNormScaleFold*;                                        \
-  template auto Net<Dtype>::FoldOfScale(int) const->const BatchNormScaleFold*; \
-  template auto Net<Dtype>::FoldOfScaleForBackward(int, int)                   \
-      const->const BatchNormScaleFold*;                                        \
-  template void Net<Dtype>::ClearFolds();
+#define POSEIDON_INSTANTIATE_NET_FOLD(Dtype)                 \
+  template void Net<Dtype>::FoldBatchNormScale();            \
+  template bool Net<Dtype>::FoldingNow() const;              \
+  template auto Net<Dtype>::FoldOfBatchNorm(int)             \
+      const->const BatchNormScaleFold*;                      \
+  template auto Net<Dtype>::FoldOfScaleForBackward(int, int) \
+      const->const BatchNormScaleFold*;
 POSEIDON_INSTANTIATE_NET_FOLD(float)
 POSEIDON_INSTANTIATE_NET_FOLD(double)
 #undef POSEIDON_INSTANTIATE_NET_FOLD

@@ -68,6 +68,22 @@ template <typename Dtype>
   }
 }
 
+// Runs `body`, a call into `layer`, naming the layer in an out-of-memory
+// error (RethrowOutOfMemory); returns what it returns.
+template <typename Dtype, typename Body>
+auto NamingLayerOnOutOfMemory(Layer<Dtype>& layer,
+                              const vector<Blob<Dtype>*>& bottoms,
+                              const vector<Blob<Dtype>*>& tops, Body&& body)
+    -> decltype(body()) {
+  try {
+    return body();
+  } catch (const OutOfMemoryError&) {
+    RethrowOutOfMemory(layer, bottoms, tops);
+  } catch (const std::bad_alloc&) {
+    RethrowOutOfMemory(layer, bottoms, tops);
+  }
+}
+
 }  // namespace poseidon
 
 #endif  // POSEIDON_NET_IMPL_HPP_

@@ -1,7 +1,7 @@
 // Net: running the layers, forward and backward over any range of them
 // (with the hooks, the BatchNorm + Scale folds and emulated layer times),
-// reshaping, clearing and applying parameter diffs, and the debug_info
-// lines of each pass.
+// reshaping, clearing and applying parameter diffs, and debug_info, whose
+// lines observers on the hooks print.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,33 +45,38 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   CHECK_LT(end, static_cast<int>(layers_.size()));
   // See Note [BatchNorm + Scale] (net_fold.cpp).
   const bool fold = FoldingNow();
-  const ClearFoldsAtExit clear{fold ? this : nullptr};
-  int hooked = -1;  // a folded Scale whose before-forward hooks have run
+  const BatchNormScaleFold* folded = nullptr;  // whose BatchNorm just ran
   Dtype loss = 0;
   for (int i = start; i <= end; ++i) {
-    if (i != hooked) before_forward_.Run(i);
-    if (!emulated_forward_ms_.empty()) {
-      SleepMilliseconds(emulated_forward_ms_[i]);
+    const vector<Blob<Dtype>*>& bottom = bottom_vecs_[i];
+    const vector<Blob<Dtype>*>& top = top_vecs_[i];
+    if (folded != nullptr) {
+      // The pair's Scale: its before-forward hooks ran with the BatchNorm's.
+      NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
+        folded->scale->ForwardFolded(bottom, top,
+                                     folded->batch_norm->normalized());
+      });
+      folded = nullptr;
       after_forward_.Run(i);
       continue;
     }
-    const BatchNormScaleFold* f =
-        fold && i < end ? FoldOfBatchNorm(i) : nullptr;
-    if (f != nullptr) {
+    before_forward_.Run(i);
+    folded = fold && i < end ? FoldOfBatchNorm(i) : nullptr;
+    if (!emulated_forward_ms_.empty()) {
+      SleepMilliseconds(emulated_forward_ms_[i]);
+    } else if (folded != nullptr) {
+      // The Scale's parameters are read here.
       before_forward_.Run(i + 1);
-      hooked = i + 1;
-      f->batch_norm->FoldScaleForward(f->scale->scale_cpu_data(),
-                                      f->scale->bias_cpu_data());
-      f->scale->FoldForward(&f->batch_norm->normalized());
+      const ScaleLayer<Dtype>& scale = *folded->scale;
+      NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
+        folded->batch_norm->ForwardFolded(bottom, top, scale.scale_cpu_data(),
+                                          scale.bias_cpu_data());
+      });
+    } else {
+      loss += NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
+        return layers_[i]->Forward(bottom, top);
+      });
     }
-    try {
-      loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
-    } catch (const OutOfMemoryError&) {
-      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
-    } catch (const std::bad_alloc&) {
-      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
-    }
-    if (debug_info_) ForwardDebugInfo(i);
     after_forward_.Run(i);
   }
   return loss;
@@ -101,28 +106,28 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
   PrepareDiffPool();  // See Note [Shared diffs] (net_diffs.cpp).
   // See Note [BatchNorm + Scale] (net_fold.cpp).
   const bool fold = FoldingNow();
-  const ClearFoldsAtExit clear{fold ? this : nullptr};
+  const BatchNormScaleFold* folded = nullptr;  // whose Scale just ran
   for (int i = start; i >= end; --i) {
+    const vector<Blob<Dtype>*>& bottom = bottom_vecs_[i];
+    const vector<Blob<Dtype>*>& top = top_vecs_[i];
     before_backward_.Run(i);
-    if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
+    if (folded != nullptr) {
+      const Dtype* sums = folded->scale->channel_sums();
+      NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
+        folded->batch_norm->BackwardFolded(top, bottom, sums);
+      });
+      folded = nullptr;
+    } else if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
       SleepMilliseconds(emulated_backward_ms_[i]);
     } else if (layer_need_backward_[i]) {
-      const BatchNormScaleFold* f =
-          fold ? FoldOfScaleForBackward(i, end) : nullptr;
-      if (f != nullptr) f->scale->FoldBackward(true);
-      try {
-        layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i],
-                             bottom_vecs_[i]);
-      } catch (const OutOfMemoryError&) {
-        RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
-      } catch (const std::bad_alloc&) {
-        RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
-      }
-      if (f != nullptr) {
-        f->scale->FoldBackward(false);
-        f->batch_norm->FoldScaleBackward(f->scale->channel_sums());
-      }
-      if (debug_info_) BackwardDebugInfo(i);
+      folded = fold ? FoldOfScaleForBackward(i, end) : nullptr;
+      NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
+        if (folded != nullptr) {
+          folded->scale->BackwardFolded(top, bottom);
+        } else {
+          layers_[i]->Backward(top, bottom_need_backward_[i], bottom);
+        }
+      });
     }
     after_backward_.Run(i);
   }
@@ -159,13 +164,9 @@ void Net<Dtype>::Backward() {
 template <typename Dtype>
 void Net<Dtype>::Reshape() {
   for (size_t i = 0; i < layers_.size(); ++i) {
-    try {
+    NamingLayerOnOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i], [&] {
       layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
-    } catch (const OutOfMemoryError&) {
-      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
-    } catch (const std::bad_alloc&) {
-      RethrowOutOfMemory(*layers_[i], bottom_vecs_[i], top_vecs_[i]);
-    }
+    });
   }
 }
 
@@ -183,6 +184,22 @@ void Net<Dtype>::Update() {
     learnable_params_[i]->Update();
     if (debug_info_) UpdateDebugInfo(learnable_param_ids_[i]);
   }
+}
+
+template <typename Dtype>
+void Net<Dtype>::set_debug_info(bool value) {
+  debug_info_ = value;
+  debug_observers_.clear();
+  if (!value) return;
+  // Emulated layers compute nothing: nothing to print.
+  debug_observers_.push_back(after_forward_.Add([this](int i) {
+    if (emulated_forward_ms_.empty()) ForwardDebugInfo(i);
+  }));
+  debug_observers_.push_back(after_backward_.Add([this](int i) {
+    if (layer_need_backward_[i] && emulated_backward_ms_.empty()) {
+      BackwardDebugInfo(i);
+    }
+  }));
 }
 
 template <typename Dtype>
@@ -241,6 +258,7 @@ void Net<Dtype>::UpdateDebugInfo(int param_id) const {
   template void Net<Dtype>::Reshape();                                        \
   template void Net<Dtype>::ClearParamDiffs();                                \
   template void Net<Dtype>::Update();                                         \
+  template void Net<Dtype>::set_debug_info(bool);                             \
   template void Net<Dtype>::ForwardDebugInfo(int) const;                      \
   template void Net<Dtype>::BackwardDebugInfo(int) const;                     \
   template void Net<Dtype>::UpdateDebugInfo(int) const;

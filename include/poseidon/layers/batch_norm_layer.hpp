@@ -70,20 +70,18 @@ class BatchNormLayer final : public Layer<Dtype> {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
-  // Note [BatchNorm + Scale] (net_fold.cpp), set by the Net around one pass and
-  // cleared after it. Forward: y = scale[c] * x_hat + bias[c] (bias may be
-  // null) instead of x_hat; scale null: plain BatchNorm. Backward:
-  // `channel_sums` holds 3 x channels values, the sums over the batch of
-  // dE/dy and of dE/dy * x_hat and the scale s_c, of the Scale layer's
-  // output; null: plain BatchNorm. Pointers to CPU memory that must stay
-  // valid for the pass.
-  void FoldScaleForward(const Dtype* scale, const Dtype* bias) {
-    folded_scale_ = scale;
-    folded_bias_ = bias;
-  }
-  void FoldScaleBackward(const Dtype* channel_sums) {
-    folded_sums_ = channel_sums;
-  }
+  // The two halves of a folded pass, called by the Net in place of Forward
+  // and Backward (CPU; Note [BatchNorm + Scale] in net_fold.cpp).
+  // ForwardFolded writes y = scale[c] * x_hat + bias[c] (bias may be null)
+  // instead of x_hat. BackwardFolded takes `channel_sums`, 3 x channels
+  // values: the sums over the batch of dE/dy and of dE/dy * x_hat and the
+  // scale s_c, of the Scale layer's output. CPU pointers.
+  void ForwardFolded(const vector<Blob<Dtype>*>& bottom,
+                     const vector<Blob<Dtype>*>& top, const Dtype* scale,
+                     const Dtype* bias);
+  void BackwardFolded(const vector<Blob<Dtype>*>& top,
+                      const vector<Blob<Dtype>*>& bottom,
+                      const Dtype* channel_sums);
   // x_hat of the last Forward (what a plain Forward writes to the top).
   const Blob<Dtype>& normalized() const { return x_norm_; }
 
@@ -105,6 +103,15 @@ class BatchNormLayer final : public Layer<Dtype> {
   // Fills mean_, variance_ and inv_std_ from the batch and updates the
   // running sums.
   void BatchStatistics(Poseidon::Brew dev, const Blob<Dtype>& bottom);
+  // ForwardOn's and BackwardOn's bodies, with a folded Scale's values
+  // (null: none).
+  void Normalize(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
+                 const vector<Blob<Dtype>*>& top, const Dtype* scale,
+                 const Dtype* bias);
+  void BackwardBody(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom,
+                    const Dtype* channel_sums);
 
   bool use_global_stats_ = false;
   Dtype moving_average_fraction_ = Dtype(0.999);
@@ -123,9 +130,6 @@ class BatchNormLayer final : public Layer<Dtype> {
   Blob<Dtype> mean_dy_y_;
   Blob<Dtype> gain_;  // folded backward: s_c / sqrt(var_c + eps)
   OnesVector<Dtype> ones_;
-  const Dtype* folded_scale_ = nullptr;
-  const Dtype* folded_bias_ = nullptr;
-  const Dtype* folded_sums_ = nullptr;
 };
 
 }  // namespace poseidon

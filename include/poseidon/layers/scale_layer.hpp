@@ -76,13 +76,17 @@ class ScaleLayer final : public Layer<Dtype> {
   // any) over the same axis.
   bool FoldableIntoBatchNorm(const vector<Blob<Dtype>*>& bottom,
                              const vector<Blob<Dtype>*>& top) const;
-  // Set by the Net around one pass (CPU), cleared after it. Forward: the
-  // BatchNorm before has written y already and x is its `x_hat`; nothing
-  // to do. Backward: only the parameter gradients and channel_sums();
-  // dE/dy stays in the diff for the BatchNorm to finish.
-  void FoldForward(const Blob<Dtype>* x_hat) { fold_input_ = x_hat; }
-  void FoldBackward(bool on) { fold_backward_ = on; }
-  // After a folded Backward: 3 x channels values, the sums over the batch
+  // The two halves of a folded pass, called by the Net in place of Forward
+  // and Backward (CPU, in place, FoldableIntoBatchNorm). ForwardFolded: the
+  // BatchNorm before has written y already; `x_hat`, its normalised value,
+  // is this layer's x for the Backward that follows. BackwardFolded: the
+  // parameter gradients and channel_sums(); dE/dy stays in the diff for the
+  // BatchNorm to finish.
+  void ForwardFolded(const vector<Blob<Dtype>*>& bottom,
+                     const vector<Blob<Dtype>*>& top, const Blob<Dtype>& x_hat);
+  void BackwardFolded(const vector<Blob<Dtype>*>& top,
+                      const vector<Blob<Dtype>*>& bottom);
+  // After BackwardFolded: 3 x channels values, the sums over the batch
   // of dE/dy and of dE/dy * x, and the scale the pass used.
   const Dtype* channel_sums() const { return channel_sums_.cpu_data(); }
   // The learned scale and the bias (null without bias_term), on the CPU.
@@ -110,6 +114,10 @@ class ScaleLayer final : public Layer<Dtype> {
   void BackwardCpu(const Dtype* dy, const Dtype* x, const Dtype* scale,
                    Dtype* dx, Dtype* ds, bool accumulate_ds, Dtype* db,
                    Dtype* sums);
+  // BackwardOn's body; `folded`: BackwardFolded's (see there).
+  void BackwardBody(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
+                    const vector<bool>& propagate_down,
+                    const vector<Blob<Dtype>*>& bottom, bool folded);
 
   AxisBroadcast view_;
   // Sets up the bias term (its filler, given blobs and shape checks); its
@@ -120,12 +128,9 @@ class ScaleLayer final : public Layer<Dtype> {
   AxisBroadcast bias_view_;
   // x, kept by Forward when computing in place.
   Blob<Dtype> saved_input_;
-  // Note [BatchNorm + Scale]: the BatchNorm's x_hat while a folded Forward
-  // runs; x_source_ is where the last Forward's x is (null: saved_input_
-  // in place, else bottom[0]).
-  const Blob<Dtype>* fold_input_ = nullptr;
+  // Where the last Forward's x is: null for saved_input_ in place, else
+  // bottom[0]; after ForwardFolded, the BatchNorm's x_hat.
   const Blob<Dtype>* x_source_ = nullptr;
-  bool fold_backward_ = false;
   Blob<Dtype> channel_sums_;
   // GPU: dE/dy * x, unless bottom[0]'s diff can hold it (see the top).
   Blob<Dtype> product_;

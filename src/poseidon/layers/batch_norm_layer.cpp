@@ -142,6 +142,27 @@ template <typename Dtype>
 void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
                                       const vector<Blob<Dtype>*>& bottom,
                                       const vector<Blob<Dtype>*>& top) {
+  Normalize(dev, bottom, top, nullptr, nullptr);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::ForwardFolded(const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top,
+                                          const Dtype* scale,
+                                          const Dtype* bias) {
+  // A folded Scale (Note [BatchNorm + Scale] in net_fold.cpp) is on the CPU.
+  CHECK(Poseidon::mode() == Poseidon::CPU)
+      << "a Scale is folded into BatchNorm " << this->layer_param_.name()
+      << " on the GPU";
+  Reshape(bottom, top);
+  Normalize(Poseidon::CPU, bottom, top, scale, bias);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::Normalize(Poseidon::Brew dev,
+                                      const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top,
+                                      const Dtype* scale, const Dtype* bias) {
   if (use_global_stats_) {
     for_each(dev, channels_,
              kernels::BatchNormGlobalStatistics<Dtype>{
@@ -157,15 +178,11 @@ void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   const kernels::RowSpans spans = kernels::MakeRowSpans(
       dev == Poseidon::GPU, Num(*bottom[0]) * channels_, Spatial(*bottom[0]));
   const Dtype* x = bottom[0]->data_on(dev);
-  // A folded Scale (Note [BatchNorm + Scale] in net_fold.cpp) is on the CPU.
-  CHECK(folded_scale_ == nullptr || dev == Poseidon::CPU)
-      << "a Scale is folded into BatchNorm " << this->layer_param_.name()
-      << " on the GPU";
   for_each(dev, spans.count,
            kernels::BatchNormNormalize<Dtype>{
                x, mean_.data_on(dev), inv_std_.data_on(dev),
                top[0]->mutable_data_on(dev), x_norm_.mutable_data_on(dev),
-               channels_, spans, folded_scale_, folded_bias_});
+               channels_, spans, scale, bias});
 }
 
 template <typename Dtype>
@@ -173,6 +190,25 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                                        const vector<Blob<Dtype>*>& top,
                                        const vector<bool>& propagate_down,
                                        const vector<Blob<Dtype>*>& bottom) {
+  BackwardBody(dev, top, propagate_down, bottom, nullptr);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::BackwardFolded(const vector<Blob<Dtype>*>& top,
+                                           const vector<Blob<Dtype>*>& bottom,
+                                           const Dtype* channel_sums) {
+  CHECK(Poseidon::mode() == Poseidon::CPU)
+      << "a Scale is folded into BatchNorm " << this->layer_param_.name()
+      << " on the GPU";
+  BackwardBody(Poseidon::CPU, top, {true}, bottom, channel_sums);
+}
+
+template <typename Dtype>
+void BatchNormLayer<Dtype>::BackwardBody(Poseidon::Brew dev,
+                                         const vector<Blob<Dtype>*>& top,
+                                         const vector<bool>& propagate_down,
+                                         const vector<Blob<Dtype>*>& bottom,
+                                         const Dtype* channel_sums) {
   if (!propagate_down[0] || bottom[0]->count() == 0) return;
   const bool gpu = dev == Poseidon::GPU;
   const int num = Num(*bottom[0]);
@@ -183,15 +219,13 @@ void BatchNormLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   const Dtype* mean_dy = nullptr;
   const Dtype* mean_dy_y = nullptr;
   const Dtype* inv_std = inv_std_.data_on(dev);
-  if (folded_sums_ != nullptr) {
+  if (channel_sums != nullptr) {
     // See Note [BatchNorm + Scale] in net_fold.cpp: the Scale's backward
     // summed dE/dy and dE/dy * x_hat; dE/dx_hat = s_c dE/dy, so the plain
     // body below runs on dE/dy with the gain s_c / sqrt(var_c + eps).
-    CHECK(dev == Poseidon::CPU) << "a Scale is folded into BatchNorm "
-                                << this->layer_param_.name() << " on the GPU";
-    const Dtype* sum_dy = folded_sums_;
-    const Dtype* sum_dy_y = folded_sums_ + channels_;
-    const Dtype* scale = folded_sums_ + 2 * channels_;
+    const Dtype* sum_dy = channel_sums;
+    const Dtype* sum_dy_y = channel_sums + channels_;
+    const Dtype* scale = channel_sums + 2 * channels_;
     const Dtype inv_m = Dtype(1) / (num * spatial);
     gain_.Reshape({channels_});
     Dtype* gain = gain_.mutable_cpu_data();

@@ -94,14 +94,6 @@ template <typename Dtype>
 void ScaleLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
                                   const vector<Blob<Dtype>*>& bottom,
                                   const vector<Blob<Dtype>*>& top) {
-  if (fold_input_ != nullptr) {
-    // See Note [BatchNorm + Scale] in net_fold.cpp: y is written already.
-    CHECK(dev == Poseidon::CPU && top[0] == bottom[0])
-        << "Scale " << this->layer_param_.name()
-        << " folded into a BatchNorm off the CPU or not in place";
-    x_source_ = fold_input_;
-    return;
-  }
   x_source_ = nullptr;
   if (top[0] == bottom[0]) {
     saved_input_.ReshapeLike(*bottom[0]);
@@ -248,10 +240,37 @@ void ScaleLayer<Dtype>::BackwardCpu(const Dtype* dy, const Dtype* x,
 }
 
 template <typename Dtype>
+void ScaleLayer<Dtype>::ForwardFolded(const vector<Blob<Dtype>*>& bottom,
+                                      const vector<Blob<Dtype>*>& top,
+                                      const Blob<Dtype>& x_hat) {
+  // See Note [BatchNorm + Scale] in net_fold.cpp: y is written already.
+  CHECK(Poseidon::mode() == Poseidon::CPU && top[0] == bottom[0])
+      << "Scale " << this->layer_param_.name()
+      << " folded into a BatchNorm off the CPU or not in place";
+  Reshape(bottom, top);
+  x_source_ = &x_hat;
+}
+
+template <typename Dtype>
+void ScaleLayer<Dtype>::BackwardFolded(const vector<Blob<Dtype>*>& top,
+                                       const vector<Blob<Dtype>*>& bottom) {
+  BackwardBody(Poseidon::CPU, top, {true}, bottom, true);
+}
+
+template <typename Dtype>
 void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
                                    const vector<Blob<Dtype>*>& top,
                                    const vector<bool>& propagate_down,
                                    const vector<Blob<Dtype>*>& bottom) {
+  BackwardBody(dev, top, propagate_down, bottom, false);
+}
+
+template <typename Dtype>
+void ScaleLayer<Dtype>::BackwardBody(Poseidon::Brew dev,
+                                     const vector<Blob<Dtype>*>& top,
+                                     const vector<bool>& propagate_down,
+                                     const vector<Blob<Dtype>*>& bottom,
+                                     bool folded) {
   const Dtype* dy = top[0]->diff_on(dev);
   const bool bias_grad =
       bias_layer_ && this->param_propagate_down(bias_param_id_);
@@ -261,14 +280,14 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   const bool in_place = top[0] == bottom[0];
   Blob<Dtype>* scale = ScaleBlob(bottom);
   const Dtype* x = nullptr;
-  if (scale_grad || fold_backward_) {
+  if (scale_grad || folded) {
     x = x_source_ != nullptr ? x_source_->data_on(dev)
         : in_place           ? saved_input_.data_on(dev)
                              : bottom[0]->data_on(dev);
   }
   // See Note [BatchNorm + Scale] in net_fold.cpp: folded, the pass leaves
   // dE/dy as it is and sums per channel what the BatchNorm needs.
-  CHECK(!fold_backward_ ||
+  CHECK(!folded ||
         (dev == Poseidon::CPU && learned && in_place && view_.dim > 0))
       << "Scale " << this->layer_param_.name()
       << " folded into a BatchNorm off the CPU or not in place";
@@ -280,9 +299,9 @@ void ScaleLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
       BiasGradient(dev, bias_view_, dy, true, &reducer_,
                    this->blobs_[bias_param_id_]->mutable_cpu_diff());
     }
-    const bool write_dx = propagate_down[0] && !fold_backward_;
+    const bool write_dx = propagate_down[0] && !folded;
     Dtype* sums = nullptr;
-    if (fold_backward_) {
+    if (folded) {
       channel_sums_.Reshape({3, view_.dim});
       sums = channel_sums_.mutable_cpu_data();
     }

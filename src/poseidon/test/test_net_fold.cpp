@@ -2,9 +2,11 @@
 // [BatchNorm + Scale] in net_fold.cpp): which pairs fold, and that a folded
 // net computes what the same net unfolded does, forward and backward,
 // whole and in pieces, with batch and global statistics.
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -202,6 +204,93 @@ TYPED_TEST(NetFoldTest, ScaleHooksRunBeforeTheFoldedForward) {
   EXPECT_EQ(events, want);
 }
 
+TYPED_TEST(NetFoldTest, APassStoppedByAnErrorLeavesTheLayersAsTheyWere) {
+  // A folded pass sets nothing on the layers: stopped between the halves
+  // of the pair, each layer called on its own still computes its whole
+  // output.
+  this->Build({true, true, false, false});
+  Net<TypeParam>& net = *this->folded_;
+  const int bn = net.layer_index("bn");
+  auto stop = net.add_after_forward([&](int l) {
+    if (l == bn) throw Error("stopped after the BatchNorm");
+  });
+  EXPECT_NE(test::ErrorOf([&] { net.Forward(); }).find("stopped after"),
+            string::npos);
+  Blob<TypeParam> x;
+  x.Reshape({3, 5, 5, 7});
+  std::mt19937 gen(11);
+  FillRandom(&x, &gen, -1, 1);
+  Blob<TypeParam> y;
+  y.CopyFrom(x, false, true);
+  Layer<TypeParam>& scale = *net.layers()[bn + 1];
+  scale.Forward({&y}, {&y});
+  const TypeParam* s = scale.blobs()[0]->cpu_data();
+  const TypeParam* b = scale.blobs()[1]->cpu_data();
+  for (int i = 0; i < x.count(); ++i) {
+    const int c = i / (5 * 7) % 5;
+    EXPECT_NEAR(y.cpu_data()[i], s[c] * x.cpu_data()[i] + b[c], 1e-5)
+        << "element " << i;
+  }
+}
+
+// INFO lines logged while alive.
+class InfoLines : public google::LogSink {
+ public:
+  InfoLines() : minloglevel_(FLAGS_minloglevel) {
+    FLAGS_minloglevel = google::GLOG_INFO;
+    google::AddLogSink(this);
+  }
+  ~InfoLines() override {
+    google::RemoveLogSink(this);
+    FLAGS_minloglevel = minloglevel_;
+  }
+  void send(google::LogSeverity severity, const char*, const char*, int,
+            const google::LogMessageTime&, const char* message,
+            size_t length) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (severity == google::GLOG_INFO) lines_.emplace_back(message, length);
+  }
+  int Count(const string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int n = 0;
+    for (const string& line : lines_) n += line.find(text) != string::npos;
+    return n;
+  }
+
+ private:
+  const int minloglevel_;
+  std::mutex mutex_;
+  vector<string> lines_;
+};
+
+TYPED_TEST(NetFoldTest, DebugInfoPrintsEachLayerAndRunsUnfolded) {
+  this->Build({true, true, false, false});
+  Net<TypeParam>& net = *this->folded_;
+  net.set_debug_info(true);
+  {
+    InfoLines log;
+    net.Forward();
+    net.Backward();
+    // Each layer's own output: the BatchNorm's top is x_hat, so the pair
+    // ran unfolded.
+    EXPECT_EQ(log.Count("[Forward] Layer bn, top blob c data:"), 1);
+    EXPECT_EQ(log.Count("[Forward] Layer scale, top blob c data:"), 1);
+    EXPECT_EQ(log.Count("[Forward] Layer scale, param blob 1 data:"), 1);
+    EXPECT_EQ(log.Count("[Backward] Layer scale, bottom blob c diff:"), 1);
+    EXPECT_EQ(log.Count("[Backward] Layer bn, bottom blob c diff:"), 1);
+    EXPECT_EQ(log.Count("[Backward] Layer in,"), 0);  // needs no backward
+  }
+  this->plain_->Forward();
+  this->plain_->Backward();
+  ExpectSameState(*this->plain_, net, this->Tol(), "with debug_info");
+  net.set_debug_info(false);
+  InfoLines log;
+  net.Forward();
+  net.Backward();
+  EXPECT_EQ(log.Count("[Forward]"), 0);
+  EXPECT_EQ(log.Count("[Backward]"), 0);
+}
+
 TEST(NetFoldPairsTest, OnlyInPlaceScalesOverChannelsFold) {
   const string head = R"(
     name: "pairs"
@@ -234,6 +323,10 @@ TEST(NetFoldPairsTest, OnlyInPlaceScalesOverChannelsFold) {
        1},
       // A Scale with its scale from a second bottom.
       {R"(layer { name: "s" type: "Scale" bottom: "x" bottom: "s2" top: "x" })",
+       0},
+      // A Scale whose output is a loss (its loss would be lost in the fold).
+      {R"(layer { name: "s" type: "Scale" bottom: "x" top: "x"
+            loss_weight: 1 })",
        0},
   };
   for (const Case& c : cases) {
