@@ -236,9 +236,9 @@ def write_net(name, batch, workdir):
     return path
 
 
-def poseidon_command(args, model, iterations, profile=None):
+def poseidon_command(args, model, iterations, profile=None, build=None):
     command = [
-        os.path.join(args.build, "tools", "poseidon_train"),
+        os.path.join(build or args.build, "tools", "poseidon_train"),
         "time",
         "--model=" + model,
         "--iterations=%d" % iterations,
@@ -370,8 +370,10 @@ def measure_peaks(args, threads):
 
 def summarise(entry, flops, peak):
     """Adds the medians, rates and fractions to one (net, threads) entry."""
-    for side in ("poseidon", "pytorch"):
-        runs = entry[side + "_runs"]
+    for side in ("poseidon", "pytorch", "base"):
+        runs = entry.get(side + "_runs")
+        if runs is None:
+            continue
         ms = median_of(runs, "total_ms")
         entry[side + "_ms"] = ms
         entry[side + "_forward_ms"] = median_of(runs, "forward_ms")
@@ -383,6 +385,28 @@ def summarise(entry, flops, peak):
             rate / peak if rate and peak else None)
     p, t = entry["poseidon_ms"], entry["pytorch_ms"]
     entry["ratio"] = t / p if p and t else None
+    if "base_runs" in entry:
+        b = entry["base_ms"]
+        entry["base_ratio"] = t / b if b and t else None
+        entry["base_over_poseidon"] = b / p if b and p else None
+
+
+def print_base_table(results, threads, base_build):
+    """The base build beside this one (--base-build)."""
+    print()
+    print("base build: %s" % base_build)
+    print("%-14s %7s %5s %9s %9s %9s %11s %11s %9s" % (
+        "net", "threads", "batch", "base", "poseidon", "pytorch",
+        "ratio base", "ratio now", "base/now"))
+    for t in threads:
+        for r in (r for r in results if r["threads"] == t):
+            print("%-14s %7d %5d %9s %9s %9s %11s %11s %9s" % (
+                r["net"], t, r["batch"], fmt(r["base_ms"]),
+                fmt(r["poseidon_ms"]), fmt(r["pytorch_ms"]),
+                fmt(r["base_ratio"]), fmt(r["ratio"]),
+                fmt(r["base_over_poseidon"], 3)))
+    print("(ratio = pytorch / that build; base/now > 1: this build is "
+          "faster than the base)")
 
 
 def pct(value):
@@ -508,6 +532,11 @@ def make_parser():
         "--build", default=os.path.join(REPO_ROOT, "build"),
         help="build tree holding tools/poseidon_train (default: %(default)s)")
     parser.add_argument(
+        "--base-build", metavar="BUILD",
+        help="also time this build tree's poseidon_train (another commit's "
+        "build: the code before a change), interleaved with the other "
+        "sides, and report its times and base / poseidon")
+    parser.add_argument(
         "--nets", default=",".join(NETS),
         help="comma-separated subset of %s (default: all)" % ", ".join(NETS))
     parser.add_argument(
@@ -612,6 +641,13 @@ def main():
         raise SystemExit("%s not found: build it, point --build at the "
                          "build tree, or pass --skip-poseidon"
                          % args.poseidon_train)
+    if args.base_build:
+        if args.skip_poseidon or args.profile_layers:
+            parser.error("--base-build compares two builds: not with "
+                         "--skip-poseidon or --profile-layers")
+        base = os.path.join(args.base_build, "tools", "poseidon_train")
+        if not args.dry_run and not os.access(base, os.X_OK):
+            raise SystemExit("%s not found (--base-build)" % base)
     if (not args.skip_pytorch and not args.dry_run and
             importlib.util.find_spec("torch") is None):
         raise SystemExit(TORCH_MISSING)
@@ -654,6 +690,8 @@ def main():
         return 0
     results, peaks = results
     print_tables(results, peaks, threads, args.repeats)
+    if args.base_build:
+        print_base_table(results, threads, args.base_build)
     torch_runs = [r for e in results for r in e["pytorch_runs"]]
     if torch_runs:
         print("PyTorch %s" % torch_runs[0]["torch"])
@@ -667,6 +705,7 @@ def main():
                        "openblas_coretype":
                            os.environ.get("OPENBLAS_CORETYPE"),
                        "load_average": os.getloadavg(),
+                       "base_build": args.base_build,
                        "peaks": {str(t): p for t, p in peaks.items()},
                        "results": results}, handle, indent=2)
     return 0
@@ -695,6 +734,9 @@ def run_comparison(args, names, batches, threads, workdir):
                 if not args.skip_poseidon:
                     print("    " + " ".join(poseidon_command(args, model,
                                                              iterations)))
+                if args.base_build:
+                    print("    " + " ".join(poseidon_command(
+                        args, model, iterations, build=args.base_build)))
                 if not args.skip_pytorch:
                     command = torch_command(dict(spec, threads=t))
                     print("    " + " ".join(command[:3]) + " '" + command[3]
@@ -707,11 +749,21 @@ def run_comparison(args, names, batches, threads, workdir):
                        "iterations": iterations, "flops": flops,
                        "poseidon_runs": [], "pytorch_runs": []}
                    for t in threads}
+        if args.base_build:
+            for entry in entries.values():
+                entry["base_runs"] = []
         for repeat in range(args.repeats):
             for t in threads:
                 env = child_env(args, t)
                 entry = entries[t]
                 started = time.time()
+                if args.base_build:
+                    output, rss = run_child(
+                        poseidon_command(args, model, iterations,
+                                         build=args.base_build), env,
+                        "base poseidon_train time (%s)" % name)
+                    entry["base_runs"].append(
+                        dict(parse_poseidon(output), peak_rss_mib=rss))
                 if not args.skip_poseidon:
                     output, rss = run_child(
                         poseidon_command(args, model, iterations), env,
@@ -725,12 +777,15 @@ def run_comparison(args, names, batches, threads, workdir):
                     entry["pytorch_runs"].append(
                         dict(parse_torch(output), peak_rss_mib=rss))
                 last = {side: entry[side + "_runs"][-1]["total_ms"]
-                        if entry[side + "_runs"] else None
-                        for side in ("poseidon", "pytorch")}
-                print("  %s, %d thread%s, run %d/%d: poseidon %s ms, "
+                        if entry.get(side + "_runs") else None
+                        for side in ("poseidon", "pytorch", "base")}
+                print("  %s, %d thread%s, run %d/%d: %sposeidon %s ms, "
                       "pytorch %s ms (%.0f s)" % (
                           name, t, "" if t == 1 else "s", repeat + 1,
-                          args.repeats, fmt(last["poseidon"]),
+                          args.repeats,
+                          "base %s ms, " % fmt(last["base"])
+                          if args.base_build else "",
+                          fmt(last["poseidon"]),
                           fmt(last["pytorch"]), time.time() - started),
                       flush=True)
         for t in threads:

@@ -455,7 +455,34 @@ def test_dry_run_lists_all_seven_nets_at_each_thread_count():
     assert proc.stdout.count("  2 threads:") == 7
 
 
+def test_dry_run_with_a_base_build_runs_both_builds():
+    proc = run_script("--dry-run", "--threads", "2", "--nets",
+                      "cifar10_quick", "--build", "/after",
+                      "--base-build", "/before")
+    assert proc.returncode == 0, proc.stdout
+    assert "/after/tools/poseidon_train time --model=" in proc.stdout
+    assert "/before/tools/poseidon_train time --model=" in proc.stdout
+
+
+def test_base_build_medians_and_ratios():
+    entry = {"poseidon_runs": [{"total_ms": t, "forward_ms": 1,
+                                "backward_ms": 1, "peak_rss_mib": 9}
+                               for t in (100, 90, 300)],
+             "pytorch_runs": [{"total_ms": t, "forward_ms": 1,
+                               "backward_ms": 1, "peak_rss_mib": 9}
+                              for t in (150, 180, 160)],
+             "base_runs": [{"total_ms": t, "forward_ms": 1,
+                            "backward_ms": 1, "peak_rss_mib": 9}
+                           for t in (120, 500, 110)]}
+    bench_vs_pytorch.summarise(entry, 1e9, None)
+    assert entry["poseidon_ms"] == 100 and entry["base_ms"] == 120
+    assert entry["ratio"] == pytest.approx(1.6)
+    assert entry["base_ratio"] == pytest.approx(160 / 120)
+    assert entry["base_over_poseidon"] == pytest.approx(1.2)
+
+
 @pytest.mark.parametrize("args,message", [
+    (["--base-build", "/b", "--skip-poseidon"], "compares two builds"),
     (["--threads", "0"], "--threads"),
     (["--batch", "vgg=4"], "unknown net 'vgg'"),
     (["--batch", "resnet50=x"], "not NET=BATCH"),
