@@ -95,10 +95,6 @@ struct ExchangeSpec {
   bool bias = false;
 };
 
-// The shared-memory allreduce's name(): the plan says when ALLREDUCE went
-// through shared memory.
-constexpr char kSharedMemoryAllreduce[] = "ALLREDUCE (shared memory)";
-
 // Everything a transport may use; observed, outliving the transport.
 struct TransportContext {
   Communicator* comm = nullptr;
@@ -141,6 +137,11 @@ class Transport {
   // "PS", "SFB", "ALLREDUCE (ring)", "ALLREDUCE (shared memory)" (and the
   // host level's names for them).
   virtual const char* name() const = 0;
+  // Why the exchanges go the way they do, when the choice was made here
+  // and not by the plan (the ALLREDUCE transports: shared memory, or the
+  // ring because none could be mapped); empty when the plan says it all.
+  // The plan's log adds it to each layer's reason.
+  virtual const char* route() const { return ""; }
   virtual Dtype* Stage(int g, int64_t iter) = 0;
   // Copies group g's part of this rank into `slot` (Stage's buffer) from
   // this rank's device workers' nets, workers[0] the rank's own (which

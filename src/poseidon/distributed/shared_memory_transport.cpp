@@ -26,7 +26,10 @@ class SharedMemoryTransport final : public Transport<Dtype> {
         groups_(std::move(groups)),
         shared_(std::move(shared)) {}
 
-  const char* name() const override { return kSharedMemoryAllreduce; }
+  const char* name() const override { return "ALLREDUCE (shared memory)"; }
+  const char* route() const override {
+    return "through shared memory: every rank is on this host";
+  }
   Dtype* Stage(int g, int64_t iter) override {
     if (timeline_) staged_at_ = timeline_->NowMicros();
     return shared_->Slot(g, iter);

@@ -184,15 +184,11 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
       transports[type] = Transport<Dtype>::Make(type, context, list);
     }
   }
-  if (cluster.shared_memory && transports.count(CommType::ALLREDUCE) > 0) {
-    const bool mapped = string(transports[CommType::ALLREDUCE]->name()) ==
-                        kSharedMemoryAllreduce;
-    for (PlannedLayer& p : plan) {
-      if (p.transport != CommType::ALLREDUCE) continue;
-      p.reason += mapped
-                      ? " (through shared memory: every rank is on this host)"
-                      : " (ring over MPI: no shared memory could be mapped)";
-    }
+  for (PlannedLayer& p : plan) {
+    const auto t = transports.find(p.transport);
+    if (t == transports.end()) continue;
+    const string route = t->second->route();
+    if (!route.empty()) p.reason += " (" + route + ")";
   }
   for (Group& g : groups) g.via = transports.at(g.transport).get();
   workers = {net};

@@ -279,6 +279,12 @@ class RingTransport final : public Transport<Dtype> {
   }
 
   const char* name() const override { return "ALLREDUCE (ring)"; }
+  const char* route() const override {
+    // Made instead of the shared-memory allreduce (MakeAllreduceTransport).
+    return context_.shared_memory
+               ? "ring over MPI: no shared memory could be mapped"
+               : "";
+  }
   Dtype* Stage(int g, int64_t iter) override { return slots_.slot(g, iter); }
   void Fill(int g, const std::vector<Net<Dtype>*>& workers,
             Dtype* slot) override {

@@ -1,5 +1,6 @@
 // SharedAllreduce over a loopback world whose ranks share memory: sums in
-// rank order, slot reuse waits for every rank's release, stalls are named.
+// rank order, slot reuse waits for every rank's release, stalls are named;
+// the ALLREDUCE transport goes through it when it can, and says so.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "distributed/run_ranks.hpp"
 #include "poseidon/distributed/loopback_communicator.hpp"
 #include "poseidon/distributed/shared_allreduce.hpp"
+#include "poseidon/distributed/transport.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -40,6 +42,41 @@ TEST(SharedAllreduceTest, NoSharedMemoryNoTransport) {
   RunRanks(&world, [](Communicator* c) {
     EXPECT_EQ(SharedAllreduce<float>::Create(c, {{"ip1", 10}}, 2), nullptr);
   });
+}
+
+// The ALLREDUCE transport's name and the route the plan's log gives.
+TEST(SharedAllreduceTest, TheAllreduceTransportSaysWhichWayItGoes) {
+  struct Case {
+    bool ranks_share_memory;
+    bool asked;  // TransportContext::shared_memory
+    const char* name;
+    const char* route;
+  };
+  const Case cases[] = {
+      {true, true, "ALLREDUCE (shared memory)",
+       "through shared memory: every rank is on this host"},
+      {false, true, "ALLREDUCE (ring)",
+       "ring over MPI: no shared memory could be mapped"},
+      {true, false, "ALLREDUCE (ring)", ""},
+  };
+  for (const Case& c : cases) {
+    LoopbackWorld world(2,
+                        c.ranks_share_memory ? OneHost() : LoopbackOptions());
+    RunRanks(&world, [&](Communicator* comm) {
+      DistributedParameter param;
+      TransportContext context;
+      context.comm = comm;
+      context.param = &param;
+      context.shared_memory = c.asked;
+      ExchangeSpec spec;
+      spec.name = "ip1";
+      spec.count = spec.payload = 10;
+      auto t = Transport<float>::Make(CommType::ALLREDUCE, context, {spec});
+      ASSERT_NE(t, nullptr);
+      EXPECT_STREQ(t->name(), c.name);
+      EXPECT_STREQ(t->route(), c.route);
+    });
+  }
 }
 
 TEST(SharedAllreduceTest, SumsInRankOrderWithTheSameBitsEverywhere) {
