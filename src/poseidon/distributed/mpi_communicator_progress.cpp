@@ -104,7 +104,10 @@ Status MpiCommunicator::Impl::Await(const std::vector<MpiOp*>& list,
 // message to or from this rank adds this rank's oldest operations still
 // pending with other ranks, the progress thread's list being in the order
 // the waits began. ParamServer's Note [Own worker's windows] is the same
-// idea from the shard's side.
+// idea from the shard's side, and both may appear in one error: that one
+// names the blocks, shards and iteration of the windows in flight (and
+// works over any communicator), this one the messages MPI still holds
+// (and serves every user of the communicator, not only the shards).
 std::string MpiCommunicator::Impl::OwnWaitsNote(
     const std::vector<MpiOp*>& list) const {
   const bool to_self = std::any_of(list.begin(), list.end(), [&](MpiOp* op) {
