@@ -32,6 +32,42 @@ namespace poseidon {
 // B is as many images as fit in max_buffer_bytes (col and buffer), at
 // least one; the scratch is gpu::Workspace on the GPU. Everything is
 // deterministic. On the CPU the same code runs with ConvMode::kPortable.
+namespace {
+
+// What both passes share: each group's GEMM sizes and offsets, and the
+// scratch split into the column matrix and the channel-major buffer.
+template <typename Dtype>
+struct ChunkPlan {
+  ChunkPlan(const ConvShape& s, int images, Dtype* scratch)
+      : O(s.out_channels),
+        rows(O / s.group),
+        K(s.kernel_dim),
+        S(s.out_spatial_dim),
+        col(scratch),
+        buf(scratch + static_cast<size_t>(s.col_shape[0]) * images * S) {}
+  // Group g's weights; its rows of a channel-major matrix (rows x columns
+  // per group) and of a column matrix (K x columns per group).
+  size_t weights(int g) const { return static_cast<size_t>(g) * rows * K; }
+  size_t out_rows(int g, int columns) const {
+    return static_cast<size_t>(g) * rows * columns;
+  }
+  size_t col_rows(int g, int columns) const {
+    return static_cast<size_t>(g) * K * columns;
+  }
+
+  const int O, rows, K, S;
+  Dtype* const col;
+  Dtype* const buf;
+};
+
+// fn(first image, images) for each chunk of at most `images` of `num`.
+template <typename Fn>
+void ForEachChunk(int num, int images, Fn&& fn) {
+  for (int n0 = 0; n0 < num; n0 += images) fn(n0, std::min(images, num - n0));
+}
+
+}  // namespace
+
 template <typename Dtype>
 const char* GpuIm2colConv<Dtype>::Reshape(const ConvShape& s,
                                           const ConvOptions& options) {
@@ -93,35 +129,29 @@ void GpuIm2colConv<Dtype>::Forward(Poseidon::Brew dev, const Dtype* input,
                                    const Dtype* weights, Dtype* output) {
   const ConvShape& s = *s_;
   if (s.num == 0) return;
-  const int O = s.out_channels;
-  const int out_per_group = O / s.group;
-  const int K = s.kernel_dim;
-  const int S = s.out_spatial_dim;
-  const size_t w_step = static_cast<size_t>(out_per_group) * K;
-  Dtype* scratch = Scratch(dev, workspace_bytes() / sizeof(Dtype));
-  Dtype* buf = scratch + static_cast<size_t>(s.col_shape[0]) * images_ * S;
-  for (int n0 = 0; n0 < s.num; n0 += images_) {
-    const int B = std::min(images_, s.num - n0);
-    const int columns = B * S;
+  const ChunkPlan<Dtype> p(s, images_,
+                           Scratch(dev, workspace_bytes() / sizeof(Dtype)));
+  ForEachChunk(s.num, images_, [&](int n0, int B) {
+    const int columns = B * p.S;
     const Dtype* in = input + static_cast<size_t>(n0) * s.input_dim;
     Dtype* out = output + static_cast<size_t>(n0) * s.output_dim;
     const Dtype* col = in;
     if (!(s.is_1x1 && B == 1)) {
-      im2col_on(dev, ChunkShape(B), Nd(), in, scratch);
-      col = scratch;
+      im2col_on(dev, ChunkShape(B), Nd(), in, p.col);
+      col = p.col;
     }
-    Dtype* dst = B == 1 ? out : buf;
+    Dtype* dst = B == 1 ? out : p.buf;
     for (int g = 0; g < s.group; ++g) {
-      math::gemm<Dtype>(dev, CblasNoTrans, CblasNoTrans, out_per_group, columns,
-                        K, Dtype(1), weights + g * w_step,
-                        col + static_cast<size_t>(g) * K * columns, Dtype(0),
-                        dst + static_cast<size_t>(g) * out_per_group * columns);
+      math::gemm<Dtype>(dev, CblasNoTrans, CblasNoTrans, p.rows, columns, p.K,
+                        Dtype(1), weights + p.weights(g),
+                        col + p.col_rows(g, columns), Dtype(0),
+                        dst + p.out_rows(g, columns));
     }
     if (B > 1) {
-      for_each(dev, O * columns,
-               kernels::ChannelMajorToImages<Dtype>{buf, out, B, O, S});
+      for_each(dev, p.O * columns,
+               kernels::ChannelMajorToImages<Dtype>{p.buf, out, B, p.O, p.S});
     }
-  }
+  });
 }
 
 template <typename Dtype>
@@ -131,52 +161,44 @@ void GpuIm2colConv<Dtype>::Backward(Poseidon::Brew dev, const Dtype* input,
                                     Dtype* input_diff) {
   const ConvShape& s = *s_;
   if (s.num == 0 || (weight_diff == nullptr && input_diff == nullptr)) return;
-  const int O = s.out_channels;
-  const int out_per_group = O / s.group;
-  const int K = s.kernel_dim;
-  const int S = s.out_spatial_dim;
-  const size_t w_step = static_cast<size_t>(out_per_group) * K;
-  Dtype* scratch = Scratch(dev, workspace_bytes() / sizeof(Dtype));
-  Dtype* buf = scratch + static_cast<size_t>(s.col_shape[0]) * images_ * S;
-  for (int n0 = 0; n0 < s.num; n0 += images_) {
-    const int B = std::min(images_, s.num - n0);
-    const int columns = B * S;
+  const ChunkPlan<Dtype> p(s, images_,
+                           Scratch(dev, workspace_bytes() / sizeof(Dtype)));
+  ForEachChunk(s.num, images_, [&](int n0, int B) {
+    const int columns = B * p.S;
     const bool own_columns = !(s.is_1x1 && B == 1);
     const kernels::Im2colShape shape = ChunkShape(B);
     const Dtype* od = output_diff + static_cast<size_t>(n0) * s.output_dim;
     if (B > 1) {
-      for_each(dev, O * columns,
-               kernels::ImagesToChannelMajor<Dtype>{od, buf, B, O, S});
-      od = buf;
+      for_each(dev, p.O * columns,
+               kernels::ImagesToChannelMajor<Dtype>{od, p.buf, B, p.O, p.S});
+      od = p.buf;
     }
     if (weight_diff != nullptr) {
       const Dtype* in = input + static_cast<size_t>(n0) * s.input_dim;
       const Dtype* col = in;
       if (own_columns) {
-        im2col_on(dev, shape, Nd(), in, scratch);
-        col = scratch;
+        im2col_on(dev, shape, Nd(), in, p.col);
+        col = p.col;
       }
       for (int g = 0; g < s.group; ++g) {
-        math::gemm<Dtype>(dev, CblasNoTrans, CblasTrans, out_per_group, K,
-                          columns, Dtype(1),
-                          od + static_cast<size_t>(g) * out_per_group * columns,
-                          col + static_cast<size_t>(g) * K * columns, Dtype(1),
-                          weight_diff + g * w_step);
+        math::gemm<Dtype>(dev, CblasNoTrans, CblasTrans, p.rows, p.K, columns,
+                          Dtype(1), od + p.out_rows(g, columns),
+                          col + p.col_rows(g, columns), Dtype(1),
+                          weight_diff + p.weights(g));
       }
     }
     if (input_diff != nullptr) {
       Dtype* in_diff = input_diff + static_cast<size_t>(n0) * s.input_dim;
-      Dtype* col_diff = own_columns ? scratch : in_diff;
+      Dtype* col_diff = own_columns ? p.col : in_diff;
       for (int g = 0; g < s.group; ++g) {
-        math::gemm<Dtype>(dev, CblasTrans, CblasNoTrans, K, columns,
-                          out_per_group, Dtype(1), weights + g * w_step,
-                          od + static_cast<size_t>(g) * out_per_group * columns,
-                          Dtype(0),
-                          col_diff + static_cast<size_t>(g) * K * columns);
+        math::gemm<Dtype>(dev, CblasTrans, CblasNoTrans, p.K, columns, p.rows,
+                          Dtype(1), weights + p.weights(g),
+                          od + p.out_rows(g, columns), Dtype(0),
+                          col_diff + p.col_rows(g, columns));
       }
       if (own_columns) col2im_on(dev, shape, Nd(), col_diff, in_diff);
     }
-  }
+  });
 }
 
 template <typename Dtype>
