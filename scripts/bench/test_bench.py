@@ -23,6 +23,7 @@ sys.path.insert(0, HERE)
 
 import bench_vs_pytorch  # noqa: E402
 import caffe_net  # noqa: E402
+import compare_builds  # noqa: E402
 import cpu_peak  # noqa: E402
 import layer_profile  # noqa: E402
 import net_cost  # noqa: E402
@@ -505,3 +506,32 @@ def test_missing_torch_says_how_to_get_it(monkeypatch, capsys):
         bench_vs_pytorch.main()
     assert "pip install torch" in str(exit_info.value)
     assert "--skip-pytorch" in str(exit_info.value)
+
+
+def test_compare_builds_reads_each_layer_and_the_total():
+    output = (
+        "I20261203 19:10:59.96 318 test_time.cpp:133]        mvn\tforward: "
+        "6.74103 ms.\n"
+        "I20261203 19:10:59.96 318 test_time.cpp:135]        mvn\tbackward: "
+        "6.5875 ms.\n"
+        "I20261203 19:10:59.96 318 test_time.cpp:133] softmax_1000\tforward: "
+        "0.678101 ms.\n"
+        "I20261203 19:10:59.96 318 test_time.cpp:135] softmax_1000\tbackward: "
+        "2e-1 ms.\n"
+        "I20261203 19:10:59.96 318 test_time.cpp:154] Average "
+        "Forward-Backward: 54.7264 ms.\n")
+    order, times, total = compare_builds.parse_layers(output)
+    assert order == ["mvn", "softmax_1000"]
+    assert times[("mvn", "backward")] == pytest.approx(6.5875)
+    assert times[("softmax_1000", "backward")] == pytest.approx(0.2)
+    assert total == pytest.approx(54.7264)
+    runs = [{"a": 3.0}, {"a": 1.0, "b": 4.0}, {"a": 2.0}]
+    assert compare_builds.medians(runs) == {"a": 2.0, "b": 4.0}
+    assert compare_builds.ratio(3.0, 2.0) == pytest.approx(1.5)
+    assert compare_builds.ratio(None, 2.0) is None
+
+
+def test_compare_builds_without_total_says_so():
+    with pytest.raises(SystemExit) as exit_info:
+        compare_builds.parse_layers("no timing here\n")
+    assert "Average Forward-Backward" in str(exit_info.value)
