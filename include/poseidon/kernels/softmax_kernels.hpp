@@ -4,7 +4,10 @@
 // softmax taken along channels: a "position" p in [0, outer * inner) is one
 // column (n = p / inner, j = p % inner), element i = (n * channels + c) *
 // inner + j. Per-position bodies loop over the channels; per-element bodies
-// read their position's value from `pos`.
+// read their position's value from `pos`: Apply(i, p) is the body, and
+// operator()(i) finds p for it (the GPU's one thread per element), while
+// the CPU walks the rows of inner elements and counts p along
+// (SoftmaxLayer's PositionForEach), with no division per element.
 #ifndef POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
 #define POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
 
@@ -22,6 +25,13 @@ POSEIDON_HD_INLINE int PositionOf(int i, int channels, int inner) {
   return (i / (channels * inner)) * inner + i % inner;
 }
 
+// Per-position reductions over the channels: Start(i) takes channel 0's
+// element i, Combine(acc, i) folds in the element i of the next channel, in
+// channel order, and operator()(p) is the whole column (the GPU's one
+// thread per position); the CPU folds blocks of neighbouring positions
+// channel by channel (SoftmaxLayer's ColumnReduce), the same order per
+// position, so the same bits.
+
 // pos[p] = max_c x[p, c]
 template <typename Dtype>
 struct ChannelMax {
@@ -30,10 +40,14 @@ struct ChannelMax {
   Dtype* pos;
   int channels;
   int inner;
+  POSEIDON_HD Dtype Start(int i) const { return x[i]; }
+  POSEIDON_HD Dtype Combine(Dtype acc, int i) const {
+    return hd::max(acc, x[i]);
+  }
   POSEIDON_HD void operator()(int p) const {
-    const Dtype* col = x + ColumnStart(p, channels, inner);
-    Dtype m = col[0];
-    for (int c = 1; c < channels; ++c) m = hd::max(m, col[c * inner]);
+    const int start = ColumnStart(p, channels, inner);
+    Dtype m = Start(start);
+    for (int c = 1; c < channels; ++c) m = Combine(m, start + c * inner);
     pos[p] = m;
   }
 };
@@ -46,8 +60,9 @@ struct SubtractExp {
   Dtype* y;
   int channels;
   int inner;
+  POSEIDON_HD void Apply(int i, int p) const { y[i] = hd::exp(x[i] - pos[p]); }
   POSEIDON_HD void operator()(int i) const {
-    y[i] = hd::exp(x[i] - pos[PositionOf(i, channels, inner)]);
+    Apply(i, PositionOf(i, channels, inner));
   }
 };
 
@@ -59,10 +74,12 @@ struct ChannelSum {
   Dtype* pos;
   int channels;
   int inner;
+  POSEIDON_HD Dtype Start(int i) const { return Dtype(0) + y[i]; }
+  POSEIDON_HD Dtype Combine(Dtype acc, int i) const { return acc + y[i]; }
   POSEIDON_HD void operator()(int p) const {
-    const Dtype* col = y + ColumnStart(p, channels, inner);
-    Dtype s = 0;
-    for (int c = 0; c < channels; ++c) s += col[c * inner];
+    const int start = ColumnStart(p, channels, inner);
+    Dtype s = Start(start);
+    for (int c = 1; c < channels; ++c) s = Combine(s, start + c * inner);
     pos[p] = s;
   }
 };
@@ -74,8 +91,9 @@ struct ChannelDivide {
   Dtype* y;
   int channels;
   int inner;
+  POSEIDON_HD void Apply(int i, int p) const { y[i] /= pos[p]; }
   POSEIDON_HD void operator()(int i) const {
-    y[i] /= pos[PositionOf(i, channels, inner)];
+    Apply(i, PositionOf(i, channels, inner));
   }
 };
 
@@ -88,12 +106,14 @@ struct ChannelDot {
   Dtype* pos;
   int channels;
   int inner;
+  POSEIDON_HD Dtype Start(int i) const { return Dtype(0) + dy[i] * y[i]; }
+  POSEIDON_HD Dtype Combine(Dtype acc, int i) const {
+    return acc + dy[i] * y[i];
+  }
   POSEIDON_HD void operator()(int p) const {
     const int start = ColumnStart(p, channels, inner);
-    Dtype s = 0;
-    for (int c = 0; c < channels; ++c) {
-      s += dy[start + c * inner] * y[start + c * inner];
-    }
+    Dtype s = Start(start);
+    for (int c = 1; c < channels; ++c) s = Combine(s, start + c * inner);
     pos[p] = s;
   }
 };
@@ -107,8 +127,11 @@ struct SoftmaxGradient {
   Dtype* dx;
   int channels;
   int inner;
+  POSEIDON_HD void Apply(int i, int p) const {
+    dx[i] = y[i] * (dy[i] - pos[p]);
+  }
   POSEIDON_HD void operator()(int i) const {
-    dx[i] = y[i] * (dy[i] - pos[PositionOf(i, channels, inner)]);
+    Apply(i, PositionOf(i, channels, inner));
   }
 };
 

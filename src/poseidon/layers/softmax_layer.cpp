@@ -7,6 +7,7 @@
 #include "poseidon/kernels/softmax_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
 #include "poseidon/util/gpu_engine.hpp"
+#include "poseidon/util/parallel.hpp"
 
 #ifdef USE_CUDNN
 #include "poseidon/util/device_check.hpp"
@@ -14,6 +15,92 @@
 #endif
 
 namespace poseidon {
+namespace {
+
+// Runs a per-element softmax body (kernels/softmax_kernels.hpp) on every
+// element of outer x channels x inner: on the GPU one thread per element,
+// on the CPU row by row, the position counted along the row, the rows
+// split over the thread pool when the blob is large.
+template <typename F>
+void PositionForEach(Poseidon::Brew dev, int outer, int channels, int inner,
+                     const F& f) {
+  if (dev == Poseidon::GPU) {
+    for_each(dev, outer * channels * inner, f);
+    return;
+  }
+  const int rows = outer * channels;
+  if (rows <= 0 || inner <= 0) return;
+  auto run = [&f, channels, inner](int begin, int end) {
+    const F local = f;  // members in registers across the inner loop
+    int c = begin % channels;
+    int p = begin / channels * inner;  // the row's first position
+    for (int row = begin; row < end; ++row) {
+      const int i = row * inner;
+      for (int j = 0; j < inner; ++j) local.Apply(i + j, p + j);
+      if (++c == channels) {
+        c = 0;
+        p += inner;
+      }
+    }
+  };
+  const long work = static_cast<long>(rows) * inner;
+  if (work < for_each_detail::kMinParallelWork ||
+      ParallelForWorkers(rows) <= 1) {
+    run(0, rows);
+    return;
+  }
+  ParallelFor(rows, [&run](int begin, int end, int) { run(begin, end); });
+}
+
+// Runs a per-position reduction (kernels/softmax_kernels.hpp) into pos:
+// on the GPU one thread per position, on the CPU in blocks of neighbouring
+// positions of one outer slice, folded channel by channel (contiguous rows,
+// the same order per position as the GPU's), the blocks split over the
+// thread pool when the blob is large.
+template <typename Dtype, typename F>
+void ColumnReduce(Poseidon::Brew dev, int outer, int channels, int inner,
+                  Dtype* pos, const F& f) {
+  if (dev == Poseidon::GPU) {
+    for_each(dev, outer * inner, f);
+    return;
+  }
+  constexpr int kBlock = 64;
+  if (inner < 8) {
+    // Columns too short for blocks: one position at a time (its channels
+    // are near each other anyway).
+    for_each(dev, outer * inner, f);
+    return;
+  }
+  if (outer <= 0 || channels <= 0) return;
+  const int per_slice = (inner + kBlock - 1) / kBlock;
+  const int blocks = outer * per_slice;
+  auto run = [&f, pos, channels, inner, per_slice](int begin, int end) {
+    const F local = f;
+    Dtype acc[kBlock];
+    for (int b = begin; b < end; ++b) {
+      const int n = b / per_slice;
+      const int j0 = b % per_slice * kBlock;
+      const int width = inner - j0 < kBlock ? inner - j0 : kBlock;
+      const int i0 = n * channels * inner + j0;
+      for (int j = 0; j < width; ++j) acc[j] = local.Start(i0 + j);
+      for (int c = 1; c < channels; ++c) {
+        const int row = i0 + c * inner;
+        for (int j = 0; j < width; ++j) acc[j] = local.Combine(acc[j], row + j);
+      }
+      Dtype* out = pos + n * inner + j0;
+      for (int j = 0; j < width; ++j) out[j] = acc[j];
+    }
+  };
+  const long work = static_cast<long>(outer) * channels * inner;
+  if (work < for_each_detail::kMinParallelWork ||
+      ParallelForWorkers(blocks) <= 1) {
+    run(0, blocks);
+    return;
+  }
+  ParallelFor(blocks, [&run](int begin, int end, int) { run(begin, end); });
+}
+
+}  // namespace
 
 template <typename Dtype>
 void SoftmaxLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
@@ -37,7 +124,6 @@ void SoftmaxLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
                                     const vector<Blob<Dtype>*>& bottom,
                                     const vector<Blob<Dtype>*>& top) {
   const int count = bottom[0]->count();
-  const int positions = outer_num_ * inner_num_;
   if (count == 0) return;
   const Dtype* x = bottom[0]->data_on(dev);
   Dtype* y = top[0]->mutable_data_on(dev);
@@ -45,10 +131,14 @@ void SoftmaxLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   const int c = channels_, inner = inner_num_;
   // In place, x and y alias: the max is taken before any element is
   // overwritten, and each element is read by the one index that writes it.
-  for_each(dev, positions, kernels::ChannelMax<Dtype>{x, pos, c, inner});
-  for_each(dev, count, kernels::SubtractExp<Dtype>{x, pos, y, c, inner});
-  for_each(dev, positions, kernels::ChannelSum<Dtype>{y, pos, c, inner});
-  for_each(dev, count, kernels::ChannelDivide<Dtype>{pos, y, c, inner});
+  ColumnReduce(dev, outer_num_, c, inner, pos,
+               kernels::ChannelMax<Dtype>{x, pos, c, inner});
+  PositionForEach(dev, outer_num_, c, inner,
+                  kernels::SubtractExp<Dtype>{x, pos, y, c, inner});
+  ColumnReduce(dev, outer_num_, c, inner, pos,
+               kernels::ChannelSum<Dtype>{y, pos, c, inner});
+  PositionForEach(dev, outer_num_, c, inner,
+                  kernels::ChannelDivide<Dtype>{pos, y, c, inner});
 }
 
 template <typename Dtype>
@@ -64,10 +154,10 @@ void SoftmaxLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   Dtype* pos = position_scratch_.mutable_data_on(dev);
   const int c = channels_, inner = inner_num_;
   // The dot products are complete before dx (which may alias dy) is written.
-  for_each(dev, outer_num_ * inner,
-           kernels::ChannelDot<Dtype>{dy, y, pos, c, inner});
-  for_each(dev, count,
-           kernels::SoftmaxGradient<Dtype>{y, dy, pos, dx, c, inner});
+  ColumnReduce(dev, outer_num_, c, inner, pos,
+               kernels::ChannelDot<Dtype>{dy, y, pos, c, inner});
+  PositionForEach(dev, outer_num_, c, inner,
+                  kernels::SoftmaxGradient<Dtype>{y, dy, pos, dx, c, inner});
 }
 
 template <typename Dtype>

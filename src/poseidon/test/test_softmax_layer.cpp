@@ -146,6 +146,49 @@ TYPED_TEST(SoftmaxLayerTest, InPlaceMatchesOutOfPlace) {
   }
 }
 
+// Long columns of positions: the CPU folds them in blocks of neighbouring
+// positions (a partial last block) split over the threads, and walks the
+// rows for the element-wise steps. Both passes against direct sums.
+TYPED_TEST(SoftmaxLayerTest, LargeBlobMatchesReferenceBothWays) {
+  using Dtype = typename TypeParam::Dtype;
+  const double tol = sizeof(Dtype) == 4 ? 1e-6 : 1e-13;
+  for (const vector<int>& shape :
+       {vector<int>{2, 21, 40, 41}, vector<int>{3, 7, 150}}) {
+    Blob<Dtype> bottom(shape), top, top_diff(shape);
+    test::FillGaussian(&bottom, 2.0);
+    test::FillGaussian(&top_diff);
+    vector<Blob<Dtype>*> bottom_vec = {&bottom}, top_vec = {&top};
+    SoftmaxLayer<Dtype> layer(this->Param(1));
+    layer.SetUp(bottom_vec, top_vec);
+    layer.Forward(bottom_vec, top_vec);
+    const vector<double> y = NaiveSoftmax(bottom, 1);
+    for (int i = 0; i < top.count(); ++i) {
+      ASSERT_NEAR(top.cpu_data()[i], y[i], tol) << "element " << i;
+    }
+    cpu_copy(top_diff.count(), top_diff.cpu_data(), top.mutable_cpu_diff());
+    layer.Backward(top_vec, {true}, bottom_vec);
+    // dx = y (dy - sum_c dy_c y_c), the sum per position.
+    const int channels = shape[1];
+    const int inner = bottom.count(2);
+    const Dtype* dy = top_diff.cpu_data();
+    const Dtype* yc = top.cpu_data();
+    for (int n = 0; n < shape[0]; ++n) {
+      for (int j = 0; j < inner; ++j) {
+        double dot = 0;
+        for (int c = 0; c < channels; ++c) {
+          const int i = (n * channels + c) * inner + j;
+          dot += double(dy[i]) * yc[i];
+        }
+        for (int c = 0; c < channels; ++c) {
+          const int i = (n * channels + c) * inner + j;
+          ASSERT_NEAR(bottom.cpu_diff()[i], yc[i] * (dy[i] - dot), 10 * tol)
+              << "element " << i;
+        }
+      }
+    }
+  }
+}
+
 TYPED_TEST(SoftmaxLayerTest, GradientChannels) {
   using Dtype = typename TypeParam::Dtype;
   SoftmaxLayer<Dtype> layer(this->Param(1));
