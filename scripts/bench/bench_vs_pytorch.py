@@ -389,24 +389,33 @@ def summarise(entry, flops, peak):
         b = entry["base_ms"]
         entry["base_ratio"] = t / b if b and t else None
         entry["base_over_poseidon"] = b / p if b and p else None
+        # Each run's pair ran back to back: the median of their ratios is
+        # less moved by a slow stretch of the machine that hit some runs.
+        pairs = [x["total_ms"] / y["total_ms"]
+                 for x, y in zip(entry["base_runs"], entry["poseidon_runs"])
+                 if x.get("total_ms") and y.get("total_ms")]
+        entry["paired_base_over_poseidon"] = (
+            statistics.median(pairs) if pairs else None)
 
 
 def print_base_table(results, threads, base_build):
     """The base build beside this one (--base-build)."""
     print()
     print("base build: %s" % base_build)
-    print("%-14s %7s %5s %9s %9s %9s %11s %11s %9s" % (
+    print("%-14s %7s %5s %9s %9s %9s %11s %11s %9s %7s" % (
         "net", "threads", "batch", "base", "poseidon", "pytorch",
-        "ratio base", "ratio now", "base/now"))
+        "ratio base", "ratio now", "base/now", "paired"))
     for t in threads:
         for r in (r for r in results if r["threads"] == t):
-            print("%-14s %7d %5d %9s %9s %9s %11s %11s %9s" % (
+            print("%-14s %7d %5d %9s %9s %9s %11s %11s %9s %7s" % (
                 r["net"], t, r["batch"], fmt(r["base_ms"]),
                 fmt(r["poseidon_ms"]), fmt(r["pytorch_ms"]),
                 fmt(r["base_ratio"]), fmt(r["ratio"]),
-                fmt(r["base_over_poseidon"], 3)))
+                fmt(r["base_over_poseidon"], 3),
+                fmt(r["paired_base_over_poseidon"], 3)))
     print("(ratio = pytorch / that build; base/now > 1: this build is "
-          "faster than the base)")
+          "faster than the base; paired: the median of each run's base / "
+          "now, the two timed back to back)")
 
 
 def pct(value):

@@ -480,6 +480,8 @@ def test_base_build_medians_and_ratios():
     assert entry["ratio"] == pytest.approx(1.6)
     assert entry["base_ratio"] == pytest.approx(160 / 120)
     assert entry["base_over_poseidon"] == pytest.approx(1.2)
+    # Runs paired in order: 1.2, 500 / 90, 110 / 300.
+    assert entry["paired_base_over_poseidon"] == pytest.approx(1.2)
 
 
 @pytest.mark.parametrize("args,message", [
