@@ -4,10 +4,11 @@
 // softmax taken along channels: a "position" p in [0, outer * inner) is one
 // column (n = p / inner, j = p % inner), element i = (n * channels + c) *
 // inner + j. Per-position bodies loop over the channels; per-element bodies
-// read their position's value from `pos`: Apply(i, p) is the body, and
-// operator()(i) finds p for it (the GPU's one thread per element), while
-// the CPU walks the rows of inner elements and counts p along
-// (SoftmaxLayer's PositionForEach), with no division per element.
+// read their position's value from `pos`: Apply(r, j) is the body for row
+// r = n * channels + c and column j of the (outer * channels) x inner
+// matrix, run by for_each_rows (util/for_each_rows.hpp: on the CPU nested
+// loops, the row's position found once per row; on the GPU operator()(i),
+// one thread per element).
 #ifndef POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
 #define POSEIDON_KERNELS_SOFTMAX_KERNELS_HPP_
 
@@ -19,10 +20,6 @@ namespace kernels {
 // The flat index of channel 0 of position p.
 POSEIDON_HD_INLINE int ColumnStart(int p, int channels, int inner) {
   return (p / inner) * channels * inner + p % inner;
-}
-// The position of element i.
-POSEIDON_HD_INLINE int PositionOf(int i, int channels, int inner) {
-  return (i / (channels * inner)) * inner + i % inner;
 }
 
 // Per-position reductions over the channels: Start(i) takes channel 0's
@@ -60,10 +57,11 @@ struct SubtractExp {
   Dtype* y;
   int channels;
   int inner;
-  POSEIDON_HD void Apply(int i, int p) const { y[i] = hd::exp(x[i] - pos[p]); }
-  POSEIDON_HD void operator()(int i) const {
-    Apply(i, PositionOf(i, channels, inner));
+  POSEIDON_HD void Apply(int r, int j) const {
+    const int i = r * inner + j;
+    y[i] = hd::exp(x[i] - pos[r / channels * inner + j]);
   }
+  POSEIDON_HD void operator()(int i) const { Apply(i / inner, i % inner); }
 };
 
 // pos[p] = sum_c y[p, c], in channel order.
@@ -91,10 +89,10 @@ struct ChannelDivide {
   Dtype* y;
   int channels;
   int inner;
-  POSEIDON_HD void Apply(int i, int p) const { y[i] /= pos[p]; }
-  POSEIDON_HD void operator()(int i) const {
-    Apply(i, PositionOf(i, channels, inner));
+  POSEIDON_HD void Apply(int r, int j) const {
+    y[r * inner + j] /= pos[r / channels * inner + j];
   }
+  POSEIDON_HD void operator()(int i) const { Apply(i / inner, i % inner); }
 };
 
 // pos[p] = sum_c dy[p, c] * y[p, c], in channel order.
@@ -127,12 +125,11 @@ struct SoftmaxGradient {
   Dtype* dx;
   int channels;
   int inner;
-  POSEIDON_HD void Apply(int i, int p) const {
-    dx[i] = y[i] * (dy[i] - pos[p]);
+  POSEIDON_HD void Apply(int r, int j) const {
+    const int i = r * inner + j;
+    dx[i] = y[i] * (dy[i] - pos[r / channels * inner + j]);
   }
-  POSEIDON_HD void operator()(int i) const {
-    Apply(i, PositionOf(i, channels, inner));
-  }
+  POSEIDON_HD void operator()(int i) const { Apply(i / inner, i % inner); }
 };
 
 }  // namespace kernels

@@ -40,13 +40,7 @@ void cpu_channel_for_each(int outer, int dim, int inner, const F& f) {
       if (++d == dim) d = 0;
     }
   };
-  const long work = static_cast<long>(rows) * inner;
-  if (work < for_each_detail::kMinParallelWork ||
-      ParallelForWorkers(rows) <= 1) {
-    run(0, rows);
-    return;
-  }
-  ParallelFor(rows, [&run](int begin, int end, int) { run(begin, end); });
+  cpu_for_ranges(rows, static_cast<long>(rows) * inner, run);
 }
 
 template <typename F>

@@ -52,6 +52,20 @@ struct SerialOnHost<F, std::void_t<decltype(F::kSerialOnHost)>>
 
 }  // namespace for_each_detail
 
+// run(begin, end) over [0, n): on the calling thread when `work` (the
+// elements the whole range touches) is small or the pool has one worker,
+// else in contiguous pieces over the thread pool. The CPU schedules of the
+// portable bodies (rows, blocks of positions) split their ranges so.
+template <typename Run>
+void cpu_for_ranges(int n, long work, const Run& run) {
+  if (n <= 0) return;
+  if (work < for_each_detail::kMinParallelWork || ParallelForWorkers(n) <= 1) {
+    run(0, n);
+    return;
+  }
+  ParallelFor(n, [&run](int begin, int end, int) { run(begin, end); });
+}
+
 // f(i) for i in [0, n) on the host.
 template <typename F>
 void cpu_for_each(int n, const F& f) {

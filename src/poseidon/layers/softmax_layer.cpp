@@ -6,8 +6,8 @@
 
 #include "poseidon/kernels/softmax_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
+#include "poseidon/util/for_each_rows.hpp"
 #include "poseidon/util/gpu_engine.hpp"
-#include "poseidon/util/parallel.hpp"
 
 #ifdef USE_CUDNN
 #include "poseidon/util/device_check.hpp"
@@ -16,41 +16,6 @@
 
 namespace poseidon {
 namespace {
-
-// Runs a per-element softmax body (kernels/softmax_kernels.hpp) on every
-// element of outer x channels x inner: on the GPU one thread per element,
-// on the CPU row by row, the position counted along the row, the rows
-// split over the thread pool when the blob is large.
-template <typename F>
-void PositionForEach(Poseidon::Brew dev, int outer, int channels, int inner,
-                     const F& f) {
-  if (dev == Poseidon::GPU) {
-    for_each(dev, outer * channels * inner, f);
-    return;
-  }
-  const int rows = outer * channels;
-  if (rows <= 0 || inner <= 0) return;
-  auto run = [&f, channels, inner](int begin, int end) {
-    const F local = f;  // members in registers across the inner loop
-    int c = begin % channels;
-    int p = begin / channels * inner;  // the row's first position
-    for (int row = begin; row < end; ++row) {
-      const int i = row * inner;
-      for (int j = 0; j < inner; ++j) local.Apply(i + j, p + j);
-      if (++c == channels) {
-        c = 0;
-        p += inner;
-      }
-    }
-  };
-  const long work = static_cast<long>(rows) * inner;
-  if (work < for_each_detail::kMinParallelWork ||
-      ParallelForWorkers(rows) <= 1) {
-    run(0, rows);
-    return;
-  }
-  ParallelFor(rows, [&run](int begin, int end, int) { run(begin, end); });
-}
 
 // Runs a per-position reduction (kernels/softmax_kernels.hpp) into pos:
 // on the GPU one thread per position, on the CPU in blocks of neighbouring
@@ -91,13 +56,7 @@ void ColumnReduce(Poseidon::Brew dev, int outer, int channels, int inner,
       for (int j = 0; j < width; ++j) out[j] = acc[j];
     }
   };
-  const long work = static_cast<long>(outer) * channels * inner;
-  if (work < for_each_detail::kMinParallelWork ||
-      ParallelForWorkers(blocks) <= 1) {
-    run(0, blocks);
-    return;
-  }
-  ParallelFor(blocks, [&run](int begin, int end, int) { run(begin, end); });
+  cpu_for_ranges(blocks, static_cast<long>(outer) * channels * inner, run);
 }
 
 }  // namespace
@@ -133,12 +92,12 @@ void SoftmaxLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   // overwritten, and each element is read by the one index that writes it.
   ColumnReduce(dev, outer_num_, c, inner, pos,
                kernels::ChannelMax<Dtype>{x, pos, c, inner});
-  PositionForEach(dev, outer_num_, c, inner,
-                  kernels::SubtractExp<Dtype>{x, pos, y, c, inner});
+  for_each_rows(dev, outer_num_ * c, inner,
+                kernels::SubtractExp<Dtype>{x, pos, y, c, inner});
   ColumnReduce(dev, outer_num_, c, inner, pos,
                kernels::ChannelSum<Dtype>{y, pos, c, inner});
-  PositionForEach(dev, outer_num_, c, inner,
-                  kernels::ChannelDivide<Dtype>{pos, y, c, inner});
+  for_each_rows(dev, outer_num_ * c, inner,
+                kernels::ChannelDivide<Dtype>{pos, y, c, inner});
 }
 
 template <typename Dtype>
@@ -156,8 +115,8 @@ void SoftmaxLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   // The dot products are complete before dx (which may alias dy) is written.
   ColumnReduce(dev, outer_num_, c, inner, pos,
                kernels::ChannelDot<Dtype>{dy, y, pos, c, inner});
-  PositionForEach(dev, outer_num_, c, inner,
-                  kernels::SoftmaxGradient<Dtype>{y, dy, pos, dx, c, inner});
+  for_each_rows(dev, outer_num_ * c, inner,
+                kernels::SoftmaxGradient<Dtype>{y, dy, pos, dx, c, inner});
 }
 
 template <typename Dtype>

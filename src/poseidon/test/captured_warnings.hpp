@@ -1,5 +1,5 @@
 // A glog sink for tests that check a warning: collects the WARNING lines
-// logged (by any thread) while it is alive.
+// (or those of another severity) logged by any thread while it is alive.
 #ifndef POSEIDON_TEST_CAPTURED_WARNINGS_HPP_
 #define POSEIDON_TEST_CAPTURED_WARNINGS_HPP_
 
@@ -13,8 +13,11 @@ namespace test {
 
 class CapturedWarnings : public google::LogSink {
  public:
-  CapturedWarnings() : minloglevel_(FLAGS_minloglevel) {
-    FLAGS_minloglevel = google::GLOG_WARNING;
+  // `severity`: the lines kept (WARNING by default; INFO for tests of what
+  // is logged as information). Lowers minloglevel to it while alive.
+  explicit CapturedWarnings(google::LogSeverity severity = google::GLOG_WARNING)
+      : severity_(severity), minloglevel_(FLAGS_minloglevel) {
+    FLAGS_minloglevel = severity;
     google::AddLogSink(this);
   }
   ~CapturedWarnings() override {
@@ -28,18 +31,31 @@ class CapturedWarnings : public google::LogSink {
             const google::LogMessageTime&, const char* message,
             size_t length) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (severity == google::GLOG_WARNING) {
+    if (severity == severity_) {
       text_.append(message, length);
       text_ += '\n';
     }
   }
-  // Every warning so far, one per line.
+  // Every line kept so far, one per line.
   std::string text() {
     std::lock_guard<std::mutex> lock(mutex_);
     return text_;
   }
+  // How many of those lines contain `part`.
+  int Count(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int n = 0;
+    for (size_t start = 0; start < text_.size();) {
+      size_t end = text_.find('\n', start);
+      if (end == std::string::npos) end = text_.size();
+      n += text_.substr(start, end - start).find(part) != std::string::npos;
+      start = end + 1;
+    }
+    return n;
+  }
 
  private:
+  const google::LogSeverity severity_;
   int minloglevel_;
   std::mutex mutex_;
   std::string text_;

@@ -2,15 +2,14 @@
 // [BatchNorm + Scale] in net_fold.cpp): which pairs fold, and that a folded
 // net computes what the same net unfolded does, forward and backward,
 // whole and in pieces, with batch and global statistics.
-#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "captured_warnings.hpp"
 #include "poseidon/net.hpp"
 #include "poseidon/util/io.hpp"
 #include "test_util.hpp"
@@ -233,42 +232,12 @@ TYPED_TEST(NetFoldTest, APassStoppedByAnErrorLeavesTheLayersAsTheyWere) {
   }
 }
 
-// INFO lines logged while alive.
-class InfoLines : public google::LogSink {
- public:
-  InfoLines() : minloglevel_(FLAGS_minloglevel) {
-    FLAGS_minloglevel = google::GLOG_INFO;
-    google::AddLogSink(this);
-  }
-  ~InfoLines() override {
-    google::RemoveLogSink(this);
-    FLAGS_minloglevel = minloglevel_;
-  }
-  void send(google::LogSeverity severity, const char*, const char*, int,
-            const google::LogMessageTime&, const char* message,
-            size_t length) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (severity == google::GLOG_INFO) lines_.emplace_back(message, length);
-  }
-  int Count(const string& text) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    int n = 0;
-    for (const string& line : lines_) n += line.find(text) != string::npos;
-    return n;
-  }
-
- private:
-  const int minloglevel_;
-  std::mutex mutex_;
-  vector<string> lines_;
-};
-
 TYPED_TEST(NetFoldTest, DebugInfoPrintsEachLayerAndRunsUnfolded) {
   this->Build({true, true, false, false});
   Net<TypeParam>& net = *this->folded_;
   net.set_debug_info(true);
   {
-    InfoLines log;
+    test::CapturedWarnings log(google::GLOG_INFO);
     net.Forward();
     net.Backward();
     // Each layer's own output: the BatchNorm's top is x_hat, so the pair
@@ -284,7 +253,7 @@ TYPED_TEST(NetFoldTest, DebugInfoPrintsEachLayerAndRunsUnfolded) {
   this->plain_->Backward();
   ExpectSameState(*this->plain_, net, this->Tol(), "with debug_info");
   net.set_debug_info(false);
-  InfoLines log;
+  test::CapturedWarnings log(google::GLOG_INFO);
   net.Forward();
   net.Backward();
   EXPECT_EQ(log.Count("[Forward]"), 0);
