@@ -4,6 +4,8 @@
 // device, or by cuDNN on the GPU.
 #include "poseidon/layers/softmax_layer.hpp"
 
+#include <type_traits>
+
 #include "poseidon/kernels/softmax_kernels.hpp"
 #include "poseidon/util/for_each.hpp"
 #include "poseidon/util/for_each_rows.hpp"
@@ -22,9 +24,10 @@ namespace {
 // positions of one outer slice, folded channel by channel (contiguous rows,
 // the same order per position as the GPU's), the blocks split over the
 // thread pool when the blob is large.
-template <typename Dtype, typename F>
+template <typename F>
 void ColumnReduce(Poseidon::Brew dev, int outer, int channels, int inner,
-                  Dtype* pos, const F& f) {
+                  const F& f) {
+  using Dtype = std::remove_pointer_t<decltype(f.pos)>;
   if (dev == Poseidon::GPU) {
     for_each(dev, outer * inner, f);
     return;
@@ -39,7 +42,7 @@ void ColumnReduce(Poseidon::Brew dev, int outer, int channels, int inner,
   if (outer <= 0 || channels <= 0) return;
   const int per_slice = (inner + kBlock - 1) / kBlock;
   const int blocks = outer * per_slice;
-  auto run = [&f, pos, channels, inner, per_slice](int begin, int end) {
+  auto run = [&f, channels, inner, per_slice](int begin, int end) {
     const F local = f;
     Dtype acc[kBlock];
     for (int b = begin; b < end; ++b) {
@@ -52,7 +55,7 @@ void ColumnReduce(Poseidon::Brew dev, int outer, int channels, int inner,
         const int row = i0 + c * inner;
         for (int j = 0; j < width; ++j) acc[j] = local.Combine(acc[j], row + j);
       }
-      Dtype* out = pos + n * inner + j0;
+      Dtype* out = local.pos + n * inner + j0;
       for (int j = 0; j < width; ++j) out[j] = acc[j];
     }
   };
@@ -90,11 +93,11 @@ void SoftmaxLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
   const int c = channels_, inner = inner_num_;
   // In place, x and y alias: the max is taken before any element is
   // overwritten, and each element is read by the one index that writes it.
-  ColumnReduce(dev, outer_num_, c, inner, pos,
+  ColumnReduce(dev, outer_num_, c, inner,
                kernels::ChannelMax<Dtype>{x, pos, c, inner});
   for_each_rows(dev, outer_num_ * c, inner,
                 kernels::SubtractExp<Dtype>{x, pos, y, c, inner});
-  ColumnReduce(dev, outer_num_, c, inner, pos,
+  ColumnReduce(dev, outer_num_, c, inner,
                kernels::ChannelSum<Dtype>{y, pos, c, inner});
   for_each_rows(dev, outer_num_ * c, inner,
                 kernels::ChannelDivide<Dtype>{pos, y, c, inner});
@@ -113,7 +116,7 @@ void SoftmaxLayer<Dtype>::BackwardOn(Poseidon::Brew dev,
   Dtype* pos = position_scratch_.mutable_data_on(dev);
   const int c = channels_, inner = inner_num_;
   // The dot products are complete before dx (which may alias dy) is written.
-  ColumnReduce(dev, outer_num_, c, inner, pos,
+  ColumnReduce(dev, outer_num_, c, inner,
                kernels::ChannelDot<Dtype>{dy, y, pos, c, inner});
   for_each_rows(dev, outer_num_ * c, inner,
                 kernels::SoftmaxGradient<Dtype>{y, dy, pos, dx, c, inner});
