@@ -17,22 +17,34 @@ namespace test {
 namespace {
 
 std::mutex g_temp_mutex;
-std::vector<std::string>& TempDirs() {
-  static auto* dirs = new std::vector<std::string>();
+// Each directory with the process that made it: a forked death-test child
+// that leaves through exit() must not remove its parent's directories.
+struct TempDir {
+  pid_t owner;
+  std::string path;
+};
+std::vector<TempDir>& TempDirs() {
+  static auto* dirs = new std::vector<TempDir>();
   return *dirs;
 }
 
+void RemoveTempDirs() {
+  std::lock_guard<std::mutex> lock(g_temp_mutex);
+  const pid_t self = ::getpid();
+  for (const TempDir& dir : TempDirs()) {
+    if (dir.owner != self) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir.path, ignored);
+  }
+  TempDirs().clear();
+}
+
 // Removes every directory MakeTempDir handed out when the test run ends.
+// A death test's child leaves through exit() and never reaches TearDown, so
+// the directories are removed at exit too.
 class TempDirCleaner final : public ::testing::Environment {
  public:
-  void TearDown() override {
-    std::lock_guard<std::mutex> lock(g_temp_mutex);
-    for (const auto& dir : TempDirs()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-    TempDirs().clear();
-  }
+  void TearDown() override { RemoveTempDirs(); }
 };
 
 const auto* const g_cleaner =
@@ -64,8 +76,10 @@ std::string MakeTempDir() {
   std::string tmpl = "/tmp/poseidon_test_XXXXXX";
   char* dir = mkdtemp(tmpl.data());
   CHECK(dir != nullptr) << "mkdtemp failed";
+  static const int registered = std::atexit(RemoveTempDirs);
+  (void)registered;
   std::lock_guard<std::mutex> lock(g_temp_mutex);
-  TempDirs().push_back(dir);
+  TempDirs().push_back({::getpid(), dir});
   return std::string(dir);
 }
 
