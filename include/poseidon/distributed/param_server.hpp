@@ -100,6 +100,10 @@ struct ParamServerOptions {
   // (Note [Server lanes] in param_server.cpp). Each lane keeps a buffer for
   // a block's pushes from up to every worker.
   int server_lanes = 4;
+  // The shard holds each block after its update function instead of
+  // sending it back: the parameters go out later, by SendHeld (BSP only;
+  // Note [Clipping on the servers] in server_clip.hpp).
+  bool hold_updates = false;
 };
 
 // DecodeBlockHeader (wire.hpp) of a push or sum of `bytes` bytes that rank
@@ -154,6 +158,13 @@ class ParamServer {
   // serves that shard's blocks of the exchange too.
   void Exchange(int64_t iter, std::vector<BlockRef> blocks,
                 std::function<void(Status)> done);
+
+  // With options.hold_updates, on the rank hosting block `block`'s shard:
+  // sends `params` (the block's elements, which must stay valid and
+  // unchanged until the send ends) to every worker as the block's answer of
+  // iteration `iter`, on the block's lane's sending thread. A failed send
+  // aborts the job, as a failed shard does.
+  void SendHeld(int64_t iter, int block, const Dtype* params);
 
   // On a dedicated server (a rank that is not a worker): serves this rank's
   // shard's blocks among `blocks`, the ids of an exchange the workers post
@@ -269,6 +280,9 @@ class ParamServer {
   struct SumSlots;
   std::vector<std::unique_ptr<Lane>> lanes_;  // Note [Server lanes]
   std::vector<int> lane_of_;  // per block id: its lane, on a shard's rank
+  // Per block id: the header of its held answer (SendHeld), alive while
+  // the send is in flight.
+  std::vector<BlockHeader> held_headers_;
   std::unique_ptr<StaleShard<Dtype>> stale_;  // ServeStale's
 };
 

@@ -119,6 +119,21 @@ class ShardState {
   // iteration's update (Note [Server-side update]).
   void Apply(int64_t iter, int block, Dtype* values);
 
+  // With clip_gradients the update waits for the norm of the whole
+  // gradient (Note [Clipping on the servers] in server_clip.hpp), in three
+  // steps. Stage: `values` (the sum over the workers of held block
+  // `block`'s gradient) becomes the mean, kept with its sum of squares;
+  // called on the lanes' threads, for different blocks at once. Then, once
+  // every held block is staged: StagedSumsq, the sum of squares of them
+  // all (added block after block in blocks() order, so the same bits
+  // whatever the order they came in), and ApplyStaged, which multiplies
+  // each kept mean by `scale` and steps its block as Apply does; the new
+  // parameters are then at weights() + offset(block).
+  void Stage(int block, const Dtype* values);
+  Dtype StagedSumsq() const;
+  void ApplyStaged(int64_t iter, Dtype scale);
+  size_t offset(int block) const { return at_[block]; }
+
   // Collective over `comm` (whose rank r holds shard r): every shard's
   // history goes to rank `root` (point to point; the others keep theirs),
   // each element into history(a, p) + its offset in param p (the root's
@@ -149,6 +164,15 @@ class ShardState {
   std::vector<Dtype> weights_;
   std::vector<Dtype> history_[2];
   bool seeded_ = false;
+  // Stage's means (allocated with the first) and sums of squares (by
+  // place in blocks_).
+  std::vector<Dtype> staged_;
+  std::vector<Dtype> staged_sumsq_;
+  std::vector<int> place_;  // by block id: its place in blocks_
+
+  // Steps held block `block` with `grad`, the workers' mean gradient,
+  // which becomes the step (Apply's and ApplyStaged's common part).
+  void Step(int64_t iter, int block, Dtype* grad);
 };
 
 }  // namespace dist

@@ -34,8 +34,9 @@
 //                [Server lanes] in param_server.cpp)
 //   server_update  true: the PS shards hold their blocks' parameters and
 //                solver history and apply the update (Note [Server-side
-//                update] in shard_state.hpp); not with clip_gradients or
-//                at the host level
+//                update] in shard_state.hpp; with clip_gradients, Note
+//                [Clipping on the servers] in server_clip.hpp); not at
+//                the host level
 //   staleness    s >= 0: the forward of iteration t needs the updates of
 //                iterations up to t - 1 - s only (SSP); 0 is BSP
 //   wait_free    false: exchange everything after the whole backward and

@@ -10,6 +10,8 @@
 //                               and their replies (server_process.hpp)
 //   kHistoryTag                 colocated shards' solver history to the
 //                               rank that writes snapshots (shard_state)
+//   kClipTag                    colocated shards' parts of the gradient's
+//                               norm (server_clip, clip_gradients)
 //   kActionTag                  SIGINT/SIGHUP agreement (action_agreement)
 //
 // Collectives that the communicator implements itself (AllreduceSum,
@@ -29,6 +31,7 @@ constexpr int kPullTagBase = kPushTagBase + kTagSpan;
 constexpr int kRingTag = kPullTagBase + kTagSpan;
 constexpr int kServerTag = kRingTag + 1;
 constexpr int kHistoryTag = kRingTag + 2;
+constexpr int kClipTag = kRingTag + 3;
 constexpr int kActionTag = 30000;
 
 // The tags of block `block`'s push and of its sum (or parameters).
@@ -36,9 +39,8 @@ inline int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
 inline int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
 
 static_assert(kPullTagBase + kTagSpan <= kRingTag && kRingTag < kServerTag &&
-                  kServerTag < kHistoryTag &&
-                  kHistoryTag < kActionTag &&
-                  kActionTag <= kMaxTag,
+                  kServerTag < kHistoryTag && kHistoryTag < kClipTag &&
+                  kClipTag < kActionTag && kActionTag <= kMaxTag,
               "message tags overlap or exceed kMaxTag");
 
 }  // namespace dist

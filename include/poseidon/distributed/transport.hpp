@@ -128,6 +128,14 @@ struct TransportContext {
   // every rank of `comm` is a worker hosting one shard.
   Communicator* ps_comm = nullptr;
   PsRoles ps_roles;
+  // May be empty. PS only, with server_update: the shard holds each block
+  // after server_update until the shards agree on the gradient's norm
+  // (Note [Clipping on the servers] in server_clip.hpp). The transport
+  // calls it once with the function that sends a held block's parameters
+  // (`params`, Dtype elements) to every worker.
+  std::function<void(
+      std::function<void(int64_t iter, int block, const void* params)>)>
+      take_sender;
 };
 
 template <typename Dtype>

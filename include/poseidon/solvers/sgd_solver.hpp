@@ -62,6 +62,11 @@ class SGDSolver : public Solver<Dtype> {
   // correction uses it). ApplyUpdate() is ClipGradients() plus
   // ApplyUpdateToParam(i, GetLearningRate(), iter()) for every i.
   virtual void ClipGradients();
+  // ClipGradients with the sum of squares of the whole gradient given: a
+  // trainer whose parameter servers hold part of the gradient agrees on it
+  // with them (Note [Clipping on the servers] in distributed/server_clip.hpp)
+  // and scales what this solver holds.
+  void ClipGradientsOfSumsq(Dtype sumsq);
   void ApplyUpdateToParam(int param_id, Dtype rate, int iter);
   const vector<shared_ptr<Blob<Dtype>>>& history() const { return history_; }
   UpdateRule rule() const { return rule_; }

@@ -59,6 +59,12 @@ double ScheduledRate(const SolverParameter& param, int iter, int step);
 // own step by one a call, as Caffe does, and stores it in snapshots).
 int MultistepStepAt(const SolverParameter& param, int iter);
 
+// clip_gradients (SGDSolver's step 1) given the sum of squares of every
+// learnable param's gradient: the factor each gradient is multiplied by,
+// clip / ||g||_2 when that norm exceeds clip_gradients (>= 0), else 1.
+template <typename Dtype>
+Dtype ClipScale(const SolverParameter& param, Dtype sumsq);
+
 // A run of `count` consecutive elements of one learnable parameter.
 template <typename Dtype>
 struct ParamRun {

@@ -305,6 +305,11 @@ ParamServer<Dtype>::ParamServer(Communicator* comm,
                        " is named twice");
     }
   }
+  POSEIDON_REQUIRE(!options.hold_updates ||
+                       (update_ && options.consistency == Consistency::kBsp),
+                   ConfigError,
+                   "a parameter server that holds its updates needs an "
+                   "update function and BSP");
   POSEIDON_REQUIRE(
       partition->num_shards() == static_cast<int>(servers_.size()),
       ConfigError, "the parameter partition has ", partition->num_shards(),
@@ -327,6 +332,9 @@ ParamServer<Dtype>::ParamServer(Communicator* comm,
     }
     // Note [Server lanes]: the shard's blocks to the lanes in turn.
     lane_of_.assign(partition->blocks().size(), 0);
+    if (options.hold_updates) {
+      held_headers_.resize(partition->blocks().size());
+    }
     int turn = 0;
     for (const int id : partition->shard_blocks(shard_)) {
       lane_of_[id] = turn;
@@ -668,6 +676,12 @@ Status ParamServer<Dtype>::ServeBlock(int64_t iter, int block, Lane* lane) {
                                     own_windows_->Note(*this)));
     }
   }
+  if (options_.hold_updates) {
+    // The update keeps what it needs; SendHeld answers later.
+    update_(iter, block, sum);
+    lane->sums.Release(slot);
+    return Status::OK();
+  }
   if (update_) update_(iter, block, sum);
   EncodeBlockMessage({iter, block, comm_->rank()}, sum,
                      b.count * sizeof(Dtype), out);
@@ -710,6 +724,49 @@ void ParamServer<Dtype>::SendSum(int64_t iter, int block, Lane* lane,
                         block, " (iteration ", iter, "): ", s.message(),
                         own_windows_->Note(*this)));
   }
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::SendHeld(int64_t iter, int block,
+                                  const Dtype* params) {
+  CHECK(options_.hold_updates) << "ParamServer::SendHeld without hold_updates";
+  CHECK(shard_ >= 0 && ServerOf(block) == comm_->rank())
+      << "ParamServer::SendHeld of block " << block << " on rank "
+      << comm_->rank() << ", which does not hold it";
+  Lane* lane = lanes_[lane_of_[block]].get();
+  BlockHeader* header = &held_headers_[block];
+  *header = {iter, block, comm_->rank()};
+  lane->send.Post(
+      [this, iter, block, lane, header, params] {
+        const ParamBlock& b = partition_->blocks()[block];
+        const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
+        std::vector<Communicator::SendOp> ops;
+        for (int r : workers_) {
+          ops.push_back({header, sizeof(BlockHeader), r, PullTag(block), params,
+                         b.count * sizeof(Dtype)});
+        }
+        const Status s = comm_->SendAll(ops);
+        for (int r : workers_) {
+          if (r != comm_->rank()) {
+            counters_->Add(block, MessageBytes<Dtype>(b));
+          }
+        }
+        if (timeline_) {
+          timeline_->Complete(timeline_->Lane(lane->send.name()),
+                              StrCat("block ", block), "send", begin,
+                              timeline_->NowMicros(), {{"iter", iter}});
+        }
+        if (!s.ok()) {
+          comm_->Abort(StrCat(
+              "parameter server shard of rank ", comm_->JobRank(comm_->rank()),
+              ": sending the parameters of block ", block, " (iteration ", iter,
+              "): ", s.message(), own_windows_->Note(*this)));
+        }
+      },
+      [this](const Status& s) {
+        comm_->Abort(StrCat("parameter server shard of rank ",
+                            comm_->JobRank(comm_->rank()), ": ", s.message()));
+      });
 }
 
 Status CheckBlockHeader(const Communicator& comm,

@@ -47,6 +47,7 @@ class PsTransport final : public Transport<Dtype> {
     options.server_lanes = context.param->server_lanes();
     options.consistency = ConsistencyFromProto(context.param->consistency());
     options.staleness = context.param->staleness();
+    options.hold_updates = static_cast<bool>(context.take_sender);
     typename ParamServer<Dtype>::Update update;
     if (context.server_update) {
       update = [f = context.server_update](int64_t iter, int block,
@@ -57,6 +58,13 @@ class PsTransport final : public Transport<Dtype> {
     server_ = std::make_unique<ParamServer<Dtype>>(
         context.ps_comm != nullptr ? context.ps_comm : context.comm,
         partition_.get(), options, context.timeline, std::move(update));
+    if (context.take_sender) {
+      ParamServer<Dtype>* server = server_.get();
+      context.take_sender(
+          [server](int64_t iter, int block, const void* params) {
+            server->SendHeld(iter, block, static_cast<const Dtype*>(params));
+          });
+    }
   }
 
   ~PsTransport() override {

@@ -11,6 +11,7 @@
 #include <new>
 #include <utility>
 
+#include "poseidon/distributed/server_clip.hpp"
 #include "poseidon/distributed/tags.hpp"
 
 namespace poseidon {
@@ -532,6 +533,7 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
                    comm->JobRank(leader), " names it no shard");
   const int shard = static_cast<int>(me - plan.roles.servers.begin());
   std::unique_ptr<ShardState<Dtype>> state;
+  std::unique_ptr<ServerClip<Dtype>> clip;
   typename ParamServer<Dtype>::Update update;
   if (plan.update) {
     state =
@@ -539,6 +541,20 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
     // Blocks of params the servers only sum pass unchanged.
     update = [s = state.get()](int64_t iter, int block, Dtype* values) {
       if (s->holds(block)) s->Apply(iter, block, values);
+    };
+  }
+  if (plan.update && plan.settings.solver.clip_gradients() >= 0 &&
+      plan.consistency == Consistency::kBsp) {
+    // Note [Clipping on the servers]: stage, agree, then update. Every
+    // block the workers exchange is of a param the servers update.
+    clip = std::make_unique<ServerClip<Dtype>>(
+        comm, state.get(), plan.settings.solver, plan.roles);
+    update = [s = state.get(), c = clip.get()](int64_t iter, int block,
+                                               Dtype* values) {
+      CHECK(s->holds(block)) << "clip_gradients on the servers: block " << block
+                             << " of a param they do not update";
+      s->Stage(block, values);
+      c->BlockStaged(iter, block);
     };
   }
   ParamServerOptions options;
@@ -549,10 +565,16 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
   options.server_lanes = plan.server_lanes;
   options.consistency = plan.consistency;
   options.staleness = plan.staleness;
+  options.hold_updates = clip != nullptr;
   Outstanding outstanding;
   Status result;
   {
     ParamServer<Dtype> server(comm, &partition, options, nullptr, update);
+    if (clip) {
+      clip->set_sender([&server](int64_t iter, int block, const Dtype* params) {
+        server.SendHeld(iter, block, params);
+      });
+    }
     const size_t held = state ? state->elements() : 0;
     const int arrays = state ? HistoryArrays(plan.settings.rule) : 0;
     const size_t chunk = ChunkElements<Dtype>(plan);
@@ -569,6 +591,7 @@ Status ServePlan(Communicator* comm, int leader, const ServerPlan& plan) {
           for (const std::vector<int>& exchange : plan.exchanges) {
             server.Serve(command.iter, exchange, outstanding.Add());
           }
+          if (clip) clip->Open(command.iter);
           break;
         case kSeed: {
           if (held == 0) break;

@@ -90,10 +90,16 @@ ShardState<Dtype>::ShardState(const BlockPartition* partition, int shard,
   CheckUpdateSettings(settings_.solver, settings_.rule);
   blocks_ = HeldBlocks(*partition_, shard, settings_.on_server);
   at_.assign(partition_->blocks().size(), kNotHeld);
+  place_.assign(partition_->blocks().size(), -1);
   size_t total = 0;
-  for (int b : blocks_) {
-    at_[b] = total;
-    total += partition_->blocks()[b].count;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    at_[blocks_[i]] = total;
+    place_[blocks_[i]] = static_cast<int>(i);
+    total += partition_->blocks()[blocks_[i]].count;
+  }
+  if (settings_.solver.clip_gradients() >= 0) {
+    staged_.assign(total, Dtype(0));
+    staged_sumsq_.assign(blocks_.size(), Dtype(0));
   }
   weights_.assign(total, Dtype(0));
   for (int a = 0; a < HistoryArrays(settings_.rule); ++a) {
@@ -133,12 +139,20 @@ void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
       << "not hold";
   emulation::DilatedCompute dilated;  // Note [Time dilation]
   const ParamBlock& b = partition_->blocks()[block];
-  const int count = static_cast<int>(b.count);
-  Dtype* w = weights_.data() + at_[block];
   // The steps of SGDSolver::ApplyUpdateToParam, on this block's elements:
   // the mean over workers (the synchroniser's Read), ComputeStep, and
   // Blob::Update's w -= step.
-  cpu_scale(count, Dtype(1) / settings_.workers, values, values);
+  cpu_scale(static_cast<int>(b.count), Dtype(1) / settings_.workers, values,
+            values);
+  Step(iter, block, values);
+  std::memcpy(values, weights_.data() + at_[block], b.count * sizeof(Dtype));
+}
+
+template <typename Dtype>
+void ShardState<Dtype>::Step(int64_t iter, int block, Dtype* grad) {
+  const ParamBlock& b = partition_->blocks()[block];
+  const int count = static_cast<int>(b.count);
+  Dtype* w = weights_.data() + at_[block];
   const SolverParameter& sp = settings_.solver;
   const int it = static_cast<int>(iter);
   const Dtype rate =
@@ -146,7 +160,7 @@ void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
   ParamRun<Dtype> run;
   run.count = count;
   run.data = w;
-  run.diff = values;
+  run.diff = grad;
   for (int a = 0; a < HistoryArrays(settings_.rule); ++a) {
     run.history[a] = history_[a].data() + at_[block];
   }
@@ -154,8 +168,43 @@ void ShardState<Dtype>::Apply(int64_t iter, int block, Dtype* values) {
   run.decay_mult = settings_.decay_mult[b.blob];
   if (settings_.per_push) run.decay_mult /= settings_.workers;
   ComputeStep(Poseidon::CPU, sp, settings_.rule, rate, it, run);
-  cpu_axpy(count, Dtype(-1), values, w);
-  std::memcpy(values, w, b.count * sizeof(Dtype));
+  cpu_axpy(count, Dtype(-1), grad, w);
+}
+
+template <typename Dtype>
+void ShardState<Dtype>::Stage(int block, const Dtype* values) {
+  CHECK(!staged_sumsq_.empty() || blocks_.empty())
+      << "ShardState::Stage without clip_gradients";
+  CHECK(holds(block)) << "staging block " << block
+                      << ", which this shard does not hold";
+  emulation::DilatedCompute dilated;  // Note [Time dilation]
+  const int count = static_cast<int>(partition_->blocks()[block].count);
+  Dtype* mean = staged_.data() + at_[block];
+  // The mean as Apply takes it, and its sum of squares as Blob::sumsq_diff
+  // adds a param's (cpu_dot).
+  cpu_scale(count, Dtype(1) / settings_.workers, values, mean);
+  staged_sumsq_[place_[block]] = cpu_dot(count, mean, mean);
+}
+
+template <typename Dtype>
+Dtype ShardState<Dtype>::StagedSumsq() const {
+  Dtype sum = 0;
+  for (const Dtype s : staged_sumsq_) sum += s;
+  return sum;
+}
+
+template <typename Dtype>
+void ShardState<Dtype>::ApplyStaged(int64_t iter, Dtype scale) {
+  CHECK(seeded_ || blocks_.empty())
+      << "server update (iteration " << iter << ") before the shard was seeded";
+  emulation::DilatedCompute dilated;  // Note [Time dilation]
+  for (int block : blocks_) {
+    Dtype* grad = staged_.data() + at_[block];
+    const int count = static_cast<int>(partition_->blocks()[block].count);
+    // Blob::scale_diff's multiplication, where the workers clip theirs.
+    if (scale != Dtype(1)) cpu_scal(count, scale, grad);
+    Step(iter, block, grad);
+  }
 }
 
 template <typename Dtype>

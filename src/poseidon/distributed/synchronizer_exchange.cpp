@@ -134,6 +134,10 @@ void Synchronizer<Dtype>::Impl::UpdatePoint() {
       Post(gid, iter);
     }
   }
+  if (server_clip) {
+    ClipOnServers(iter, rate);
+    return;
+  }
   if (!wait_free || clip) {
     // Every gradient first: clipping needs the global norm.
     const vector<Blob<Dtype>*>& learnable = net->learnable_params();
@@ -151,6 +155,33 @@ void Synchronizer<Dtype>::Impl::UpdatePoint() {
   for (int p : local_params) {
     sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
   }
+}
+
+// Note [Clipping on the servers]: the other layers' gradients, their sum
+// of squares to this rank's shard, the servers' parameters, then the
+// agreed norm clips what this worker updates.
+template <typename Dtype>
+void Synchronizer<Dtype>::Impl::ClipOnServers(int64_t iter, Dtype rate) {
+  const vector<Blob<Dtype>*>& learnable = net->learnable_params();
+  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+    if (!groups[gid].on_server) Collect(gid, iter);
+  }
+  Dtype sumsq = 0;
+  for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
+    if (!on_server[p]) sumsq += learnable[p]->sumsq_diff();
+  }
+  server_clip->WorkerPart(iter, sumsq);
+  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+    if (groups[gid].on_server) Collect(gid, iter);
+  }
+  Dtype total = 0;
+  const Status s = server_clip->Total(iter, &total);
+  POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  sgd->ClipGradientsOfSumsq(total);
+  for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
+    if (!on_server[p]) sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));
+  }
+  rates.erase(iter);
 }
 
 template <typename Dtype>
@@ -172,6 +203,7 @@ void Synchronizer<Dtype>::Impl::SyncAll() {
   template void Synchronizer<Dtype>::Impl::ApplyGroup(int, int64_t);      \
   template void Synchronizer<Dtype>::Impl::ApplyUpTo(int, int64_t, bool); \
   template void Synchronizer<Dtype>::Impl::UpdatePoint();                 \
+  template void Synchronizer<Dtype>::Impl::ClipOnServers(int64_t, Dtype); \
   template void Synchronizer<Dtype>::Impl::SyncAll();
 POSEIDON_INSTANTIATE_EXCHANGE(float)
 POSEIDON_INSTANTIATE_EXCHANGE(double)

@@ -23,6 +23,7 @@
 #include "poseidon/distributed/comm_thread.hpp"
 #include "poseidon/distributed/host_level.hpp"
 #include "poseidon/distributed/param_uses.hpp"
+#include "poseidon/distributed/server_clip.hpp"
 #include "poseidon/distributed/server_process.hpp"
 #include "poseidon/distributed/shard_state.hpp"
 #include "poseidon/distributed/shared_flags.hpp"
@@ -162,6 +163,9 @@ struct Synchronizer<Dtype>::Impl {
   // workers' history is behind the shards'.
   std::unique_ptr<BlockPartition> ps_partition;
   std::unique_ptr<ShardState<Dtype>> shard;
+  // With clip_gradients: the shards' agreement on the gradient's norm
+  // (Note [Clipping on the servers]); null otherwise.
+  std::unique_ptr<ServerClip<Dtype>> server_clip;
   // Dedicated servers instead of a shard here (Note [Dedicated servers]):
   // the job, the servers' update settings (when they update), the control
   // the first worker commands them with, and the last iteration they were
@@ -224,6 +228,9 @@ struct Synchronizer<Dtype>::Impl {
   void ApplyGroup(int gid, int64_t iter);
   void ApplyUpTo(int gid, int64_t must, bool take_done);
   void UpdatePoint();
+  // UpdatePoint with clip_gradients on the servers (Note [Clipping on the
+  // servers] in server_clip.hpp).
+  void ClipOnServers(int64_t iter, Dtype rate);
   void SyncAll();
   // Runs `op` on the collective thread and waits for it: collectives must
   // keep one order on every rank, behind the exchanges already posted.

@@ -164,6 +164,16 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
     specs[g.transport].push_back(std::move(spec));
   }
   context.server_update = MakeShard(context);
+  if (server_clip && shard) {
+    context.take_sender =
+        [clip = server_clip.get()](
+            std::function<void(int64_t, int, const void*)> send) {
+          clip->set_sender(
+              [send](int64_t iter, int block, const Dtype* params) {
+                send(iter, block, params);
+              });
+        };
+  }
   if (servers.job != nullptr) StartServers(context);
   // Every rank has the same plan, so every rank makes the same (collective)
   // calls here, in the same order.

@@ -15,17 +15,13 @@ namespace dist {
 template <typename Dtype>
 std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
     const TransportContext& context) {
-  // Not with clip_gradients (the shards would have to agree on the norm of
-  // the whole gradient first) nor at the host level (its PS transport sums
-  // between hosts' leaders); then every worker updates, as with
-  // server_update: false.
+  // Not at the host level (its PS transport sums between hosts' leaders);
+  // then every worker updates, as with server_update: false.
   const bool any_ps =
       std::any_of(groups.begin(), groups.end(),
                   [](const Group& g) { return g.transport == CommType::PS; });
   if (!param.server_update() || !any_ps) return {};
-  const char* why_not = clip    ? "clip_gradients is set"
-                        : hosts ? "the host level sums between hosts"
-                                : nullptr;
+  const char* why_not = hosts ? "the host level sums between hosts" : nullptr;
   if (why_not != nullptr) {
     LOG_IF(INFO, Poseidon::root_solver())
         << "The workers apply the update of the PS layers, not the "
@@ -54,12 +50,32 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   if (servers.job != nullptr) {
     // The dedicated servers update (StartServers sends them the settings).
     server_settings = std::make_unique<ServerUpdateSettings>(settings);
+    if (clip) {
+      // Note [Clipping on the servers]: this worker's part of the norm.
+      server_clip = std::make_unique<ServerClip<Dtype>>(
+          servers.job, nullptr, solver->param(), servers.roles);
+    }
     return {};
   }
   ps_partition = MakePsPartition(context, sizeof(Dtype));
   shard = std::make_unique<ShardState<Dtype>>(ps_partition.get(), comm->rank(),
                                               std::move(settings));
   ShardState<Dtype>* state = shard.get();
+  if (clip) {
+    // Note [Clipping on the servers]: stage, agree, then update.
+    PsRoles everyone;
+    for (int r = 0; r < comm->size(); ++r) {
+      everyone.workers.push_back(r);
+      everyone.servers.push_back(r);
+    }
+    server_clip = std::make_unique<ServerClip<Dtype>>(
+        comm, state, solver->param(), everyone);
+    ServerClip<Dtype>* agree = server_clip.get();
+    return [state, agree](int64_t iter, int block, void* values) {
+      state->Stage(block, static_cast<const Dtype*>(values));
+      agree->BlockStaged(iter, block);
+    };
+  }
   return [state](int64_t iter, int block, void* values) {
     state->Apply(iter, block, static_cast<Dtype*>(values));
   };

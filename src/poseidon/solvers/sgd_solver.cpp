@@ -93,17 +93,23 @@ void SGDSolver<Dtype>::ApplyUpdateToParam(int param_id, Dtype rate, int iter) {
 
 template <typename Dtype>
 void SGDSolver<Dtype>::ClipGradients() {
-  const Dtype clip = this->param_.clip_gradients();
-  if (clip < 0) return;
-  const vector<Blob<Dtype>*>& params = this->net_->learnable_params();
+  if (this->param_.clip_gradients() < 0) return;
   Dtype sumsq = 0;
-  for (Blob<Dtype>* param : params) sumsq += param->sumsq_diff();
-  const Dtype l2norm = std::sqrt(sumsq);
-  if (l2norm > clip) {
-    const Dtype scale = clip / l2norm;
-    LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm " << l2norm
-              << " > " << clip << ") by scale factor " << scale;
-    for (Blob<Dtype>* param : params) param->scale_diff(scale);
+  for (Blob<Dtype>* param : this->net_->learnable_params()) {
+    sumsq += param->sumsq_diff();
+  }
+  ClipGradientsOfSumsq(sumsq);
+}
+
+template <typename Dtype>
+void SGDSolver<Dtype>::ClipGradientsOfSumsq(Dtype sumsq) {
+  const Dtype scale = ClipScale(this->param_, sumsq);
+  if (scale == Dtype(1)) return;
+  LOG(INFO) << "Gradient clipping: scaling down gradients (L2 norm "
+            << std::sqrt(sumsq) << " > " << this->param_.clip_gradients()
+            << ") by scale factor " << scale;
+  for (Blob<Dtype>* param : this->net_->learnable_params()) {
+    param->scale_diff(scale);
   }
 }
 

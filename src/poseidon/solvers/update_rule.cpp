@@ -190,16 +190,25 @@ void ComputeStep(Poseidon::Brew dev, const SolverParameter& p, UpdateRule rule,
   RuleStepRun(dev, p, rule, rate, update_iter, run);
 }
 
-#define POSEIDON_INSTANTIATE_UPDATE_RULE(Dtype)                               \
-  template void NormalizeRun<Dtype>(Poseidon::Brew, const SolverParameter&,   \
-                                    const ParamRun<Dtype>&);                  \
-  template void RegularizeRun<Dtype>(Poseidon::Brew, const SolverParameter&,  \
-                                     const ParamRun<Dtype>&);                 \
-  template void RuleStepRun<Dtype>(Poseidon::Brew, const SolverParameter&,    \
-                                   UpdateRule, Dtype, int,                    \
-                                   const ParamRun<Dtype>&);                   \
-  template void ComputeStep<Dtype>(Poseidon::Brew, const SolverParameter&,    \
-                                   UpdateRule, Dtype, int,                    \
+template <typename Dtype>
+Dtype ClipScale(const SolverParameter& p, Dtype sumsq) {
+  const Dtype clip = p.clip_gradients();
+  if (clip < 0) return Dtype(1);
+  const Dtype l2norm = std::sqrt(sumsq);
+  return l2norm > clip ? clip / l2norm : Dtype(1);
+}
+
+#define POSEIDON_INSTANTIATE_UPDATE_RULE(Dtype)                              \
+  template Dtype ClipScale<Dtype>(const SolverParameter&, Dtype);            \
+  template void NormalizeRun<Dtype>(Poseidon::Brew, const SolverParameter&,  \
+                                    const ParamRun<Dtype>&);                 \
+  template void RegularizeRun<Dtype>(Poseidon::Brew, const SolverParameter&, \
+                                     const ParamRun<Dtype>&);                \
+  template void RuleStepRun<Dtype>(Poseidon::Brew, const SolverParameter&,   \
+                                   UpdateRule, Dtype, int,                   \
+                                   const ParamRun<Dtype>&);                  \
+  template void ComputeStep<Dtype>(Poseidon::Brew, const SolverParameter&,   \
+                                   UpdateRule, Dtype, int,                   \
                                    const ParamRun<Dtype>&)
 POSEIDON_INSTANTIATE_UPDATE_RULE(float);
 POSEIDON_INSTANTIATE_UPDATE_RULE(double);

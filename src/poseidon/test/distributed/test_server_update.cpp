@@ -210,24 +210,28 @@ struct Outcome {
 // every worker hosts a shard and `dedicated` is empty.
 void RunWorkers(
     int workers, int servers,
-    const std::function<void(int, Communicator*, DedicatedServers)>& fn) {
+    const std::function<void(int, Communicator*, DedicatedServers)>& fn,
+    LoopbackOptions options = {}) {
   PsRoles roles;
   for (int r = 0; r < workers; ++r) roles.workers.push_back(r);
   for (int s = 0; s < servers; ++s) roles.servers.push_back(workers + s);
-  RunRanks(workers + servers, [&](int r, Communicator* job) {
-    if (servers == 0) {
-      fn(r, job, {});
-      return;
-    }
-    std::unique_ptr<Communicator> comm =
-        job->Split(r < workers ? 0 : 1, r, job->timeout());
-    if (r >= workers) {
-      const Status s = RunDedicatedServer(job, 0);
-      ASSERT_TRUE(s.ok()) << s.message();
-      return;
-    }
-    fn(r, comm.get(), {job, roles});
-  });
+  RunRanks(
+      workers + servers,
+      [&](int r, Communicator* job) {
+        if (servers == 0) {
+          fn(r, job, {});
+          return;
+        }
+        std::unique_ptr<Communicator> comm =
+            job->Split(r < workers ? 0 : 1, r, job->timeout());
+        if (r >= workers) {
+          const Status s = RunDedicatedServer(job, 0);
+          ASSERT_TRUE(s.ok()) << s.message();
+          return;
+        }
+        fn(r, comm.get(), {job, roles});
+      },
+      options);
 }
 
 // Trains `ranks` worker ranks; each worker's weights and worker 0's solver
@@ -240,36 +244,41 @@ template <typename Dtype>
 Outcome<Dtype> Train(const SolverParameter& param,
                      const DistributedParameter& dist, int ranks, int iters,
                      std::function<void(Solver<Dtype>*)> between = {},
-                     int servers = 0) {
+                     int servers = 0, LoopbackOptions options = {}) {
   Outcome<Dtype> out;
   out.weights.resize(ranks);
   out.allocated_history.resize(ranks);
-  RunWorkers(ranks, servers, [&](int r, Communicator* comm,
-                                 DedicatedServers dedicated) {
-    Poseidon::set_data_shard({r, ranks, false});
-    std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
-    Synchronizer<Dtype> sync(solver.get(), comm, dist, nullptr, {}, dedicated);
-    if (between) {
-      solver->Step(iters / 2);
-      between(solver.get());
-      solver->Step(iters - iters / 2);
-    } else {
-      solver->Step(iters);
-    }
-    solver->SyncState();
-    out.weights[r] = ReadWeights(*solver);
-    for (const auto& h : dynamic_cast<SGDSolver<Dtype>&>(*solver).history()) {
-      if (h->data()->head() != SyncedMemory::UNINITIALIZED) {
-        ++out.allocated_history[r];
-      }
-      if (r == 0) {
-        out.history.emplace_back(h->cpu_data(), h->cpu_data() + h->count());
-      }
-    }
-    if (r == 0) {
-      for (const PlannedLayer& p : sync.plan()) out.reasons.push_back(p.reason);
-    }
-  });
+  RunWorkers(
+      ranks, servers,
+      [&](int r, Communicator* comm, DedicatedServers dedicated) {
+        Poseidon::set_data_shard({r, ranks, false});
+        std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
+        Synchronizer<Dtype> sync(solver.get(), comm, dist, nullptr, {},
+                                 dedicated);
+        if (between) {
+          solver->Step(iters / 2);
+          between(solver.get());
+          solver->Step(iters - iters / 2);
+        } else {
+          solver->Step(iters);
+        }
+        solver->SyncState();
+        out.weights[r] = ReadWeights(*solver);
+        for (const auto& h :
+             dynamic_cast<SGDSolver<Dtype>&>(*solver).history()) {
+          if (h->data()->head() != SyncedMemory::UNINITIALIZED) {
+            ++out.allocated_history[r];
+          }
+          if (r == 0) {
+            out.history.emplace_back(h->cpu_data(), h->cpu_data() + h->count());
+          }
+        }
+        if (r == 0) {
+          for (const PlannedLayer& p : sync.plan())
+            out.reasons.push_back(p.reason);
+        }
+      },
+      options);
   return out;
 }
 
@@ -537,14 +546,104 @@ TEST(ServerUpdateTest, WorkersHoldNoHistoryOfServerOwnedParams) {
   EXPECT_EQ(servers.allocated_history[0], 12);  // gathered
 }
 
-TEST(ServerUpdateTest, ClipGradientsLeavesTheUpdateToTheWorkers) {
-  const Outcome<double> run = Train<double>(
-      MakeSolver("SGD", 2, "clip_gradients: 0.05"), PsDist(true), 2, 3);
-  for (const std::string& reason : run.reasons) {
-    EXPECT_EQ(reason.find("(updated on the servers)"), std::string::npos)
-        << reason;
+// The test net with ip2's weight and bias sent by ALLREDUCE (ParamSpec
+// comm), the other layers by the job's setting.
+SolverParameter WithIp2ByAllreduce(SolverParameter param) {
+  for (LayerParameter& layer : *param.mutable_net_param()->mutable_layer()) {
+    if (layer.name() != "ip2") continue;
+    while (layer.param_size() < 2) layer.add_param();
+    for (ParamSpec& spec : *layer.mutable_param()) {
+      spec.set_comm(DistributedParameter::ALLREDUCE);
+    }
   }
-  ExpectReplicasIdentical(run.weights);
+  return param;
+}
+
+// Note [Clipping on the servers]: with clip_gradients the shards agree on
+// the norm of the whole gradient, the workers' layers included, and update
+// the params they hold; every replica equals the servers', and the result
+// is the workers' clipping (server_update: false) and one process's with
+// the whole batch, within rounding.
+TEST(ServerClipTest, TheServersClipAsTheWorkersAndOneProcessDo) {
+  struct Case {
+    const char* solver;
+    int ranks;
+    bool ip2_by_allreduce;
+  };
+  for (const Case c : {Case{"SGD", 2, false}, Case{"Adam", 3, false},
+                       Case{"Nesterov", 2, true}}) {
+    const std::string what =
+        StrCat(c.solver, " on ", c.ranks, " ranks",
+               c.ip2_by_allreduce ? ", ip2 by ALLREDUCE" : "");
+    const std::string clip = "clip_gradients: 0.05 ";
+    auto solver = [&](int batch, const std::string& extra) {
+      const SolverParameter p = MakeSolver(c.solver, batch, extra);
+      return c.ip2_by_allreduce ? WithIp2ByAllreduce(p) : p;
+    };
+    // Sends that wait for their receives, as MPI's large messages do: the
+    // shards' answers must go out in the order the workers pull them.
+    LoopbackOptions rendezvous;
+    rendezvous.synchronous_send = true;
+    rendezvous.timeout = std::chrono::seconds(20);
+    const Outcome<double> servers = Train<double>(
+        solver(2, clip), PsDist(true), c.ranks, 4, {}, 0, rendezvous);
+    const Outcome<double> workers =
+        Train<double>(solver(2, clip), PsDist(false), c.ranks, 4);
+    const Weights<double> alone =
+        TrainAlone<double>(solver(2 * c.ranks, clip), 4);
+    ExpectReplicasIdentical(servers.weights);
+    ExpectClose(workers.weights[0], servers.weights[0], 1e-9,
+                what + ": weights against the workers' clipping");
+    ExpectClose(workers.history, servers.history, 1e-9,
+                what + ": history against the workers' clipping");
+    ExpectClose(alone, servers.weights[0], 1e-9,
+                what + ": weights against one process");
+    int on_servers = 0;
+    for (const std::string& reason : servers.reasons) {
+      on_servers += test::Contains(reason, "(updated on the servers)");
+    }
+    // conv, ip1 and ip2 are the layers with params.
+    EXPECT_EQ(on_servers, c.ip2_by_allreduce ? 2 : 3) << what;
+    // The clipping took effect: without it the weights go elsewhere.
+    const Outcome<double> unclipped =
+        Train<double>(solver(2, ""), PsDist(true), c.ranks, 4);
+    double apart = 0;
+    for (size_t p = 0; p < unclipped.weights[0].size(); ++p) {
+      for (size_t i = 0; i < unclipped.weights[0][p].size(); ++i) {
+        apart = std::max(apart, std::fabs(unclipped.weights[0][p][i] -
+                                          servers.weights[0][p][i]));
+      }
+    }
+    EXPECT_GT(apart, 1e-4) << what << ": clip_gradients changed nothing";
+  }
+}
+
+// Dedicated servers agree with the first worker on the norm, and clip
+// and update as colocated shards do; one server holds no block at all.
+TEST(ServerClipTest, DedicatedServersClipAsColocatedShards) {
+  const SolverParameter param = MakeSolver("Adam", 2, "clip_gradients: 0.05");
+  LoopbackOptions rendezvous;
+  rendezvous.synchronous_send = true;
+  rendezvous.timeout = std::chrono::seconds(20);
+  const Outcome<double> workers = Train<double>(param, PsDist(false), 2, 4);
+  for (const int servers : {1, 2, 7}) {
+    const std::string what = StrCat(servers, " dedicated servers");
+    DistributedParameter dist = PsDist(true);
+    // In blocks of 1 MB each of the test net's 6 params is one block, so
+    // one of 7 servers holds none.
+    if (servers == 7) dist.set_block_size(1 << 20);
+    const Outcome<double> dedicated =
+        Train<double>(param, dist, 2, 4, {}, servers, rendezvous);
+    for (const std::string& reason : dedicated.reasons) {
+      EXPECT_TRUE(test::Contains(reason, "(updated on the servers)"))
+          << what << ": " << reason;
+    }
+    ExpectReplicasIdentical(dedicated.weights);
+    ExpectClose(workers.weights[0], dedicated.weights[0], 1e-9,
+                what + ": weights against the workers' clipping");
+    ExpectClose(workers.history, dedicated.history, 1e-9,
+                what + ": history against the workers' clipping");
+  }
 }
 
 // A snapshot taken between steps holds the servers' history, and a run

@@ -161,6 +161,39 @@ else
   fail "update on the servers: the snapshots differ or the plan does not say"
 fi
 
+# 1d'. With clip_gradients the shards agree on the norm of the whole
+#      gradient and still update (Note [Clipping on the servers]),
+#      colocated (2 ranks) and on a dedicated server (3 ranks,
+#      --servers=1): each run matches the workers clipping within rounding.
+for run in true false dedicated; do
+  mkdir -p "$WORK/clip_$run"
+  make_solver 32 40 lenet "$WORK/clip_$run/solver.prototxt"
+  echo "clip_gradients: 0.5" >> "$WORK/clip_$run/solver.prototxt"
+  sed -i "s|\"data/fashion_mnist/|\"$PWD/data/fashion_mnist/|" \
+    "$WORK/clip_$run/solver.prototxt.net"
+  case $run in
+    dedicated) args=(-np 3 "$TRAIN" train --servers=1) ;;
+    *) args=(-np 2 "$TRAIN" train --server_update=$run) ;;
+  esac
+  (cd "$WORK/clip_$run" && timeout 300 "${MPI[@]}" "${args[@]}" \
+     --solver=solver.prototxt --comm=PS --shared_memory=false \
+     > train.log 2>&1) ||
+    { tail -20 "$WORK/clip_$run/train.log"; fail "clip_gradients ($run) training failed"; }
+done
+ct=$(accuracy "$WORK/clip_true/train.log")
+cf=$(accuracy "$WORK/clip_false/train.log")
+cd_=$(accuracy "$WORK/clip_dedicated/train.log")
+if grep -q "(updated on the servers)" "$WORK/clip_true/train.log" &&
+   grep -q "(updated on the servers)" "$WORK/clip_dedicated/train.log" &&
+   grep -q "Gradient clipping: scaling down" "$WORK/clip_true/train.log" &&
+   grep -q "Gradient clipping: scaling down" "$WORK/clip_false/train.log" &&
+   awk -v a="$ct" -v b="$cf" -v c="$cd_" 'BEGIN { d = a - b; e = c - b;
+     exit !(a > 0.5 && d <= 0.002 && d >= -0.002 && e <= 0.002 && e >= -0.002) }'; then
+  ok "clip_gradients on the servers: accuracy $ct, on a dedicated server $cd_, the workers clipping $cf"
+else
+  fail "clip_gradients on the servers: accuracy $ct and $cd_ (dedicated) against $cf, or the log lacks the plan or the clipping"
+fi
+
 # 1e. Dedicated parameter servers (--servers=1: the last of 3 ranks serves,
 #     ranks 0 and 1 train) end with the snapshot of the colocated run of
 #     1d, byte for byte; the log names the server rank. --servers that
