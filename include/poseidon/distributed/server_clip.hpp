@@ -38,8 +38,10 @@
 //      [Server pipeline] in param_server.cpp; in block order, a lane's
 //      send of a block of a later exchange waited for a worker whose pull
 //      thread waited for one of an earlier exchange behind it);
-//   5. the worker takes the total from its shard (Total) and clips and
-//      updates the params it holds with the same factor.
+//   5. the worker takes the total (Total) before it waits for its pulls
+//      (so that a server that is gone is named by the agreement, at the
+//      first deadline), then clips and updates the params it holds with
+//      the same factor.
 // The bytes on the wire are those of the update on the servers without
 // clipping (a push and a pull of each block) plus a 24-byte message from
 // each shard to each other rank, and from the first worker to each

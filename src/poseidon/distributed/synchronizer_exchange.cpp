@@ -171,12 +171,14 @@ void Synchronizer<Dtype>::Impl::ClipOnServers(int64_t iter, Dtype rate) {
     if (!on_server[p]) sumsq += learnable[p]->sumsq_diff();
   }
   server_clip->WorkerPart(iter, sumsq);
-  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
-    if (groups[gid].on_server) Collect(gid, iter);
-  }
+  // The agreement before the pulls it lets the shards answer: a server
+  // that is gone is named there first.
   Dtype total = 0;
   const Status s = server_clip->Total(iter, &total);
   POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
+    if (groups[gid].on_server) Collect(gid, iter);
+  }
   sgd->ClipGradientsOfSumsq(total);
   for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
     if (!on_server[p]) sgd->ApplyUpdateToParam(p, rate, static_cast<int>(iter));

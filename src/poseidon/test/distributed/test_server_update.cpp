@@ -473,7 +473,10 @@ TEST(ServerUpdateTest, DedicatedServersSnapshotAndResumeWithOtherCounts) {
 // A dedicated server that takes its plan and then stops answering is named
 // by both workers at their deadline (5 s here): the Step fails with a
 // DistributedError naming the server's rank, and nothing hangs.
-TEST(ServerUpdateTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
+// Two workers and a dedicated server that takes the plan and is gone:
+// each worker's error, and the seconds the job took.
+std::pair<std::vector<std::string>, double> TrainWithASilentServer(
+    const SolverParameter& param) {
   LoopbackOptions options;
   options.timeout = std::chrono::seconds(5);
   LoopbackWorld world(3, options);
@@ -500,7 +503,7 @@ TEST(ServerUpdateTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
         return;
       }
       Poseidon::set_data_shard({r, 2, false});
-      auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+      auto solver = CreateSolver<double>(param);
       try {
         Synchronizer<double> sync(solver.get(), comm.get(), PsDist(true),
                                   nullptr, {}, {job, roles});
@@ -511,11 +514,28 @@ TEST(ServerUpdateTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
     });
   }
   for (auto& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  return {errors, std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count()};
+}
+
+TEST(ServerUpdateTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
+  const auto [errors, seconds] = TrainWithASilentServer(MakeSolver("SGD", 2));
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(test::Contains(errors[r], "shard of rank 2")) << "worker " << r;
+  }
+  EXPECT_LT(seconds, 60) << "the workers waited far past their deadline";
+}
+
+// With clip_gradients the workers wait for the servers' parts of the norm
+// first: a server that is gone is named there.
+TEST(ServerClipTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
+  const auto [errors, seconds] =
+      TrainWithASilentServer(MakeSolver("SGD", 2, "clip_gradients: 0.05"));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(test::Contains(errors[r], "agreeing on the norm") &&
+                test::Contains(errors[r], "waiting for rank 2"))
+        << "worker " << r << ": " << errors[r];
   }
   EXPECT_LT(seconds, 60) << "the workers waited far past their deadline";
 }
