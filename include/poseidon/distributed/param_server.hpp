@@ -20,7 +20,9 @@
 //           window of them at a time (Windows): every push of a window in
 //           flight at once (Communicator::SendAll), up to bytes_in_flight
 //           bytes, each a header and the block's elements sent from the
-//           caller's memory;
+//           caller's memory; the exchanges of one iteration posted while
+//           the thread was busy share windows (Note [Windows across
+//           exchanges] in param_server.cpp);
 //   pull i  (pull_threads) receives the sums of the blocks at positions j
 //           with j % pull_threads == i, in that order, a window at a time
 //           (RecvAll), the elements straight into the caller's memory;
@@ -230,10 +232,25 @@ class ParamServer {
   Status Push(int64_t iter, const std::vector<BlockRef>& window);
   // Receives a window's sums, all at once, into the blocks' memory.
   Status Pull(int64_t iter, const std::vector<BlockRef>& window);
-  // Runs Push or Pull over this thread's windows of `order`, with a
-  // timeline event per window on `lane`; the first failure.
+  // An exchange queued for a push or pull thread, and each thread's queue
+  // (Note [Windows across exchanges]).
+  struct Queued;
+  struct Feed;
+  // Queues an exchange's blocks (its staggered order) for push or pull
+  // thread `thread`, and posts the thread a turn.
+  void Enqueue(bool push, int thread, int64_t iter,
+               std::shared_ptr<const std::vector<BlockRef>> order,
+               std::shared_ptr<Pending> pending);
+  // A thread's turn: takes the exchanges of one iteration queued for it
+  // and runs their blocks' windows, reporting each exchange once its
+  // blocks are done, or the failure.
+  void RunQueued(bool push, int thread);
+  // Runs Push or Pull over the windows of `mine` (blocks in order), with a
+  // timeline event per window; after each window, progress(blocks done so
+  // far). The first failure.
   Status RunWindows(bool push, int thread, int64_t iter,
-                    const std::vector<BlockRef>& order);
+                    const std::vector<BlockRef>& mine,
+                    const std::function<void(size_t)>& progress);
   // "push of block 3 (iteration 5) to the shard of rank 1", or of several
   // blocks, for messages.
   std::string Describe(bool push, int64_t iter,
@@ -273,6 +290,11 @@ class ParamServer {
   int shard_ = -1;         // the shard this rank hosts, or -1
   std::vector<std::unique_ptr<CommThread>> push_;
   std::vector<std::unique_ptr<CommThread>> pull_;
+  std::vector<std::unique_ptr<Feed>> push_feeds_;  // one per push thread
+  std::vector<std::unique_ptr<Feed>> pull_feeds_;  // one per pull thread
+  // POSEIDON_PS_WINDOWS=exchange: windows end with each exchange, as
+  // before they spanned exchanges (for side-by-side benchmarks).
+  bool windows_per_exchange_ = false;
   struct Counters;
   std::unique_ptr<Counters> counters_;
   struct OwnWindows;  // Note [Own worker's windows]

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <map>
@@ -575,6 +576,56 @@ TEST(ParamServerWindowTest, ThreadsKeepAWindowOfBlocksInFlight) {
       }
     });
   }
+}
+
+// Note [Windows across exchanges]: exchanges of one iteration queued while
+// a thread is busy share its windows. Rank 1 posts late, so rank 0's pull
+// thread waits on the first of three one-block exchanges while the other
+// two queue behind it, then pulls both in one window; with
+// POSEIDON_PS_WINDOWS=exchange each exchange has its own windows.
+TEST(ParamServerWindowTest, ExchangesQueuedBehindABusyThreadShareWindows) {
+  for (const bool per_exchange : {false, true}) {
+    SCOPED_TRACE(per_exchange ? "windows per exchange" : "shared windows");
+    if (per_exchange) {
+      ::setenv("POSEIDON_PS_WINDOWS", "exchange", 1);
+    } else {
+      ::unsetenv("POSEIDON_PS_WINDOWS");
+    }
+    LoopbackWorld world(2);
+    RunRanks(&world, [&](Communicator* inner) {
+      BatchRecorder comm(inner);
+      const BlockPartition part(std::vector<size_t>(3, 100), sizeof(float),
+                                1 << 20, 2);
+      std::vector<float> grad(300, 1.0f + comm.rank());
+      {
+        ParamServer<float> server(&comm, &part, ParamServerOptions());
+        if (comm.rank() == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        std::vector<std::future<Status>> done;
+        for (int blob = 0; blob < 3; ++blob) {
+          auto promise = std::make_shared<std::promise<Status>>();
+          done.push_back(promise->get_future());
+          server.Exchange(0, {{part.blob_blocks(blob)[0],
+                               grad.data() + 100 * blob}},
+                          [promise](Status s) { promise->set_value(s); });
+        }
+        for (auto& f : done) {
+          const Status s = f.get();
+          ASSERT_TRUE(s.ok()) << s.message();
+        }
+      }
+      for (const float v : grad) ASSERT_EQ(v, 3.0f);
+      if (comm.rank() == 0) {
+        if (per_exchange) {
+          EXPECT_EQ(comm.max_pulls(), 1u);
+        } else {
+          EXPECT_GE(comm.max_pulls(), 2u);
+        }
+      }
+    });
+  }
+  ::unsetenv("POSEIDON_PS_WINDOWS");
 }
 
 // A failed pull names the blocks of its window, the iteration and their
