@@ -50,7 +50,9 @@ emulated parameters] in the C++ sources):
 Settings side by side: --variants 'LABEL=FLAGS;LABEL=FLAGS' runs every mode
 once per variant (the flags added to every rank's poseidon_train), the
 variants taking turns, --repeats times each, on the same links and profile;
-the table has a row per variant.
+the table has a row per variant. A word NAME=VALUE among the flags (no
+leading dashes) is set in every rank's environment instead, e.g.
+  --variants 'per exchange=POSEIDON_PS_WINDOWS=exchange;shared='
 
 Dedicated server hosts: --server-hosts N adds N namespaces after the
 topology's hosts, used by the servers mode only (default modes then: ps,
@@ -146,10 +148,11 @@ def profile(train, net, batch, iters, out_dir, reuse):
     return model, prof, float(m.group(1)) if m else float("nan")
 
 
-def run_cluster(ranks_per_host, hosts, cmd, timeout, server_hosts=()):
+def run_cluster(ranks_per_host, hosts, cmd, timeout, server_hosts=(),
+                env_vars=()):
     """mpirun over `hosts` (ranks_per_host each) and then `server_hosts`
     (one rank each, the job's last ranks: --servers places its servers
-    there)."""
+    there), with `env_vars` ("NAME=VALUE") in every rank's environment."""
     ranks = ranks_per_host * len(hosts) + len(server_hosts)
     hostlist = ",".join(["%s:%d" % (h, ranks_per_host) for h in hosts] +
                         ["%s:1" % h for h in server_hosts])
@@ -160,7 +163,10 @@ def run_cluster(ranks_per_host, hosts, cmd, timeout, server_hosts=()):
            os.environ.get("BENCH_TCP_PROGRESS_THREAD", "0"),
            "--bind-to", "none", "--map-by",
            "slot" if server_hosts else "node", "-x", "PATH", "-x", "POSEIDON_NUM_THREADS", "-x",
-           "OPENBLAS_NUM_THREADS", "-H", hostlist, "-np", str(ranks)] + cmd
+           "OPENBLAS_NUM_THREADS"]
+    for var in env_vars:
+        mpi += ["-x", var]
+    mpi += ["-H", hostlist, "-np", str(ranks)] + cmd
     env = dict(os.environ, NETNS_CLUSTER_PREFIX=PREFIX,
                POSEIDON_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     return sh([CLUSTER, "exec", "--prefix", PREFIX] + mpi, env=env,
@@ -188,11 +194,19 @@ def link_bytes_sent():
     return sum(int(line.split()[2]) for line in out if line.split())
 
 
-def run_mode(args, per_host, hosts, cmd, net, mode, server_hosts=()):
+def split_env(words):
+    """Variant words -> (flags, "NAME=VALUE" environment settings)."""
+    env = [w for w in words if not w.startswith("-") and "=" in w]
+    return [w for w in words if w not in env], env
+
+
+def run_mode(args, per_host, hosts, cmd, net, mode, server_hosts=(),
+             env_vars=()):
     """One run of the cluster: seconds per iteration (undilated), bytes
     through the links per iteration, overrun and rank 0's traffic."""
     before = link_bytes_sent()
-    r = run_cluster(per_host, hosts, cmd, args.timeout, server_hosts)
+    r = run_cluster(per_host, hosts, cmd, args.timeout, server_hosts,
+                    env_vars)
     sent = link_bytes_sent() - before
     if r.returncode != 0:
         print(r.stdout[-4000:])
@@ -325,7 +339,8 @@ def main():
                     for mode, flags in modes:
                         runs = {label: [] for label, _ in variants}
                         for rep in range(args.repeats):
-                            for label, extra in variants:
+                            for label, words in variants:
+                                extra, env_vars = split_env(words)
                                 print("%s %s at %s, %s%s%s ..." % (
                                     rows[label]["topology"], net, rate, mode,
                                     ", " + label if label else "",
@@ -343,7 +358,7 @@ def main():
                                     + args.train_flags.split(),
                                     net, mode,
                                     server_hosts if mode == "servers"
-                                    else ())
+                                    else (), env_vars)
                                 runs[label].append(run)
                                 print("  %.2f s per iteration; links %.0f MB "
                                       "per iteration; rank 0: %s; overrun "

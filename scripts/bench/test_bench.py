@@ -537,3 +537,15 @@ def test_compare_builds_without_total_says_so():
     with pytest.raises(SystemExit) as exit_info:
         compare_builds.parse_layers("no timing here\n")
     assert "Average Forward-Backward" in str(exit_info.value)
+
+
+def test_emulated_cluster_variants_set_environment_words():
+    import bench_emulated_cluster
+    variants = bench_emulated_cluster.parse_variants(
+        "per exchange=POSEIDON_PS_WINDOWS=exchange --server_lanes=2;shared=")
+    assert variants == [
+        ("per exchange", ["POSEIDON_PS_WINDOWS=exchange", "--server_lanes=2"]),
+        ("shared", [])]
+    flags, env = bench_emulated_cluster.split_env(variants[0][1])
+    assert flags == ["--server_lanes=2"]
+    assert env == ["POSEIDON_PS_WINDOWS=exchange"]

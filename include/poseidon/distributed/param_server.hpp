@@ -22,7 +22,7 @@
 //           bytes, each a header and the block's elements sent from the
 //           caller's memory; the exchanges of one iteration posted while
 //           the thread was busy share windows (Note [Windows across
-//           exchanges] in param_server.cpp);
+//           exchanges] in param_server_worker.cpp);
 //   pull i  (pull_threads) receives the sums of the blocks at positions j
 //           with j % pull_threads == i, in that order, a window at a time
 //           (RecvAll), the elements straight into the caller's memory;
