@@ -30,7 +30,9 @@ namespace dist {
 // iterations (staleness) never share a window: their headers differ. The
 // argument of Note [Server pipeline] holds with (exchange, round) in place
 // of the round: every shard takes the exchanges in the order posted, and
-// a window holds consecutive blocks of that order.
+// a window holds consecutive blocks of that order. Measured: VGG-16 on 8
+// emulated hosts at 1 Gbit/s, wait-free, every layer by PS, 4% shorter
+// iterations (docs/distributed.md, "Windows across exchanges").
 template <typename Dtype>
 std::vector<typename ParamServer<Dtype>::BlockRef>
 ParamServer<Dtype>::StaggeredOrder(const BlockPartition& partition,
