@@ -160,14 +160,11 @@ template <typename Dtype>
 void ServerClip<Dtype>::Agree(int64_t iter, Dtype worker_part) {
   Dtype total = 0;
   Status s = AddParts(iter, worker_part, &total);
+  std::vector<int> send;
   if (s.ok() && state_) {
     state_->ApplyStaged(iter, ClipScale(solver_, total));
-    CHECK(sender_) << "ServerClip without a sender";
-    // Every block is staged and no lane stages more before the workers
-    // have these answers: staged_ is read without the lock.
-    for (const int block : staged_) {
-      sender_(iter, block, state_->weights() + state_->offset(block));
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    send = staged_;
   }
   if (!s.ok()) {
     s = Status::Failure(
@@ -177,6 +174,9 @@ void ServerClip<Dtype>::Agree(int64_t iter, Dtype worker_part) {
     // The workers' pulls of this shard's blocks would wait for nothing.
     if (state_) comm_->Abort(s.message());
   }
+  // The round ends before the answers go out: once they are in, a worker
+  // may push the next iteration, whose blocks another lane may stage
+  // (BeginLocked) before this thread would get back here.
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
@@ -184,6 +184,12 @@ void ServerClip<Dtype>::Agree(int64_t iter, Dtype worker_part) {
     total_ = total;
   }
   agreed_.notify_all();
+  // The parameters stay put until every worker has them: the next
+  // iteration's update waits for the workers' next pushes.
+  for (const int block : send) {
+    CHECK(sender_) << "ServerClip without a sender";
+    sender_(iter, block, state_->weights() + state_->offset(block));
+  }
 }
 
 template <typename Dtype>
