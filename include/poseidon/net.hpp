@@ -211,8 +211,20 @@ class Net {
   // layer i, Forward/Backward sleep forward_ms[i] / backward_ms[i], measured
   // beforehand with `poseidon_train time`; hooks still run, and blobs keep
   // whatever they hold (the loss is 0). One entry per layer, or both empty
-  // to compute again. Throws ConfigError on a size mismatch.
+  // to compute again. Throws ConfigError on a size mismatch. The sleeps
+  // are the net's own subscriptions to the body replacements below.
   void SetEmulatedTimes(vector<double> forward_ms, vector<double> backward_ms);
+
+  // Body replacements: while any is subscribed, a pass runs these
+  // callbacks for layer i instead of the layer's Forward (or, for a layer
+  // that needs backward, its Backward), between the hooks; the layers
+  // compute nothing, so nothing folds and debug_info prints nothing.
+  Subscription add_forward_replacement(LayerCallback cb) {
+    return forward_replacements_.Add(std::move(cb));
+  }
+  Subscription add_backward_replacement(LayerCallback cb) {
+    return backward_replacements_.Add(std::move(cb));
+  }
 
   Subscription add_before_forward(LayerCallback cb) {
     return before_forward_.Add(std::move(cb));
@@ -329,8 +341,6 @@ class Net {
   vector<bool> has_params_decay_;
   vector<Dtype> blob_loss_weights_;
   bool debug_info_ = false;
-  vector<double> emulated_forward_ms_;
-  vector<double> emulated_backward_ms_;
   bool fold_enabled_ = true;
   vector<BatchNormScaleFold> folds_;
   vector<int> fold_of_layer_;  // per layer: its fold's index, or -1
@@ -345,6 +355,11 @@ class Net {
   CallbackList<int> after_forward_;
   CallbackList<int> before_backward_;
   CallbackList<int> after_backward_;
+  CallbackList<int> forward_replacements_;
+  CallbackList<int> backward_replacements_;
+  // SetEmulatedTimes' replacements (declared after the lists).
+  Subscription emulated_forward_;
+  Subscription emulated_backward_;
   // debug_info's observers on the hooks above (declared after them, so
   // they go first).
   vector<Subscription> debug_observers_;

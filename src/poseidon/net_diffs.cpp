@@ -111,7 +111,7 @@ bool Net<Dtype>::DiffPoolCurrent() const {
 template <typename Dtype>
 void Net<Dtype>::PrepareDiffPool() {
   if (!share_diffs_ || Poseidon::mode() != Poseidon::CPU ||
-      !emulated_backward_ms_.empty()) {
+      !backward_replacements_.empty()) {
     if (!diff_groups_.empty()) ReleaseDiffPool();
     return;
   }

@@ -81,7 +81,7 @@ template <typename Dtype>
 bool Net<Dtype>::FoldingNow() const {
   return fold_enabled_ && !folds_.empty() &&
          Poseidon::mode() == Poseidon::CPU && !debug_info_ &&
-         emulated_forward_ms_.empty();
+         forward_replacements_.empty();
 }
 
 template <typename Dtype>

@@ -1,5 +1,6 @@
 // Net: running the layers, forward and backward over any range of them
-// (with the hooks, the BatchNorm + Scale folds and emulated layer times),
+// (with the hooks, the BatchNorm + Scale folds and replaced bodies, such as
+// emulated layer times),
 // reshaping, clearing and applying parameter diffs, and debug_info, whose
 // lines observers on the hooks print.
 #include <algorithm>
@@ -35,8 +36,13 @@ void Net<Dtype>::SetEmulatedTimes(vector<double> forward_ms,
                    ": need one forward and one backward time per layer (",
                    n, "), got ", forward_ms.size(), " and ",
                    backward_ms.size());
-  emulated_forward_ms_ = std::move(forward_ms);
-  emulated_backward_ms_ = std::move(backward_ms);
+  emulated_forward_.Reset();
+  emulated_backward_.Reset();
+  if (forward_ms.empty()) return;
+  emulated_forward_ = forward_replacements_.Add(
+      [ms = std::move(forward_ms)](int i) { SleepMilliseconds(ms[i]); });
+  emulated_backward_ = backward_replacements_.Add(
+      [ms = std::move(backward_ms)](int i) { SleepMilliseconds(ms[i]); });
 }
 
 template <typename Dtype>
@@ -62,8 +68,8 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
     }
     before_forward_.Run(i);
     folded = fold && i < end ? FoldOfBatchNorm(i) : nullptr;
-    if (!emulated_forward_ms_.empty()) {
-      SleepMilliseconds(emulated_forward_ms_[i]);
+    if (!forward_replacements_.empty()) {
+      forward_replacements_.Run(i);
     } else if (folded != nullptr) {
       // The Scale's parameters are read here.
       before_forward_.Run(i + 1);
@@ -117,8 +123,8 @@ void Net<Dtype>::BackwardFromTo(int start, int end) {
         folded->batch_norm->BackwardFolded(top, bottom, sums);
       });
       folded = nullptr;
-    } else if (layer_need_backward_[i] && !emulated_backward_ms_.empty()) {
-      SleepMilliseconds(emulated_backward_ms_[i]);
+    } else if (layer_need_backward_[i] && !backward_replacements_.empty()) {
+      backward_replacements_.Run(i);
     } else if (layer_need_backward_[i]) {
       folded = fold ? FoldOfScaleForBackward(i, end) : nullptr;
       NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
@@ -191,12 +197,12 @@ void Net<Dtype>::set_debug_info(bool value) {
   debug_info_ = value;
   debug_observers_.clear();
   if (!value) return;
-  // Emulated layers compute nothing: nothing to print.
+  // Replaced bodies compute nothing: nothing to print.
   debug_observers_.push_back(after_forward_.Add([this](int i) {
-    if (emulated_forward_ms_.empty()) ForwardDebugInfo(i);
+    if (forward_replacements_.empty()) ForwardDebugInfo(i);
   }));
   debug_observers_.push_back(after_backward_.Add([this](int i) {
-    if (layer_need_backward_[i] && emulated_backward_ms_.empty()) {
+    if (layer_need_backward_[i] && backward_replacements_.empty()) {
       BackwardDebugInfo(i);
     }
   }));

@@ -82,6 +82,43 @@ TYPED_TEST(NetTest, EmulatedTimesSkipTheComputeButRunTheHooks) {
   EXPECT_GT(loss, Dtype(0));
 }
 
+// A body replacement is an observer like the hooks: while subscribed it
+// runs instead of each layer's body, between the hooks, and once its
+// subscription goes the layers compute again.
+TYPED_TEST(NetTest, BodyReplacementsRunInsteadOfTheLayersWhileSubscribed) {
+  using Dtype = typename TypeParam::Dtype;
+  Net<Dtype> net(ParseNet(kTinyNet));
+  vector<string> calls;
+  net.add_before_forward([&](int i) { calls.push_back(StrCat("before ", i)); })
+      .Detach();
+  net.add_after_forward([&](int i) { calls.push_back(StrCat("after ", i)); })
+      .Detach();
+  {
+    Subscription forward = net.add_forward_replacement(
+        [&](int i) { calls.push_back(StrCat("instead of ", i)); });
+    vector<int> replaced_backward;
+    Subscription backward = net.add_backward_replacement(
+        [&](int i) { replaced_backward.push_back(i); });
+    Dtype loss = -1;
+    net.Forward(&loss);
+    EXPECT_EQ(loss, Dtype(0));  // no layer ran
+    EXPECT_EQ(net.blob_by_name("ip2")->asum_data(), Dtype(0));
+    ASSERT_EQ(calls.size(), 15u);
+    EXPECT_EQ(calls[0], "before 0");
+    EXPECT_EQ(calls[1], "instead of 0");
+    EXPECT_EQ(calls[2], "after 0");
+    net.Backward();
+    EXPECT_EQ(net.learnable_params()[0]->asum_diff(), Dtype(0));
+    // Only the layers that need backward: the loss, ip2, relu, ip1.
+    EXPECT_EQ(replaced_backward, (vector<int>{4, 3, 2, 1}));
+  }
+  calls.clear();
+  Dtype loss = 0;
+  net.Forward(&loss);
+  EXPECT_GT(loss, Dtype(0));
+  EXPECT_EQ(calls.size(), 10u);  // the hooks only
+}
+
 TYPED_TEST(NetTest, LossMatchesManualComputation) {
   using Dtype = typename TypeParam::Dtype;
   Net<Dtype> net(ParseNet(kTinyNet));
