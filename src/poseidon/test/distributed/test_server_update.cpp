@@ -20,13 +20,15 @@
 #include "poseidon/distributed/tags.hpp"
 #include "poseidon/solvers/sgd_solver.hpp"
 #include "poseidon/util/math_functions.hpp"
+#include "server_test_util.hpp"
 #include "sync_test_util.hpp"
 
 namespace poseidon {
 namespace dist {
 namespace {
 
-using namespace sync_test;  // NOLINT(build/namespaces)
+using namespace sync_test;    // NOLINT(build/namespaces)
+using namespace server_test;  // NOLINT(build/namespaces)
 
 const char* const kSolvers[] = {"SGD",     "Nesterov", "AdaGrad",
                                 "RMSProp", "AdaDelta", "Adam"};
@@ -192,165 +194,6 @@ TEST(ShardStateTest, SettingsThatDoNotFitThePartitionAreRefused) {
   EXPECT_THROW(ShardState<float>(&partition, 0, settings), ConfigError);
 }
 
-template <typename Dtype>
-struct Outcome {
-  std::vector<Weights<Dtype>> weights;  // per rank
-  Weights<Dtype> history;               // rank 0's, gathered
-  // Per rank: the history blobs that hold memory (a worker never allocates
-  // the history of the params the servers update, rank 0 only gathers it
-  // for a snapshot).
-  std::vector<int> allocated_history;
-  std::vector<std::string> reasons;  // rank 0's plan
-};
-
-// Runs fn(r, comm, dedicated) on each of `workers` worker ranks of a
-// loopback job; with `servers` > 0 the job has that many dedicated server
-// ranks after the workers (Note [Dedicated servers]), `comm` holds the
-// workers only and `dedicated` names the job and the roles; otherwise
-// every worker hosts a shard and `dedicated` is empty.
-void RunWorkers(
-    int workers, int servers,
-    const std::function<void(int, Communicator*, DedicatedServers)>& fn,
-    LoopbackOptions options = {}) {
-  PsRoles roles;
-  for (int r = 0; r < workers; ++r) roles.workers.push_back(r);
-  for (int s = 0; s < servers; ++s) roles.servers.push_back(workers + s);
-  RunRanks(
-      workers + servers,
-      [&](int r, Communicator* job) {
-        if (servers == 0) {
-          fn(r, job, {});
-          return;
-        }
-        std::unique_ptr<Communicator> comm =
-            job->Split(r < workers ? 0 : 1, r, job->timeout());
-        if (r >= workers) {
-          const Status s = RunDedicatedServer(job, 0);
-          ASSERT_TRUE(s.ok()) << s.message();
-          return;
-        }
-        fn(r, comm.get(), {job, roles});
-      },
-      options);
-}
-
-// Trains `ranks` worker ranks; each worker's weights and worker 0's solver
-// history at the end (gathered from the servers, as before a snapshot).
-// `between`, if set, runs on every worker after the first half of the
-// iterations, before the second Step. With `servers` > 0 the job has that
-// many dedicated server ranks after the workers (Note [Dedicated
-// servers]); otherwise every worker hosts a shard.
-template <typename Dtype>
-Outcome<Dtype> Train(const SolverParameter& param,
-                     const DistributedParameter& dist, int ranks, int iters,
-                     std::function<void(Solver<Dtype>*)> between = {},
-                     int servers = 0, LoopbackOptions options = {}) {
-  Outcome<Dtype> out;
-  out.weights.resize(ranks);
-  out.allocated_history.resize(ranks);
-  RunWorkers(
-      ranks, servers,
-      [&](int r, Communicator* comm, DedicatedServers dedicated) {
-        Poseidon::set_data_shard({r, ranks, false});
-        std::unique_ptr<Solver<Dtype>> solver = CreateSolver<Dtype>(param);
-        Synchronizer<Dtype> sync(solver.get(), comm, dist, nullptr, {},
-                                 dedicated);
-        if (between) {
-          solver->Step(iters / 2);
-          between(solver.get());
-          solver->Step(iters - iters / 2);
-        } else {
-          solver->Step(iters);
-        }
-        solver->SyncState();
-        out.weights[r] = ReadWeights(*solver);
-        for (const auto& h :
-             dynamic_cast<SGDSolver<Dtype>&>(*solver).history()) {
-          if (h->data()->head() != SyncedMemory::UNINITIALIZED) {
-            ++out.allocated_history[r];
-          }
-          if (r == 0) {
-            out.history.emplace_back(h->cpu_data(), h->cpu_data() + h->count());
-          }
-        }
-        if (r == 0) {
-          for (const PlannedLayer& p : sync.plan())
-            out.reasons.push_back(p.reason);
-        }
-      },
-      options);
-  return out;
-}
-
-template <typename Dtype>
-void ExpectIdentical(const Weights<Dtype>& a, const Weights<Dtype>& b,
-                     const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t p = 0; p < a.size(); ++p) {
-    ASSERT_EQ(a[p].size(), b[p].size()) << what << " " << p;
-    for (size_t i = 0; i < a[p].size(); ++i) {
-      ASSERT_EQ(a[p][i], b[p][i]) << what << " " << p << " element " << i;
-    }
-  }
-}
-
-// Two snapshots' solver histories are equal element for element, and not
-// all zero.
-void ExpectSameHistory(const SolverState& a, const SolverState& b) {
-  ASSERT_EQ(a.history_size(), b.history_size());
-  ASSERT_GT(a.history_size(), 0);
-  double largest = 0;
-  for (int i = 0; i < a.history_size(); ++i) {
-    ASSERT_EQ(a.history(i).double_data_size(), b.history(i).double_data_size());
-    for (int k = 0; k < a.history(i).double_data_size(); ++k) {
-      ASSERT_EQ(a.history(i).double_data(k), b.history(i).double_data(k))
-          << "history blob " << i << " element " << k;
-      largest = std::max(largest, std::fabs(a.history(i).double_data(k)));
-    }
-  }
-  EXPECT_GT(largest, 0) << "the snapshot's history is all zero";
-}
-
-DistributedParameter PsDist(bool server_update, const std::string& extra = "") {
-  DistributedParameter d =
-      Dist(DistributedParameter::PS,
-           "block_size: 64 num_push_threads: 2 num_pull_threads: 2 " + extra);
-  d.set_server_update(server_update);
-  return d;
-}
-
-void ExpectServersMatchWorkers(
-    const SolverParameter& param, int ranks, int iters,
-    const std::string& extra, const std::string& what,
-    std::function<void(Solver<double>*)> between = {}) {
-  const Outcome<double> servers =
-      Train<double>(param, PsDist(true, extra), ranks, iters, between);
-  const Outcome<double> workers =
-      Train<double>(param, PsDist(false, extra), ranks, iters, between);
-  ExpectReplicasIdentical(servers.weights);
-  ExpectIdentical(servers.weights[0], workers.weights[0], what + " weights");
-  ExpectIdentical(servers.history, workers.history, what + " history");
-  for (const std::string& reason : servers.reasons) {
-    EXPECT_NE(reason.find("(updated on the servers)"), std::string::npos)
-        << what << ": " << reason;
-  }
-  for (const std::string& reason : workers.reasons) {
-    EXPECT_EQ(reason.find("(updated on the servers)"), std::string::npos)
-        << what << ": " << reason;
-  }
-  // Training moved the weights: the servers updated them, the workers did
-  // not (they skip the update of server-owned params).
-  const Weights<double> start = TrainAlone<double>(param, 0);
-  double moved = 0;
-  for (size_t p = 0; p < start.size(); ++p) {
-    for (size_t i = 0; i < start[p].size(); ++i) {
-      moved =
-          std::max(moved, std::fabs(start[p][i] - servers.weights[0][p][i]));
-    }
-  }
-  EXPECT_GT(moved, 1e-4) << what;
-}
-
 TEST(ServerUpdateTest, EverySolverMatchesTheWorkersUpdateBitForBit) {
   for (const char* type : kSolvers) {
     ExpectServersMatchWorkers(MakeSolver(type, 2), 2, 4, "", type);
@@ -473,69 +316,10 @@ TEST(ServerUpdateTest, DedicatedServersSnapshotAndResumeWithOtherCounts) {
 // A dedicated server that takes its plan and then stops answering is named
 // by both workers at their deadline (5 s here): the Step fails with a
 // DistributedError naming the server's rank, and nothing hangs.
-// Two workers and a dedicated server that takes the plan and is gone:
-// each worker's error, and the seconds the job took.
-std::pair<std::vector<std::string>, double> TrainWithASilentServer(
-    const SolverParameter& param) {
-  LoopbackOptions options;
-  options.timeout = std::chrono::seconds(5);
-  LoopbackWorld world(3, options);
-  const PsRoles roles{{0, 1}, {2}};
-  std::vector<std::string> errors(2);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      Communicator* job = world.rank(r);
-      std::unique_ptr<Communicator> comm =
-          job->Split(r < 2 ? 0 : 1, r, job->timeout());
-      if (r == 2) {
-        // Takes the plan (however long the workers' set-up takes, as a
-        // server does), then is gone.
-        uint64_t size = 0;
-        bool got = false;
-        for (int tries = 0; tries < 12 && !got; ++tries) {
-          got = job->Recv(&size, sizeof(size), 0, kServerTag).ok();
-        }
-        ASSERT_TRUE(got);
-        std::string plan(size, '\0');
-        ASSERT_TRUE(job->Recv(plan.data(), size, 0, kServerTag).ok());
-        return;
-      }
-      Poseidon::set_data_shard({r, 2, false});
-      auto solver = CreateSolver<double>(param);
-      try {
-        Synchronizer<double> sync(solver.get(), comm.get(), PsDist(true),
-                                  nullptr, {}, {job, roles});
-        solver->Step(2);
-      } catch (const DistributedError& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return {errors, std::chrono::duration<double>(
-                      std::chrono::steady_clock::now() - start)
-                      .count()};
-}
-
 TEST(ServerUpdateTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
   const auto [errors, seconds] = TrainWithASilentServer(MakeSolver("SGD", 2));
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(test::Contains(errors[r], "shard of rank 2")) << "worker " << r;
-  }
-  EXPECT_LT(seconds, 60) << "the workers waited far past their deadline";
-}
-
-// With clip_gradients the workers wait for the servers' parts of the norm
-// first: a server that is gone is named there.
-TEST(ServerClipTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
-  const auto [errors, seconds] =
-      TrainWithASilentServer(MakeSolver("SGD", 2, "clip_gradients: 0.05"));
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(test::Contains(errors[r], "agreeing on the norm") &&
-                test::Contains(errors[r], "waiting for rank 2"))
-        << "worker " << r << ": " << errors[r];
   }
   EXPECT_LT(seconds, 60) << "the workers waited far past their deadline";
 }
@@ -564,106 +348,6 @@ TEST(ServerUpdateTest, WorkersHoldNoHistoryOfServerOwnedParams) {
   EXPECT_EQ(servers.allocated_history[1], 0);
   EXPECT_EQ(workers.allocated_history[1], 12);  // 6 params x 2 arrays
   EXPECT_EQ(servers.allocated_history[0], 12);  // gathered
-}
-
-// The test net with ip2's weight and bias sent by ALLREDUCE (ParamSpec
-// comm), the other layers by the job's setting.
-SolverParameter WithIp2ByAllreduce(SolverParameter param) {
-  for (LayerParameter& layer : *param.mutable_net_param()->mutable_layer()) {
-    if (layer.name() != "ip2") continue;
-    while (layer.param_size() < 2) layer.add_param();
-    for (ParamSpec& spec : *layer.mutable_param()) {
-      spec.set_comm(DistributedParameter::ALLREDUCE);
-    }
-  }
-  return param;
-}
-
-// Note [Clipping on the servers]: with clip_gradients the shards agree on
-// the norm of the whole gradient, the workers' layers included, and update
-// the params they hold; every replica equals the servers', and the result
-// is the workers' clipping (server_update: false) and one process's with
-// the whole batch, within rounding.
-TEST(ServerClipTest, TheServersClipAsTheWorkersAndOneProcessDo) {
-  struct Case {
-    const char* solver;
-    int ranks;
-    bool ip2_by_allreduce;
-  };
-  for (const Case c : {Case{"SGD", 2, false}, Case{"Adam", 3, false},
-                       Case{"Nesterov", 2, true}}) {
-    const std::string what =
-        StrCat(c.solver, " on ", c.ranks, " ranks",
-               c.ip2_by_allreduce ? ", ip2 by ALLREDUCE" : "");
-    const std::string clip = "clip_gradients: 0.05 ";
-    auto solver = [&](int batch, const std::string& extra) {
-      const SolverParameter p = MakeSolver(c.solver, batch, extra);
-      return c.ip2_by_allreduce ? WithIp2ByAllreduce(p) : p;
-    };
-    // Sends that wait for their receives, as MPI's large messages do: the
-    // shards' answers must go out in the order the workers pull them.
-    LoopbackOptions rendezvous;
-    rendezvous.synchronous_send = true;
-    rendezvous.timeout = std::chrono::seconds(20);
-    const Outcome<double> servers = Train<double>(
-        solver(2, clip), PsDist(true), c.ranks, 4, {}, 0, rendezvous);
-    const Outcome<double> workers =
-        Train<double>(solver(2, clip), PsDist(false), c.ranks, 4);
-    const Weights<double> alone =
-        TrainAlone<double>(solver(2 * c.ranks, clip), 4);
-    ExpectReplicasIdentical(servers.weights);
-    ExpectClose(workers.weights[0], servers.weights[0], 1e-9,
-                what + ": weights against the workers' clipping");
-    ExpectClose(workers.history, servers.history, 1e-9,
-                what + ": history against the workers' clipping");
-    ExpectClose(alone, servers.weights[0], 1e-9,
-                what + ": weights against one process");
-    int on_servers = 0;
-    for (const std::string& reason : servers.reasons) {
-      on_servers += test::Contains(reason, "(updated on the servers)");
-    }
-    // conv, ip1 and ip2 are the layers with params.
-    EXPECT_EQ(on_servers, c.ip2_by_allreduce ? 2 : 3) << what;
-    // The clipping took effect: without it the weights go elsewhere.
-    const Outcome<double> unclipped =
-        Train<double>(solver(2, ""), PsDist(true), c.ranks, 4);
-    double apart = 0;
-    for (size_t p = 0; p < unclipped.weights[0].size(); ++p) {
-      for (size_t i = 0; i < unclipped.weights[0][p].size(); ++i) {
-        apart = std::max(apart, std::fabs(unclipped.weights[0][p][i] -
-                                          servers.weights[0][p][i]));
-      }
-    }
-    EXPECT_GT(apart, 1e-4) << what << ": clip_gradients changed nothing";
-  }
-}
-
-// Dedicated servers agree with the first worker on the norm, and clip
-// and update as colocated shards do; one server holds no block at all.
-TEST(ServerClipTest, DedicatedServersClipAsColocatedShards) {
-  const SolverParameter param = MakeSolver("Adam", 2, "clip_gradients: 0.05");
-  LoopbackOptions rendezvous;
-  rendezvous.synchronous_send = true;
-  rendezvous.timeout = std::chrono::seconds(20);
-  const Outcome<double> workers = Train<double>(param, PsDist(false), 2, 4);
-  for (const int servers : {1, 2, 7}) {
-    const std::string what = StrCat(servers, " dedicated servers");
-    DistributedParameter dist = PsDist(true);
-    // In blocks of 1 MB each of the test net's 6 params is one block, so
-    // one of 7 servers holds none.
-    if (servers == 7) dist.set_block_size(1 << 20);
-    const Outcome<double> dedicated =
-        Train<double>(param, dist, 2, 4, {}, servers, rendezvous);
-    for (const std::string& reason : dedicated.reasons) {
-      EXPECT_TRUE(test::Contains(reason, "(updated on the servers)"))
-          << what << ": " << reason;
-    }
-    ExpectReplicasIdentical(dedicated.weights);
-    ExpectClose(workers.weights[0], dedicated.weights[0], 1e-9,
-                what + ": weights against the workers' clipping");
-    ExpectClose(workers.history, dedicated.history, 1e-9,
-                what + ": history against the workers' clipping");
-  }
 }
 
 // A snapshot taken between steps holds the servers' history, and a run

@@ -1,0 +1,137 @@
+// clip_gradients with the update on the parameter servers (Note [Clipping
+// on the servers] in distributed/server_clip.hpp): the shards' agreement
+// on the norm, colocated and on dedicated servers, against the workers'
+// clipping and one process.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "server_test_util.hpp"
+#include "sync_test_util.hpp"
+
+namespace poseidon {
+namespace dist {
+namespace {
+
+using namespace sync_test;    // NOLINT(build/namespaces)
+using namespace server_test;  // NOLINT(build/namespaces)
+
+// The test net with ip2's weight and bias sent by ALLREDUCE (ParamSpec
+// comm), the other layers by the job's setting.
+SolverParameter WithIp2ByAllreduce(SolverParameter param) {
+  for (LayerParameter& layer : *param.mutable_net_param()->mutable_layer()) {
+    if (layer.name() != "ip2") continue;
+    while (layer.param_size() < 2) layer.add_param();
+    for (ParamSpec& spec : *layer.mutable_param()) {
+      spec.set_comm(DistributedParameter::ALLREDUCE);
+    }
+  }
+  return param;
+}
+
+// Note [Clipping on the servers]: with clip_gradients the shards agree on
+// the norm of the whole gradient, the workers' layers included, and update
+// the params they hold; every replica equals the servers', and the result
+// is the workers' clipping (server_update: false) and one process's with
+// the whole batch, within rounding.
+TEST(ServerClipTest, TheServersClipAsTheWorkersAndOneProcessDo) {
+  struct Case {
+    const char* solver;
+    int ranks;
+    bool ip2_by_allreduce;
+  };
+  for (const Case c : {Case{"SGD", 2, false}, Case{"Adam", 3, false},
+                       Case{"Nesterov", 2, true}}) {
+    const std::string what =
+        StrCat(c.solver, " on ", c.ranks, " ranks",
+               c.ip2_by_allreduce ? ", ip2 by ALLREDUCE" : "");
+    const std::string clip = "clip_gradients: 0.05 ";
+    auto solver = [&](int batch, const std::string& extra) {
+      const SolverParameter p = MakeSolver(c.solver, batch, extra);
+      return c.ip2_by_allreduce ? WithIp2ByAllreduce(p) : p;
+    };
+    // Sends that wait for their receives, as MPI's large messages do: the
+    // shards' answers must go out in the order the workers pull them.
+    LoopbackOptions rendezvous;
+    rendezvous.synchronous_send = true;
+    rendezvous.timeout = std::chrono::seconds(20);
+    const Outcome<double> servers = Train<double>(
+        solver(2, clip), PsDist(true), c.ranks, 4, {}, 0, rendezvous);
+    const Outcome<double> workers =
+        Train<double>(solver(2, clip), PsDist(false), c.ranks, 4);
+    const Weights<double> alone =
+        TrainAlone<double>(solver(2 * c.ranks, clip), 4);
+    ExpectReplicasIdentical(servers.weights);
+    ExpectClose(workers.weights[0], servers.weights[0], 1e-9,
+                what + ": weights against the workers' clipping");
+    ExpectClose(workers.history, servers.history, 1e-9,
+                what + ": history against the workers' clipping");
+    ExpectClose(alone, servers.weights[0], 1e-9,
+                what + ": weights against one process");
+    int on_servers = 0;
+    for (const std::string& reason : servers.reasons) {
+      on_servers += test::Contains(reason, "(updated on the servers)");
+    }
+    // conv, ip1 and ip2 are the layers with params.
+    EXPECT_EQ(on_servers, c.ip2_by_allreduce ? 2 : 3) << what;
+    // The clipping took effect: without it the weights go elsewhere.
+    const Outcome<double> unclipped =
+        Train<double>(solver(2, ""), PsDist(true), c.ranks, 4);
+    double apart = 0;
+    for (size_t p = 0; p < unclipped.weights[0].size(); ++p) {
+      for (size_t i = 0; i < unclipped.weights[0][p].size(); ++i) {
+        apart = std::max(apart, std::fabs(unclipped.weights[0][p][i] -
+                                          servers.weights[0][p][i]));
+      }
+    }
+    EXPECT_GT(apart, 1e-4) << what << ": clip_gradients changed nothing";
+  }
+}
+
+// Dedicated servers agree with the first worker on the norm, and clip
+// and update as colocated shards do; one server holds no block at all.
+TEST(ServerClipTest, DedicatedServersClipAsColocatedShards) {
+  const SolverParameter param = MakeSolver("Adam", 2, "clip_gradients: 0.05");
+  LoopbackOptions rendezvous;
+  rendezvous.synchronous_send = true;
+  rendezvous.timeout = std::chrono::seconds(20);
+  const Outcome<double> workers = Train<double>(param, PsDist(false), 2, 4);
+  for (const int servers : {1, 2, 7}) {
+    const std::string what = StrCat(servers, " dedicated servers");
+    DistributedParameter dist = PsDist(true);
+    // In blocks of 1 MB each of the test net's 6 params is one block, so
+    // one of 7 servers holds none.
+    if (servers == 7) dist.set_block_size(1 << 20);
+    const Outcome<double> dedicated =
+        Train<double>(param, dist, 2, 4, {}, servers, rendezvous);
+    for (const std::string& reason : dedicated.reasons) {
+      EXPECT_TRUE(test::Contains(reason, "(updated on the servers)"))
+          << what << ": " << reason;
+    }
+    ExpectReplicasIdentical(dedicated.weights);
+    ExpectClose(workers.weights[0], dedicated.weights[0], 1e-9,
+                what + ": weights against the workers' clipping");
+    ExpectClose(workers.history, dedicated.history, 1e-9,
+                what + ": history against the workers' clipping");
+  }
+}
+
+// With clip_gradients the workers wait for the servers' parts of the norm
+// first: a server that is gone is named there.
+TEST(ServerClipTest, ASilentDedicatedServerIsNamedWithinTheDeadline) {
+  const auto [errors, seconds] =
+      TrainWithASilentServer(MakeSolver("SGD", 2, "clip_gradients: 0.05"));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(test::Contains(errors[r], "agreeing on the norm") &&
+                test::Contains(errors[r], "waiting for rank 2"))
+        << "worker " << r << ": " << errors[r];
+  }
+  EXPECT_LT(seconds, 60) << "the workers waited far past their deadline";
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace poseidon
