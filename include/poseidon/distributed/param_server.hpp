@@ -273,6 +273,16 @@ class ParamServer {
   }
   // Sends the sum in `lane`'s `slot` to every worker; frees the slot.
   void SendSum(int64_t iter, int block, Lane* lane, int slot);
+  // On `lane`'s send thread: block `block`'s answer of `iter` (a message
+  // of `first_bytes` at `first`, then `second_bytes` at `second`) to every
+  // worker, counted and recorded on the lane's timeline (SendSum's and
+  // SendHeld's common part); the failure, if any.
+  Status SendToWorkers(int64_t iter, int block, Lane* lane, const void* first,
+                       size_t first_bytes, const void* second,
+                       size_t second_bytes);
+  // Aborts the job naming this shard, what it was sending and the failure.
+  void AbortSending(const char* what, int64_t iter, int block,
+                    const Status& s);
   // DecodeBlockHeader of a push or sum of `bytes` bytes received from
   // `peer`, as a Status naming this rank too (the communication threads do
   // not throw).

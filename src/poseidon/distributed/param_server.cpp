@@ -375,34 +375,46 @@ Status ParamServer<Dtype>::ServeBlock(int64_t iter, int block, Lane* lane) {
 }
 
 template <typename Dtype>
-void ParamServer<Dtype>::SendSum(int64_t iter, int block, Lane* lane,
-                                  int slot) {
-  const ParamBlock& b = partition_->blocks()[block];
-  const size_t bytes = MessageBytes<Dtype>(b);
+Status ParamServer<Dtype>::SendToWorkers(int64_t iter, int block, Lane* lane,
+                                         const void* first, size_t first_bytes,
+                                         const void* second,
+                                         size_t second_bytes) {
   const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
   std::vector<Communicator::SendOp> ops;
   for (int r : workers_) {
-    ops.push_back({lane->sums.data(slot), bytes, r, PullTag(block)});
+    ops.push_back({first, first_bytes, r, PullTag(block), second,
+                   second_bytes});
   }
-  Status s = comm_->SendAll(ops);
+  const Status s = comm_->SendAll(ops);
   for (int r : workers_) {
-    if (r != comm_->rank()) counters_->Add(block, bytes);
+    if (r != comm_->rank()) counters_->Add(block, first_bytes + second_bytes);
   }
-  lane->sums.Release(slot);
   if (timeline_) {
     timeline_->Complete(timeline_->Lane(lane->send.name()),
-                        StrCat("block ", block),
-                        "send", begin, timeline_->NowMicros(),
-                        {{"iter", iter}});
+                        StrCat("block ", block), "send", begin,
+                        timeline_->NowMicros(), {{"iter", iter}});
   }
-  if (!s.ok()) {
-    comm_->Abort(StrCat("parameter server shard of rank ",
-                        comm_->JobRank(comm_->rank()),
-                        ": sending the sum of "
-                        "block ",
-                        block, " (iteration ", iter, "): ", s.message(),
-                        own_windows_->Note(*this)));
-  }
+  return s;
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::AbortSending(const char* what, int64_t iter,
+                                      int block, const Status& s) {
+  comm_->Abort(StrCat("parameter server shard of rank ",
+                      comm_->JobRank(comm_->rank()), ": sending the ", what,
+                      " of block ", block, " (iteration ", iter,
+                      "): ", s.message(), own_windows_->Note(*this)));
+}
+
+template <typename Dtype>
+void ParamServer<Dtype>::SendSum(int64_t iter, int block, Lane* lane,
+                                  int slot) {
+  const Status s =
+      SendToWorkers(iter, block, lane, lane->sums.data(slot),
+                    MessageBytes<Dtype>(partition_->blocks()[block]), nullptr,
+                    0);
+  lane->sums.Release(slot);
+  if (!s.ok()) AbortSending("sum", iter, block, s);
 }
 
 template <typename Dtype>
@@ -417,30 +429,10 @@ void ParamServer<Dtype>::SendHeld(int64_t iter, int block,
   *header = {iter, block, comm_->rank()};
   lane->send.Post(
       [this, iter, block, lane, header, params] {
-        const ParamBlock& b = partition_->blocks()[block];
-        const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
-        std::vector<Communicator::SendOp> ops;
-        for (int r : workers_) {
-          ops.push_back({header, sizeof(BlockHeader), r, PullTag(block), params,
-                         b.count * sizeof(Dtype)});
-        }
-        const Status s = comm_->SendAll(ops);
-        for (int r : workers_) {
-          if (r != comm_->rank()) {
-            counters_->Add(block, MessageBytes<Dtype>(b));
-          }
-        }
-        if (timeline_) {
-          timeline_->Complete(timeline_->Lane(lane->send.name()),
-                              StrCat("block ", block), "send", begin,
-                              timeline_->NowMicros(), {{"iter", iter}});
-        }
-        if (!s.ok()) {
-          comm_->Abort(StrCat(
-              "parameter server shard of rank ", comm_->JobRank(comm_->rank()),
-              ": sending the parameters of block ", block, " (iteration ", iter,
-              "): ", s.message(), own_windows_->Note(*this)));
-        }
+        const Status s = SendToWorkers(
+            iter, block, lane, header, sizeof(BlockHeader), params,
+            partition_->blocks()[block].count * sizeof(Dtype));
+        if (!s.ok()) AbortSending("parameters", iter, block, s);
       },
       [this](const Status& s) {
         comm_->Abort(StrCat("parameter server shard of rank ",
