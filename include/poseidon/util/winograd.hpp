@@ -136,25 +136,6 @@ class WinogradConv3x3 {
                                int output_end) const;
 
  private:
-  // Gathers the 4x4 top-diff tiles [first, first + count) (zero beyond
-  // the output) of outputs [output_begin, output_end) and transforms them
-  // into Z (36 (output_end - output_begin) x count matrices), A dY A^T.
-  void TransformTopDiff(int64_t first, int count, const Dtype* top_diff,
-                        ptrdiff_t top_step, int output_begin, int output_end,
-                        Dtype* Z) const;
-  // For tiles first .. first + lanes - 1: the image each is in and the
-  // top-left corner of its 4x4 of output.
-  void TileOrigins(int64_t first, int lanes, int64_t* image, int* oy,
-                   int* ox) const;
-  // Gathers and transforms tiles [first, first + count) of the images at
-  // bottom into V (36 channels x count matrices).
-  void TransformInput(int64_t first, int count, const Dtype* bottom,
-                      ptrdiff_t bottom_step, Dtype* V) const;
-  // Transforms the products M (36 outputs x count matrices) of tiles
-  // [first, first + count) back and writes (or adds) their valid part.
-  void TransformOutput(int64_t first, int count, const Dtype* M, Dtype* top,
-                       ptrdiff_t top_step, bool accumulate) const;
-
   Geometry g_;
   int output_h_ = 0, output_w_ = 0;
   int tiles_h_ = 0, tiles_w_ = 0;

@@ -11,6 +11,13 @@
     GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS " \
                     "is blas or avx2)";                            \
   }
+// The Winograd path's tests skip on CPUs with neither AVX-512 nor AVX2
+// kernels (its GEMMs and transforms run on either).
+#define POSEIDON_SKIP_WITHOUT_AVX2()                            \
+  if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {   \
+    GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU (or " \
+                    "POSEIDON_KERNELS=blas)";                   \
+  }
 // The direct convolution's tests skip on CPUs with neither its AVX-512
 // kernels nor the AVX2 implicit GEMM.
 #define POSEIDON_SKIP_WITHOUT_DIRECT_CONV()                     \

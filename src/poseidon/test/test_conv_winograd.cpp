@@ -40,7 +40,7 @@ void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
 }
 
 TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_AVX2();
   using Conv = ConvolutionLayer<float>;
   CheckLayer<Conv>({2, 64, 30, 33}, Param("Convolution", 130, 1));
   CheckLayer<Conv>({1, 70, 42, 42}, Param("Convolution", 129, 0));
@@ -58,7 +58,7 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
 }
 
 TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_AVX2();
   // Convolution-space 64 channels -> 130 outputs: the deconvolution's
   // forward pass is that convolution's input gradient.
   CheckLayer<DeconvolutionLayer<float>>({2, 130, 30, 33},
@@ -89,7 +89,8 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
     Blob<float> bottom(c.shape), top;
     ConvolutionLayer<float> layer(c.param);
     layer.SetUp({&bottom}, {&top});
-    EXPECT_EQ(layer.winograd(), c.winograd && Avx512KernelsAvailable())
+    EXPECT_EQ(layer.winograd(), c.winograd && (Avx512KernelsAvailable() ||
+                                               Avx2KernelsAvailable()))
         << c.param.ShortDebugString();
     layer.set_algorithm(Algo::kBatched);
     layer.Reshape({&bottom}, {&top});

@@ -185,7 +185,7 @@ class DirectConvAlgorithm final : public CpuConvAlgorithm<float> {
 class WinogradConvAlgorithm final : public CpuConvAlgorithm<float> {
  public:
   const char* name() const override { return "Winograd"; }
-  std::string Description() const override { return "Winograd F(4x4, 3x3)"; }
+  std::string Description() const override;
   const char* Reshape(const ConvShape& shape,
                       const ConvOptions& options) override;
   void Forward(Poseidon::Brew dev, const float* input, const float* weights,

@@ -15,8 +15,8 @@ namespace poseidon {
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
 // most 2, with at least kWinogradMinChannels input channels and outputs
 // per group and at least kWinogradMinTiles 4x4 output tiles in the batch,
-// on a CPU where the AVX-512 kernels run (they also do its GEMMs;
-// POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
+// on a CPU where the AVX-512 or the AVX2 kernels run (they also do its
+// GEMMs; POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
 // forward pass and both gradients by Winograd's F(4x4, 3x3): 36 GEMMs of
 // a quarter of the multiplications per tile block (Note [Winograd] in
 // util/winograd.cpp), in place of the direct path (Note [Direct path] in
@@ -45,6 +45,13 @@ namespace poseidon {
 //    -> 137 ms, and Winograd took over there only from 128 channels.)
 //  - the standalone kernel (one thread) was 5x slower than im2col + GEMM
 //    with 3 input channels (36 GEMMs with K = 3): the channel floor.
+//  - on an AVX2 EPYC (no AVX-512; before, the direct path on the AVX2 GEMM
+//    or im2col), scripts/bench/compare_builds.py, 2 threads, medians of 3
+//    interleaved runs, the bench nets' batches: VGG-16 (16) 13.1 -> 7.6 s
+//    a batch, each 3x3 layer from conv1_2 on 1.3-2.1 times as fast;
+//    ResNet-50 (32) 8.0 -> 6.6 s, its 3x3 layers 1.2-1.8 times as fast,
+//    res5's (128 tiles) too; at batch 8, with the AVX2 transforms, 1610
+//    -> 1350 ms (5 runs). The thresholds above are the AVX-512 ones.
 //
 // Threads. Forward and input gradient: the weights are transformed once
 // per group (4 times their size, in this thread's scratch with the
@@ -86,7 +93,9 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
       s.out_channels / s.group < kWinogradMinChannels) {
     return "fewer than 64 input channels or outputs per group";
   }
-  if (!Avx512KernelsAvailable()) return "no AVX-512 kernels";
+  if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
+    return "neither AVX-512 nor AVX2 kernels";
+  }
   using Wino = WinogradConv3x3<float>;
   const auto g = GroupGeometry<Wino::Geometry>(s);
   // Too few tiles to repay the weight transform (Note [Winograd path]).
@@ -116,6 +125,14 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
     backward_ = std::make_unique<Wino>(b);
   }
   return nullptr;
+}
+
+std::string WinogradConvAlgorithm::Description() const {
+  // The GEMMs' kernels, then the tile transforms' (Note [Transforms on
+  // AVX2] in util/winograd.cpp).
+  return Avx512KernelsAvailable()
+             ? "Winograd F(4x4, 3x3) (AVX-512 GEMM, AVX2 transforms)"
+             : "Winograd F(4x4, 3x3) (AVX2 GEMM and transforms)";
 }
 
 void WinogradConvAlgorithm::Forward(Poseidon::Brew, const float* input,
