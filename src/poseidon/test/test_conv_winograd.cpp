@@ -55,6 +55,12 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   // Two groups of 64 channels and 130 outputs; an odd batch on 2 threads.
   // (Every shape has at least kWinogradMinTiles output tiles in the batch.)
   CheckLayer<Conv>({3, 128, 22, 22}, Param("Convolution", 260, 1, 2));
+  // Below the AVX-512 kernels' channel floor, Winograd's with the AVX2 ones
+  // only: Inception-V3's stem (32 channels, no pad), outputs not a multiple
+  // of 16.
+  if (!Avx512KernelsAvailable()) {
+    CheckLayer<Conv>({2, 32, 31, 30}, Param("Convolution", 33, 0));
+  }
 }
 
 TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
@@ -66,32 +72,36 @@ TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
 }
 
 TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
+  // Expected with the AVX-512 kernels and with the AVX2 ones: the channel
+  // floor is 64 there and 32 here (Note [Winograd path]).
   struct Case {
     std::vector<int> shape;
     LayerParameter param;
-    bool winograd;
+    bool avx512, avx2;
   };
   const Case cases[] = {
-      {{2, 64, 40, 40}, Param("Convolution", 256, 1), true},
-      {{2, 64, 40, 40}, Param("Convolution", 100, 1), true},   // over direct
-      {{2, 128, 40, 40}, Param("Convolution", 128, 1), true},  // over direct
-      {{2, 64, 40, 40}, Param("Convolution", 48, 1), false},   // few outputs
-      {{2, 32, 8, 8}, Param("Convolution", 256, 1), false},    // few channels
-      {{2, 64, 40, 40}, Param("Convolution", 256, 3), false},  // pad 3
-      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false},  // 5x5
-      {{2, 64, 40, 40},
-       Param("Convolution", 256, 1, 1, 3, 2),
-       false},                                                    // stride
-      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 2), false},  // 32 a group
-      {{2, 64, 7, 7}, Param("Convolution", 256, 1), false},       // 8 tiles
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1), true, true},
+      {{2, 64, 40, 40}, Param("Convolution", 100, 1), true, true},  // direct
+      {{2, 128, 40, 40}, Param("Convolution", 128, 1), true, true},
+      {{2, 64, 40, 40}, Param("Convolution", 48, 1), false, true},  // outputs
+      {{2, 64, 40, 40}, Param("Convolution", 16, 1), false, false},
+      {{2, 32, 40, 40}, Param("Convolution", 64, 1), false, true},  // channels
+      {{2, 16, 40, 40}, Param("Convolution", 256, 1), false, false},
+      {{2, 64, 40, 40}, Param("Convolution", 256, 3), false, false},  // pad 3
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false, false},
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 3, 2), false, false},
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 2), false, true},   // 32
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 4), false, false},  // 16
+      {{2, 64, 7, 7}, Param("Convolution", 256, 1), false, false},  // 8 tiles
   };
   for (const Case& c : cases) {
     Blob<float> bottom(c.shape), top;
     ConvolutionLayer<float> layer(c.param);
     layer.SetUp({&bottom}, {&top});
-    EXPECT_EQ(layer.winograd(), c.winograd && (Avx512KernelsAvailable() ||
-                                               Avx2KernelsAvailable()))
-        << c.param.ShortDebugString();
+    const bool expected = Avx512KernelsAvailable() ? c.avx512
+                          : Avx2KernelsAvailable() ? c.avx2
+                                                   : false;
+    EXPECT_EQ(layer.winograd(), expected) << c.param.ShortDebugString();
     layer.set_algorithm(Algo::kBatched);
     layer.Reshape({&bottom}, {&top});
     EXPECT_FALSE(layer.winograd());

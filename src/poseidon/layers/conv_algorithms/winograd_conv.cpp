@@ -13,17 +13,17 @@ namespace poseidon {
 
 // Note [Winograd path]
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
-// most 2, with at least kWinogradMinChannels input channels and outputs
-// per group and at least kWinogradMinTiles 4x4 output tiles in the batch,
-// on a CPU where the AVX-512 or the AVX2 kernels run (they also do its
-// GEMMs; POSEIDON_KERNELS=blas keeps the im2col reference), kAuto computes the
-// forward pass and both gradients by Winograd's F(4x4, 3x3): 36 GEMMs of
-// a quarter of the multiplications per tile block (Note [Winograd] in
-// util/winograd.cpp), in place of the direct path (Note [Direct path] in
-// direct_conv_algorithm.cpp) or im2col + GEMM. The input gradient of such a
-// convolution is the convolution of the top diff with the kernel rotated,
-// channels and outputs swapped, pad 2 - pad; the weight gradient is summed in
-// the transform domain and taken back once per call.
+// most 2, with at least WinogradMinChannels() input channels and outputs
+// per group (64 with the AVX-512 kernels, 32 with the AVX2 ones) and at least
+// kWinogradMinTiles 4x4 output tiles in the batch, on a CPU where the AVX-512
+// or the AVX2 kernels run (they also do its GEMMs; POSEIDON_KERNELS=blas keeps
+// the im2col reference), kAuto computes the forward pass and both gradients by
+// Winograd's F(4x4, 3x3): 36 GEMMs of a quarter of the multiplications per tile
+// block (Note [Winograd] in util/winograd.cpp), in place of the direct path
+// (Note [Direct path] in direct_conv_algorithm.cpp) or im2col + GEMM. The input
+// gradient of such a convolution is the convolution of the top diff with the
+// kernel rotated, channels and outputs swapped, pad 2 - pad; the weight
+// gradient is summed in the transform domain and taken back once per call.
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -51,7 +51,10 @@ namespace poseidon {
 //    a batch, each 3x3 layer from conv1_2 on 1.3-2.1 times as fast;
 //    ResNet-50 (32) 8.0 -> 6.6 s, its 3x3 layers 1.2-1.8 times as fast,
 //    res5's (128 tiles) too; at batch 8, with the AVX2 transforms, 1610
-//    -> 1350 ms (5 runs). The thresholds above are the AVX-512 ones.
+//    -> 1350 ms (5 runs). The tile floor is the AVX-512 one; the channel
+//    floor is 32 there: Inception-V3's stem (32 channels on 147 x 147,
+//    batch 32) conv2 347 -> 296 ms forward + backward, conv3 576 -> 452
+//    against the direct path (compare_builds.py, 3 runs).
 //
 // Threads. Forward and input gradient: the weights are transformed once
 // per group (4 times their size, in this thread's scratch with the
@@ -74,7 +77,9 @@ namespace poseidon {
 // measured in the kernel's tests).
 namespace {
 
-constexpr int kWinogradMinChannels = 64;
+// The channel floor (Note [Winograd path]): on AVX2, where the GEMMs run at
+// half the AVX-512 kernel's rate, Winograd pays from fewer channels.
+int WinogradMinChannels() { return Avx512KernelsAvailable() ? 64 : 32; }
 constexpr int64_t kWinogradMinTiles = 100;
 
 }  // namespace
@@ -89,12 +94,15 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
     return "strided or dilated";
   }
   if (s.pad[0] > 2 || s.pad[1] > 2) return "pad above 2";
-  if (s.in_channels / s.group < kWinogradMinChannels ||
-      s.out_channels / s.group < kWinogradMinChannels) {
-    return "fewer than 64 input channels or outputs per group";
-  }
   if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
     return "neither AVX-512 nor AVX2 kernels";
+  }
+  const int min_channels = WinogradMinChannels();
+  if (s.in_channels / s.group < min_channels ||
+      s.out_channels / s.group < min_channels) {
+    return min_channels == 64
+               ? "fewer than 64 input channels or outputs per group"
+               : "fewer than 32 input channels or outputs per group";
   }
   using Wino = WinogradConv3x3<float>;
   const auto g = GroupGeometry<Wino::Geometry>(s);
