@@ -1,6 +1,6 @@
 // RowWeightGradient: the weight gradient of one group of a 2-D convolution
-// (any stride, pad and dilation) with AVX-512 vectors that run along the
-// output rows, for convolutions with few input channels: the first layer of
+// (any stride, pad and dilation) with AVX-512 or AVX2 vectors that run along
+// the output rows, for convolutions with few input channels: the first layer of
 // an image net (3 channels), where K = channels x kernel taps is 27 to 363
 // and the positions number hundreds of thousands. Note [Row weight
 // gradient] in the .cpp says why the other paths are slow there.
@@ -13,7 +13,8 @@
 // (kernel_h - 1) - 1) / stride_h + 1, likewise output_w(): Caffe's shapes.
 //
 // May be constructed on any CPU; supported() says whether Accumulate may
-// be called (AVX-512F and FMA present, a non-empty output).
+// be called (AVX-512F and FMA, or AVX2 and FMA, present and not turned off
+// by POSEIDON_KERNELS; a non-empty output).
 //
 // Thread safety: const methods keep no state; concurrent calls with their
 // own scratch, writing different weight rows (or different weight_diff
@@ -37,9 +38,14 @@ class RowWeightGradient {
     int dilation_h = 1, dilation_w = 1;
   };
 
+  // The kernel Accumulate runs: AVX-512's, AVX2's (Note [Row weight
+  // gradient on AVX2]) or none (unsupported).
+  enum class Isa { kNone, kAvx512, kAvx2 };
+
   explicit RowWeightGradient(const Geometry& g);
 
   bool supported() const { return supported_; }
+  Isa isa() const { return isa_; }
   const Geometry& geometry() const { return g_; }
   int output_h() const { return output_h_; }
   int output_w() const { return output_w_; }
@@ -61,6 +67,7 @@ class RowWeightGradient {
  private:
   Geometry g_;
   bool supported_ = false;
+  Isa isa_ = Isa::kNone;
   int output_h_ = 0, output_w_ = 0;
   int padded_h_ = 0;
   int phase_w_ = 0;  // width of one column phase of a padded row

@@ -49,8 +49,9 @@ TEST(ConvAlgorithmTableTest, FirstLayerTakesTheRowWeightGradient) {
   const ConvShape s = Shape2D(2, 3, 32, 16, 5, 2);
   ConvAlgorithms<float> algos;
   algos.Choose(s, ConvOptions());
-  const std::string rows =
-      Avx512KernelsAvailable() ? "row weight gradient" : "";
+  const std::string rows = Avx512KernelsAvailable() || Avx2KernelsAvailable()
+                               ? "row weight gradient"
+                               : "";
   if (DirectConv::KernelsAvailable()) {
     EXPECT_EQ(Names(algos.cpu()),
               "direct / direct / " + (rows.empty() ? "direct" : rows));

@@ -37,7 +37,7 @@ void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
 }
 
 TEST(RowWeightGradConvolutionTest, LayerMatchesPerImagePath) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_AVX2();
   using Conv = ConvolutionLayer<float>;
   // First layers in small: VGG-16 (3x3 pad 1: the direct path runs the
   // rest), ResNet-50 (7x7 stride 2 pad 3), Inception-V3 (3x3 stride 2),
@@ -65,7 +65,7 @@ TEST(RowWeightGradConvolutionTest, LayerMatchesPerImagePath) {
 }
 
 TEST(RowWeightGradConvolutionTest, DeconvolutionMatchesPerImagePath) {
-  POSEIDON_SKIP_WITHOUT_AVX512();
+  POSEIDON_SKIP_WITHOUT_AVX2();
   // The deconvolution's weight gradient is that of a convolution from its
   // 3 outputs to its 8 channels.
   CheckLayer<DeconvolutionLayer<float>>(
@@ -94,7 +94,8 @@ TEST(RowWeightGradConvolutionTest, ChosenOnlyForFewChannels) {
     Blob<float> bottom(c.shape), top;
     ConvolutionLayer<float> layer(c.param);
     layer.SetUp({&bottom}, {&top});
-    EXPECT_EQ(layer.row_weight_grad(), c.rows && Avx512KernelsAvailable())
+    EXPECT_EQ(layer.row_weight_grad(),
+              c.rows && (Avx512KernelsAvailable() || Avx2KernelsAvailable()))
         << c.param.ShortDebugString();
     layer.set_algorithm(Algo::kBatched);
     layer.Reshape({&bottom}, {&top});

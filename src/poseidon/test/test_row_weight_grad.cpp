@@ -158,8 +158,9 @@ Geometry Make(int channels, int height, int width, int outputs, int kh, int kw,
 class RowWeightGradientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!Avx512KernelsAvailable()) {
-      GTEST_SKIP() << "no AVX-512 on this CPU (or POSEIDON_KERNELS is blas or avx2)";
+    if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
+      GTEST_SKIP() << "neither AVX-512 nor AVX2 on this CPU (or "
+                      "POSEIDON_KERNELS is blas)";
     }
   }
 };

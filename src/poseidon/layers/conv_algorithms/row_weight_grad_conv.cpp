@@ -18,10 +18,11 @@ namespace poseidon {
 // For float 2-D convolutions (any stride, pad and dilation; not
 // force_nd_im2col) with at most kRowMaxChannels input channels and
 // kRowMaxPairs (channel, tap) pairs per group, on a CPU where the AVX-512
-// kernels run, the table gives the weight gradient to RowWeightGradConv, which
-// computes it with RowWeightGradient (Note [Row weight gradient] in
-// util/row_weight_grad.cpp), whatever path runs the forward pass and the input
-// gradient. These are the first layers of image nets, whose input gradient is
+// or the AVX2 kernels run (Note [Row weight gradient on AVX2]; the limits
+// are the AVX-512 measurements'), the table gives the weight gradient to
+// RowWeightGradConv, which computes it with RowWeightGradient (Note [Row
+// weight gradient] in util/row_weight_grad.cpp), whatever path runs the
+// forward pass and the input gradient. These are the first layers of image nets, whose input gradient is
 // usually not needed (the bottom is the data), so their backward pass is this
 // gradient alone. The limits as measured (poseidon_train time, 2 threads): with
 // 32 channels (CIFAR-10 quick's conv2 and conv3, 8 x 8 to 16 x 16 maps) the row
@@ -58,7 +59,9 @@ const char* RowWeightGradConv::Reshape(const ConvShape& s,
   if (s.kernel_dim > kRowMaxPairs) {
     return "more than 256 (channel, tap) pairs per group";
   }
-  if (!Avx512KernelsAvailable()) return "no AVX-512 kernels";
+  if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
+    return "neither AVX-512 nor AVX2 kernels";
+  }
   if (s.stride[1] > s.input_shape[2] + 2 * s.pad[1]) {
     return "a stride wider than the padded row";
   }
