@@ -1,12 +1,14 @@
-// DirectConv: a 2-D convolution with unit stride computed like im2col +
-// GEMM, but with kernels that read each column vector straight from a
-// zero-padded copy of the image (an "implicit GEMM"), so the column matrix
-// is never written: AVX-512 kernels of its own on CPUs with AVX-512, and on
+// DirectConv: a 2-D convolution computed like im2col + GEMM, but with
+// kernels that read each column vector straight from a zero-padded copy of
+// the image (an "implicit GEMM"), so the column matrix is never written:
+// AVX-512 kernels of its own on CPUs with AVX-512 (unit stride only), and on
 // CPUs with AVX2 and FMA only the AVX2 GEMM with its panels packed from the
-// image (Note [Implicit im2col] in util/sgemm_avx2.cpp). For the
-// convolution layer's direct path (Note [Direct path] in
+// image (Note [Implicit im2col] in util/sgemm_avx2.cpp; any stride, Note
+// [Strided direct convolution] in the .cpp). For the convolution layer's
+// direct path (Note [Direct path] in
 // layers/conv_algorithms/direct_conv_algorithm.cpp); im2col + GEMM stays
-// the reference and serves double, other strides and CPUs with neither.
+// the reference and serves double, the strides the kernels do not take and
+// CPUs with neither.
 //
 // A DirectConv may be constructed on any CPU; supported() says whether the
 // other methods may be used (KernelsAvailable(), checked at run time; the
@@ -26,14 +28,15 @@
 
 namespace poseidon {
 
-// One group of a 2-D convolution with unit stride, computed directly from
-// the image (see Note [Direct convolution] in the .cpp):
+// One group of a 2-D convolution, computed directly from the image (see
+// Note [Direct convolution] in the .cpp):
 //   top[o][y][x] = sum over c, i, j of
-//       W[o][c][i][j] * bottom[c][y - pad_h + i * dilation_h]
-//                                [x - pad_w + j * dilation_w]
-// (zero outside the image), for y < output_h() = height + 2 pad_h -
-// dilation_h (kernel_h - 1), likewise x. The weights W are (outputs,
-// channels, kernel_h, kernel_w), as in the convolution layer.
+//       W[o][c][i][j] * bottom[c][y stride_h - pad_h + i dilation_h]
+//                                [x stride_w - pad_w + j dilation_w]
+// (zero outside the image), for y < output_h() = (height + 2 pad_h -
+// dilation_h (kernel_h - 1) - 1) / stride_h + 1, likewise x: Caffe's
+// shapes. The weights W are (outputs, channels, kernel_h, kernel_w), as in
+// the convolution layer.
 class DirectConv {
  public:
   struct Geometry {
@@ -42,6 +45,7 @@ class DirectConv {
     int kernel_h = 1, kernel_w = 1;
     int pad_h = 0, pad_w = 0;
     int dilation_h = 1, dilation_w = 1;
+    int stride_h = 1, stride_w = 1;  // above 1 only on the AVX2 path
   };
 
   // Which AVX-512 kernel computes the forward (see Note [Direct
@@ -59,9 +63,9 @@ class DirectConv {
     return Avx512KernelsAvailable() || Avx2KernelsAvailable();
   }
 
-  // False when the kernels cannot run this shape (no AVX-512, or an empty
-  // output); then PackWeights, Forward and AccumulateWeightGrad must not be
-  // called.
+  // False when the kernels cannot run this shape (neither kernel family, a
+  // stride above 1 with the AVX-512 kernels, or an empty output); then
+  // PackWeights, Forward and AccumulateWeightGrad must not be called.
   bool supported() const { return supported_; }
   const Geometry& geometry() const { return g_; }
   // Whether the forward runs the output-channel-vector kernel.
@@ -105,10 +109,16 @@ class DirectConv {
  private:
   void OutputVectorForward(const float* packed, const float* padded,
                            float* top) const;
+  // Floats of the padded copy (with the slack LoadSegment reads into), and
+  // the copy of one image: per channel, stride_w column phases of
+  // padded_h_ x phase_w_ (Note [Strided direct convolution]).
+  size_t padded_floats() const;
+  void Pad(const float* bottom, float* padded) const;
 
   Geometry g_;
   int output_h_ = 0, output_w_ = 0;
   int padded_h_ = 0, padded_w_ = 0;  // the image with its padding
+  int phase_w_ = 0;  // a column phase's width: padded_w_ with unit stride
   int taps_ = 0;                     // kernel_h * kernel_w
   bool supported_ = false;
   bool avx512_ = false;          // else the AVX2 implicit GEMM

@@ -129,9 +129,9 @@ void ConvAlgorithms<Dtype>::Choose(const ConvShape& s,
   winograd_ = why_not_winograd == nullptr;
   row_weight_grad_ = why_not_rows == nullptr;
   batched_ = why_not_batched == nullptr;
-  const char* why_not_direct_data =
-      !direct_ || direct_input_grad_ ? why_not_direct
-                                     : "the output is smaller than the input";
+  const char* why_not_direct_data = !direct_ || direct_input_grad_
+                                        ? why_not_direct
+                                        : direct_conv_->no_input_grad_why();
   verdicts_[0] = {"Winograd", why_not_winograd};
   verdicts_[1] = {"direct", why_not_direct};
   verdicts_[2] = {"direct input gradient", why_not_direct_data};

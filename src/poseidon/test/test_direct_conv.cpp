@@ -51,11 +51,19 @@ void CheckDirectConv(const DirectConv::Geometry& g, DirectConv::Kernel kernel) {
       std::to_string(g.width) + " O " + std::to_string(g.outputs) + " kernel " +
       std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) + " pad " +
       std::to_string(g.pad_h) + "," + std::to_string(g.pad_w) + " dilation " +
-      std::to_string(g.dilation_h) + "," + std::to_string(g.dilation_w));
+      std::to_string(g.dilation_h) + "," + std::to_string(g.dilation_w) +
+      " stride " + std::to_string(g.stride_h) + "," +
+      std::to_string(g.stride_w));
   const DirectConv conv(g, kernel);
   ASSERT_TRUE(conv.supported());
   const int OH = conv.output_h(), OW = conv.output_w();
-  ASSERT_EQ(OH, g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1));
+  // Caffe's output size.
+  ASSERT_EQ(OH, (g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1) - 1) /
+                        g.stride_h +
+                    1);
+  ASSERT_EQ(OW, (g.width + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1) - 1) /
+                        g.stride_w +
+                    1);
   const int images = 3, taps = g.kernel_h * g.kernel_w;
   const size_t in_size = static_cast<size_t>(g.channels) * g.height * g.width;
   const size_t out_size = static_cast<size_t>(g.outputs) * OH * OW;
@@ -72,8 +80,10 @@ void CheckDirectConv(const DirectConv::Geometry& g, DirectConv::Kernel kernel) {
           const size_t yi = n * out_size + (o * OH + oy) * OW + ox;
           for (int c = 0; c < g.channels; ++c) {
             for (int t = 0; t < taps; ++t) {
-              const int h = oy - g.pad_h + (t / g.kernel_w) * g.dilation_h;
-              const int v = ox - g.pad_w + (t % g.kernel_w) * g.dilation_w;
+              const int h =
+                  oy * g.stride_h - g.pad_h + (t / g.kernel_w) * g.dilation_h;
+              const int v =
+                  ox * g.stride_w - g.pad_w + (t % g.kernel_w) * g.dilation_w;
               if (h < 0 || h >= g.height || v < 0 || v >= g.width) continue;
               const size_t xi = n * in_size + (c * g.height + h) * g.width + v;
               const size_t wi = (o * g.channels + c) * taps + t;
@@ -103,6 +113,9 @@ void CheckDirectConv(const DirectConv::Geometry& g, DirectConv::Kernel kernel) {
       1e-5 *
       std::max(1.0, std::sqrt(static_cast<double>(images) * OH * OW) / 10.0);
   ExpectNear(dw_want, dw.data(), dw_tol, "weight gradient");
+  // A strided convolution's input gradient is not a convolution (the
+  // layer takes im2col's).
+  if (g.stride_h != 1 || g.stride_w != 1) return;
   DirectConv::Geometry b = g;
   std::swap(b.channels, b.outputs);
   b.height = OH;
@@ -181,6 +194,36 @@ TEST(DirectConvolutionTest, KernelsMatchNaiveLoops) {
 }
 
 // kAuto's choice between the AVX-512 kernels (Note [Output vectors]).
+DirectConv::Geometry Strided(DirectConv::Geometry g, int stride_h,
+                             int stride_w) {
+  g.stride_h = stride_h;
+  g.stride_w = stride_w;
+  return g;
+}
+
+// Note [Strided direct convolution]: the AVX2 path only.
+TEST(DirectConvolutionTest, StridedMatchesNaiveLoops) {
+  POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
+  if (Avx512KernelsAvailable()) {
+    EXPECT_FALSE(DirectConv(Strided(Geom(3, 9, 9, 4, 3, 3), 2, 2)).supported())
+        << "the AVX-512 kernels take unit strides only";
+    GTEST_SKIP() << "strides run on the AVX2 path only";
+  }
+  // AlexNet's conv1 in small (11x11, stride 4), ResNet-50's (7x7, stride
+  // 2, pad 3), Inception-V3's (3x3, stride 2, no pad).
+  CheckDirectConv(Strided(Geom(3, 35, 39, 10, 11, 11), 4, 4));
+  CheckDirectConv(Strided(Geom(3, 20, 23, 17, 7, 7, 3, 3), 2, 2));
+  CheckDirectConv(Strided(Geom(3, 21, 21, 8, 3, 3), 2, 2));
+  // Different strides per axis, dilation, more channels.
+  CheckDirectConv(Strided(Geom(20, 13, 17, 9, 3, 2, 1, 0, 2, 1), 3, 2));
+  CheckDirectConv(Strided(Geom(5, 12, 10, 6, 5, 3, 2, 1), 1, 3));
+  // A 1x1 kernel (subsampling), a stride past the kernel, and a stride as
+  // wide as the padded row (one output column, and phases of one element).
+  CheckDirectConv(Strided(Geom(4, 9, 11, 7, 1, 1), 2, 2));
+  CheckDirectConv(Strided(Geom(2, 15, 16, 3, 2, 2, 1, 1), 5, 3));
+  CheckDirectConv(Strided(Geom(2, 8, 5, 3, 3, 3, 1, 1), 2, 7));
+}
+
 TEST(DirectConvolutionTest, OutputVectorsOnlyForNarrowRows) {
   POSEIDON_SKIP_WITHOUT_AVX512();
   // CIFAR-10 quick's conv3 and its input gradient; GoogLeNet's 5b 5x5.
@@ -271,6 +314,13 @@ TEST(DirectConvolutionTest, LayerMatchesPerImagePath) {
   // path (LeNet's conv2 shape, then a padded but still shrinking one).
   CheckDirectLayer({3, 20, 12, 12}, ConvParam(50, 5, 0));
   CheckDirectLayer({4, 3, 9, 7}, ConvParam(5, 5, 1, 1));
+  // Strided (the AVX2 path only): the forward and weight gradient direct,
+  // the input gradient by im2col; a first layer's weight gradient is the
+  // row kernel's.
+  if (!Avx512KernelsAvailable()) {
+    CheckDirectLayer({3, 6, 17, 19}, ConvParam(9, 3, 1, /*stride=*/2));
+    CheckDirectLayer({2, 3, 31, 29}, ConvParam(8, 7, 3, /*stride=*/2));
+  }
 }
 
 TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
@@ -279,22 +329,26 @@ TEST(DirectConvolutionTest, ChosenOnlyWhereItPays) {
     LayerParameter param;
     bool direct;
     bool direct_input_grad;
+    bool avx2_only;  // Note [Strided direct convolution]
   };
   const Case cases[] = {
-      {ConvParam(8, 3, 1), true, true},                  // same size
-      {ConvParam(8, 3, 0), true, false},                 // output smaller
-      {ConvParam(8, 3, 1, /*stride=*/2), false, false},  // strided
-      {ConvParam(130, 3, 1), false, false},              // many outputs
-      {ConvParam(8, 1, 0), false, false},  // 1x1: a GEMM on the image
-      {ConvParam(260, 3, 1, 1, /*group=*/2), false, false},  // per group too
+      {ConvParam(8, 3, 1), true, true, false},                // same size
+      {ConvParam(8, 3, 0), true, false, false},               // output smaller
+      {ConvParam(8, 3, 1, /*stride=*/2), true, false, true},  // strided
+      {ConvParam(8, 3, 1, /*stride=*/11), false, false, false},  // > row
+      {ConvParam(8, 1, 0, /*stride=*/2), false, false, false},   // 1x1 strided
+      {ConvParam(130, 3, 1), false, false, false},               // many outputs
+      {ConvParam(8, 1, 0), false, false, false},  // 1x1: a GEMM on the image
+      {ConvParam(260, 3, 1, 1, /*group=*/2), false, false, false},  // per group
   };
   for (const Case& c : cases) {
     ConvolutionLayer<float> layer(c.param);
     layer.SetUp({&bottom}, {&top});
-    EXPECT_EQ(layer.direct(), c.direct && DirectConv::KernelsAvailable())
+    const bool kernels = DirectConv::KernelsAvailable() &&
+                         !(c.avx2_only && Avx512KernelsAvailable());
+    EXPECT_EQ(layer.direct(), c.direct && kernels)
         << c.param.ShortDebugString();
-    EXPECT_EQ(layer.direct_input_grad(),
-              c.direct_input_grad && DirectConv::KernelsAvailable())
+    EXPECT_EQ(layer.direct_input_grad(), c.direct_input_grad && kernels)
         << c.param.ShortDebugString();
     // The log line says the same.
     const string path = layer.CpuPathDescription();

@@ -51,6 +51,21 @@
 // 7 x 7) forward 2.2 -> 1.1 ms and backward 3.5 -> 2.4; even at 14 x 14,
 // 5% slower at 28 x 28 and 8-10% with 50 outputs (LeNet's conv2, 64 lanes
 // for 50), so those keep the position vectors.
+//
+// Note [Strided direct convolution]
+// With stride sw along the rows, output x of tap j reads padded column
+// x sw + j dw: not consecutive. Split each padded row into sw column phases
+// (phase p holds columns p, p + sw, ...; phase_w_ = ceil(padded_w / sw)
+// wide) and that column is phase (j dw) mod sw, element x + (j dw) div sw:
+// consecutive again, for every stride (the row weight gradient's trick,
+// Note [Row weight gradient] in util/row_weight_grad.cpp). A stride down
+// the columns only steps whole padded rows (y sh phase_w_). So the padded
+// copy is channels x sw phases of padded_h_ x phase_w_ (with unit stride
+// the plain padded image), a (channel, tap) row starts at its channel's
+// phase of the tap plus the tap's rows and element, and the AVX2 implicit
+// GEMM packs from it as before: runs of 8 positions along an output row
+// are plain loads. The AVX-512 kernels' segments assume unit stride, so
+// strided geometries take the AVX2 path or none.
 #include "poseidon/util/direct_conv.hpp"
 
 #include <immintrin.h>
@@ -391,16 +406,27 @@ constexpr std::array<std::array<DirectWeightFn, kTileRows>, 2>
 }  // namespace
 
 DirectConv::DirectConv(const Geometry& g, Kernel kernel) : g_(g) {
-  output_h_ = g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1);
-  output_w_ = g.width + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1);
+  const bool strided = g.stride_h != 1 || g.stride_w != 1;
+  if (g.stride_h <= 0 || g.stride_w <= 0 || g.pad_h < 0 || g.pad_w < 0 ||
+      g.dilation_h <= 0 || g.dilation_w <= 0 || g.kernel_h <= 0 ||
+      g.kernel_w <= 0 || (strided && Avx512KernelsAvailable())) {
+    return;
+  }
+  // The window's extent; the output is empty where it passes the padding.
+  const int span_h = g.height + 2 * g.pad_h - g.dilation_h * (g.kernel_h - 1);
+  const int span_w = g.width + 2 * g.pad_w - g.dilation_w * (g.kernel_w - 1);
+  output_h_ = span_h <= 0 ? 0 : (span_h - 1) / g.stride_h + 1;
+  output_w_ = span_w <= 0 ? 0 : (span_w - 1) / g.stride_w + 1;
   taps_ = g.kernel_h * g.kernel_w;
   if (!KernelsAvailable() || output_h_ <= 0 || output_w_ <= 0 ||
-      g.channels <= 0 || g.outputs <= 0 || g.height <= 0 || g.width <= 0 ||
-      taps_ <= 0) {
+      g.channels <= 0 || g.outputs <= 0 || g.height <= 0 || g.width <= 0) {
     return;
   }
   padded_h_ = g.height + 2 * g.pad_h;
   padded_w_ = g.width + 2 * g.pad_w;
+  // Past the padded row's width a stride adds phases of padding only.
+  if (g.stride_w > padded_w_) return;
+  phase_w_ = (padded_w_ - 1) / g.stride_w + 1;
   for (int t = 0; t < taps_; ++t) {
     tap_offset_.push_back((t / g.kernel_w) * g.dilation_h * padded_w_ +
                           (t % g.kernel_w) * g.dilation_w);
@@ -412,15 +438,22 @@ DirectConv::DirectConv(const Geometry& g, Kernel kernel) : g_(g) {
                           : kernel == Kernel::kOutputVectors;
   }
   if (!avx512_ || output_vectors_) {
-    const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * padded_w_;
+    // Note [Strided direct convolution]; with unit stride, phase_w_ is
+    // padded_w_ and these are tap_offset_'s.
+    const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * phase_w_;
     for (int c = 0; c < g.channels; ++c) {
       for (int t = 0; t < taps_; ++t) {
-        row_offset_.push_back(c * plane + tap_offset_[t]);
+        const int col = (t % g.kernel_w) * g.dilation_w;
+        row_offset_.push_back(
+            (static_cast<ptrdiff_t>(c) * g.stride_w + col % g.stride_w) *
+                plane +
+            static_cast<ptrdiff_t>(t / g.kernel_w) * g.dilation_h * phase_w_ +
+            col / g.stride_w);
       }
     }
     for (int y = 0; y < output_h_; ++y) {
       for (int x = 0; x < output_w_; ++x) {
-        position_offset_.push_back(y * padded_w_ + x);
+        position_offset_.push_back(y * g.stride_h * phase_w_ + x);
       }
     }
     supported_ = true;
@@ -525,26 +558,43 @@ void DirectConv::PackWeights(const float* weights, bool flip_and_swap,
   }
 }
 
-// The image zero-padded (with the slack LoadSegment reads into), then the
-// kernel from the padded copy into top.
+size_t DirectConv::padded_floats() const {
+  return static_cast<size_t>(padded_h_) * phase_w_ * g_.stride_w * g_.channels +
+         16;
+}
+
+void DirectConv::Pad(const float* bottom, float* out) const {
+  const int sw = g_.stride_w;
+  const ptrdiff_t image_plane = static_cast<ptrdiff_t>(g_.height) * g_.width;
+  for (int c = 0; c < g_.channels; ++c, bottom += image_plane) {
+    for (int p = 0; p < sw; ++p) {
+      out = std::fill_n(out, static_cast<ptrdiff_t>(g_.pad_h) * phase_w_, 0.0f);
+      for (int h = 0; h < g_.height; ++h) {
+        const float* row = bottom + static_cast<ptrdiff_t>(h) * g_.width;
+        if (sw == 1) {
+          out = std::fill_n(out, g_.pad_w, 0.0f);
+          out = std::copy(row, row + g_.width, out);
+          out = std::fill_n(out, g_.pad_w, 0.0f);
+          continue;
+        }
+        for (int q = 0; q < phase_w_; ++q) {  // padded column q sw + p
+          const int w = q * sw + p - g_.pad_w;
+          *out++ = w >= 0 && w < g_.width ? row[w] : 0.0f;
+        }
+      }
+      out = std::fill_n(out, static_cast<ptrdiff_t>(g_.pad_h) * phase_w_, 0.0f);
+    }
+  }
+  std::fill_n(out, 16, 0.0f);
+}
+
+// The image zero-padded, then the kernel from the padded copy into top.
 void DirectConv::Forward(const float* packed, const float* bottom,
                          float* top) const {
   const ptrdiff_t plane = static_cast<ptrdiff_t>(padded_h_) * padded_w_;
   thread_local std::vector<float> padded;
-  const size_t padded_size = static_cast<size_t>(plane) * g_.channels + 16;
-  padded.resize(std::max(padded.size(), padded_size));
-  float* out = padded.data();
-  for (int c = 0; c < g_.channels; ++c) {
-    out = std::fill_n(out, static_cast<ptrdiff_t>(g_.pad_h) * padded_w_, 0.0f);
-    for (int h = 0; h < g_.height; ++h) {
-      out = std::fill_n(out, g_.pad_w, 0.0f);
-      out = std::copy(bottom, bottom + g_.width, out);
-      out = std::fill_n(out, g_.pad_w, 0.0f);
-      bottom += g_.width;
-    }
-    out = std::fill_n(out, static_cast<ptrdiff_t>(g_.pad_h) * padded_w_, 0.0f);
-  }
-  std::fill_n(out, 16, 0.0f);
+  padded.resize(std::max(padded.size(), padded_floats()));
+  Pad(bottom, padded.data());
   if (!avx512_) {
     const int k_total = g_.channels * taps_;
     const int positions = output_h_ * output_w_;
@@ -618,12 +668,12 @@ void DirectConv::AccumulateWeightGrad(int images, const float* bottom,
                                       ptrdiff_t bottom_step,
                                       const float* top_diff, ptrdiff_t top_step,
                                       float* weight_diff) const {
-  const int padded_h = g_.height + 2 * g_.pad_h;
-  const int padded_w = g_.width + 2 * g_.pad_w;
-  const ptrdiff_t padded_plane = static_cast<ptrdiff_t>(padded_h) * padded_w;
+  // With the AVX-512 kernels (unit stride), the plain padded image.
+  const int padded_w = padded_w_;
+  const ptrdiff_t padded_plane = static_cast<ptrdiff_t>(padded_h_) * padded_w;
   const int positions = output_h_ * output_w_;
   const int k_total = g_.channels * taps_;
-  std::vector<float> padded(padded_plane * g_.channels, 0.0f);
+  std::vector<float> padded(padded_floats());
   // The AVX2 path reads the top diff in place (no transposed copy).
   std::vector<float> dyt(avx512_ ? static_cast<size_t>(positions) * g_.outputs
                                  : 0);
@@ -634,15 +684,7 @@ void DirectConv::AccumulateWeightGrad(int images, const float* bottom,
                           (sizeof(float) * static_cast<size_t>(output_w_) *
                            static_cast<size_t>(g_.outputs))));
   for (int n = 0; n < images; ++n) {
-    const float* x = bottom + n * bottom_step;
-    for (int c = 0; c < g_.channels; ++c) {
-      for (int h = 0; h < g_.height; ++h) {
-        std::copy(x, x + g_.width,
-                  padded.begin() + c * padded_plane +
-                      (h + g_.pad_h) * padded_w + g_.pad_w);
-        x += g_.width;
-      }
-    }
+    Pad(bottom + n * bottom_step, padded.data());
     if (!avx512_) {  // dwt = col * dy^T, summed over the images
       const ImplicitColumns cols{padded.data(), row_offset_.data(),
                                  position_offset_.data()};

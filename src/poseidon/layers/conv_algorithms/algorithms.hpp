@@ -166,6 +166,8 @@ class DirectConvAlgorithm final : public CpuConvAlgorithm<float> {
   // The input gradient too? Else Backward takes weight gradients only, and
   // the table gives the input gradient to im2col.
   bool input_grad() const { return input_grad_; }
+  // Why not, where not: "strided" or "the output is smaller than the input".
+  const char* no_input_grad_why() const { return no_input_grad_; }
   void Forward(Poseidon::Brew dev, const float* input, const float* weights,
                float* output) override;
   void Backward(Poseidon::Brew dev, const float* input,
@@ -176,6 +178,7 @@ class DirectConvAlgorithm final : public CpuConvAlgorithm<float> {
   std::unique_ptr<DirectConv> forward_;
   std::unique_ptr<DirectConv> backward_;
   bool input_grad_ = false;
+  const char* no_input_grad_ = "";  // why not, for Description
   // Packed weights of all groups, per-worker weight-gradient accumulators.
   std::vector<float> packed_;
   std::vector<float> accumulators_;

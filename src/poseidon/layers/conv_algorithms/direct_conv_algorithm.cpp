@@ -8,13 +8,15 @@
 #include "poseidon/util/avx512.hpp"
 #include "poseidon/util/math_functions.hpp"
 #include "poseidon/util/parallel.hpp"
+#include "poseidon/util/status.hpp"
 
 namespace poseidon {
 
 // Note [Direct path]
-// For float, 2-D (not force_nd_im2col), unit stride, on a CPU with AVX-512
-// or AVX2 (util/direct_conv.hpp), kAuto skips im2col altogether: DirectConv
-// reads the column vectors straight from the image, which on CIFAR-10
+// For float, 2-D (not force_nd_im2col), unit stride with the AVX-512
+// kernels and any stride with the AVX2 ones (util/direct_conv.hpp), kAuto
+// skips im2col altogether: DirectConv reads the column vectors straight
+// from the image, which on CIFAR-10
 // quick's 5x5 layers is about twice as fast as im2col + OpenBLAS on
 // AVX-512 (the column matrix of a 32-channel 5x5 layer is 25 times the
 // image; writing and re-reading it cost as much as the multiplications),
@@ -27,9 +29,10 @@ namespace poseidon {
 // per worker and is added in worker order, as in Note [Parallel chunks]; the
 // input gradient is the direct convolution of the top diff with the kernel
 // flipped and the channel axes swapped (pad dilation * (kernel - 1) - pad,
-// so it needs pad <= dilation * (kernel - 1)). The per-image and batched
-// paths stay the reference (kPerImage, kBatched) and serve double, strided
-// and N-D convolutions, and CPUs with neither.
+// so it needs pad <= dilation * (kernel - 1); a strided convolution's is
+// not a convolution, and takes the im2col path). The per-image and batched
+// paths stay the reference (kPerImage, kBatched) and serve double, N-D
+// convolutions, strided ones on AVX-512 CPUs, and CPUs with neither.
 // kAuto takes the direct path only where it measured faster:
 //  - the input gradient only for "same" convolutions, output as large as
 //    the input: a smaller output (LeNet's unpadded 5x5 layers) makes it, as
@@ -42,7 +45,17 @@ namespace poseidon {
 //    on the image (no im2col, see BatchedIm2colConv::ForwardChunk) was 1.3-2.3x
 //    faster, forward and backward, on ResNet-50's 1x1 shapes at batch 8 (256 to
 //    64 channels at 56 x 56: forward 11.7 -> 5.4 ms on 2 threads, 19.9
-//    -> 8.9 ms on 1);
+//    -> 8.9 ms on 1); nor strided 1x1 ones, whose im2col is a subsampled
+//    copy, a quarter of the image at stride 2 (ResNet-50's res3a_branch2a,
+//    256 -> 128 channels at 56 x 56, batch 32, 2 threads, on an AVX2
+//    EPYC: forward 13.7 ms by im2col, 24.6 direct, backward 35.1 and 50.0);
+//  - strided convolutions (AVX2 only), measured there against im2col +
+//    GEMM (scripts/bench/compare_builds.py, the bench nets' timing nets,
+//    medians of 3 interleaved runs, 2 threads): the first layers' forward
+//    1.24-1.31 times as fast (AlexNet's conv1 27.1 -> 21.9 ms, ResNet-50's
+//    68.7 -> 52.5, GoogLeNet's 65.9 -> 52.1, Inception-V3's 21.7 -> 17.1),
+//    AlexNet's conv1 backward (its weight gradient, now direct) 32.9 ->
+//    23.0; Inception-V3's mixed_6a 3x3 (96 channels, stride 2) even;
 //  - at most kDirectMaxOutputs outputs per group: with AlexNet's 256 to 384
 //    outputs the column matrix is cheap next to the products, and
 //    OpenBLAS's own AVX-512 kernels were 10-20% faster (its AVX2 ones,
@@ -60,15 +73,29 @@ const char* DirectConvAlgorithm::Reshape(const ConvShape& s,
   s_ = &s;
   input_grad_ = false;
   if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
-  if (s.stride[0] != 1 || s.stride[1] != 1) return "strided";
+  const bool strided = s.stride[0] != 1 || s.stride[1] != 1;
+  if (strided && Avx512KernelsAvailable()) {
+    return "strided (the AVX-512 kernels take unit strides)";
+  }
+  // The padded copy holds stride_w column phases (Note [Strided direct
+  // convolution] in util/direct_conv.cpp): past the padded row's width,
+  // phases of padding only (a stride of 10^9: a billion of them).
+  if (s.stride[1] > s.input_shape[2] + 2 * s.pad[1]) {
+    return "a stride wider than the padded row";
+  }
   if (s.out_channels / s.group > kDirectMaxOutputs) {
     return "more than 128 outputs per group";
   }
   if (s.is_1x1) return "1x1: a GEMM on the image needs no im2col";
+  if (s.kernel[0] == 1 && s.kernel[1] == 1) {
+    return "strided 1x1: im2col's subsampled copy is cheaper";
+  }
   if (!DirectConv::KernelsAvailable()) return "neither AVX-512 nor AVX2";
   const bool same_size =
       s.col_shape[1] == s.input_shape[1] && s.col_shape[2] == s.input_shape[2];
-  const auto g = KernelGeometry<DirectConv::Geometry>(s);
+  auto g = KernelGeometry<DirectConv::Geometry>(s);
+  g.stride_h = s.stride[0];
+  g.stride_w = s.stride[1];
   // The input gradient: the top diff (outputs x col side) convolved back.
   DirectConv::Geometry b = g;
   std::swap(b.channels, b.outputs);
@@ -88,7 +115,14 @@ const char* DirectConvAlgorithm::Reshape(const ConvShape& s,
       forward_->output_w() != s.col_shape[2]) {
     return "DirectConv does not take this geometry";
   }
-  if (!same_size || b.pad_h < 0 || b.pad_w < 0) return nullptr;
+  if (strided) {
+    no_input_grad_ = "strided";
+    return nullptr;
+  }
+  if (!same_size || b.pad_h < 0 || b.pad_w < 0) {
+    no_input_grad_ = "the output is smaller than the input";
+    return nullptr;
+  }
   if (backward_ == nullptr || !same(backward_->geometry(), b)) {
     backward_ = std::make_unique<DirectConv>(b);
   }
@@ -104,8 +138,7 @@ std::string DirectConvAlgorithm::Description() const {
                       ? "direct (AVX-512 kernels, vectors of output channels)"
                       : "direct (AVX-512 kernels)";
   if (!input_grad_) {
-    s += ", input gradient by im2col + GEMM (the output is smaller than "
-         "the input)";
+    s += StrCat(", input gradient by im2col + GEMM (", no_input_grad_, ")");
   }
   return s;
 }
