@@ -220,7 +220,7 @@ class ConvAlgorithms {
   bool row_weight_grad() const { return row_weight_grad_; }
   bool batched() const { return batched_; }
   // Why the CPU candidates the table passed over could not run the shape:
-  // "Winograd: not a 3x3 kernel; ..." (for the log).
+  // "Winograd: not a 3x3 or 5x5 kernel; ..." (for the log).
   std::string Refusals() const;
   int images_per_chunk() const;
   std::vector<int> images_per_worker() const;

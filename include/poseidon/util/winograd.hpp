@@ -1,18 +1,20 @@
-// WinogradConv3x3: a 3x3 convolution with unit stride and dilation computed
-// by Winograd's minimal filtering algorithm F(4x4, 3x3) (Lavin and Gray,
-// "Fast Algorithms for Convolutional Neural Networks", 2015): 36 instead of
-// 144 multiplications per 4x4 output tile and channel, the channel sums
-// done as 36 GEMMs (cpu_gemm). A CPU kernel module for the convolution
-// layer; im2col + GEMM stays the reference.
+// WinogradConv: a 3x3 or 5x5 convolution with unit stride and dilation
+// computed by Winograd's minimal filtering algorithms (Lavin and Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2015): F(4x4, 3x3),
+// 36 instead of 144 multiplications per 4x4 output tile and channel, or
+// F(2x2, 5x5), 36 instead of 100 per 2x2 tile; the channel sums done as 36
+// GEMMs (cpu_gemm). A CPU kernel module for the convolution layer; im2col
+// + GEMM stays the reference.
 //
-// What it computes, for one group of a convolution and each image n:
+// What it computes, for one group of a convolution, each image n and the
+// kernel size r (3 or 5):
 //   top[n][o][y][x] = sum over c, i, j of
 //       W[o][c][i][j] * bottom[n][c][y - pad_h + i][x - pad_w + j]
-// (zero outside the image), 0 <= i, j < 3, for y < output_h() = height +
-// 2 pad_h - 2, x < output_w() = width + 2 pad_w - 2. W is (outputs,
-// channels, 3, 3) as in Caffe's convolution layer; bottom is (images,
-// channels, height, width), top (images, outputs, output_h, output_w),
-// both contiguous.
+// (zero outside the image), 0 <= i, j < r, for y < output_h() = height +
+// 2 pad_h - (r - 1), x < output_w() = width + 2 pad_w - (r - 1). W is
+// (outputs, channels, r, r) as in Caffe's convolution layer; bottom is
+// (images, channels, height, width), top (images, outputs, output_h,
+// output_w), both contiguous.
 //
 // Use: TransformWeights once per weight update into a buffer of
 // weights_size() elements, then Forward on any number of images with a
@@ -22,20 +24,20 @@
 // layers with many channels, and loses badly with few (the first layer's
 // 3): measurements in the Note.
 //
-// The input gradient. For a stride-1 3x3 convolution with pad p <= 2,
-//   bottom_diff = the 3x3 convolution of top_diff with pad 2 - p,
+// The input gradient. For a stride-1 r x r convolution with pad p <= r - 1,
+//   bottom_diff = the r x r convolution of top_diff with pad r - 1 - p,
 //                 the kernel rotated by 180 degrees and channels and
 //                 outputs swapped,
-// so it is a Forward of another WinogradConv3x3 with geometry {channels =
+// so it is a Forward of another WinogradConv with geometry {channels =
 // outputs, height = output_h, width = output_w, outputs = channels, pad =
-// 2 - pad}, whose weights come from TransformWeights(W, /*flip_and_swap=*/
-// true, ...). (For pad > 2 the gradient would need a negative pad, a
-// crop; this class does not do it.)
+// r - 1 - pad}, whose weights come from TransformWeights(W,
+// /*flip_and_swap=*/true, ...). (For pad > r - 1 the gradient would need a
+// negative pad, a crop; this class does not do it.)
 //
 // The weight gradient. Forward is Y = A^T [(G g G^T) .* (B^T d B)] A per
 // tile, linear in g, so by transposition the kernel's gradient is
 //   dg = G^T [(A dY A^T) .* (B^T d B)] G
-// summed over the tiles, dY the tile's 4x4 of top diff (zero beyond the
+// summed over the tiles, dY the tile's m x m of top diff (zero beyond the
 // output). AccumulateWeightGradient sums the bracket over tiles as 36
 // GEMMs per tile block, in the transform domain; TransformWeightGradient
 // takes the sum back (G^T . G, in double) and adds it to the weight diff.
@@ -53,12 +55,14 @@
 namespace poseidon {
 
 template <typename Dtype>
-class WinogradConv3x3 {
+class WinogradConv {
  public:
   struct Geometry {
     int channels = 0, height = 0, width = 0;
     int outputs = 0;
     int pad_h = 0, pad_w = 0;
+    // The kernel's edge r: 3 (F(4x4, 3x3)) or 5 (F(2x2, 5x5)).
+    int kernel = 3;
     // Tiles transformed and multiplied at a time (see Note [Winograd]);
     // 0 chooses from the cache budget and the channel counts. Tests set it
     // small to make tile blocks cross image boundaries.
@@ -66,14 +70,16 @@ class WinogradConv3x3 {
   };
 
   // CHECK-fails unless channels, outputs, height, width >= 1, pads >= 0,
-  // the output is non-empty and tile_block >= 0: the layer validates
-  // user shapes before it builds one.
-  explicit WinogradConv3x3(const Geometry& g);
+  // kernel is 3 or 5, the output is non-empty and tile_block >= 0: the
+  // layer validates user shapes before it builds one.
+  explicit WinogradConv(const Geometry& g);
 
   const Geometry& geometry() const { return g_; }
   int output_h() const { return output_h_; }
   int output_w() const { return output_w_; }
-  // 4x4 output tiles per image (edge tiles partial), and per block.
+  // The output tile's edge m (4 for 3x3 kernels, 2 for 5x5); m x m output
+  // tiles per image (edge tiles partial), and per block.
+  int tile() const { return tile_; }
   int tiles_per_image() const { return tiles_h_ * tiles_w_; }
   int tile_block() const { return tile_block_; }
 
@@ -81,8 +87,8 @@ class WinogradConv3x3 {
   // matrices, one per transform position pos = 6 row + column,
   //   U[(pos * outputs + o) * channels + c],
   // 36 outputs channels elements in all. `weights` is W as in the class
-  // comment; with flip_and_swap it is (channels, outputs, 3, 3) in this
-  // object's terms, and each 3x3 kernel is used rotated by 180 degrees (the
+  // comment; with flip_and_swap it is (channels, outputs, r, r) in this
+  // object's terms, and each r x r kernel is used rotated by 180 degrees (the
   // input-gradient form, see the class comment). Computed in double.
   size_t weights_size() const;
   void TransformWeights(const Dtype* weights, bool flip_and_swap,
@@ -127,7 +133,7 @@ class WinogradConv3x3 {
                                 int64_t tile_end, int output_begin,
                                 int output_end, Dtype* dU, Dtype* scratch,
                                 bool accumulate = true) const;
-  // weight_diff[o][c] (outputs x channels x 3 x 3, as W) += G^T S G with S
+  // weight_diff[o][c] (outputs x channels x r x r, as W) += G^T S G with S
   // the sum of dU[0] ... dU[parts - 1] at (o, c), for outputs
   // [output_begin, output_end): threads may take disjoint ranges. Summed
   // and transformed in double, parts in order.
@@ -136,7 +142,16 @@ class WinogradConv3x3 {
                                int output_end) const;
 
  private:
+  template <int R>
+  void TransformWeightsOf(const Dtype* weights, bool flip_and_swap, Dtype* U,
+                          int output_begin, int output_end) const;
+  template <int R>
+  void TransformWeightGradientOf(const Dtype* const* dU, int parts,
+                                 Dtype* weight_diff, int output_begin,
+                                 int output_end) const;
+
   Geometry g_;
+  int tile_ = 4;
   int output_h_ = 0, output_w_ = 0;
   int tiles_h_ = 0, tiles_w_ = 0;
   int tile_block_ = 0;

@@ -63,6 +63,24 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   }
 }
 
+TEST(WinogradConvolutionTest, FiveByFiveLayerMatchesPerImagePath) {
+  // F(2x2, 5x5) runs with the AVX2 kernels only (Note [Winograd path]).
+  POSEIDON_SKIP_WITHOUT_AVX2();
+  if (Avx512KernelsAvailable()) GTEST_SKIP() << "5x5 not taken with AVX-512";
+  using Conv = ConvolutionLayer<float>;
+  // CIFAR-10 quick's conv2 and conv3 (2 x 2 tiles: 128 in the batch, and
+  // 7 images of 16 on the 8 x 8 maps; at least 100 tiles in each shape).
+  CheckLayer<Conv>({2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5));
+  CheckLayer<Conv>({7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5));
+  // Pads 0, 1, 3 and 4, sizes not multiples of the tile, 33 outputs.
+  CheckLayer<Conv>({3, 48, 13, 14}, Param("Convolution", 64, 1, 1, 5));
+  CheckLayer<Conv>({2, 40, 19, 17}, Param("Convolution", 33, 0, 1, 5));
+  CheckLayer<Conv>({3, 32, 9, 11}, Param("Convolution", 36, 3, 1, 5));
+  CheckLayer<Conv>({3, 32, 7, 9}, Param("Convolution", 32, 4, 1, 5));
+  // Two groups of 48 channels and 64 outputs (AlexNet's conv2 in small).
+  CheckLayer<Conv>({3, 96, 14, 14}, Param("Convolution", 128, 2, 2, 5));
+}
+
 TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_AVX2();
   // Convolution-space 64 channels -> 130 outputs: the deconvolution's
@@ -88,7 +106,13 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{2, 32, 40, 40}, Param("Convolution", 64, 1), false, true},  // channels
       {{2, 16, 40, 40}, Param("Convolution", 256, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 3), false, false},  // pad 3
-      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false, false},
+      // 5x5: F(2x2, 5x5) with the AVX2 kernels only; pad at most 4.
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false, true},
+      {{2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, true},
+      {{2, 64, 40, 40}, Param("Convolution", 256, 5, 1, 5, 1), false, false},
+      {{2, 16, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, false},
+      {{2, 64, 40, 40}, Param("Convolution", 256, 2, 1, 5, 2), false, false},
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 7, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 3, 2), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 2), false, true},   // 32
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 4), false, false},  // 16

@@ -201,14 +201,14 @@ class WinogradConvAlgorithm final : public CpuConvAlgorithm<float> {
   // One of the plans over the batch (the weights transformed, flipped and
   // swapped for the input gradient), each image input_dim and output_dim
   // apart.
-  void Run(const WinogradConv3x3<float>& conv, bool flip_and_swap,
+  void Run(const WinogradConv<float>& conv, bool flip_and_swap,
            const float* weights, const float* input, size_t input_dim,
            float* output, size_t output_dim) const;
   void BackwardWeights(const float* input, const float* output_diff,
                        float* weight_diff) const;
 
-  std::unique_ptr<WinogradConv3x3<float>> forward_;
-  std::unique_ptr<WinogradConv3x3<float>> backward_;
+  std::unique_ptr<WinogradConv<float>> forward_;
+  std::unique_ptr<WinogradConv<float>> backward_;
 };
 
 // row_weight_grad_conv.cpp: the weight gradient of float first layers

@@ -1,5 +1,6 @@
-// WinogradConvAlgorithm: the float 3x3 convolution and both gradients by
-// Winograd's F(4x4, 3x3) with WinogradConv3x3 (util/winograd.hpp).
+// WinogradConvAlgorithm: the float 3x3 and 5x5 convolutions and both
+// gradients by Winograd's F(4x4, 3x3) and F(2x2, 5x5) with WinogradConv
+// (util/winograd.hpp).
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -24,6 +25,22 @@ namespace poseidon {
 // gradient of such a convolution is the convolution of the top diff with the
 // kernel rotated, channels and outputs swapped, pad 2 - pad; the weight
 // gradient is summed in the transform domain and taken back once per call.
+// 5x5 convolutions go the same way with pad at most 4 (the input
+// gradient's pad 4 - pad) by F(2x2, 5x5), 36 multiplications per 2 x 2 tile
+// instead of 100, with the AVX2 kernels only (the same floors, tiles of
+// 2 x 2 counted). Measured on a 2-core AVX2 EPYC (compare_builds.py on
+// one-layer nets, one thread, medians of 3 interleaved runs; forward and
+// weight gradient ms, against the direct path): CIFAR-10 quick's conv2 (32
+// to 32 on 16 x 16, batch 100) 24.6 -> 19.3 and 24.1 -> 21.2, its conv3 (32
+// to 64 on 8 x 8) 11.6 -> 8.4 and 11.4 -> 8.8; GoogLeNet's 5x5 (batch 8) 32
+// to 96 on 28 x 28 15.6 -> 11.5 and 15.9 -> 12.0, 32 to 128 on 14 x 14 5.9
+// -> 4.8 and 5.8 -> 4.9; Inception-V3's 48 to 64 on 35 x 35 26.8 -> 18.3
+// and 27.9 -> 18.5; AlexNet's conv2 (two groups of 48 to 128 on 27 x 27,
+// batch 32) 235 -> 188 and 232 -> 185. Before the transforms were written
+// for AVX2 (Note [Input transform on AVX2] in util/winograd.cpp) the
+// 32-channel layers had been 1.25 times slower than the direct path. With
+// the AVX-512 kernels, whose GEMM makes the direct path about twice as
+// fast, F(2x2, 5x5) is not measured and not taken.
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -88,14 +105,22 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
                                            const ConvOptions& options) {
   s_ = &s;
   if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
-  if (s.kernel[0] != 3 || s.kernel[1] != 3) return "not a 3x3 kernel";
+  const int r = s.kernel[0];
+  if (s.kernel[1] != r || (r != 3 && r != 5)) return "not a 3x3 or 5x5 kernel";
   if (s.stride[0] != 1 || s.stride[1] != 1 || s.dilation[0] != 1 ||
       s.dilation[1] != 1) {
     return "strided or dilated";
   }
-  if (s.pad[0] > 2 || s.pad[1] > 2) return "pad above 2";
+  if (s.pad[0] > r - 1 || s.pad[1] > r - 1) {
+    return r == 3 ? "pad above 2" : "pad above 4";
+  }
   if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
     return "neither AVX-512 nor AVX2 kernels";
+  }
+  // F(2x2, 5x5) was measured on the AVX2 kernels only (Note [Winograd
+  // path]).
+  if (r == 5 && Avx512KernelsAvailable()) {
+    return "a 5x5 kernel with the AVX-512 kernels (not measured)";
   }
   const int min_channels = WinogradMinChannels();
   if (s.in_channels / s.group < min_channels ||
@@ -104,27 +129,30 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
                ? "fewer than 64 input channels or outputs per group"
                : "fewer than 32 input channels or outputs per group";
   }
-  using Wino = WinogradConv3x3<float>;
-  const auto g = GroupGeometry<Wino::Geometry>(s);
+  using Wino = WinogradConv<float>;
+  auto g = GroupGeometry<Wino::Geometry>(s);
+  g.kernel = r;
   // Too few tiles to repay the weight transform (Note [Winograd path]).
+  const int m = 7 - r;  // the output tile's edge
   const int64_t tiles = static_cast<int64_t>(s.num) *
-                        ((s.col_shape[1] + 3) / 4) * ((s.col_shape[2] + 3) / 4);
+                        ((s.col_shape[1] + m - 1) / m) *
+                        ((s.col_shape[2] + m - 1) / m);
   if (tiles < kWinogradMinTiles) return "fewer than 100 tiles in the batch";
-  if (g.height + 2 * g.pad_h - 2 != s.col_shape[1] ||
-      g.width + 2 * g.pad_w - 2 != s.col_shape[2] || s.col_shape[1] < 1 ||
+  if (g.height + 2 * g.pad_h - (r - 1) != s.col_shape[1] ||
+      g.width + 2 * g.pad_w - (r - 1) != s.col_shape[2] || s.col_shape[1] < 1 ||
       s.col_shape[2] < 1) {
-    return "the output is not the 3x3 window's";
+    return "the output is not the kernel window's";
   }
   Wino::Geometry b = g;
   std::swap(b.channels, b.outputs);
   b.height = s.col_shape[1];
   b.width = s.col_shape[2];
-  b.pad_h = 2 - g.pad_h;
-  b.pad_w = 2 - g.pad_w;
+  b.pad_h = r - 1 - g.pad_h;
+  b.pad_w = r - 1 - g.pad_w;
   auto same = [](const Wino::Geometry& x, const Wino::Geometry& y) {
     return x.channels == y.channels && x.height == y.height &&
            x.width == y.width && x.outputs == y.outputs && x.pad_h == y.pad_h &&
-           x.pad_w == y.pad_w;
+           x.pad_w == y.pad_w && x.kernel == y.kernel;
   };
   if (forward_ == nullptr || !same(forward_->geometry(), g)) {
     forward_ = std::make_unique<Wino>(g);
@@ -138,9 +166,10 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
 std::string WinogradConvAlgorithm::Description() const {
   // The GEMMs' kernels, then the tile transforms' (Note [Transforms on
   // AVX2] in util/winograd.cpp).
-  return Avx512KernelsAvailable()
-             ? "Winograd F(4x4, 3x3) (AVX-512 GEMM, AVX2 transforms)"
-             : "Winograd F(4x4, 3x3) (AVX2 GEMM and transforms)";
+  const std::string form =
+      s_->kernel[0] == 5 ? "Winograd F(2x2, 5x5)" : "Winograd F(4x4, 3x3)";
+  return form + (Avx512KernelsAvailable() ? " (AVX-512 GEMM, AVX2 transforms)"
+                                          : " (AVX2 GEMM and transforms)");
 }
 
 void WinogradConvAlgorithm::Forward(Poseidon::Brew, const float* input,
@@ -160,7 +189,7 @@ void WinogradConvAlgorithm::Backward(Poseidon::Brew, const float* input,
   if (weight_diff != nullptr) BackwardWeights(input, output_diff, weight_diff);
 }
 
-void WinogradConvAlgorithm::Run(const WinogradConv3x3<float>& conv,
+void WinogradConvAlgorithm::Run(const WinogradConv<float>& conv,
                                 bool flip_and_swap, const float* weights,
                                 const float* input, size_t input_dim,
                                 float* output, size_t output_dim) const {
@@ -209,7 +238,7 @@ void WinogradConvAlgorithm::BackwardWeights(const float* input,
                                             const float* output_diff,
                                             float* weight_diff) const {
   const ConvShape& s = *s_;
-  const WinogradConv3x3<float>& conv = *forward_;
+  const WinogradConv<float>& conv = *forward_;
   const int64_t tiles = static_cast<int64_t>(s.num) * conv.tiles_per_image();
   const int outputs = conv.geometry().outputs;
   const size_t u_size = conv.weights_size();
