@@ -86,10 +86,14 @@ POSEIDON_AVX2 void PackA(const Product& g, int i0, int k0, int mc, int kc,
       const int steps = Min(8, kc - kb);
       const __m256i m = LaneMask(steps);
       __m256 r[8];
+      // Plain loads where all 8 k's are the panel's: masked loads are slow
+      // on AMD (measured in the Winograd transforms and the pooling rows;
+      // here, bench_gemm's products moved within its noise).
       for (int i = 0; i < 8; ++i) {
-        r[i] = i < rows
-                   ? _mm256_maskload_ps(g.A + (row0 + i) * g.lda + k0 + kb, m)
-                   : _mm256_setzero_ps();
+        const float* src = g.A + (row0 + i) * g.lda + k0 + kb;
+        r[i] = i >= rows     ? _mm256_setzero_ps()
+               : steps == 8 ? _mm256_loadu_ps(src)
+                            : _mm256_maskload_ps(src, m);
       }
       Transpose8(r);
       for (int k = 0; k < steps; ++k) {
@@ -137,9 +141,10 @@ POSEIDON_AVX2 void PackB(const Product& g, int k0, int j0, int kc, int nc,
         const __m256i m = LaneMask(steps);
         __m256 r[8];
         for (int j = 0; j < 8; ++j) {
-          r[j] = j < vcols ? _mm256_maskload_ps(
-                                 g.B + (col0 + 8 * v + j) * g.ldb + k0 + kb, m)
-                           : _mm256_setzero_ps();
+          const float* src = g.B + (col0 + 8 * v + j) * g.ldb + k0 + kb;
+          r[j] = j >= vcols    ? _mm256_setzero_ps()
+                 : steps == 8 ? _mm256_loadu_ps(src)
+                              : _mm256_maskload_ps(src, m);
         }
         Transpose8(r);
         for (int k = 0; k < steps; ++k) {

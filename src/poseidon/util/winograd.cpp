@@ -925,6 +925,12 @@ void RunTopDiffTransform(const Tiling& g, bool avx2, int64_t first, int count,
   }
 }
 
+// CHECK-fails unless [begin, end) is a range of the `outputs` outputs.
+void CheckOutputRange(int begin, int end, int outputs) {
+  CHECK(0 <= begin && begin <= end && end <= outputs)
+      << "Winograd: outputs [" << begin << ", " << end << ") of " << outputs;
+}
+
 template <typename Dtype>
 Tiling TilingOf(const WinogradConv<Dtype>& w) {
   const auto& g = w.geometry();
@@ -992,10 +998,7 @@ void WinogradConv<Dtype>::TransformWeights(const Dtype* weights,
                                            bool flip_and_swap, Dtype* U,
                                            int output_begin,
                                            int output_end) const {
-  CHECK(0 <= output_begin && output_begin <= output_end &&
-        output_end <= g_.outputs)
-      << "Winograd: outputs [" << output_begin << ", " << output_end << ") of "
-      << g_.outputs;
+  CheckOutputRange(output_begin, output_end, g_.outputs);
   if (g_.kernel == 3) {
     TransformWeightsOf<3>(weights, flip_and_swap, U, output_begin, output_end);
   } else {
@@ -1101,9 +1104,7 @@ void WinogradConv<Dtype>::AccumulateWeightGradient(
   CHECK(0 <= tile_begin && tile_begin <= tile_end && tile_end <= tiles)
       << "Winograd: tiles [" << tile_begin << ", " << tile_end << ") of "
       << tiles;
-  CHECK(0 <= output_begin && output_begin <= output_end && output_end <= O)
-      << "Winograd: outputs [" << output_begin << ", " << output_end << ") of "
-      << O;
+  CheckOutputRange(output_begin, output_end, O);
   const int rows = output_end - output_begin;
   // Row output_begin of position pos's matrix.
   auto dU_at = [&](int pos) {
@@ -1141,10 +1142,7 @@ void WinogradConv<Dtype>::TransformWeightGradient(const Dtype* const* dU,
                                                   int parts, Dtype* weight_diff,
                                                   int output_begin,
                                                   int output_end) const {
-  CHECK(0 <= output_begin && output_begin <= output_end &&
-        output_end <= g_.outputs)
-      << "Winograd: outputs [" << output_begin << ", " << output_end << ") of "
-      << g_.outputs;
+  CheckOutputRange(output_begin, output_end, g_.outputs);
   CHECK_GE(parts, 1) << "Winograd: no weight gradient parts";
   if (g_.kernel == 3) {
     TransformWeightGradientOf<3>(dU, parts, weight_diff, output_begin,
