@@ -98,16 +98,16 @@
 // 14x14 images took 7.5).
 #include "poseidon/util/winograd.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "poseidon/common.hpp"
 #include "poseidon/util/avx512.hpp"
 #include "poseidon/util/math_functions.hpp"
+#include "winograd_tiles.hpp"
 
 #define POSEIDON_AVX2 __attribute__((target("avx2,fma")))
 #define POSEIDON_ALWAYS_INLINE __attribute__((always_inline))
@@ -115,10 +115,10 @@
 namespace poseidon {
 namespace {
 
-// The transformed tile's edge, m + r - 1 for both forms: F(4x4, 3x3) and
-// F(2x2, 5x5) share it, and with it B^T (Note [Winograd]).
-constexpr int kAlpha = 6;
-constexpr int kPos = kAlpha * kAlpha;
+using winograd::kAlpha;
+using winograd::kPos;
+using winograd::TileOrigins;
+using winograd::Tiling;
 // Tiles per vectorised transform step.
 constexpr int kLanes = 16;
 // See Note [Winograd], "Blocking".
@@ -257,26 +257,6 @@ inline void ApplyGt(const double* in, int stride, double* out) {
   }
 }
 
-// What the tile transforms need of a WinogradConv3x3's geometry.
-struct Tiling {
-  int channels, outputs, height, width, pad_h, pad_w;
-  int output_h, output_w, tiles_w, tiles_per_image;
-  int tile;  // the output tile's edge, m: 4 or 2
-};
-
-// For tiles first .. first + lanes - 1: the image each is in and the
-// top-left corner of its m x m of output.
-inline void TileOrigins(const Tiling& g, int64_t first, int lanes,
-                        int64_t* image, int* oy, int* ox) {
-  for (int l = 0; l < lanes; ++l) {
-    const int64_t tile = first + l;
-    image[l] = tile / g.tiles_per_image;
-    const int rest = static_cast<int>(tile % g.tiles_per_image);
-    oy[l] = (rest / g.tiles_w) * g.tile;
-    ox[l] = (rest % g.tiles_w) * g.tile;
-  }
-}
-
 // Note [Transforms on AVX2]
 // The three tile transforms below are compiled twice: for baseline x86-64
 // (SSE2 vectors of the 16 tiles) and, through the POSEIDON_AVX2 wrappers,
@@ -288,7 +268,9 @@ inline void TileOrigins(const Tiling& g, int64_t first, int lanes,
 // setting, as the GEMM's do, not across them. Measured on a 2-core AVX2
 // EPYC (scripts/bench/compare_builds.py, VGG-16 at batch 16, 2 threads,
 // medians of 3 interleaved runs): 9.6 -> 8.4 s a batch, each 3x3 layer
-// 1.03-1.46 times as fast.
+// 1.03-1.46 times as fast. Since then float runs the transforms written
+// with intrinsics instead (winograd_avx2.cpp, Note [Input transform on
+// AVX2]), and the AVX2 compilation serves double.
 
 // Gathers and transforms tiles [first, first + count) of the images at
 // bottom into V (36 channels x count matrices).
@@ -468,422 +450,60 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
   }
 }
 
-// The AVX2 compilations (Note [Transforms on AVX2]).
+// The AVX2 compilations (Note [Transforms on AVX2]), which double runs;
+// float has the intrinsics of winograd_avx2.cpp instead.
 template <typename Dtype>
-POSEIDON_AVX2 void InputTransformAvx2(const Tiling& g, int64_t first, int count,
-                                      const Dtype* bottom,
-                                      ptrdiff_t bottom_step, Dtype* V) {
+POSEIDON_AVX2 void InputTransformCompiled(const Tiling& g, int64_t first,
+                                          int count, const Dtype* bottom,
+                                          ptrdiff_t bottom_step, Dtype* V) {
   InputTransform(g, first, count, bottom, bottom_step, V);
 }
 
-// Note [Input transform on AVX2]
-// The float transforms on AVX2 CPUs are written with intrinsics rather
-// than left to the compiler. The generic input transform gathers each
-// tile's 6 x 6 window element by element (with a bounds test per element
-// for tiles that touch the padding: most of them on small maps, 12 of 16
-// on CIFAR-10 quick's 8 x 8) and copies the transformed tiles out with a
-// memcpy per row; in F(2x2, 5x5)'s first profile (perf, CIFAR-10 quick,
-// one thread) it took 1.5 times as long as the 36 GEMMs it feeds, and the
-// output and top-diff transforms together as long again. Here 16 tiles
-// go at a time, two vectors of 8 lanes: each row of a tile's window is
-// one load (a plain load ANDed with the mask of its columns inside the
-// image where all 8 floats lie in the channel's plane; a masked load
-// elsewhere, so nothing outside the image is read: masked loads alone
-// took most of the time on the AVX2 EPYC), an 8 x 8 transpose turns 8
-// tiles' rows into 6 vectors of a column each, B^T runs along the row
-// and, after the 6 rows, down the columns, straight into V's rows, each
-// store a whole 64-byte line. The output transform loads M's rows the
-// same way, and the top diff's stores into Z likewise; their m x m of
-// output is still written element by element. The arithmetic is the
-// generic sums' with FMA. Measured (scripts/bench/compare_builds.py on
-// one-layer nets, one thread, medians of 3 interleaved runs, forward and
-// weight gradient ms, against the generic transforms): 3x3, 64 channels
-// on 56 x 56, batch 8: 21.1 -> 14.4 and 20.1 -> 14.4; 256 on 14 x 14:
-// 23.0 -> 18.8 and 23.3 -> 18.2; 64 to 96 on 35 x 35: 13.6 -> 8.0 and
-// 13.7 -> 7.3; 256 on 56 x 56, batch 4 (5 runs): 204 -> 181 and 154 ->
-// 136.
-namespace avx2 {
-
-// The 8 x 8 transpose: row l of in becomes lane l of out[0 .. 7].
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Transpose8(__m256 in[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]);
-  const __m256 t1 = _mm256_unpackhi_ps(in[0], in[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(in[2], in[3]);
-  const __m256 t3 = _mm256_unpackhi_ps(in[2], in[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(in[4], in[5]);
-  const __m256 t5 = _mm256_unpackhi_ps(in[4], in[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(in[6], in[7]);
-  const __m256 t7 = _mm256_unpackhi_ps(in[6], in[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44);
-  const __m256 u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-  const __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44);
-  const __m256 u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44);
-  const __m256 u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  in[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  in[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  in[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  in[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  in[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  in[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  in[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  in[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-// out[k * step] = (B^T d)[k] for the 6 vectors d[0 .. 5] (ApplyBt's sums).
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt(const __m256* d,
-                                                    __m256* out, int step) {
-  const __m256 four = _mm256_set1_ps(4), five = _mm256_set1_ps(5);
-  const __m256 two = _mm256_set1_ps(2);
-  const __m256 p = _mm256_fnmadd_ps(four, d[2], d[4]);
-  const __m256 q = _mm256_fnmadd_ps(four, d[1], d[3]);
-  const __m256 r = _mm256_sub_ps(d[4], d[2]);
-  const __m256 s = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));
-  out[0] = _mm256_add_ps(
-      _mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
-  out[step] = _mm256_add_ps(p, q);
-  out[2 * step] = _mm256_sub_ps(p, q);
-  out[3 * step] = _mm256_add_ps(r, s);
-  out[4 * step] = _mm256_sub_ps(r, s);
-  out[5 * step] = _mm256_add_ps(
-      _mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
-}
-
-// out[k * step] = (A^T m)[k], k < M, for the 6 vectors m[0 .. 5]
-// (ApplyAt's sums).
-template <int M>
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At(const __m256* m,
-                                                    __m256* out, int step) {
-  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
-  const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
-  const __m256 two = _mm256_set1_ps(2);
-  out[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
-  if constexpr (M == 4) {
-    const __m256 four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
-    out[step] = _mm256_fmadd_ps(two, e, b);
-    out[2 * step] = _mm256_fmadd_ps(four, c, a);
-    out[3 * step] = _mm256_add_ps(_mm256_fmadd_ps(eight, e, b), m[5]);
-  } else {
-    out[step] = _mm256_add_ps(_mm256_fmadd_ps(two, e, b), m[5]);
-  }
-}
-
-// out[k * step] = (A y)[k], k < 6, for the M vectors y[0 .. M - 1]
-// (ApplyA's sums).
-template <int M>
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A(const __m256* y, __m256* out,
-                                                   int step) {
-  const __m256 two = _mm256_set1_ps(2);
-  if constexpr (M == 4) {
-    const __m256 four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
-    const __m256 even = _mm256_add_ps(y[0], y[2]);
-    const __m256 odd = _mm256_add_ps(y[1], y[3]);
-    const __m256 even4 = _mm256_fmadd_ps(four, y[2], y[0]);
-    const __m256 odd8 = _mm256_fmadd_ps(eight, y[3], _mm256_mul_ps(two, y[1]));
-    out[0] = y[0];
-    out[step] = _mm256_add_ps(even, odd);
-    out[2 * step] = _mm256_sub_ps(even, odd);
-    out[3 * step] = _mm256_add_ps(even4, odd8);
-    out[4 * step] = _mm256_sub_ps(even4, odd8);
-    out[5 * step] = y[3];
-  } else {
-    out[0] = y[0];
-    out[step] = _mm256_add_ps(y[0], y[1]);
-    out[2 * step] = _mm256_sub_ps(y[0], y[1]);
-    out[3 * step] = _mm256_fmadd_ps(two, y[1], y[0]);
-    out[4 * step] = _mm256_fnmadd_ps(two, y[1], y[0]);
-    out[5 * step] = y[1];
-  }
-}
-
-// Stores the first `lanes` of v at dst (all 8 with one store).
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void StoreLanes(float* dst,
-                                                            __m256 v,
-                                                            int lanes) {
-  if (lanes == 8) {
-    _mm256_storeu_ps(dst, v);
-  } else {
-    alignas(32) float tmp[8];
-    _mm256_store_ps(tmp, v);
-    for (int l = 0; l < lanes; ++l) dst[l] = tmp[l];
-  }
-}
-
-// Loads the first `lanes` floats at src, the other lanes zero.
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline __m256 LoadLanes(const float* src,
-                                                             int lanes) {
-  if (lanes == 8) return _mm256_loadu_ps(src);
-  alignas(32) float tmp[8] = {};
-  for (int l = 0; l < lanes; ++l) tmp[l] = src[l];
-  return _mm256_load_ps(tmp);
-}
-
-}  // namespace avx2
-
-POSEIDON_AVX2 void InputTransformAvx2(const Tiling& g, int64_t first, int count,
-                                      const float* bottom,
-                                      ptrdiff_t bottom_step, float* V) {
-  const int C = g.channels, H = g.height, W = g.width;
-  const size_t image_plane = static_cast<size_t>(H) * W;
-  const size_t v_plane = static_cast<size_t>(C) * count;
-  const __m256i column = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  // 16 tiles at a time, two vectors, so that each store to V fills a
-  // 64-byte line.
-  for (int t0 = 0; t0 < count; t0 += 16) {
-    const int lanes = std::min(16, count - t0);
-    int64_t image[16];
-    int y0[16], x0[16];
-    TileOrigins(g, first + t0, lanes, image, y0, x0);
-    // Per tile: its window's first element's offset from bottom (as an
-    // address, since it may lie outside the image), the columns inside
-    // the image (of the first 6), the rows inside it (bit r of rows) and
-    // those whose 8 elements from the window's first column lie inside
-    // the channel's plane (bit r of whole), read by a plain load.
-    uintptr_t at[16];
-    __m256i mask[16];
-    unsigned rows[16], whole[16];
-    for (int l = 0; l < 16; ++l) {
-      rows[l] = whole[l] = 0;
-      if (l >= lanes) {
-        at[l] = 0;
-        mask[l] = _mm256_setzero_si256();
-        continue;
-      }
-      const int y = y0[l] - g.pad_h, x = x0[l] - g.pad_w;
-      at[l] = reinterpret_cast<uintptr_t>(bottom) +
-              sizeof(float) *
-                  static_cast<uintptr_t>(image[l] * bottom_step +
-                                         static_cast<ptrdiff_t>(y) * W + x);
-      // Column x + s is inside for -x <= s < W - x, and s < 6.
-      const __m256i lo = _mm256_set1_epi32(-x - 1);
-      const __m256i hi = _mm256_set1_epi32(std::min(W - x, kAlpha));
-      mask[l] = _mm256_and_si256(_mm256_cmpgt_epi32(column, lo),
-                                 _mm256_cmpgt_epi32(hi, column));
-      for (int r = 0; r < kAlpha; ++r) {
-        if (y + r < 0 || y + r >= H) continue;
-        rows[l] |= 1u << r;
-        const int64_t from = static_cast<int64_t>(y + r) * W + x;
-        if (from >= 0 && from + 8 <= static_cast<int64_t>(image_plane)) {
-          whole[l] |= 1u << r;
-        }
-      }
-    }
-    for (int c = 0; c < C; ++c) {
-      const uintptr_t channel = sizeof(float) * c * image_plane;
-      // e[h][r][j]: row r of the window after B^T along it (column j), of
-      // tiles 8 h to 8 h + 7.
-      __m256 e[2][kPos];
-      for (int h = 0; h < 2; ++h) {
-        for (int r = 0; r < kAlpha; ++r) {
-          __m256 d[8];
-          for (int i = 0; i < 8; ++i) {
-            const int l = 8 * h + i;
-            // Masked loads are slow on some CPUs (on the AVX2 EPYC most of
-            // this function's time went to them): a plain load and the mask
-            // where the 8 elements are the plane's.
-            const float* row = reinterpret_cast<const float*>(
-                at[l] + channel + sizeof(float) * r * W);
-            if ((whole[l] >> r) & 1u) {
-              d[i] = _mm256_and_ps(_mm256_loadu_ps(row),
-                                   _mm256_castsi256_ps(mask[l]));
-            } else if ((rows[l] >> r) & 1u) {
-              d[i] = _mm256_maskload_ps(row, mask[l]);
-            } else {
-              d[i] = _mm256_setzero_ps();
-            }
-          }
-          avx2::Transpose8(d);
-          avx2::Bt(d, e[h] + r * kAlpha, 1);
-        }
-      }
-      float* v = V + static_cast<size_t>(c) * count + t0;
-      for (int j = 0; j < kAlpha; ++j) {
-        __m256 column_j[2][kAlpha], u[2][kAlpha];
-        for (int r = 0; r < kAlpha; ++r) {
-          column_j[0][r] = e[0][r * kAlpha + j];
-          column_j[1][r] = e[1][r * kAlpha + j];
-        }
-        avx2::Bt(column_j[0], u[0], 1);
-        avx2::Bt(column_j[1], u[1], 1);
-        for (int k = 0; k < kAlpha; ++k) {
-          float* dst = v + (k * kAlpha + j) * v_plane;
-          if (lanes == 16) {
-            _mm256_storeu_ps(dst, u[0][k]);
-            _mm256_storeu_ps(dst + 8, u[1][k]);
-          } else {
-            avx2::StoreLanes(dst, u[0][k], std::min(lanes, 8));
-            avx2::StoreLanes(dst + 8, u[1][k], std::max(lanes - 8, 0));
-          }
-        }
-      }
-    }
-  }
-}
-
-// The float output transform on AVX2 CPUs (Note [Input transform on
-// AVX2], the other way): 8 tiles at a time, the products loaded straight
-// from M's rows, A^T down the columns and along the rows in registers,
-// then each tile's m x m written (or added) where it lies in the output.
-template <int kOut>
-POSEIDON_AVX2 void OutputTransformAvx2(const Tiling& g, int64_t first,
-                                       int count, const float* M, float* top,
-                                       ptrdiff_t top_step, bool accumulate) {
-  const int O = g.outputs, OH = g.output_h, OW = g.output_w;
-  const size_t top_plane = static_cast<size_t>(OH) * OW;
-  const size_t m_plane = static_cast<size_t>(O) * count;
-  // 16 tiles at a time, two vectors: each load from M reads a 64-byte line.
-  for (int t0 = 0; t0 < count; t0 += 16) {
-    const int lanes = std::min(16, count - t0);
-    int64_t image[16];
-    int oy[16], ox[16], rows[16], cols[16];
-    TileOrigins(g, first + t0, lanes, image, oy, ox);
-    for (int l = 0; l < lanes; ++l) {
-      rows[l] = std::min(kOut, OH - oy[l]);
-      cols[l] = std::min(kOut, OW - ox[l]);
-    }
-    const int low = std::min(lanes, 8), high = std::max(lanes - 8, 0);
-    for (int o = 0; o < O; ++o) {
-      const float* src = M + static_cast<size_t>(o) * count + t0;
-      // t[h][k][j]: A^T down column j of the 6 x 6 of tiles 8 h to 8 h + 7.
-      __m256 t[2][kOut * kAlpha];
-      for (int j = 0; j < kAlpha; ++j) {
-        __m256 m[2][kAlpha];
-        for (int r = 0; r < kAlpha; ++r) {
-          const float* at = src + (r * kAlpha + j) * m_plane;
-          if (lanes == 16) {
-            m[0][r] = _mm256_loadu_ps(at);
-            m[1][r] = _mm256_loadu_ps(at + 8);
-          } else {
-            m[0][r] = avx2::LoadLanes(at, low);
-            m[1][r] = avx2::LoadLanes(at + 8, high);
-          }
-        }
-        avx2::At<kOut>(m[0], t[0] + j, kAlpha);
-        avx2::At<kOut>(m[1], t[1] + j, kAlpha);
-      }
-      alignas(32) float y[kOut * kOut * 16];
-      for (int h = 0; h < 2; ++h) {
-        for (int k = 0; k < kOut; ++k) {
-          __m256 out[kOut];
-          avx2::At<kOut>(t[h] + k * kAlpha, out, 1);
-          for (int s = 0; s < kOut; ++s) {
-            _mm256_store_ps(y + (k * kOut + s) * 16 + 8 * h, out[s]);
-          }
-        }
-      }
-      for (int l = 0; l < lanes; ++l) {
-        float* dst = top + image[l] * top_step + o * top_plane +
-                     static_cast<size_t>(oy[l]) * OW + ox[l];
-        for (int r = 0; r < rows[l]; ++r) {
-          for (int s = 0; s < cols[l]; ++s) {
-            const float value = y[(r * kOut + s) * 16 + l];
-            if (accumulate) {
-              dst[r * OW + s] += value;
-            } else {
-              dst[r * OW + s] = value;
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-// The float top-diff transform on AVX2 CPUs, likewise: each tile's m x m
-// gathered (zero beyond the output), A down the columns and along the rows
-// in registers, stored straight into Z's rows.
-template <int kOut>
-POSEIDON_AVX2 void TopDiffTransformAvx2(const Tiling& g, int64_t first,
-                                        int count, const float* top_diff,
-                                        ptrdiff_t top_step, int output_begin,
-                                        int output_end, float* Z) {
-  const int OH = g.output_h, OW = g.output_w;
-  const size_t top_plane = static_cast<size_t>(OH) * OW;
-  const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
-  // 16 tiles at a time, two vectors: each store to Z fills a 64-byte line.
-  for (int t0 = 0; t0 < count; t0 += 16) {
-    const int lanes = std::min(16, count - t0);
-    int64_t image[16];
-    int oy[16], ox[16], rows[16], cols[16];
-    TileOrigins(g, first + t0, lanes, image, oy, ox);
-    for (int l = 0; l < 16; ++l) {
-      rows[l] = l < lanes ? std::min(kOut, OH - oy[l]) : 0;
-      cols[l] = l < lanes ? std::min(kOut, OW - ox[l]) : 0;
-    }
-    const int low = std::min(lanes, 8), high = std::max(lanes - 8, 0);
-    for (int o = output_begin; o < output_end; ++o) {
-      alignas(32) float y[kOut * kOut * 16];
-      for (int l = 0; l < 16; ++l) {
-        const float* src =
-            rows[l] == 0 ? nullptr
-                         : top_diff + image[l] * top_step + o * top_plane +
-                               static_cast<size_t>(oy[l]) * OW + ox[l];
-        for (int r = 0; r < kOut; ++r) {
-          for (int s = 0; s < kOut; ++s) {
-            y[(r * kOut + s) * 16 + l] =
-                r < rows[l] && s < cols[l] ? src[r * OW + s] : 0.0f;
-          }
-        }
-      }
-      // t[h][i][s]: A down column s (6 rows out of m) of tiles 8 h to
-      // 8 h + 7.
-      __m256 t[2][kAlpha * kOut];
-      for (int h = 0; h < 2; ++h) {
-        for (int s = 0; s < kOut; ++s) {
-          __m256 column[kOut];
-          for (int r = 0; r < kOut; ++r) {
-            column[r] = _mm256_load_ps(y + (r * kOut + s) * 16 + 8 * h);
-          }
-          avx2::A<kOut>(column, t[h] + s, kOut);
-        }
-      }
-      float* dst = Z + static_cast<size_t>(o - output_begin) * count + t0;
-      for (int i = 0; i < kAlpha; ++i) {
-        __m256 z[2][kAlpha];
-        avx2::A<kOut>(t[0] + i * kOut, z[0], 1);
-        avx2::A<kOut>(t[1] + i * kOut, z[1], 1);
-        for (int j = 0; j < kAlpha; ++j) {
-          float* at = dst + (i * kAlpha + j) * z_plane;
-          if (lanes == 16) {
-            _mm256_storeu_ps(at, z[0][j]);
-            _mm256_storeu_ps(at + 8, z[1][j]);
-          } else {
-            avx2::StoreLanes(at, z[0][j], low);
-            avx2::StoreLanes(at + 8, z[1][j], high);
-          }
-        }
-      }
-    }
-  }
-}
-
 template <int kOut, typename Dtype>
-POSEIDON_AVX2 void OutputTransformAvx2(const Tiling& g, int64_t first,
-                                       int count, const Dtype* M, Dtype* top,
-                                       ptrdiff_t top_step, bool accumulate) {
+POSEIDON_AVX2 void OutputTransformCompiled(const Tiling& g, int64_t first,
+                                           int count, const Dtype* M,
+                                           Dtype* top, ptrdiff_t top_step,
+                                           bool accumulate) {
   OutputTransform<kOut>(g, first, count, M, top, top_step, accumulate);
 }
 
 template <int kOut, typename Dtype>
-POSEIDON_AVX2 void TopDiffTransformAvx2(const Tiling& g, int64_t first,
-                                        int count, const Dtype* top_diff,
-                                        ptrdiff_t top_step, int output_begin,
-                                        int output_end, Dtype* Z) {
+POSEIDON_AVX2 void TopDiffTransformCompiled(const Tiling& g, int64_t first,
+                                            int count, const Dtype* top_diff,
+                                            ptrdiff_t top_step,
+                                            int output_begin, int output_end,
+                                            Dtype* Z) {
   TopDiffTransform<kOut>(g, first, count, top_diff, top_step, output_begin,
                          output_end, Z);
 }
 
-// The transforms of one call, for the tile edge and the compilation
-// (Note [Transforms on AVX2]) chosen once per call.
+// The transforms of one call: the generic ones where the AVX2 kernels do
+// not run, else the intrinsics (float) or the AVX2 compilation (double);
+// chosen once per call.
 template <typename Dtype>
 void RunInputTransform(const Tiling& g, bool avx2, int64_t first, int count,
                        const Dtype* bottom, ptrdiff_t bottom_step, Dtype* V) {
-  if (avx2) {
-    InputTransformAvx2(g, first, count, bottom, bottom_step, V);
-  } else {
+  if (!avx2) {
     InputTransform(g, first, count, bottom, bottom_step, V);
+  } else if constexpr (std::is_same_v<Dtype, float>) {
+    winograd::InputTransformAvx2(g, first, count, bottom, bottom_step, V);
+  } else {
+    InputTransformCompiled(g, first, count, bottom, bottom_step, V);
+  }
+}
+
+template <int kOut, typename Dtype>
+void OutputTransformOf(const Tiling& g, bool avx2, int64_t first, int count,
+                       const Dtype* M, Dtype* top, ptrdiff_t top_step,
+                       bool accumulate) {
+  if (!avx2) {
+    OutputTransform<kOut>(g, first, count, M, top, top_step, accumulate);
+  } else if constexpr (std::is_same_v<Dtype, float>) {
+    winograd::OutputTransformAvx2<kOut>(g, first, count, M, top, top_step,
+                                        accumulate);
+  } else {
+    OutputTransformCompiled<kOut>(g, first, count, M, top, top_step,
+                                  accumulate);
   }
 }
 
@@ -892,15 +512,25 @@ void RunOutputTransform(const Tiling& g, bool avx2, int64_t first, int count,
                         const Dtype* M, Dtype* top, ptrdiff_t top_step,
                         bool accumulate) {
   if (g.tile == 4) {
-    if (avx2) {
-      OutputTransformAvx2<4>(g, first, count, M, top, top_step, accumulate);
-    } else {
-      OutputTransform<4>(g, first, count, M, top, top_step, accumulate);
-    }
-  } else if (avx2) {
-    OutputTransformAvx2<2>(g, first, count, M, top, top_step, accumulate);
+    OutputTransformOf<4>(g, avx2, first, count, M, top, top_step, accumulate);
   } else {
-    OutputTransform<2>(g, first, count, M, top, top_step, accumulate);
+    OutputTransformOf<2>(g, avx2, first, count, M, top, top_step, accumulate);
+  }
+}
+
+template <int kOut, typename Dtype>
+void TopDiffTransformOf(const Tiling& g, bool avx2, int64_t first, int count,
+                        const Dtype* top_diff, ptrdiff_t top_step,
+                        int output_begin, int output_end, Dtype* Z) {
+  if (!avx2) {
+    TopDiffTransform<kOut>(g, first, count, top_diff, top_step, output_begin,
+                           output_end, Z);
+  } else if constexpr (std::is_same_v<Dtype, float>) {
+    winograd::TopDiffTransformAvx2<kOut>(g, first, count, top_diff, top_step,
+                                         output_begin, output_end, Z);
+  } else {
+    TopDiffTransformCompiled<kOut>(g, first, count, top_diff, top_step,
+                                   output_begin, output_end, Z);
   }
 }
 
@@ -909,19 +539,11 @@ void RunTopDiffTransform(const Tiling& g, bool avx2, int64_t first, int count,
                          const Dtype* top_diff, ptrdiff_t top_step,
                          int output_begin, int output_end, Dtype* Z) {
   if (g.tile == 4) {
-    if (avx2) {
-      TopDiffTransformAvx2<4>(g, first, count, top_diff, top_step, output_begin,
-                              output_end, Z);
-    } else {
-      TopDiffTransform<4>(g, first, count, top_diff, top_step, output_begin,
-                          output_end, Z);
-    }
-  } else if (avx2) {
-    TopDiffTransformAvx2<2>(g, first, count, top_diff, top_step, output_begin,
-                            output_end, Z);
+    TopDiffTransformOf<4>(g, avx2, first, count, top_diff, top_step,
+                          output_begin, output_end, Z);
   } else {
-    TopDiffTransform<2>(g, first, count, top_diff, top_step, output_begin,
-                        output_end, Z);
+    TopDiffTransformOf<2>(g, avx2, first, count, top_diff, top_step,
+                          output_begin, output_end, Z);
   }
 }
 
