@@ -136,26 +136,34 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A(const __m256* y, __m256* out,
   }
 }
 
-// Stores the first `lanes` of v at dst (all 8 with one store).
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void StoreLanes(float* dst,
-                                                            __m256 v,
-                                                            int lanes) {
-  if (lanes == 8) {
-    _mm256_storeu_ps(dst, v);
-  } else {
-    alignas(32) float tmp[8];
-    _mm256_store_ps(tmp, v);
-    for (int l = 0; l < lanes; ++l) dst[l] = tmp[l];
+// Sixteen tiles' values of one transform-domain point: lanes 0-7 in lo,
+// 8-15 in hi.
+struct Lanes16 {
+  __m256 lo, hi;
+};
+
+// Stores the first `lanes` (at most 16) of v at dst: a 64-byte line in two
+// plain stores when all 16 are there.
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Store16(float* dst, Lanes16 v,
+                                                         int lanes) {
+  if (lanes == 16) {
+    _mm256_storeu_ps(dst, v.lo);
+    _mm256_storeu_ps(dst + 8, v.hi);
+    return;
   }
+  alignas(32) float tmp[16];
+  _mm256_store_ps(tmp, v.lo);
+  _mm256_store_ps(tmp + 8, v.hi);
+  for (int l = 0; l < lanes; ++l) dst[l] = tmp[l];
 }
 
-// Loads the first `lanes` floats at src, the other lanes zero.
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline __m256 LoadLanes(const float* src,
-                                                             int lanes) {
-  if (lanes == 8) return _mm256_loadu_ps(src);
-  alignas(32) float tmp[8] = {};
+// Loads the first `lanes` (at most 16) floats at src, the other lanes zero.
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline Lanes16 Load16(const float* src,
+                                                           int lanes) {
+  if (lanes == 16) return {_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8)};
+  alignas(32) float tmp[16] = {};
   for (int l = 0; l < lanes; ++l) tmp[l] = src[l];
-  return _mm256_load_ps(tmp);
+  return {_mm256_load_ps(tmp), _mm256_load_ps(tmp + 8)};
 }
 
 POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
@@ -244,14 +252,7 @@ POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
         Bt(column_j[0], u[0], 1);
         Bt(column_j[1], u[1], 1);
         for (int k = 0; k < kAlpha; ++k) {
-          float* dst = v + (k * kAlpha + j) * v_plane;
-          if (lanes == 16) {
-            _mm256_storeu_ps(dst, u[0][k]);
-            _mm256_storeu_ps(dst + 8, u[1][k]);
-          } else {
-            StoreLanes(dst, u[0][k], std::min(lanes, 8));
-            StoreLanes(dst + 8, u[1][k], std::max(lanes - 8, 0));
-          }
+          Store16(v + (k * kAlpha + j) * v_plane, {u[0][k], u[1][k]}, lanes);
         }
       }
     }
@@ -279,7 +280,6 @@ POSEIDON_AVX2 void OutputTransformImpl(const Tiling& g, int64_t first,
       rows[l] = std::min(kOut, OH - oy[l]);
       cols[l] = std::min(kOut, OW - ox[l]);
     }
-    const int low = std::min(lanes, 8), high = std::max(lanes - 8, 0);
     for (int o = 0; o < O; ++o) {
       const float* src = M + static_cast<size_t>(o) * count + t0;
       // t[h][k][j]: A^T down column j of the 6 x 6 of tiles 8 h to 8 h + 7.
@@ -287,14 +287,9 @@ POSEIDON_AVX2 void OutputTransformImpl(const Tiling& g, int64_t first,
       for (int j = 0; j < kAlpha; ++j) {
         __m256 m[2][kAlpha];
         for (int r = 0; r < kAlpha; ++r) {
-          const float* at = src + (r * kAlpha + j) * m_plane;
-          if (lanes == 16) {
-            m[0][r] = _mm256_loadu_ps(at);
-            m[1][r] = _mm256_loadu_ps(at + 8);
-          } else {
-            m[0][r] = LoadLanes(at, low);
-            m[1][r] = LoadLanes(at + 8, high);
-          }
+          const Lanes16 v = Load16(src + (r * kAlpha + j) * m_plane, lanes);
+          m[0][r] = v.lo;
+          m[1][r] = v.hi;
         }
         At<kOut>(m[0], t[0] + j, kAlpha);
         At<kOut>(m[1], t[1] + j, kAlpha);
@@ -348,7 +343,6 @@ POSEIDON_AVX2 void TopDiffTransformImpl(const Tiling& g, int64_t first,
       rows[l] = l < lanes ? std::min(kOut, OH - oy[l]) : 0;
       cols[l] = l < lanes ? std::min(kOut, OW - ox[l]) : 0;
     }
-    const int low = std::min(lanes, 8), high = std::max(lanes - 8, 0);
     for (int o = output_begin; o < output_end; ++o) {
       alignas(32) float y[kOut * kOut * 16];
       for (int l = 0; l < 16; ++l) {
@@ -381,14 +375,7 @@ POSEIDON_AVX2 void TopDiffTransformImpl(const Tiling& g, int64_t first,
         A<kOut>(t[0] + i * kOut, z[0], 1);
         A<kOut>(t[1] + i * kOut, z[1], 1);
         for (int j = 0; j < kAlpha; ++j) {
-          float* at = dst + (i * kAlpha + j) * z_plane;
-          if (lanes == 16) {
-            _mm256_storeu_ps(at, z[0][j]);
-            _mm256_storeu_ps(at + 8, z[1][j]);
-          } else {
-            StoreLanes(at, z[0][j], low);
-            StoreLanes(at + 8, z[1][j], high);
-          }
+          Store16(dst + (i * kAlpha + j) * z_plane, {z[0][j], z[1][j]}, lanes);
         }
       }
     }
