@@ -12,6 +12,14 @@ settings as bench_vs_pytorch.py's.
 
   scripts/bench/compare_builds.py --base-build ../before/build \\
       --model net.prototxt --threads 2 --repeats 7
+
+--conv times one convolution alone instead of a net (the per-layer
+figures of docs/performance.md): NxCxHxW:OUTPUTS then comma-separated
+kK or kKHxKW (kernel), pP or pPHxPW (pad, default 0), sS (stride, default
+1), gG (group, default 1). CIFAR-10 quick's conv2 at batch 100:
+
+  scripts/bench/compare_builds.py --base-build ../before/build \\
+      --conv 100x32x16x16:32,k5,p2 --threads 1
 """
 import argparse
 import os
@@ -19,6 +27,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -43,6 +52,48 @@ def parse_layers(output):
         raise SystemExit("no 'Average Forward-Backward' line in:\n"
                          + "\n".join(output.splitlines()[-20:]))
     return order, times, float(totals[-1])
+
+
+CONV_RE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+):(\d+)((?:,[kpsg][0-9x]+)*)$")
+
+
+def conv_net(spec):
+    """A one-convolution timing net from --conv's NxCxHxW:OUT,k..,p..,s..,g.."""
+    match = CONV_RE.match(spec.replace(" ", ""))
+    if not match:
+        raise ValueError("--conv %r: expected NxCxHxW:OUTPUTS followed by "
+                         ",kK[xK] ,pP[xP] ,sS ,gG (e.g. 100x32x16x16:32,k5,p2)"
+                         % spec)
+    num, channels, height, width, outputs = map(int, match.groups()[:5])
+    fields = {"k": None, "p": "0", "s": "1", "g": "1"}
+    for item in match.group(6).split(",")[1:]:
+        fields[item[0]] = item[1:]
+    if fields["k"] is None:
+        raise ValueError("--conv %r: no kernel (kK or kKHxKW)" % spec)
+
+    def pair(name, text):
+        parts = text.split("x")
+        if len(parts) not in (1, 2) or not all(p.isdigit() for p in parts):
+            raise ValueError("--conv %r: bad %s %r" % (spec, name, text))
+        return (int(parts[0]), int(parts[-1]))
+
+    kernel_h, kernel_w = pair("kernel", fields["k"])
+    pad_h, pad_w = pair("pad", fields["p"])
+    stride, group = int(fields["s"]), int(fields["g"])
+    if min(num, channels, height, width, outputs, kernel_h, kernel_w,
+           stride, group) < 1 or channels % group or outputs % group:
+        raise ValueError("--conv %r: sizes must be positive and the group "
+                         "must divide channels and outputs" % spec)
+    return """name: "conv"
+force_backward: true
+layer { name: "data" type: "Input" top: "data"
+  input_param { shape { dim: %d dim: %d dim: %d dim: %d } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+  convolution_param { num_output: %d kernel_h: %d kernel_w: %d
+    pad_h: %d pad_w: %d stride: %d group: %d
+    weight_filler { type: "gaussian" std: 0.01 } } }
+""" % (num, channels, height, width, outputs, kernel_h, kernel_w, pad_h,
+       pad_w, stride, group)
 
 
 def run(build, args, env):
@@ -77,7 +128,10 @@ def main(argv=None):
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n", 2)[2])
-    parser.add_argument("--model", required=True, help="net prototxt")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--model", help="net prototxt")
+    what.add_argument("--conv", metavar="NxCxHxW:OUT,kK,pP,sS,gG",
+                      help="one convolution instead of a net (see below)")
     parser.add_argument("--base-build", required=True,
                         help="the build to compare with (holds "
                         "tools/poseidon_train)")
@@ -92,12 +146,30 @@ def main(argv=None):
     if args.repeats < 1 or args.iterations < 1 or args.threads < 1:
         parser.error("--repeats, --iterations and --threads must be at "
                      "least 1")
+    if args.conv:
+        try:
+            text = conv_net(args.conv)
+        except ValueError as error:
+            parser.error(str(error))
+        handle = tempfile.NamedTemporaryFile(
+            "w", prefix="conv_", suffix=".prototxt", delete=False)
+        with handle:
+            handle.write(text)
+        args.model = handle.name
+        try:
+            return compare(args)
+        finally:
+            os.unlink(handle.name)
+    return compare(args)
+
+
+def compare(args):
     env = cpu_peak.thread_env(os.environ, args.threads)
     env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
     env["MALLOC_TRIM_THRESHOLD_"] = str(args.trim_threshold)
     print("%s: %d iterations, %d threads, %d runs per build, interleaved; "
           "OPENBLAS_CORETYPE=%s" % (
-              args.model, args.iterations, args.threads, args.repeats,
+              args.conv or args.model, args.iterations, args.threads, args.repeats,
               os.environ.get("OPENBLAS_CORETYPE", "(unset)")), flush=True)
     runs = {"base": [], "now": []}
     totals = {"base": [], "now": []}

@@ -539,6 +539,34 @@ def test_compare_builds_without_total_says_so():
     assert "Average Forward-Backward" in str(exit_info.value)
 
 
+def test_compare_builds_conv_writes_one_convolution():
+    net = parse(compare_builds.conv_net("8x768x17x17:192,k1x7,p0x3,g2"))
+    assert net["force_backward"] == [True]
+    data, conv = net["layer"]
+    assert data["input_param"][0]["shape"][0]["dim"] == [8, 768, 17, 17]
+    param = conv["convolution_param"][0]
+    assert [param[k][0] for k in ("num_output", "kernel_h", "kernel_w",
+                                  "pad_h", "pad_w", "stride", "group")] == [
+        192, 1, 7, 0, 3, 1, 2]
+    # Defaults: pad 0, stride 1, group 1; a square kernel.
+    param = parse(compare_builds.conv_net("1x3x8x8:4,k3"))["layer"][1][
+        "convolution_param"][0]
+    assert [param[k][0] for k in ("kernel_h", "kernel_w", "pad_h", "stride",
+                                  "group")] == [3, 3, 0, 1, 1]
+
+
+@pytest.mark.parametrize("spec,words", [
+    ("8x3x4:2,k3", "NxCxHxW:OUTPUTS"),
+    ("8x3x4x4:2", "no kernel"),
+    ("8x3x4x4:2,k3,g2", "group must divide"),
+    ("8x3x4x4:2,k3x", "bad kernel"),
+])
+def test_compare_builds_conv_refuses_bad_specs(spec, words):
+    with pytest.raises(ValueError) as error:
+        compare_builds.conv_net(spec)
+    assert words in str(error.value)
+
+
 def test_emulated_cluster_variants_set_environment_words():
     import bench_emulated_cluster
     variants = bench_emulated_cluster.parse_variants(
