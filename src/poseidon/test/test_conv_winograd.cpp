@@ -55,30 +55,34 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   // Two groups of 64 channels and 130 outputs; an odd batch on 2 threads.
   // (Every shape has at least kWinogradMinTiles output tiles in the batch.)
   CheckLayer<Conv>({3, 128, 22, 22}, Param("Convolution", 260, 1, 2));
-  // Below the AVX-512 kernels' channel floor, Winograd's with the AVX2 ones
-  // only: Inception-V3's stem (32 channels, no pad), outputs not a multiple
-  // of 16.
+  // 48 channels, the AVX-512 kernels' floor, and 50 outputs.
+  CheckLayer<Conv>({2, 48, 31, 30}, Param("Convolution", 50, 1));
+  // Below that floor, Winograd's with the AVX2 kernels only: Inception-V3's
+  // stem (32 channels, no pad), outputs not a multiple of 16.
   if (!Avx512KernelsAvailable()) {
     CheckLayer<Conv>({2, 32, 31, 30}, Param("Convolution", 33, 0));
   }
 }
 
 TEST(WinogradConvolutionTest, FiveByFiveLayerMatchesPerImagePath) {
-  // F(2x2, 5x5) runs with the AVX2 kernels only (Note [Winograd path]).
   POSEIDON_SKIP_WITHOUT_AVX2();
-  if (Avx512KernelsAvailable()) GTEST_SKIP() << "5x5 not taken with AVX-512";
   using Conv = ConvolutionLayer<float>;
-  // CIFAR-10 quick's conv2 and conv3 (2 x 2 tiles: 128 in the batch, and
-  // 7 images of 16 on the 8 x 8 maps; at least 100 tiles in each shape).
-  CheckLayer<Conv>({2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5));
-  CheckLayer<Conv>({7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5));
-  // Pads 0, 1, 3 and 4, sizes not multiples of the tile, 33 outputs.
+  // Pads 0, 1, 3 and 4, sizes not multiples of the tile, 49 and 52
+  // outputs (at least 100 2 x 2 tiles in each shape).
   CheckLayer<Conv>({3, 48, 13, 14}, Param("Convolution", 64, 1, 1, 5));
-  CheckLayer<Conv>({2, 40, 19, 17}, Param("Convolution", 33, 0, 1, 5));
-  CheckLayer<Conv>({3, 32, 9, 11}, Param("Convolution", 36, 3, 1, 5));
-  CheckLayer<Conv>({3, 32, 7, 9}, Param("Convolution", 32, 4, 1, 5));
+  CheckLayer<Conv>({2, 48, 19, 17}, Param("Convolution", 49, 0, 1, 5));
+  CheckLayer<Conv>({3, 48, 9, 11}, Param("Convolution", 52, 3, 1, 5));
+  CheckLayer<Conv>({3, 48, 7, 9}, Param("Convolution", 48, 4, 1, 5));
   // Two groups of 48 channels and 64 outputs (AlexNet's conv2 in small).
   CheckLayer<Conv>({3, 96, 14, 14}, Param("Convolution", 128, 2, 2, 5));
+  // Below the AVX-512 kernels' channel floor: CIFAR-10 quick's conv2 and
+  // conv3 (128 tiles in the batch, and 7 images of 16 on the 8 x 8 maps),
+  // 40 channels and 33 outputs.
+  if (!Avx512KernelsAvailable()) {
+    CheckLayer<Conv>({2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5));
+    CheckLayer<Conv>({7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5));
+    CheckLayer<Conv>({2, 40, 19, 17}, Param("Convolution", 33, 0, 1, 5));
+  }
 }
 
 TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
@@ -91,7 +95,7 @@ TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
 
 TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
   // Expected with the AVX-512 kernels and with the AVX2 ones: the channel
-  // floor is 64 there and 32 here (Note [Winograd path]).
+  // floor is 48 there and 32 here (Note [Winograd path]).
   struct Case {
     std::vector<int> shape;
     LayerParameter param;
@@ -101,13 +105,16 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{2, 64, 40, 40}, Param("Convolution", 256, 1), true, true},
       {{2, 64, 40, 40}, Param("Convolution", 100, 1), true, true},  // direct
       {{2, 128, 40, 40}, Param("Convolution", 128, 1), true, true},
-      {{2, 64, 40, 40}, Param("Convolution", 48, 1), false, true},  // outputs
+      {{2, 64, 40, 40}, Param("Convolution", 48, 1), true, true},  // outputs
+      {{2, 64, 40, 40}, Param("Convolution", 40, 1), false, true},
       {{2, 64, 40, 40}, Param("Convolution", 16, 1), false, false},
-      {{2, 32, 40, 40}, Param("Convolution", 64, 1), false, true},  // channels
+      {{2, 48, 40, 40}, Param("Convolution", 64, 1), true, true},  // channels
+      {{2, 32, 40, 40}, Param("Convolution", 64, 1), false, true},
       {{2, 16, 40, 40}, Param("Convolution", 256, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 3), false, false},  // pad 3
-      // 5x5: F(2x2, 5x5) with the AVX2 kernels only; pad at most 4.
-      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), false, true},
+      // 5x5: F(2x2, 5x5), the same floors; pad at most 4.
+      {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), true, true},
+      {{2, 48, 16, 16}, Param("Convolution", 64, 4, 1, 5, 1), true, true},
       {{2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, true},
       {{2, 64, 40, 40}, Param("Convolution", 256, 5, 1, 5, 1), false, false},
       {{2, 16, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, false},

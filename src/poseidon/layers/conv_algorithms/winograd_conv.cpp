@@ -15,7 +15,7 @@ namespace poseidon {
 // Note [Winograd path]
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
 // most 2, with at least WinogradMinChannels() input channels and outputs
-// per group (64 with the AVX-512 kernels, 32 with the AVX2 ones) and at least
+// per group (48 with the AVX-512 kernels, 32 with the AVX2 ones) and at least
 // kWinogradMinTiles 4x4 output tiles in the batch, on a CPU where the AVX-512
 // or the AVX2 kernels run (they also do its GEMMs; POSEIDON_KERNELS=blas keeps
 // the im2col reference), kAuto computes the forward pass and both gradients by
@@ -27,8 +27,8 @@ namespace poseidon {
 // gradient is summed in the transform domain and taken back once per call.
 // 5x5 convolutions go the same way with pad at most 4 (the input
 // gradient's pad 4 - pad) by F(2x2, 5x5), 36 multiplications per 2 x 2 tile
-// instead of 100, with the AVX2 kernels only (the same floors, tiles of
-// 2 x 2 counted). Measured on a 2-core AVX2 EPYC (compare_builds.py on
+// instead of 100 (the same floors, tiles of 2 x 2 counted). Measured on a
+// 2-core AVX2 EPYC (compare_builds.py on
 // one-layer nets, one thread, medians of 3 interleaved runs; forward and
 // weight gradient ms, against the direct path): CIFAR-10 quick's conv2 (32
 // to 32 on 16 x 16, batch 100) 24.6 -> 19.3 and 24.1 -> 21.2, its conv3 (32
@@ -38,9 +38,18 @@ namespace poseidon {
 // and 27.9 -> 18.5; AlexNet's conv2 (two groups of 48 to 128 on 27 x 27,
 // batch 32) 235 -> 188 and 232 -> 185. Before the transforms were written
 // for AVX2 (Note [Input transform on AVX2] in util/winograd.cpp) the
-// 32-channel layers had been 1.25 times slower than the direct path. With
-// the AVX-512 kernels, whose GEMM makes the direct path about twice as
-// fast, F(2x2, 5x5) is not measured and not taken.
+// 32-channel layers had been 1.25 times slower than the direct path.
+// With the AVX-512 kernels, whose GEMM makes the direct path about twice as
+// fast, on a 2-core Xeon with AVX-512 (compare_builds.py --conv, 1 thread
+// unless said, medians of 3 interleaved runs, forward + backward with the
+// input gradient against the direct path): 48 channels and more pay,
+// AlexNet's conv2 335.8 -> 267.1 ms (2 threads 175.6 -> 136.2),
+// Inception-V3's 48 to 64 on 35 x 35 37.0 -> 32.0 (2 threads, 5 runs, 22.0
+// -> 16.8), GoogLeNet's 48 to 128 on 7 x 7 even (3.36 -> 3.28); 32
+// channels do not: CIFAR-10 quick's conv2 29.1 -> 41.3 (its conv3 16.1 ->
+// 14.2), GoogLeNet's 32 to 96 on 28 x 28 21.8 -> 22.4, and in 3x3,
+// Inception-V3's stem (32 channels on 147 x 147) 116.7 -> 105.1 and 166.2
+// -> 168.7, the forward pass slower in both. Hence the floor of 48 there.
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -96,7 +105,7 @@ namespace {
 
 // The channel floor (Note [Winograd path]): on AVX2, where the GEMMs run at
 // half the AVX-512 kernel's rate, Winograd pays from fewer channels.
-int WinogradMinChannels() { return Avx512KernelsAvailable() ? 64 : 32; }
+int WinogradMinChannels() { return Avx512KernelsAvailable() ? 48 : 32; }
 constexpr int64_t kWinogradMinTiles = 100;
 
 }  // namespace
@@ -117,16 +126,11 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
     return "neither AVX-512 nor AVX2 kernels";
   }
-  // F(2x2, 5x5) was measured on the AVX2 kernels only (Note [Winograd
-  // path]).
-  if (r == 5 && Avx512KernelsAvailable()) {
-    return "a 5x5 kernel with the AVX-512 kernels (not measured)";
-  }
   const int min_channels = WinogradMinChannels();
   if (s.in_channels / s.group < min_channels ||
       s.out_channels / s.group < min_channels) {
-    return min_channels == 64
-               ? "fewer than 64 input channels or outputs per group"
+    return min_channels == 48
+               ? "fewer than 48 input channels or outputs per group"
                : "fewer than 32 input channels or outputs per group";
   }
   using Wino = WinogradConv<float>;
