@@ -73,9 +73,15 @@ TEST(ConvAlgorithmTableTest, ShrinkingOutputTakesIm2colForTheInputGradient) {
   EXPECT_NE(algos.cpu().Description().find("input gradient by im2col"),
             std::string::npos);
   EXPECT_NE(algos.Refusals().find(
-                "direct input gradient: the output is smaller than the input"),
+                "direct input gradient: the output is over 1.25 times smaller "
+                "than the input"),
             std::string::npos)
       << algos.Refusals();
+  // 40 x 40 to 38 x 38 (1.11 times the useful work): the direct input
+  // gradient (Note [Direct path]).
+  algos.Choose(Shape2D(2, 8, 40, 16, 3, 0), ConvOptions());
+  EXPECT_TRUE(algos.direct_input_grad()) << algos.Refusals();
+  EXPECT_EQ(algos.cpu().forward, algos.cpu().backward_data);
 }
 
 TEST(ConvAlgorithmTableTest, ModesNameTheirPaths) {

@@ -310,10 +310,13 @@ TEST(DirectConvolutionTest, LayerMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_DIRECT_CONV();
   CheckDirectLayer({5, 3, 8, 16}, ConvParam(10, 5, 2));
   CheckDirectLayer({3, 4, 6, 5}, ConvParam(6, 3, 1, 1, /*group=*/2));
-  // Output smaller than the input: the input gradient takes the im2col
-  // path (LeNet's conv2 shape, then a padded but still shrinking one).
+  // Output over 1.25 times smaller than the input: the input gradient
+  // takes the im2col path (LeNet's conv2 shape, then a padded but still
+  // shrinking one).
   CheckDirectLayer({3, 20, 12, 12}, ConvParam(50, 5, 0));
   CheckDirectLayer({4, 3, 9, 7}, ConvParam(5, 5, 1, 1));
+  // Less (24 x 22 to 22 x 20, 1.2 times): the direct input gradient.
+  CheckDirectLayer({2, 6, 24, 22}, ConvParam(7, 3, 0));
   // Strided (the AVX2 path only): the forward and weight gradient direct,
   // the input gradient by im2col; a first layer's weight gradient is the
   // row kernel's.

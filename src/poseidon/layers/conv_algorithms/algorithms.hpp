@@ -166,7 +166,8 @@ class DirectConvAlgorithm final : public CpuConvAlgorithm<float> {
   // The input gradient too? Else Backward takes weight gradients only, and
   // the table gives the input gradient to im2col.
   bool input_grad() const { return input_grad_; }
-  // Why not, where not: "strided" or "the output is smaller than the input".
+  // Why not, where not: "strided" or "the output is over 1.25 times smaller
+  // than the input".
   const char* no_input_grad_why() const { return no_input_grad_; }
   void Forward(Poseidon::Brew dev, const float* input, const float* weights,
                float* output) override;

@@ -34,13 +34,21 @@ namespace poseidon {
 // paths stay the reference (kPerImage, kBatched) and serve double, N-D
 // convolutions, strided ones on AVX-512 CPUs, and CPUs with neither.
 // kAuto takes the direct path only where it measured faster:
-//  - the input gradient only for "same" convolutions, output as large as
-//    the input: a smaller output (LeNet's unpadded 5x5 layers) makes it, as
-//    a convolution over the zero-padded top diff, do (H W) / (OH OW) times
-//    the useful work (2.25 times for LeNet's conv2), slower than col2im.
-//    There the forward and the weight gradient run direct and the input
-//    gradient takes the im2col path (GEMM, then col2im), which never
-//    needs the im2col of the input itself;
+//  - the input gradient only where the output is at most
+//    kDirectInputGradMaxWork (1.25) times smaller than the input: a
+//    smaller output makes it, as a convolution over the zero-padded top
+//    diff, do (H W) / (OH OW) times the useful work, slower than col2im
+//    for LeNet's unpadded 5x5 layers (2.25 times for conv2, 1.36 for
+//    conv1). There the forward and the weight gradient run direct and the
+//    input gradient takes the im2col path (GEMM, then col2im), which never
+//    needs the im2col of the input itself. Up to 1.25 it pays (a 2-core
+//    Xeon with AVX-512, compare_builds.py --conv, 1 thread, medians of 5
+//    interleaved runs, backward with the weight gradient, which did not
+//    change): Inception-V3's conv2_3x3 (32 channels, 147 x 147 to 145 x
+//    145, 1.03, batch 8) 90.2 -> 58.1 ms (2 threads 52.4 -> 29.9), 24 to 24
+//    channels 3x3 on 40 x 40 (1.11) 6.15 -> 5.14 (on the AVX2 kernels 7.55
+//    -> 6.77), 32 on 30 x 30 (1.15) 4.46 -> 4.08, 40 on 24 x 24 (1.19)
+//    5.58 -> 5.26, a 5x5 32 to 32 on 40 x 40 (1.23) 19.5 -> 17.4;
 //  - not for 1x1 convolutions, whose columns are the image itself: a GEMM
 //    on the image (no im2col, see BatchedIm2colConv::ForwardChunk) was 1.3-2.3x
 //    faster, forward and backward, on ResNet-50's 1x1 shapes at batch 8 (256 to
@@ -65,6 +73,9 @@ namespace {
 // The most outputs per group for which kAuto takes the direct path (see
 // Note [Direct path]).
 constexpr int kDirectMaxOutputs = 128;
+// The most input positions per output position for which kAuto takes the
+// direct input gradient (see Note [Direct path]).
+constexpr double kDirectInputGradMaxWork = 1.25;
 
 }  // namespace
 
@@ -91,8 +102,6 @@ const char* DirectConvAlgorithm::Reshape(const ConvShape& s,
     return "strided 1x1: im2col's subsampled copy is cheaper";
   }
   if (!DirectConv::KernelsAvailable()) return "neither AVX-512 nor AVX2";
-  const bool same_size =
-      s.col_shape[1] == s.input_shape[1] && s.col_shape[2] == s.input_shape[2];
   auto g = KernelGeometry<DirectConv::Geometry>(s);
   g.stride_h = s.stride[0];
   g.stride_w = s.stride[1];
@@ -119,8 +128,11 @@ const char* DirectConvAlgorithm::Reshape(const ConvShape& s,
     no_input_grad_ = "strided";
     return nullptr;
   }
-  if (!same_size || b.pad_h < 0 || b.pad_w < 0) {
-    no_input_grad_ = "the output is smaller than the input";
+  // The input gradient's work over the useful work (Note [Direct path]).
+  const double work = static_cast<double>(s.input_shape[1]) * s.input_shape[2] /
+                      (static_cast<double>(s.col_shape[1]) * s.col_shape[2]);
+  if (work > kDirectInputGradMaxWork || b.pad_h < 0 || b.pad_w < 0) {
+    no_input_grad_ = "the output is over 1.25 times smaller than the input";
     return nullptr;
   }
   if (backward_ == nullptr || !same(backward_->geometry(), b)) {
