@@ -224,14 +224,20 @@ TEST(DirectConvolutionTest, StridedMatchesNaiveLoops) {
   CheckDirectConv(Strided(Geom(2, 8, 5, 3, 3, 3, 1, 1), 2, 7));
 }
 
-TEST(DirectConvolutionTest, OutputVectorsOnlyForNarrowRows) {
+TEST(DirectConvolutionTest, OutputVectorsOnlyForNarrowOrPoorlyFilledRows) {
   POSEIDON_SKIP_WITHOUT_AVX512();
   // CIFAR-10 quick's conv3 and its input gradient; GoogLeNet's 5b 5x5.
   EXPECT_TRUE(DirectConv(Geom(32, 8, 8, 64, 5, 5, 2, 2)).output_vectors());
   EXPECT_TRUE(DirectConv(Geom(64, 8, 8, 32, 5, 5, 2, 2)).output_vectors());
   EXPECT_TRUE(DirectConv(Geom(48, 7, 7, 128, 5, 5, 2, 2)).output_vectors());
-  // Rows of 16 (CIFAR-10 quick's conv2); 50 outputs in 64 lanes (LeNet's
-  // conv2, 8 x 8 output); rows of 12.
+  // Rows of 17 and 19, under 60% of the position vectors' lanes
+  // (Inception-V3's 1x7 and 7x1 layers on 17 x 17).
+  EXPECT_TRUE(DirectConv(Geom(128, 17, 17, 128, 1, 7, 0, 3)).output_vectors());
+  EXPECT_TRUE(DirectConv(Geom(128, 17, 17, 128, 7, 1, 3, 0)).output_vectors());
+  EXPECT_TRUE(DirectConv(Geom(16, 19, 19, 32, 3, 3, 1, 1)).output_vectors());
+  // Rows of 20 (62.5% of 32 lanes); rows of 16 (CIFAR-10 quick's conv2);
+  // 50 outputs in 64 lanes (LeNet's conv2, 8 x 8 output); rows of 12.
+  EXPECT_FALSE(DirectConv(Geom(16, 20, 20, 32, 3, 3, 1, 1)).output_vectors());
   EXPECT_FALSE(DirectConv(Geom(32, 16, 16, 32, 5, 5, 2, 2)).output_vectors());
   EXPECT_FALSE(DirectConv(Geom(20, 12, 12, 50, 5, 5)).output_vectors());
   EXPECT_FALSE(DirectConv(Geom(8, 12, 12, 32, 3, 3, 1, 1)).output_vectors());

@@ -50,7 +50,18 @@
 // the 64 -> 32 case: forward 6.1 -> 5.0), GoogLeNet's 5b 5x5 (48 -> 128,
 // 7 x 7) forward 2.2 -> 1.1 ms and backward 3.5 -> 2.4; even at 14 x 14,
 // 5% slower at 28 x 28 and 8-10% with 50 outputs (LeNet's conv2, 64 lanes
-// for 50), so those keep the position vectors.
+// for 50), so those keep the position vectors. Rows of 17 to 19 outputs
+// use under 60% of the position vectors' lanes (17 of 32; segments across
+// rows cost about as much in pieces), and there the output vectors are
+// faster too: Inception-V3's 1x7 and 7x1 layers on 17 x 17 (128 to 128,
+// batch 8, 1 thread, compare_builds.py --conv, medians of 3 interleaved
+// runs) forward 5.18 -> 4.50 and 5.00 -> 4.49 ms, backward 9.30 -> 9.09
+// and 8.97 -> 8.78; inside the net (batch 8, 3 interleaved runs) its six
+// such layers 1.11-1.18 times as fast in both passes. On 16 x 16 (CIFAR-10
+// quick's conv2, every lane used) they were 2-4% slower. Past the direct
+// path's 128 outputs (Note [Direct path]), the 160- and 192-output 1x7
+// layers ran 5-15% faster alone with output vectors than by im2col + GEMM
+// but 2-10% slower inside the net, so that limit stays.
 //
 // Note [Strided direct convolution]
 // With stride sw along the rows, output x of tap j reads padded column
@@ -85,10 +96,18 @@ namespace {
 // The output-vector kernel's packed width: outputs rounded up to 16.
 int OutputWidth(int outputs) { return (outputs + 15) / 16 * 16; }
 
-// See Note [Output vectors]: rows narrower than 12 outputs, and at most
-// an eighth of the lanes of the output vectors idle.
+// The share of the position vectors' lanes that a row's own segments use
+// (17 positions: 2 vectors, 17 of 32 lanes).
+double RowLaneShare(int output_w) {
+  return output_w / (16.0 * ((output_w + 15) / 16));
+}
+
+// See Note [Output vectors]: rows narrower than 12 outputs or using under
+// 60% of the position vectors' lanes, and at most an eighth of the lanes of
+// the output vectors idle.
 bool PreferOutputVectors(const DirectConv::Geometry& g, int output_w) {
-  return output_w < 12 && OutputWidth(g.outputs) * 8 <= g.outputs * 9;
+  return (output_w < 12 || RowLaneShare(output_w) < 0.6) &&
+         OutputWidth(g.outputs) * 8 <= g.outputs * 9;
 }
 
 // Output channels per forward tile (rows of accumulators) and per
