@@ -75,12 +75,13 @@ TEST(WinogradConvolutionTest, FiveByFiveLayerMatchesPerImagePath) {
   CheckLayer<Conv>({3, 48, 7, 9}, Param("Convolution", 48, 4, 1, 5));
   // Two groups of 48 channels and 64 outputs (AlexNet's conv2 in small).
   CheckLayer<Conv>({3, 96, 14, 14}, Param("Convolution", 128, 2, 2, 5));
-  // Below the AVX-512 kernels' channel floor: CIFAR-10 quick's conv2 and
-  // conv3 (128 tiles in the batch, and 7 images of 16 on the 8 x 8 maps),
-  // 40 channels and 33 outputs.
+  // CIFAR-10 quick's conv3 (7 images of 16 tiles on the 8 x 8 maps): 32
+  // channels, on rows narrower than 12 (Winograd's with either kernels).
+  CheckLayer<Conv>({7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5));
+  // Below the AVX-512 kernels' channel floor: CIFAR-10 quick's conv2 (128
+  // tiles in the batch), 40 channels and 33 outputs.
   if (!Avx512KernelsAvailable()) {
     CheckLayer<Conv>({2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5));
-    CheckLayer<Conv>({7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5));
     CheckLayer<Conv>({2, 40, 19, 17}, Param("Convolution", 33, 0, 1, 5));
   }
 }
@@ -95,7 +96,8 @@ TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
 
 TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
   // Expected with the AVX-512 kernels and with the AVX2 ones: the channel
-  // floor is 48 there and 32 here (Note [Winograd path]).
+  // floor is 48 there (32 on output rows narrower than 12) and 32 here
+  // (Note [Winograd path]).
   struct Case {
     std::vector<int> shape;
     LayerParameter param;
@@ -110,12 +112,16 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{2, 64, 40, 40}, Param("Convolution", 16, 1), false, false},
       {{2, 48, 40, 40}, Param("Convolution", 64, 1), true, true},  // channels
       {{2, 32, 40, 40}, Param("Convolution", 64, 1), false, true},
+      {{12, 32, 10, 10}, Param("Convolution", 32, 1), true, true},  // narrow
+      {{12, 32, 12, 12}, Param("Convolution", 32, 1), false, true},
+      {{12, 16, 10, 10}, Param("Convolution", 32, 1), false, false},
       {{2, 16, 40, 40}, Param("Convolution", 256, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 3), false, false},  // pad 3
       // 5x5: F(2x2, 5x5), the same floors; pad at most 4.
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), true, true},
       {{2, 48, 16, 16}, Param("Convolution", 64, 4, 1, 5, 1), true, true},
       {{2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, true},
+      {{7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5, 1), true, true},
       {{2, 64, 40, 40}, Param("Convolution", 256, 5, 1, 5, 1), false, false},
       {{2, 16, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 2, 1, 5, 2), false, false},

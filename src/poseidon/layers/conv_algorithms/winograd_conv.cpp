@@ -15,7 +15,8 @@ namespace poseidon {
 // Note [Winograd path]
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
 // most 2, with at least WinogradMinChannels() input channels and outputs
-// per group (48 with the AVX-512 kernels, 32 with the AVX2 ones) and at least
+// per group (48 with the AVX-512 kernels, 32 on output rows narrower than 12
+// or with the AVX2 kernels) and at least
 // kWinogradMinTiles 4x4 output tiles in the batch, on a CPU where the AVX-512
 // or the AVX2 kernels run (they also do its GEMMs; POSEIDON_KERNELS=blas keeps
 // the im2col reference), kAuto computes the forward pass and both gradients by
@@ -49,7 +50,16 @@ namespace poseidon {
 // channels do not: CIFAR-10 quick's conv2 29.1 -> 41.3 (its conv3 16.1 ->
 // 14.2), GoogLeNet's 32 to 96 on 28 x 28 21.8 -> 22.4, and in 3x3,
 // Inception-V3's stem (32 channels on 147 x 147) 116.7 -> 105.1 and 166.2
-// -> 168.7, the forward pass slower in both. Hence the floor of 48 there.
+// -> 168.7, the forward pass slower in both. Hence the floor of 48 there,
+// except on output rows narrower than 12, where the direct path runs its
+// output-vector kernel (Note [Output vectors] in util/direct_conv.cpp) and
+// 32 channels pay (5 runs): CIFAR-10 quick's conv3 16.1 -> 13.7 ms, 32 to
+// 128 5x5 on 8 x 8 (batch 16) 4.70 -> 4.41, 3x3 32 to 32 on 8 x 8 (batch
+// 32) 1.18 -> 0.76, 40 to 40 on 10 x 10 (batch 16) 1.81 -> 1.10. In
+// the nets: CIFAR-10 quick's conv3 forward 5.41 -> 4.68 ms and backward
+// 10.45 -> 9.57 at 1 thread (the net 67.5 -> 66.0), even at 2 threads;
+// GoogLeNet's 5a 5x5 (32 to 128 on 7 x 7, 128 tiles) 2.50 -> 2.69 ms at 1
+// thread and 2.00 -> 2.09 at 2, within the net's noise.
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -104,8 +114,12 @@ namespace poseidon {
 namespace {
 
 // The channel floor (Note [Winograd path]): on AVX2, where the GEMMs run at
-// half the AVX-512 kernel's rate, Winograd pays from fewer channels.
-int WinogradMinChannels() { return Avx512KernelsAvailable() ? 48 : 32; }
+// half the AVX-512 kernel's rate, Winograd pays from fewer channels; with
+// the AVX-512 kernels too where output rows are narrower than 12, the
+// ground of the direct path's output-vector kernel.
+int WinogradMinChannels(const ConvShape& s) {
+  return Avx512KernelsAvailable() && s.col_shape[2] >= 12 ? 48 : 32;
+}
 constexpr int64_t kWinogradMinTiles = 100;
 
 }  // namespace
@@ -126,11 +140,12 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
     return "neither AVX-512 nor AVX2 kernels";
   }
-  const int min_channels = WinogradMinChannels();
+  const int min_channels = WinogradMinChannels(s);
   if (s.in_channels / s.group < min_channels ||
       s.out_channels / s.group < min_channels) {
     return min_channels == 48
-               ? "fewer than 48 input channels or outputs per group"
+               ? "fewer than 48 input channels or outputs per group (32 on "
+                 "output rows narrower than 12)"
                : "fewer than 32 input channels or outputs per group";
   }
   using Wino = WinogradConv<float>;
