@@ -56,12 +56,12 @@
 // faster too: Inception-V3's 1x7 and 7x1 layers on 17 x 17 (128 to 128,
 // batch 8, 1 thread, compare_builds.py --conv, medians of 3 interleaved
 // runs) forward 5.18 -> 4.50 and 5.00 -> 4.49 ms, backward 9.30 -> 9.09
-// and 8.97 -> 8.78; inside the net (batch 8, 3 interleaved runs) its six
-// such layers 1.11-1.18 times as fast in both passes. On 16 x 16 (CIFAR-10
-// quick's conv2, every lane used) they were 2-4% slower. Past the direct
-// path's 128 outputs (Note [Direct path]), the 160- and 192-output 1x7
-// layers ran 5-15% faster alone with output vectors than by im2col + GEMM
-// but 2-10% slower inside the net, so that limit stays.
+// and 8.97 -> 8.78; inside the net (batch 8, 3 interleaved runs) its four such
+// layers 1.09-1.14 times as fast in both passes, at 1 and 2 threads. On 16 x 16
+// (CIFAR-10 quick's conv2, every lane used) they were 2-4% slower. Past the
+// direct path's 128 outputs (Note [Direct path]), the 160- and 192-output 1x7
+// layers ran 5-15% faster alone with output vectors than by im2col + GEMM but
+// 2-10% slower inside the net, so that limit stays.
 //
 // Note [Strided direct convolution]
 // With stride sw along the rows, output x of tap j reads padded column
