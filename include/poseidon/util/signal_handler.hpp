@@ -48,6 +48,14 @@ SolverAction ParseSolverAction(const string& value, const string& flag_name);
 // while it lives, and names `who` in the line it writes.
 void InstallTerminationMessage(const string& who, const string& why);
 
+// Says that this process has printed its error and is ending the job
+// (MPI_Abort): from now on a crash signal ends it with the line "<who>:
+// <signal> while ending after the error above" and status 1, not glog's
+// stack trace (Note [Crashes while ending]). A SIGTERM that is pending or
+// being handled still ends it with its own line. Needs an earlier
+// InstallTerminationMessage; async-signal-safe.
+void NoteAbortingAfterError();
+
 // Notes the time of every continuation from a stop (SIGSTOP, SIGTSTP, a
 // debugger) from now on. A stopped process finds, when continued, every
 // deadline of its waits past; the distributed layer then says that this

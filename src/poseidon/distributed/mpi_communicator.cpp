@@ -30,6 +30,7 @@
 #include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT (Open MPI)
 #endif
 #include "poseidon/distributed/sync_policy.hpp"  // FormatBytes
+#include "poseidon/util/signal_handler.hpp"
 
 namespace poseidon {
 namespace dist {
@@ -339,6 +340,7 @@ void MpiCommunicator::Abort(const std::string& why) {
                impl_->job_size, why.c_str());
   std::fflush(stderr);
   google::FlushLogFiles(google::GLOG_INFO);
+  NoteAbortingAfterError();  // Note [Crashes while ending]
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {

@@ -193,6 +193,22 @@ TEST(WaitNotesTest, CrashWhileSigtermPendingPrintsTheLineOnly) {
   EXPECT_EQ(text, "tester: stopped by SIGTERM\n");
 }
 
+// A rank that printed its error and is in MPI_Abort: a crash there ends it
+// with one line and status 1, no stack trace.
+TEST(WaitNotesTest, CrashWhileAbortingSaysSoInOneLine) {
+  int status = 0;
+  const std::string text = RunChild(
+      [] {
+        InstallTerminationMessage("tester", "stopped by SIGTERM");
+        NoteAbortingAfterError();
+        raise(SIGSEGV);
+      },
+      &status);
+  ASSERT_TRUE(WIFEXITED(status)) << "status " << status << ": " << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_EQ(text, "tester: SIGSEGV while ending after the error above\n");
+}
+
 TEST(WaitNotesTest, CrashWithoutSigtermKeepsItsSignal) {
   int status = 0;
   const std::string text = RunChild(

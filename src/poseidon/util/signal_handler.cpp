@@ -125,13 +125,49 @@ extern "C" void HandleTerminate(int) { Terminate(); }
 // stack trace beside the rank's one line. A crash signal that arrives while
 // a SIGTERM is pending or being handled therefore ends the process as the
 // SIGTERM would (the one line, status 143): the job is being ended anyway,
-// and the line says by whom. Any other crash goes to the handler that was
-// installed before (glog's), or to the default action.
+// and the line says by whom. The rank that failed is in the same place
+// once it has printed its error: MPI_Abort tears the process down while
+// its progress and server threads still run on (a CI run of that matrix
+// had the stopped rank, continued, print its error and then a trace from
+// glog's handler, "*** Aborted at", in its MPI_Abort). After
+// NoteAbortingAfterError, a crash therefore ends the process with one
+// line, "<who>: <signal> while ending after the error above", and status
+// 1. Any other crash goes to the handler that was installed before
+// (glog's), or to the default action.
 constexpr int kCrashSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 constexpr int kNumCrashSignals =
     sizeof(kCrashSignals) / sizeof(kCrashSignals[0]);
+constexpr const char* kCrashSignalNames[] = {"SIGABRT", "SIGSEGV", "SIGBUS",
+                                             "SIGFPE", "SIGILL"};
 struct sigaction g_old_crash[kNumCrashSignals];
 std::atomic<bool> g_crash_installed{false};
+std::atomic<bool> g_aborting{false};  // see NoteAbortingAfterError
+
+// Writes "<who>: <signal> while ending after the error above" and ends the
+// process with status 1. Async-signal-safe: write and _exit only.
+[[noreturn]] void EndAfterError(int signal) {
+  static char line[sizeof(g_term_line) + 64];
+  size_t at = std::min(g_term_who_length.load(), sizeof(g_term_line));
+  if (at == 0) {
+    std::memcpy(line, "poseidon", 8);
+    at = 8;
+  } else {
+    std::memcpy(line, g_term_line, at);
+  }
+  const char* name = "a crash signal";
+  for (int i = 0; i < kNumCrashSignals; ++i) {
+    if (kCrashSignals[i] == signal) name = kCrashSignalNames[i];
+  }
+  const char* parts[] = {": ", name, " while ending after the error above\n"};
+  for (const char* part : parts) {
+    const size_t n = std::strlen(part);
+    std::memcpy(line + at, part, n);
+    at += n;
+  }
+  ssize_t unused = ::write(STDERR_FILENO, line, at);
+  (void)unused;
+  ::_exit(1);
+}
 
 extern "C" void HandleCrash(int signal, siginfo_t* info, void* context) {
   sigset_t pending;
@@ -139,6 +175,7 @@ extern "C" void HandleCrash(int signal, siginfo_t* info, void* context) {
       (sigpending(&pending) == 0 && sigismember(&pending, SIGTERM) == 1)) {
     Terminate();
   }
+  if (g_aborting.load()) EndAfterError(signal);
   for (int i = 0; i < kNumCrashSignals; ++i) {
     if (kCrashSignals[i] != signal) continue;
     const struct sigaction& old = g_old_crash[i];
@@ -163,6 +200,8 @@ extern "C" void HandleCrash(int signal, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+void NoteAbortingAfterError() { g_aborting.store(true); }
 
 void InstallTerminationMessage(const string& who, const string& why) {
   const string line = StrCat(who, ": ", why, "\n");
