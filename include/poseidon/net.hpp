@@ -39,6 +39,8 @@ template <typename Dtype>
 class BatchNormLayer;
 template <typename Dtype>
 class ScaleLayer;
+template <typename Dtype>
+class EltwiseLayer;
 
 // Whether `filename` is an HDF5 file (its superblock signature at offset 0
 // or after a user block); false for a missing or unreadable file. Needs no
@@ -178,12 +180,21 @@ class Net {
 
   // Note [BatchNorm + Scale] (net_fold.cpp): on the CPU, an in-place Scale
   // layer right after a BatchNorm is folded into it for the passes that
-  // run both. On unless POSEIDON_FOLD_BN_SCALE=0 in the environment at
-  // construction; the setter turns it off or on again (tests, benchmarks).
+  // run both, and an in-place ReLU after such a pair or after an Eltwise
+  // sum of two into its forward (Note [BatchNorm + Scale + ReLU]). On
+  // unless POSEIDON_FOLD_BN_SCALE=0 in the environment at construction;
+  // the setter turns all of it off or on again (tests, benchmarks).
   void set_fold_batch_norm_scale(bool on) { fold_enabled_ = on; }
   // The BatchNorm + Scale pairs that fold (whether or not folding is on).
   int num_batch_norm_scale_folds() const {
     return static_cast<int>(folds_.size());
+  }
+  // Of those, the ones whose in-place ReLU folds in as well.
+  int num_batch_norm_scale_relu_folds() const;
+  // Eltwise sums whose in-place ReLU folds in (Note [BatchNorm + Scale +
+  // ReLU]).
+  int num_eltwise_relu_folds() const {
+    return static_cast<int>(eltwise_relus_.size());
   }
 
   // Note [Shared diffs] (net_diffs.cpp): on the CPU, the diffs of the
@@ -265,10 +276,24 @@ class Net {
     int batch_norm_layer;
     BatchNormLayer<Dtype>* batch_norm;
     ScaleLayer<Dtype>* scale;
+    // Note [BatchNorm + Scale + ReLU]: whether the in-place ReLU right after
+    // the Scale (layer batch_norm_layer + 2) folds in too, and its slope.
+    bool relu = false;
+    Dtype relu_slope = 0;
   };
   // The graph pass, run once when the net is built: finds the pairs that
-  // fold.
+  // fold, and the ReLUs that fold into them or into an Eltwise.
   void FoldBatchNormScale();
+  // Whether layer `r` is a ReLU that can fold into the layer writing
+  // `blob` (in place on it, slope >= 0, no loss); its slope then.
+  bool FoldableReLU(size_t r, const Blob<Dtype>* blob, Dtype* slope) const;
+  // An Eltwise with its ReLU folded in (Note [BatchNorm + Scale + ReLU]).
+  struct EltwiseReLUFold {
+    EltwiseLayer<Dtype>* eltwise;
+    Dtype relu_slope;
+  };
+  // The fold of the Eltwise at layer `layer`, or null.
+  const EltwiseReLUFold* EltwiseReLUOf(int layer) const;
   // Whether this pass folds: on, on the CPU, no debug_info, not emulated.
   bool FoldingNow() const;
   // The fold whose BatchNorm is layer `layer`, or null.
@@ -344,6 +369,7 @@ class Net {
   bool fold_enabled_ = true;
   vector<BatchNormScaleFold> folds_;
   vector<int> fold_of_layer_;  // per layer: its fold's index, or -1
+  std::map<int, EltwiseReLUFold> eltwise_relus_;  // by the Eltwise's layer
   bool share_diffs_ = false;
   std::set<int> kept_diffs_;
   vector<DiffGroup> diff_groups_;

@@ -11,6 +11,7 @@
 
 #include "net_impl.hpp"
 #include "poseidon/layers/batch_norm_layer.hpp"  // Note [BatchNorm + Scale]
+#include "poseidon/layers/eltwise_layer.hpp"
 #include "poseidon/layers/scale_layer.hpp"
 #include "poseidon/net.hpp"
 
@@ -52,10 +53,19 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
   // See Note [BatchNorm + Scale] (net_fold.cpp).
   const bool fold = FoldingNow();
   const BatchNormScaleFold* folded = nullptr;  // whose BatchNorm just ran
+  // A ReLU that the BatchNorm or Eltwise before it ran (Note [BatchNorm +
+  // Scale + ReLU]).
+  int folded_relu = -1;
   Dtype loss = 0;
   for (int i = start; i <= end; ++i) {
     const vector<Blob<Dtype>*>& bottom = bottom_vecs_[i];
     const vector<Blob<Dtype>*>& top = top_vecs_[i];
+    if (i == folded_relu) {
+      before_forward_.Run(i);
+      after_forward_.Run(i);
+      folded_relu = -1;
+      continue;
+    }
     if (folded != nullptr) {
       // The pair's Scale: its before-forward hooks ran with the BatchNorm's.
       NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
@@ -68,16 +78,26 @@ Dtype Net<Dtype>::ForwardFromTo(int start, int end) {
     }
     before_forward_.Run(i);
     folded = fold && i < end ? FoldOfBatchNorm(i) : nullptr;
+    const EltwiseReLUFold* sum_relu =
+        fold && i < end ? EltwiseReLUOf(i) : nullptr;
     if (!forward_replacements_.empty()) {
       forward_replacements_.Run(i);
+    } else if (sum_relu != nullptr) {
+      NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
+        sum_relu->eltwise->ForwardWithReLU(bottom, top, sum_relu->relu_slope);
+      });
+      folded_relu = i + 1;
     } else if (folded != nullptr) {
       // The Scale's parameters are read here.
       before_forward_.Run(i + 1);
       const ScaleLayer<Dtype>& scale = *folded->scale;
+      const bool relu = folded->relu && i + 2 <= end;
       NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
         folded->batch_norm->ForwardFolded(bottom, top, scale.scale_cpu_data(),
-                                          scale.bias_cpu_data());
+                                          scale.bias_cpu_data(),
+                                          relu ? &folded->relu_slope : nullptr);
       });
+      if (relu) folded_relu = i + 2;
     } else {
       loss += NamingLayerOnOutOfMemory(*layers_[i], bottom, top, [&] {
         return layers_[i]->Forward(bottom, top);

@@ -11,6 +11,7 @@
 #ifndef POSEIDON_KERNELS_ELTWISE_KERNELS_HPP_
 #define POSEIDON_KERNELS_ELTWISE_KERNELS_HPP_
 
+#include "poseidon/kernels/relu_kernels.hpp"
 #include "poseidon/util/hd.hpp"
 
 namespace poseidon {
@@ -32,6 +33,19 @@ struct EltwiseSum {
     Dtype sum = resume ? y[i] : Dtype(0);
     for (int k = 0; k < num; ++k) sum += coeff[k] * x[k][i];
     y[i] = sum;
+  }
+};
+
+// y = ReLUValue(a + b, slope): a sum of two and the in-place ReLU after it
+// in one pass (EltwiseLayer::ForwardWithReLU); y may be a or b.
+template <typename Dtype>
+struct SumReLU {
+  const Dtype* a;
+  const Dtype* b;
+  Dtype* y;
+  Dtype slope;
+  POSEIDON_HD void operator()(int i) const {
+    y[i] = ReLUValue(a[i] + b[i], slope);
   }
 };
 

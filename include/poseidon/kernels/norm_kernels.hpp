@@ -24,6 +24,7 @@
 #define POSEIDON_KERNELS_NORM_KERNELS_HPP_
 
 #include "poseidon/kernels/blocked_sums.hpp"
+#include "poseidon/kernels/relu_kernels.hpp"
 #include "poseidon/util/hd.hpp"
 
 namespace poseidon {
@@ -320,6 +321,11 @@ struct BatchNormNormalize {
   // y = scale[c] * x_norm + bias[c] (bias null: none). Null: y = x_norm.
   const Dtype* scale = nullptr;
   const Dtype* bias = nullptr;
+  // With a scale: an in-place ReLU after the Scale folded in too, y =
+  // ReLUValue(scale[c] * x_norm + bias[c], relu_slope) (Note [BatchNorm +
+  // Scale + ReLU] in net_fold.cpp).
+  bool relu = false;
+  Dtype relu_slope = 0;
   POSEIDON_HD void operator()(int i) const {
     const RowSpan s = spans.Of(i);
     const int c = s.row % channels;
@@ -335,6 +341,15 @@ struct BatchNormNormalize {
     }
     const Dtype g = scale[c];
     const Dtype b = bias == nullptr ? Dtype(0) : bias[c];
+    if (relu) {
+      for (int k = s.begin; k < s.end; ++k) {
+        const Dtype v = (x[k] - m) * inv;
+        x_norm[k] = v;
+        const Dtype scaled = v * g + b;
+        y[k] = ReLUValue(scaled, relu_slope);
+      }
+      return;
+    }
     for (int k = s.begin; k < s.end; ++k) {
       const Dtype v = (x[k] - m) * inv;
       x_norm[k] = v;

@@ -8,16 +8,21 @@
 namespace poseidon {
 namespace kernels {
 
+// max(v, 0) + slope * min(v, 0): no branch, so the CPU loop vectorizes.
+// ReLUForward's body, and a BatchNorm's with a ReLU folded in
+// (BatchNormNormalize).
+template <typename Dtype>
+POSEIDON_HD_INLINE Dtype ReLUValue(Dtype v, Dtype slope) {
+  return hd::max(v, Dtype(0)) + slope * hd::min(v, Dtype(0));
+}
+
 // y = max(x, 0) + slope * min(x, 0): no branch, so the CPU loop vectorizes.
 template <typename Dtype>
 struct ReLUForward {
   const Dtype* x;
   Dtype* y;
   Dtype slope;
-  POSEIDON_HD void operator()(int i) const {
-    const Dtype v = x[i];
-    y[i] = hd::max(v, Dtype(0)) + slope * hd::min(v, Dtype(0));
-  }
+  POSEIDON_HD void operator()(int i) const { y[i] = ReLUValue(x[i], slope); }
 };
 
 // dx = dy * (x > 0 ? 1 : slope), the sign taken from `x` (the input, or the

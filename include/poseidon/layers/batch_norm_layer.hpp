@@ -73,12 +73,15 @@ class BatchNormLayer final : public Layer<Dtype> {
   // The two halves of a folded pass, called by the Net in place of Forward
   // and Backward (CPU; Note [BatchNorm + Scale] in net_fold.cpp).
   // ForwardFolded writes y = scale[c] * x_hat + bias[c] (bias may be null)
-  // instead of x_hat. BackwardFolded takes `channel_sums`, 3 x channels
-  // values: the sums over the batch of dE/dy and of dE/dy * x_hat and the
-  // scale s_c, of the Scale layer's output. CPU pointers.
+  // instead of x_hat; with `relu_slope` not null, the in-place ReLU after
+  // the Scale is folded in too: y = max(t, 0) + slope * min(t, 0) of that
+  // t, as the ReLU writes it (Note [BatchNorm + Scale + ReLU]). BackwardFolded
+  // takes `channel_sums`, 3 x channels values: the sums over the batch of dE/dy
+  // and of dE/dy * x_hat and the scale s_c, of the Scale layer's output. CPU
+  // pointers.
   void ForwardFolded(const vector<Blob<Dtype>*>& bottom,
                      const vector<Blob<Dtype>*>& top, const Dtype* scale,
-                     const Dtype* bias);
+                     const Dtype* bias, const Dtype* relu_slope = nullptr);
   void BackwardFolded(const vector<Blob<Dtype>*>& top,
                       const vector<Blob<Dtype>*>& bottom,
                       const Dtype* channel_sums);
@@ -104,10 +107,10 @@ class BatchNormLayer final : public Layer<Dtype> {
   // running sums.
   void BatchStatistics(Poseidon::Brew dev, const Blob<Dtype>& bottom);
   // ForwardOn's and BackwardOn's bodies, with a folded Scale's values
-  // (null: none).
+  // and ReLU's slope (null: none).
   void Normalize(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
                  const vector<Blob<Dtype>*>& top, const Dtype* scale,
-                 const Dtype* bias);
+                 const Dtype* bias, const Dtype* relu_slope = nullptr);
   void BackwardBody(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
                     const vector<bool>& propagate_down,
                     const vector<Blob<Dtype>*>& bottom,

@@ -48,6 +48,14 @@ class EltwiseLayer final : public Layer<Dtype> {
   // SUM: the first bottom with coefficient 1 gets dE/dy itself.
   int BottomDiffSharesTop(int bottom_index) const override;
 
+  // An in-place ReLU after this layer folded into its forward (CPU; Note
+  // [BatchNorm + Scale + ReLU] in net_fold.cpp): for the sum of two
+  // bottoms with coefficients 1, ResNet's shortcut. ForwardWithReLU writes
+  // ReLUValue(x_0 + x_1, relu_slope), what the sum then the ReLU write.
+  bool ReLUFoldsIn() const;
+  void ForwardWithReLU(const vector<Blob<Dtype>*>& bottom,
+                       const vector<Blob<Dtype>*>& top, Dtype relu_slope);
+
  protected:
   void ForwardOn(Poseidon::Brew dev, const vector<Blob<Dtype>*>& bottom,
                  const vector<Blob<Dtype>*>& top) override;

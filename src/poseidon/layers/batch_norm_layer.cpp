@@ -148,21 +148,22 @@ void BatchNormLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
 template <typename Dtype>
 void BatchNormLayer<Dtype>::ForwardFolded(const vector<Blob<Dtype>*>& bottom,
                                           const vector<Blob<Dtype>*>& top,
-                                          const Dtype* scale,
-                                          const Dtype* bias) {
+                                          const Dtype* scale, const Dtype* bias,
+                                          const Dtype* relu_slope) {
   // A folded Scale (Note [BatchNorm + Scale] in net_fold.cpp) is on the CPU.
   CHECK(Poseidon::mode() == Poseidon::CPU)
       << "a Scale is folded into BatchNorm " << this->layer_param_.name()
       << " on the GPU";
   Reshape(bottom, top);
-  Normalize(Poseidon::CPU, bottom, top, scale, bias);
+  Normalize(Poseidon::CPU, bottom, top, scale, bias, relu_slope);
 }
 
 template <typename Dtype>
 void BatchNormLayer<Dtype>::Normalize(Poseidon::Brew dev,
                                       const vector<Blob<Dtype>*>& bottom,
                                       const vector<Blob<Dtype>*>& top,
-                                      const Dtype* scale, const Dtype* bias) {
+                                      const Dtype* scale, const Dtype* bias,
+                                      const Dtype* relu_slope) {
   if (use_global_stats_) {
     for_each(dev, channels_,
              kernels::BatchNormGlobalStatistics<Dtype>{
@@ -178,11 +179,15 @@ void BatchNormLayer<Dtype>::Normalize(Poseidon::Brew dev,
   const kernels::RowSpans spans = kernels::MakeRowSpans(
       dev == Poseidon::GPU, Num(*bottom[0]) * channels_, Spatial(*bottom[0]));
   const Dtype* x = bottom[0]->data_on(dev);
+  CHECK(relu_slope == nullptr || scale != nullptr)
+      << "BatchNorm " << this->layer_param_.name()
+      << ": a ReLU folds in only with a Scale";
   for_each(dev, spans.count,
            kernels::BatchNormNormalize<Dtype>{
                x, mean_.data_on(dev), inv_std_.data_on(dev),
                top[0]->mutable_data_on(dev), x_norm_.mutable_data_on(dev),
-               channels_, spans, scale, bias});
+               channels_, spans, scale, bias, relu_slope != nullptr,
+               relu_slope != nullptr ? *relu_slope : Dtype(0)});
 }
 
 template <typename Dtype>

@@ -53,6 +53,26 @@ void EltwiseLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
+bool EltwiseLayer<Dtype>::ReLUFoldsIn() const {
+  return op_ == EltwiseParameter::SUM && coeffs_.size() == 2 &&
+         coeffs_[0] == Dtype(1) && coeffs_[1] == Dtype(1);
+}
+
+template <typename Dtype>
+void EltwiseLayer<Dtype>::ForwardWithReLU(const vector<Blob<Dtype>*>& bottom,
+                                          const vector<Blob<Dtype>*>& top,
+                                          Dtype relu_slope) {
+  CHECK(Poseidon::mode() == Poseidon::CPU && ReLUFoldsIn() &&
+        bottom.size() == 2)
+      << "Eltwise " << this->layer_param_.name()
+      << ": a ReLU folds in only on the CPU, into a sum of two bottoms";
+  Reshape(bottom, top);
+  for_each(Poseidon::CPU, top[0]->count(),
+           kernels::SumReLU<Dtype>{bottom[0]->cpu_data(), bottom[1]->cpu_data(),
+                                   top[0]->mutable_cpu_data(), relu_slope});
+}
+
+template <typename Dtype>
 void EltwiseLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
                                     const vector<Blob<Dtype>*>& bottom,
                                     const vector<Blob<Dtype>*>& top) {

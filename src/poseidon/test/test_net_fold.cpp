@@ -184,6 +184,50 @@ TYPED_TEST(NetFoldTest, PassesThatRunOneOfThePairRunUnfolded) {
   ExpectSameState(*this->plain_, net, this->Tol(), "whole pass");
 }
 
+// Note [BatchNorm + Scale + ReLU]: the BatchNorm's pass rectifies as the
+// ReLU would, bit for bit: a whole forward against one that ends at the
+// Scale (which runs the pair folded and leaves the ReLU out) followed by
+// the ReLU alone; with the plain ReLU and a leaky one.
+TYPED_TEST(NetFoldTest, TheReLUFoldsIntoTheForwardWithItsOwnBits) {
+  for (const string slope : {"0", "0.25"}) {
+    SCOPED_TRACE("negative_slope " + slope);
+    string text = NetText({true, true, false, false});
+    const string relu = R"(type: "ReLU" bottom: "c" top: "c" )";
+    ASSERT_NE(text.find(relu), string::npos);
+    text.replace(text.find(relu), relu.size(),
+                 relu + "relu_param { negative_slope: " + slope + " } ");
+    Poseidon::set_mode(Poseidon::CPU);
+    Net<TypeParam> net(ParseNet(text));
+    ASSERT_EQ(net.num_batch_norm_scale_relu_folds(), 1);
+    std::mt19937 gen(3);
+    FillRandom(net.blob_by_name("x").get(), &gen, -2, 3);
+    FillRandom(net.blob_by_name("t").get(), &gen, -1, 1);
+    const int scale = net.layer_index("scale");
+    const int relu_layer = net.layer_index("relu");
+    ASSERT_EQ(relu_layer, scale + 1);
+    const Blob<TypeParam>& c = *net.blob_by_name("c");
+    // Ended at the Scale: not rectified yet.
+    net.ForwardTo(scale);
+    int negative = 0;
+    for (int i = 0; i < c.count(); ++i) negative += c.cpu_data()[i] < 0;
+    EXPECT_GT(negative, c.count() / 10);
+    net.ForwardFromTo(relu_layer, relu_layer);
+    const vector<TypeParam> apart(c.cpu_data(), c.cpu_data() + c.count());
+    // Batch statistics: the second pass normalises the same batch alike.
+    net.Forward();
+    const vector<TypeParam> folded(c.cpu_data(), c.cpu_data() + c.count());
+    EXPECT_EQ(folded, apart);
+    // Rectified: no negatives left with slope 0, scaled ones with 0.25.
+    int still_negative = 0;
+    for (TypeParam v : folded) still_negative += v < 0;
+    if (slope == "0") {
+      EXPECT_EQ(still_negative, 0);
+    } else {
+      EXPECT_EQ(still_negative, negative);
+    }
+  }
+}
+
 TYPED_TEST(NetFoldTest, ScaleHooksRunBeforeTheFoldedForward) {
   // The synchroniser waits for a layer's fresh parameters in its
   // before-forward hook: the Scale's must run before the BatchNorm's
@@ -301,6 +345,126 @@ TEST(NetFoldPairsTest, OnlyInPlaceScalesOverChannelsFold) {
   for (const Case& c : cases) {
     Net<float> net(ParseNet(head + c.tail));
     EXPECT_EQ(net.num_batch_norm_scale_folds(), c.folds) << c.tail;
+  }
+}
+
+TEST(NetFoldPairsTest, ReLUsInPlaceRightAfterThePairFold) {
+  const string head = R"(
+    name: "pairs"
+    layer { name: "in" type: "Input" top: "x"
+      input_param { shape { dim: 2 dim: 3 dim: 4 dim: 4 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "x" top: "x" }
+    layer { name: "s" type: "Scale" bottom: "x" top: "x" }
+  )";
+  struct Case {
+    string tail;
+    int relu_folds;
+  };
+  const Case cases[] = {
+      {R"(layer { name: "r" type: "ReLU" bottom: "x" top: "x" })", 1},
+      {R"(layer { name: "r" type: "ReLU" bottom: "x" top: "x"
+            relu_param { negative_slope: 0.1 } })",
+       1},
+      // A negative slope: the ReLU saves its input for backward.
+      {R"(layer { name: "r" type: "ReLU" bottom: "x" top: "x"
+            relu_param { negative_slope: -0.5 } })",
+       0},
+      // Not in place; a layer in between; a loss weight.
+      {R"(layer { name: "r" type: "ReLU" bottom: "x" top: "y" })", 0},
+      {R"(layer { name: "p" type: "Power" bottom: "x" top: "x" }
+          layer { name: "r" type: "ReLU" bottom: "x" top: "x" })",
+       0},
+      {R"(layer { name: "r" type: "ReLU" bottom: "x" top: "x"
+            loss_weight: 1 })",
+       0},
+      // A TanH is no ReLU.
+      {R"(layer { name: "r" type: "TanH" bottom: "x" top: "x" })", 0},
+  };
+  for (const Case& c : cases) {
+    Net<float> net(ParseNet(head + c.tail));
+    EXPECT_EQ(net.num_batch_norm_scale_folds(), 1) << c.tail;
+    EXPECT_EQ(net.num_batch_norm_scale_relu_folds(), c.relu_folds) << c.tail;
+  }
+}
+
+// Note [BatchNorm + Scale + ReLU]: a ReLU in place after an Eltwise sum of
+// two (ResNet's shortcuts) folds into the sum, with the bits of the sum
+// and the ReLU run apart; other Eltwise layers keep their ReLU apart.
+TEST(NetFoldEltwiseTest, TheReLUFoldsIntoASumOfTwoWithItsOwnBits) {
+  const string head = R"(
+    name: "sums" force_backward: true
+    layer { name: "in" type: "Input" top: "a" top: "b" top: "c"
+      input_param { shape { dim: 2 dim: 3 dim: 5 dim: 7 }
+                    shape { dim: 2 dim: 3 dim: 5 dim: 7 }
+                    shape { dim: 2 dim: 3 dim: 5 dim: 7 } } }
+  )";
+  const string relu =
+      R"(layer { name: "r" type: "ReLU" bottom: "s" top: "s" RELU })";
+  struct Case {
+    string sum;
+    string relu_param;
+    int folds;
+  };
+  const Case cases[] = {
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            top: "s" })",
+       "", 1},
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            top: "s" eltwise_param { coeff: 1 coeff: 1 } })",
+       "relu_param { negative_slope: 0.5 }", 1},
+      // Coefficients other than 1, three bottoms, PROD, MAX.
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            top: "s" eltwise_param { coeff: 1 coeff: -1 } })",
+       "", 0},
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            bottom: "c" top: "s" })",
+       "", 0},
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            top: "s" eltwise_param { operation: PROD } })",
+       "", 0},
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            top: "s" eltwise_param { operation: MAX } })",
+       "", 0},
+      // A negative slope.
+      {R"(layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b"
+            top: "s" })",
+       "relu_param { negative_slope: -1 }", 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.sum + " " + c.relu_param);
+    string r = relu;
+    r.replace(r.find("RELU"), 4, c.relu_param);
+    Poseidon::set_mode(Poseidon::CPU);
+    Net<float> net(ParseNet(head + c.sum + r));
+    ASSERT_EQ(net.num_eltwise_relu_folds(), c.folds);
+    std::mt19937 gen(5);
+    for (const string& name : {"a", "b", "c"}) {
+      FillRandom(net.blob_by_name(name).get(), &gen, -1, 1);
+    }
+    const int sum = net.layer_index("sum");
+    const Blob<float>& s = *net.blob_by_name("s");
+    net.ForwardTo(sum);
+    int negative = 0;
+    for (int i = 0; i < s.count(); ++i) negative += s.cpu_data()[i] < 0;
+    EXPECT_GT(negative, s.count() / 10);
+    net.ForwardFromTo(sum + 1, sum + 1);
+    const vector<float> apart(s.cpu_data(), s.cpu_data() + s.count());
+    net.Forward();
+    const vector<float> whole(s.cpu_data(), s.cpu_data() + s.count());
+    EXPECT_EQ(whole, apart);
+    int still_negative = 0;
+    for (float v : whole) still_negative += v < 0;
+    // Negatives stay (scaled) only with a positive slope.
+    EXPECT_EQ(still_negative > 0,
+              c.relu_param.find("slope: 0.5") != string::npos);
+    // The ReLU's backward still runs: its mask zeroes the gradient.
+    net.Backward();
+    const float* da = net.blob_by_name("a")->cpu_diff();
+    int zero_grad = 0;
+    for (int i = 0; i < s.count(); ++i) zero_grad += da[i] == 0;
+    if (c.relu_param.empty() && c.sum.find("MAX") == string::npos) {
+      EXPECT_GT(zero_grad, s.count() / 10);
+    }
   }
 }
 
