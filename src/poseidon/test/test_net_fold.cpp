@@ -99,6 +99,31 @@ void ExpectSameState(const Net<Dtype>& want, const Net<Dtype>& got, double tol,
                               x.count(), tol, when + ", blob x diff");
 }
 
+// Note [BatchNorm + Scale + ReLU]: runs `net` forward to the layer before
+// the ReLU `relu` (in place on `blob`), then the ReLU alone, then whole;
+// expects the same bits both ways and returns how many values were
+// negative before the ReLU and after the whole pass.
+template <typename Dtype>
+std::pair<int, int> ExpectReLUApartAndFoldedAlike(Net<Dtype>* net, int relu,
+                                                  const string& blob) {
+  const Blob<Dtype>& b = *net->blob_by_name(blob);
+  auto negatives = [&b] {
+    int n = 0;
+    for (int i = 0; i < b.count(); ++i) n += b.cpu_data()[i] < 0;
+    return n;
+  };
+  net->ForwardTo(relu - 1);
+  const int before = negatives();
+  EXPECT_GT(before, b.count() / 10);
+  net->ForwardFromTo(relu, relu);
+  const vector<Dtype> apart(b.cpu_data(), b.cpu_data() + b.count());
+  // Batch statistics: the second pass normalises the same batch alike.
+  net->Forward();
+  const vector<Dtype> whole(b.cpu_data(), b.cpu_data() + b.count());
+  EXPECT_EQ(whole, apart);
+  return {before, negatives()};
+}
+
 template <typename Dtype>
 class NetFoldTest : public ::testing::Test {
  protected:
@@ -202,24 +227,11 @@ TYPED_TEST(NetFoldTest, TheReLUFoldsIntoTheForwardWithItsOwnBits) {
     std::mt19937 gen(3);
     FillRandom(net.blob_by_name("x").get(), &gen, -2, 3);
     FillRandom(net.blob_by_name("t").get(), &gen, -1, 1);
-    const int scale = net.layer_index("scale");
     const int relu_layer = net.layer_index("relu");
-    ASSERT_EQ(relu_layer, scale + 1);
-    const Blob<TypeParam>& c = *net.blob_by_name("c");
-    // Ended at the Scale: not rectified yet.
-    net.ForwardTo(scale);
-    int negative = 0;
-    for (int i = 0; i < c.count(); ++i) negative += c.cpu_data()[i] < 0;
-    EXPECT_GT(negative, c.count() / 10);
-    net.ForwardFromTo(relu_layer, relu_layer);
-    const vector<TypeParam> apart(c.cpu_data(), c.cpu_data() + c.count());
-    // Batch statistics: the second pass normalises the same batch alike.
-    net.Forward();
-    const vector<TypeParam> folded(c.cpu_data(), c.cpu_data() + c.count());
-    EXPECT_EQ(folded, apart);
+    ASSERT_EQ(relu_layer, net.layer_index("scale") + 1);
+    const auto [negative, still_negative] =
+        ExpectReLUApartAndFoldedAlike(&net, relu_layer, "c");
     // Rectified: no negatives left with slope 0, scaled ones with 0.25.
-    int still_negative = 0;
-    for (TypeParam v : folded) still_negative += v < 0;
     if (slope == "0") {
       EXPECT_EQ(still_negative, 0);
     } else {
@@ -442,28 +454,18 @@ TEST(NetFoldEltwiseTest, TheReLUFoldsIntoASumOfTwoWithItsOwnBits) {
       FillRandom(net.blob_by_name(name).get(), &gen, -1, 1);
     }
     const int sum = net.layer_index("sum");
-    const Blob<float>& s = *net.blob_by_name("s");
-    net.ForwardTo(sum);
-    int negative = 0;
-    for (int i = 0; i < s.count(); ++i) negative += s.cpu_data()[i] < 0;
-    EXPECT_GT(negative, s.count() / 10);
-    net.ForwardFromTo(sum + 1, sum + 1);
-    const vector<float> apart(s.cpu_data(), s.cpu_data() + s.count());
-    net.Forward();
-    const vector<float> whole(s.cpu_data(), s.cpu_data() + s.count());
-    EXPECT_EQ(whole, apart);
-    int still_negative = 0;
-    for (float v : whole) still_negative += v < 0;
+    const int still_negative =
+        ExpectReLUApartAndFoldedAlike(&net, sum + 1, "s").second;
     // Negatives stay (scaled) only with a positive slope.
     EXPECT_EQ(still_negative > 0,
               c.relu_param.find("slope: 0.5") != string::npos);
     // The ReLU's backward still runs: its mask zeroes the gradient.
     net.Backward();
-    const float* da = net.blob_by_name("a")->cpu_diff();
+    const Blob<float>& a = *net.blob_by_name("a");
     int zero_grad = 0;
-    for (int i = 0; i < s.count(); ++i) zero_grad += da[i] == 0;
+    for (int i = 0; i < a.count(); ++i) zero_grad += a.cpu_diff()[i] == 0;
     if (c.relu_param.empty() && c.sum.find("MAX") == string::npos) {
-      EXPECT_GT(zero_grad, s.count() / 10);
+      EXPECT_GT(zero_grad, a.count() / 10);
     }
   }
 }
