@@ -41,6 +41,10 @@ class SyncedMemory {
 
   const void* cpu_data();
   void set_cpu_data(void* data);  // observes `data`; caller keeps ownership
+  // After set_cpu_data: copies the observed host bytes into memory of its
+  // own, so that the observed buffer may go away. A no-op when the host
+  // copy is owned already.
+  void own_cpu_data();
   const void* gpu_data();
   void set_gpu_data(void* data);
   void* mutable_cpu_data();

@@ -192,6 +192,14 @@ void SyncedMemory::set_cpu_data(void* data) {
   own_cpu_data_ = false;
 }
 
+void SyncedMemory::own_cpu_data() {
+  if (cpu_ptr_ == nullptr || own_cpu_data_) return;
+  const void* observed = cpu_ptr_;
+  cpu_ptr_ = nullptr;
+  AllocateCpu();
+  std::memcpy(cpu_ptr_, observed, size_);
+}
+
 const void* SyncedMemory::gpu_data() {
   ToGpu();
   return gpu_ptr_;

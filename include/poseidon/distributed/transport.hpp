@@ -151,6 +151,17 @@ class Transport {
   // The plan's log adds it to each layer's reason.
   virtual const char* route() const { return ""; }
   virtual Dtype* Stage(int g, int64_t iter) = 0;
+  // This rank's buffer for group g's gradient of `iter` when the transport
+  // reads it from there: the trainer may point the params' diffs into it
+  // before the backward, so that Fill finds the gradient in place (Note
+  // [Gradients born in shared memory] in synchronizer_exchange.cpp).
+  // nullptr (the default): Fill copies. May wait as Stage does; Stage of
+  // `iter` returns the same buffer.
+  virtual Dtype* Home(int g, int64_t iter) {
+    (void)g;
+    (void)iter;
+    return nullptr;
+  }
   // Copies group g's part of this rank into `slot` (Stage's buffer) from
   // this rank's device workers' nets, workers[0] the rank's own (which
   // holds their summed gradient).
@@ -238,6 +249,8 @@ void RebuildFromFactors(const ExchangeSpec& spec, int ranks,
 // push layer over the device workers (U the top's diff scaled by 1 / T for
 // T workers, V the bottom's data), whose summed outer products are the
 // locally averaged gradient. From the GPU when the newest copy is there.
+// StageGradient skips a param whose diff already lives at its place in
+// the slot (Transport::Home).
 template <typename Dtype>
 void StageGradient(const ExchangeSpec& spec, const Net<Dtype>& net,
                    Dtype* slot);

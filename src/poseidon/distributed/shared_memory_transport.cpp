@@ -34,6 +34,7 @@ class SharedMemoryTransport final : public Transport<Dtype> {
     if (timeline_) staged_at_ = timeline_->NowMicros();
     return shared_->Slot(g, iter);
   }
+  Dtype* Home(int g, int64_t iter) override { return shared_->Slot(g, iter); }
   void Fill(int g, const std::vector<Net<Dtype>*>& workers,
             Dtype* slot) override {
     StageGradient(groups_[g], *workers[0], slot);

@@ -185,6 +185,7 @@ void Synchronizer<Dtype>::Impl::Attach() {
   hooks.push_back(solver->add_on_step_begin([this] {
     seed_weights = true;
     StaleBegin();
+    MoveAllDiffsHome();
   }));
   hooks.push_back(solver->add_on_sync_weights([this] { SyncAll(); }));
   hooks.push_back(solver->add_on_sync_history([this] {
@@ -317,6 +318,7 @@ Synchronizer<Dtype>::~Synchronizer() {
   // the transports' buffers and the agreement) before they go; the
   // parameter server joins its own threads.
   d.collective.reset();
+  d.GiveDiffsBack();  // out of the transports' memory
   d.transports.clear();
   d.agreement.reset();
   if (d.control) {

@@ -66,7 +66,9 @@ inline double SteadySeconds() {
 // the new values. Per group and iteration j:
 //   after_backward(push layer), last iter_size pass: the param diffs (or,
 //       for SFB, the layer's top diff and bottom data) are copied into the
-//       group's staging slot j % (staleness + 1) and posted to the
+//       group's staging slot j % (staleness + 1) (through shared memory the
+//       diffs may already live there: Note [Gradients born in shared
+//       memory] in synchronizer_exchange.cpp) and posted to the
 //       transport, which leaves the sum over ranks in the slot;
 //   update point of j: the rate of j is recorded (GetLearningRate, once);
 //   before_forward(wait layer), first pass of iteration t: for every
@@ -119,6 +121,9 @@ struct Synchronizer<Dtype>::Impl {
     int index = -1;
     int64_t next_apply = 0;  // the first iteration not yet applied
     int64_t last_posted = -1;
+    // The iteration whose buffer in the transport the params' diffs point
+    // into, or -1 (Note [Gradients born in shared memory]).
+    int64_t home_iter = -1;
     std::vector<double> posted_at;  // per slot: when it was posted (s)
   };
 
@@ -223,6 +228,10 @@ struct Synchronizer<Dtype>::Impl {
       const TransportContext& context,
       const std::map<CommType, vector<ExchangeSpec>>& specs);
   void Attach();
+  // Note [Gradients born in shared memory] in synchronizer_exchange.cpp.
+  void MoveDiffsHome(int gid);
+  void MoveAllDiffsHome();
+  void GiveDiffsBack();
   void Collect(int gid, int64_t iter);
   void Post(int gid, int64_t iter);
   void ApplyGroup(int gid, int64_t iter);

@@ -95,7 +95,13 @@ void StageGradient(const ExchangeSpec& spec, const Net<Dtype>& net,
   const std::vector<Blob<Dtype>*>& learnable = net.learnable_params();
   for (size_t i = 0; i < spec.params.size(); ++i) {
     const Blob<Dtype>* b = learnable[spec.params[i]];
-    CopyToHost(b->diff().get(), b->count(), slot + spec.offsets[i]);
+    SyncedMemory* diff = b->diff().get();
+    Dtype* place = slot + spec.offsets[i];
+    if (diff->head() == SyncedMemory::HEAD_AT_CPU &&
+        diff->cpu_data() == place) {
+      continue;  // born there
+    }
+    CopyToHost(diff, b->count(), place);
   }
   WaitForHostCopies();
 }

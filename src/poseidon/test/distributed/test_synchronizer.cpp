@@ -450,6 +450,67 @@ TEST(SharedMemoryTest, TheTrainingThreadsShareIsOnTheTimeline) {
       OneHost());
 }
 
+// Note [Gradients born in shared memory]: through shared memory, with no
+// staleness, the params' diffs live in the two slots in turn (the backward
+// writes the gradient where the other ranks read it), and once the
+// Synchronizer is gone they own memory again, with the values they held.
+// Messages, or staleness, keep the diffs where they were.
+TEST(SharedMemoryTest, GradientsAreBornInTheSlotsAndGivenBack) {
+  const std::pair<const char*, bool> cases[] = {
+      {"", true}, {"shared_memory: false", false}, {"staleness: 1", false}};
+  for (const auto& [settings, born] : cases) {
+    RunRanks(
+        2,
+        [settings = settings, born = born](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 2, false});
+          auto solver = CreateSolver<double>(MakeSolver("SGD", 2));
+          const vector<Blob<double>*>& learnable =
+              solver->net()->learnable_params();
+          auto where = [&] {
+            std::vector<const double*> at;
+            for (Blob<double>* b : learnable) at.push_back(b->cpu_diff());
+            return at;
+          };
+          const std::vector<const double*> own = where();
+          Weights<double> held;
+          std::vector<const double*> last;
+          {
+            Synchronizer<double> sync(
+                solver.get(), comm,
+                Dist(DistributedParameter::ALLREDUCE, settings));
+            std::vector<std::vector<const double*>> after;
+            for (int step = 0; step < 3; ++step) {
+              solver->Step(1);
+              after.push_back(where());
+            }
+            for (size_t i = 0; i < learnable.size(); ++i) {
+              SCOPED_TRACE(StrCat(settings, ", param ", i));
+              if (born) {
+                EXPECT_NE(after[0][i], own[i]);
+                EXPECT_NE(after[1][i], after[0][i]);
+                EXPECT_EQ(after[2][i], after[0][i]);
+              } else {
+                for (const auto& at : after) EXPECT_EQ(at[i], own[i]);
+              }
+            }
+            for (Blob<double>* b : learnable) {
+              held.emplace_back(b->cpu_diff(), b->cpu_diff() + b->count());
+            }
+            last = after.back();
+          }
+          for (size_t i = 0; i < learnable.size(); ++i) {
+            const double* diff = learnable[i]->cpu_diff();
+            if (born) EXPECT_NE(diff, last[i]) << "param " << i;
+            EXPECT_EQ(std::vector<double>(diff, diff + learnable[i]->count()),
+                      held[i])
+                << settings << ", param " << i;
+          }
+          solver->Step(1);  // alone now, in memory of its own
+        },
+        OneHost());
+  }
+}
+
 TEST(SharedMemoryTest, StalenessClipIterSizeAndExchangeAfterBackward) {
   const auto stale = TrainTogether<double>(
       MakeSolver("SGD", 2), Dist(DistributedParameter::AUTO, "staleness: 2"),
