@@ -258,6 +258,9 @@ void Synchronizer<Dtype>::Impl::SyncAll() {
 }
 
 #define POSEIDON_INSTANTIATE_EXCHANGE(Dtype)                              \
+  template void Synchronizer<Dtype>::Impl::MoveDiffsHome(int);            \
+  template void Synchronizer<Dtype>::Impl::MoveAllDiffsHome();            \
+  template void Synchronizer<Dtype>::Impl::GiveDiffsBack();               \
   template void Synchronizer<Dtype>::Impl::Post(int, int64_t);            \
   template void Synchronizer<Dtype>::Impl::Collect(int, int64_t);         \
   template Status Synchronizer<Dtype>::Impl::OnCollectiveThread(          \
