@@ -29,7 +29,8 @@ namespace dist {
 //       slots in rank order (the same operations, so the same bits, on
 //       every rank), then released = j + 1.
 // The distributed trainer publishes after a layer's backward and sums
-// before the layer's next forward, with slots = staleness + 2. Neither wait
+// before the layer's next forward, with slots = staleness + 2 (3 without
+// staleness: Note [Gradients born in shared memory]). Neither wait
 // can deadlock there: a rank publishing j has applied j - 1 - s, which
 // needed every rank to publish it, and a rank that published j - 1 - s can
 // reach its forward of iteration j - 1, and so release j - 2 - s, without
@@ -145,6 +146,12 @@ void SharedAllreduce<Dtype>::Release(int g, int64_t iter) {
 template <typename Dtype>
 void SharedAllreduce<Dtype>::WaitForFlag(int g, int64_t iter,
                                          bool published) const {
+  bool behind = false;  // the common case, without building the message
+  for (int r = 0; r < comm_->size() && !behind; ++r) {
+    behind =
+        Flag(Line(g, r), published)->load(std::memory_order_acquire) < iter + 1;
+  }
+  if (!behind) return;
   WaitForRanks(
       comm_->size(),
       [&](int r) {

@@ -71,12 +71,15 @@ std::unique_ptr<Transport<Dtype>> MakeSharedMemoryTransport(
     const TransportContext& context, std::vector<ExchangeSpec> groups) {
   // Slots: see Note [Shared memory allreduce] in shared_allreduce.cpp (a
   // slot is reused only after every rank released it, one more than the
-  // staging slots).
+  // staging slots), and one more without staleness, where the gradients
+  // are born in the slots: then moving the diffs on at the update point
+  // never waits (Note [Gradients born in shared memory] in
+  // synchronizer_exchange.cpp).
   std::vector<typename SharedAllreduce<Dtype>::Group> specs;
   for (const ExchangeSpec& g : groups) specs.push_back({g.name, g.count});
+  const int slots = context.slots + (context.slots == 1 ? 2 : 1);
   std::unique_ptr<SharedAllreduce<Dtype>> shared =
-      SharedAllreduce<Dtype>::Create(context.comm, std::move(specs),
-                                     context.slots + 1);
+      SharedAllreduce<Dtype>::Create(context.comm, std::move(specs), slots);
   if (!shared) return nullptr;
   return std::make_unique<SharedMemoryTransport<Dtype>>(
       context, std::move(groups), std::move(shared));

@@ -52,11 +52,15 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
 // collects into the diffs or clears them) and before any Collect writes a
 // mean into them. Between a group's Post and the update point the diffs
 // hold this rank's published gradient: they may be read, never written.
-// Moving waits as Slot does, until every rank has released what the slot
-// held two iterations back, which the others did in their forward of the
-// iteration this rank is ending; an exchange of that iteration would have
-// waited for them longer. With staleness s > 0 a rank may be up to s
-// iterations ahead, and the s + 2 slots would hold it back to one, so the
+// Moving to the slot of j + 1 at the update point of j waits, as Slot
+// does, until every rank has released what the slot held: with the three
+// slots the transport then keeps (one more than the exchange needs),
+// iteration j - 2, which every rank released before it published the
+// gradient of j - 1 that this rank has collected. So the move never waits.
+// (With two slots it waited for the others' forward of j, a new meeting
+// point in every iteration: a two-rank job of a tiny net ran at 30 000
+// instead of 48 000 iterations per second.) With staleness s > 0 a rank
+// may be up to s iterations ahead and the move would hold it back, so the
 // diffs stay home and Fill copies. The diffs get memory of their own again
 // (SyncedMemory::own_cpu_data) before the shared memory goes.
 template <typename Dtype>

@@ -451,7 +451,7 @@ TEST(SharedMemoryTest, TheTrainingThreadsShareIsOnTheTimeline) {
 }
 
 // Note [Gradients born in shared memory]: through shared memory, with no
-// staleness, the params' diffs live in the two slots in turn (the backward
+// staleness, the params' diffs live in the three slots in turn (the backward
 // writes the gradient where the other ranks read it), and once the
 // Synchronizer is gone they own memory again, with the values they held.
 // Messages, or staleness, keep the diffs where they were.
@@ -479,7 +479,7 @@ TEST(SharedMemoryTest, GradientsAreBornInTheSlotsAndGivenBack) {
                 solver.get(), comm,
                 Dist(DistributedParameter::ALLREDUCE, settings));
             std::vector<std::vector<const double*>> after;
-            for (int step = 0; step < 3; ++step) {
+            for (int step = 0; step < 4; ++step) {
               solver->Step(1);
               after.push_back(where());
             }
@@ -488,7 +488,9 @@ TEST(SharedMemoryTest, GradientsAreBornInTheSlotsAndGivenBack) {
               if (born) {
                 EXPECT_NE(after[0][i], own[i]);
                 EXPECT_NE(after[1][i], after[0][i]);
-                EXPECT_EQ(after[2][i], after[0][i]);
+                EXPECT_NE(after[2][i], after[0][i]);
+                EXPECT_NE(after[2][i], after[1][i]);
+                EXPECT_EQ(after[3][i], after[0][i]);
               } else {
                 for (const auto& at : after) EXPECT_EQ(at[i], own[i]);
               }
