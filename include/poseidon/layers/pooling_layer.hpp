@@ -155,6 +155,9 @@ class PoolingLayer final : public Layer<Dtype> {
   int interior_lo_ = 0, interior_hi_ = 0;
   // Rows with fewer interior windows take the per-window code throughout.
   int min_interior_ = 1;
+  // One window, the whole unpadded plane, per plane (Note [Pooling fast
+  // path]).
+  bool whole_planes_ = false;
   // Index of the chosen element in its plane, per top element, for the
   // tuned MAX passes.
   vector<int> chosen_;

@@ -163,6 +163,8 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
                           PoolRowKernelsAvailable()
                       ? 1
                       : kMinInterior;
+  whole_planes_ = pooled_height_ == 1 && pooled_width_ == 1 && pad_h_ == 0 &&
+                  pad_w_ == 0 && kernel_h_ == height_ && kernel_w_ == width_;
   ChooseGpuPath(top);
 }
 
@@ -187,6 +189,11 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 //    portable body's;
 //  - windows clipped by the left or right border are done one by one
 //    (MaxWindow, AveWindow);
+//  - AVE over windows that are whole planes (global pooling, or a kernel
+//    the size of an unpadded bottom: one output per plane) sums eight
+//    planes at a time (AveWholePlanes), each in the window's scan order,
+//    so the eight chains of adds overlap where one plane's would wait on
+//    each add (the row kernels' vectors would hold one output);
 //  - backward zeroes and fills one plane at a time while it is in cache.
 //    AVE adds the shares of the outputs to each bottom element in the
 //    windows' order (left border windows, interior windows by increasing
@@ -312,6 +319,30 @@ void SpreadInterior(const PoolRow& w, const Dtype* share, Dtype* plane) {
           SpreadStep<0>(share, w.stride, w.n, r);
       }
     }
+  }
+}
+
+// AVE of `planes` consecutive planes of `plane` elements, each one window
+// of `area` (Note [Pooling fast path]): the sums of AveWindow, eight
+// planes interleaved.
+template <typename Dtype>
+void AveWholePlanes(const Dtype* in, size_t plane, int planes, Dtype area,
+                    Dtype* top) {
+  constexpr int kChains = 8;
+  int p = 0;
+  for (; p + kChains <= planes; p += kChains) {
+    const Dtype* base = in + p * plane;
+    Dtype sum[kChains] = {};
+    for (size_t e = 0; e < plane; ++e) {
+      for (int l = 0; l < kChains; ++l) sum[l] += base[l * plane + e];
+    }
+    for (int l = 0; l < kChains; ++l) top[p + l] = sum[l] / area;
+  }
+  for (; p < planes; ++p) {
+    const Dtype* base = in + p * plane;
+    Dtype sum = 0;
+    for (size_t e = 0; e < plane; ++e) sum += base[e];
+    top[p] = sum / area;
   }
 }
 
@@ -504,7 +535,13 @@ void PoolingLayer<Dtype>::ForwardFast(const Dtype* bottom, Dtype* top,
   const size_t top_plane = static_cast<size_t>(pooled_height_) * pooled_width_;
   const size_t count = plane * num_ * channels_;
   const bool max = method_ == PoolingParameter::MAX;
+  const Dtype area = static_cast<Dtype>(AveArea(0, 0));
   ForPlanes(num_ * channels_, count, [&](int begin, int end) {
+    if (!max && whole_planes_) {
+      AveWholePlanes(bottom + begin * plane, plane, end - begin, area,
+                     top + begin);
+      return;
+    }
     for (int nc = begin; nc < end; ++nc) {
       const Dtype* in = bottom + nc * plane;
       Dtype* out = top + nc * top_plane;
@@ -530,7 +567,16 @@ void PoolingLayer<Dtype>::BackwardFast(const Dtype* top_diff, const Dtype* mask,
   const size_t top_plane = static_cast<size_t>(pooled_height_) * pooled_width_;
   const size_t count = plane * num_ * channels_;
   const bool max = method_ == PoolingParameter::MAX;
+  const Dtype area = static_cast<Dtype>(AveArea(0, 0));
   ForPlanes(num_ * channels_, count, [&](int begin, int end) {
+    if (!max && whole_planes_) {
+      // The zeroed plane plus its one share, as AveWindowBackward adds it.
+      for (int nc = begin; nc < end; ++nc) {
+        std::fill(bottom_diff + nc * plane, bottom_diff + (nc + 1) * plane,
+                  Dtype(0) + top_diff[nc] / area);
+      }
+      return;
+    }
     // A row of shares, only where there are planes: with none (num or
     // channels 0) the width alone may be any size the shape rules allow.
     vector<Dtype> share(max || begin >= end ? 0 : pooled_width_);

@@ -444,9 +444,9 @@ TYPED_TEST(PoolingLayerTest, TunedPathMatchesPortable) {
       {0, 0, 1, 1, 0, 0, true},  // global
   };
   // Rows of 3 to 35 interior windows (16 per vector on the AVX-512 path, 8
-  // on the AVX2 path).
+  // on the AVX2 path); 15 planes for the global windows' groups of 8.
   const vector<int> shapes[] = {
-      {2, 3, 7, 6}, {1, 2, 13, 17}, {3, 2, 5, 24}, {1, 2, 6, 70}};
+      {2, 3, 7, 6}, {1, 2, 13, 17}, {3, 2, 5, 24}, {1, 2, 6, 70}, {3, 5, 7, 7}};
   for (const vector<int>& shape : shapes) {
     Blob<Dtype> bottom(shape);
     test::FillGaussian(&bottom);
