@@ -29,6 +29,12 @@ struct PoolRow {
 // blas): the functions below run.
 bool PoolRowKernelsAvailable();
 
+// The fewest windows of a row worth these kernels: 1 with AVX-512 (its
+// masks cost nothing), 8 with AVX2, a whole vector (its masked loads, slow
+// on AMD, made rows of 3 windows 1.5-1.9 times slower than the plain loops
+// on a Zen 1 EPYC: docs/performance.md).
+int PoolRowMinWindows();
+
 // MAX: top[q] and index[q] (h * width + w in the plane) of the first
 // maximum in row-major window order (an element replaces the best so far
 // only if strictly greater, so a NaN wins only as the first element).

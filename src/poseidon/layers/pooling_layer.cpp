@@ -157,11 +157,11 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
   interior_hi_ =
       last_start < 0 ? 0 : std::min(last_start / stride_w_ + 1, pooled_width_);
   interior_hi_ = std::max(interior_hi_, interior_lo_);
-  // The AVX-512 and AVX2 row kernels pay off for any number of interior
-  // windows, the plain loops only from a few on.
+  // The AVX-512 row kernels pay off for any number of interior windows,
+  // the AVX2 ones from a whole vector on, the plain loops from a few on.
   min_interior_ = std::is_same<Dtype, float>::value && stride_w_ <= 2 &&
                           PoolRowKernelsAvailable()
-                      ? 1
+                      ? std::min(PoolRowMinWindows(), kMinInterior)
                       : kMinInterior;
   whole_planes_ = pooled_height_ == 1 && pooled_width_ == 1 && pad_h_ == 0 &&
                   pad_w_ == 0 && kernel_h_ == height_ && kernel_w_ == width_;
@@ -182,7 +182,8 @@ void PoolingLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 //    element (h, j), in the window's scan order, one loop over those
 //    outputs (elements pw * stride apart), or for float with stride 1 or 2
 //    on a CPU with AVX-512 (AVX2), vectors of 16 (8) outputs
-//    (util/pool_rows.hpp, which keeps the same order). Every output still sees
+//    (util/pool_rows.hpp, which keeps the same order; AVX2 only for rows
+//    of at least 8 such outputs, PoolRowMinWindows). Every output still sees
 //    its elements in the same order, with the same strict comparison for MAX
 //    (the first maximum wins; a NaN first element stays, later NaNs lose)
 //    and the same sums for AVE, so top and mask are bitwise equal to the
@@ -347,7 +348,8 @@ void AveWholePlanes(const Dtype* in, size_t plane, int planes, Dtype area,
 }
 
 bool UseRowKernels(const PoolRow& w) {
-  return w.stride <= 2 && PoolRowKernelsAvailable();
+  return w.stride <= 2 && PoolRowKernelsAvailable() &&
+         w.n >= PoolRowMinWindows();
 }
 
 void MaxInterior(const float* plane, PoolRow w, float* best, int* arg) {

@@ -258,6 +258,8 @@ bool PoolRowKernelsAvailable() {
   return Avx512KernelsAvailable() || Avx2KernelsAvailable();
 }
 
+int PoolRowMinWindows() { return Avx512KernelsAvailable() ? 1 : 8; }
+
 void MaxPoolRow(const PoolRow& row, float* top, int* index) {
   if (Avx512KernelsAvailable()) {
     MaxRow(row, top, index);
