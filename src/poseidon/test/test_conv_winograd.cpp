@@ -53,7 +53,7 @@ TEST(WinogradConvolutionTest, LayerMatchesPerImagePath) {
   CheckLayer<Conv>({1, 64, 41, 41}, Param("Convolution", 96, 1));
   CheckLayer<Conv>({2, 64, 64, 64}, Param("Convolution", 64, 1));
   // Two groups of 64 channels and 130 outputs; an odd batch on 2 threads.
-  // (Every shape has at least kWinogradMinTiles output tiles in the batch.)
+  // (Every shape has at least 100 output tiles in the batch.)
   CheckLayer<Conv>({3, 128, 22, 22}, Param("Convolution", 260, 1, 2));
   // 48 channels, the AVX-512 kernels' floor, and 50 outputs.
   CheckLayer<Conv>({2, 48, 31, 30}, Param("Convolution", 50, 1));
@@ -130,6 +130,10 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 2), false, true},   // 32
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 4), false, false},  // 16
       {{2, 64, 7, 7}, Param("Convolution", 256, 1), false, false},  // 8 tiles
+      // The tile floor: 100 with the AVX-512 kernels, 32 with the AVX2 ones.
+      {{8, 64, 7, 7}, Param("Convolution", 256, 1), false, true},   // 32
+      {{7, 64, 7, 7}, Param("Convolution", 256, 1), false, false},  // 28
+      {{25, 64, 7, 7}, Param("Convolution", 256, 1), true, true},   // 100
   };
   for (const Case& c : cases) {
     Blob<float> bottom(c.shape), top;

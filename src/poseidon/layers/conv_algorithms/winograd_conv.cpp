@@ -16,8 +16,9 @@ namespace poseidon {
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
 // most 2, with at least WinogradMinChannels() input channels and outputs
 // per group (48 with the AVX-512 kernels, 32 on output rows narrower than 12
-// or with the AVX2 kernels) and at least
-// kWinogradMinTiles 4x4 output tiles in the batch, on a CPU where the AVX-512
+// or with the AVX2 kernels) and at least WinogradMinTiles() 4x4 output
+// tiles in the batch (100 with the AVX-512 kernels, 32 with the AVX2
+// ones), on a CPU where the AVX-512
 // or the AVX2 kernels run (they also do its GEMMs; POSEIDON_KERNELS=blas keeps
 // the im2col reference), kAuto computes the forward pass and both gradients by
 // Winograd's F(4x4, 3x3): 36 GEMMs of a quarter of the multiplications per tile
@@ -87,10 +88,19 @@ namespace poseidon {
 //    a batch, each 3x3 layer from conv1_2 on 1.3-2.1 times as fast;
 //    ResNet-50 (32) 8.0 -> 6.6 s, its 3x3 layers 1.2-1.8 times as fast,
 //    res5's (128 tiles) too; at batch 8, with the AVX2 transforms, 1610
-//    -> 1350 ms (5 runs). The tile floor is the AVX-512 one; the channel
-//    floor is 32 there: Inception-V3's stem (32 channels on 147 x 147,
-//    batch 32) conv2 347 -> 296 ms forward + backward, conv3 576 -> 452
-//    against the direct path (compare_builds.py, 3 runs).
+//    -> 1350 ms (5 runs). The channel floor is 32 there: Inception-V3's
+//    stem (32 channels on 147 x 147, batch 32) conv2 347 -> 296 ms forward
+//    + backward, conv3 576 -> 452 against the direct path
+//    (compare_builds.py, 3 runs).
+//  - the tile floor with the AVX2 kernels, on a Zen 1 EPYC (AVX2 on
+//    128-bit units, its GEMM 37 GFLOP/s a core), compare_builds.py
+//    --conv, forward + backward against im2col + GEMM, medians of 3: 512
+//    channels and outputs on 7 x 7 (ResNet-50's res5) at batch 8, 32
+//    tiles, 171.8 -> 122.5 ms at 1 thread and 95.3 -> 70.0 at 2; 192 to
+//    384 on 7 x 7 (GoogLeNet's 5b), 32 tiles, 48.2 -> 37.6; res5 at batch
+//    4, 16 tiles, even (85.6 -> 87.1). Hence 32 tiles with the AVX2
+//    kernels, 100 with the AVX-512 ones (not measured on the AVX2 EPYC,
+//    whose GEMM is 2.4 times as fast: there the savings are smaller).
 //
 // Threads. Forward and input gradient: the weights are transformed once
 // per group (4 times their size, in this thread's scratch with the
@@ -120,7 +130,11 @@ namespace {
 int WinogradMinChannels(const ConvShape& s) {
   return Avx512KernelsAvailable() && s.col_shape[2] >= 12 ? 48 : 32;
 }
-constexpr int64_t kWinogradMinTiles = 100;
+
+// The tile floor (Note [Winograd path]): the weight transform has to be
+// repaid by the GEMMs' savings, which take longer on the AVX2 kernels'
+// GEMM, so fewer tiles suffice there.
+int64_t WinogradMinTiles() { return Avx512KernelsAvailable() ? 100 : 32; }
 
 }  // namespace
 
@@ -156,7 +170,10 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   const int64_t tiles = static_cast<int64_t>(s.num) *
                         ((s.col_shape[1] + m - 1) / m) *
                         ((s.col_shape[2] + m - 1) / m);
-  if (tiles < kWinogradMinTiles) return "fewer than 100 tiles in the batch";
+  if (tiles < WinogradMinTiles()) {
+    return Avx512KernelsAvailable() ? "fewer than 100 tiles in the batch"
+                                    : "fewer than 32 tiles in the batch";
+  }
   if (g.height + 2 * g.pad_h - (r - 1) != s.col_shape[1] ||
       g.width + 2 * g.pad_w - (r - 1) != s.col_shape[2] || s.col_shape[1] < 1 ||
       s.col_shape[2] < 1) {
