@@ -2,7 +2,8 @@
 // conv_algorithms/winograd_conv.cpp) against its per-image im2col path:
 // forward, input and weight gradients, on 1 and 2 threads, on shapes with
 // padding 0 to 2, groups, channel counts that are not multiples of 16 and
-// batch 1; where kAuto chooses it; and a deconvolution through it.
+// batch 1, and 1x7 and 7x1 kernels (F(2, 7)); where kAuto chooses it; and
+// a deconvolution through it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +32,20 @@ LayerParameter Param(const std::string& type, int outputs, int pad,
 // differ by 1e-4 of the largest one. A wrong transform or tile errs by
 // the size of the values themselves.
 constexpr double kTolerance = 1e-4;
+
+// A kernel_h x kernel_w convolution padded pad_h, pad_w.
+LayerParameter Rect(int outputs, int kernel_h, int kernel_w, int pad_h,
+                    int pad_w, int group = 1) {
+  LayerParameter param = Param("Convolution", outputs, 0, group);
+  ConvolutionParameter* p = param.mutable_convolution_param();
+  p->clear_kernel_size();
+  p->clear_pad();
+  p->set_kernel_h(kernel_h);
+  p->set_kernel_w(kernel_w);
+  p->set_pad_h(pad_h);
+  p->set_pad_w(pad_w);
+  return param;
+}
 
 template <typename Layer>
 void CheckLayer(const std::vector<int>& shape, const LayerParameter& param) {
@@ -86,6 +101,20 @@ TEST(WinogradConvolutionTest, FiveByFiveLayerMatchesPerImagePath) {
   }
 }
 
+TEST(WinogradConvolutionTest, OneDimensionalLayerMatchesPerImagePath) {
+  POSEIDON_SKIP_WITHOUT_AVX2();
+  using Conv = ConvolutionLayer<float>;
+  // Inception-V3's 1x7 and 7x1 on 17 x 17 in small: pad 3 along the
+  // kernel, outputs past 128 (where the direct path stops); pads 0 and 6;
+  // sizes that leave a partial last tile or short runs; two groups.
+  CheckLayer<Conv>({2, 48, 17, 17}, Rect(136, 1, 7, 0, 3));
+  CheckLayer<Conv>({2, 48, 17, 17}, Rect(136, 7, 1, 3, 0));
+  CheckLayer<Conv>({3, 40, 9, 12}, Rect(33, 1, 7, 0, 0));
+  CheckLayer<Conv>({3, 40, 12, 9}, Rect(33, 7, 1, 6, 0));
+  CheckLayer<Conv>({1, 36, 5, 30}, Rect(40, 1, 7, 0, 6));
+  CheckLayer<Conv>({2, 96, 10, 11}, Rect(80, 7, 1, 2, 0, 2));
+}
+
 TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
   POSEIDON_SKIP_WITHOUT_AVX2();
   // Convolution-space 64 channels -> 130 outputs: the deconvolution's
@@ -126,6 +155,18 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{2, 16, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 2, 1, 5, 2), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 7, 1), false, false},
+      // 1x7 and 7x1: F(2, 7), the same floors (1 x 2 tiles counted); pad
+      // at most 6 along the kernel and none across it.
+      {{2, 64, 17, 17}, Rect(192, 1, 7, 0, 3), true, true},
+      {{2, 64, 17, 17}, Rect(192, 7, 1, 3, 0), true, true},
+      {{2, 32, 17, 17}, Rect(192, 7, 1, 3, 0), false, true},
+      {{2, 16, 17, 17}, Rect(192, 1, 7, 0, 3), false, false},
+      {{2, 64, 17, 17}, Rect(192, 1, 7, 1, 3), false, false},
+      {{2, 64, 17, 17}, Rect(192, 1, 7, 0, 7), false, false},
+      {{1, 64, 8, 7}, Rect(192, 1, 7, 0, 3), false, true},   // 32 tiles
+      {{1, 64, 4, 4}, Rect(192, 1, 7, 0, 3), false, false},  // 8
+      {{2, 64, 17, 17}, Rect(192, 1, 5, 0, 2), false, false},
+      {{2, 64, 17, 17}, Rect(192, 3, 7, 1, 3), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 3, 2), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 2), false, true},   // 32
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 4), false, false},  // 16

@@ -1,5 +1,6 @@
 // WinogradConv against naive convolution loops accumulated in double, for
-// 3x3 kernels (F(4x4, 3x3)) and 5x5 (F(2x2, 5x5)): forward on awkward
+// 3x3 kernels (F(4x4, 3x3)), 5x5 (F(2x2, 5x5)) and 1x7 and 7x1 (F(2, 7)
+// along rows and down columns): forward on awkward
 // shapes (pads 0 to r - 1, outputs that are not multiples of the tile,
 // tile blocks that cross images), the input gradient through flipped
 // weights, the weight gradient, and results that do not depend on how a
@@ -23,27 +24,38 @@ namespace poseidon {
 namespace {
 
 // One convolution's shape; kernel last, so that the 3x3 shapes keep their
-// short initialisers and 5x5 ones are written With5x5({...}).
+// short initialisers and the others are written With5x5({...}) and so on.
 struct Shape {
   int channels, height, width, outputs, pad_h, pad_w;
   int tile_block = 0;
-  int kernel = 3;
+  int kernel_h = 3, kernel_w = 3;
 };
 
-Shape With5x5(Shape s) {
-  s.kernel = 5;
+Shape WithKernel(Shape s, int kh, int kw) {
+  s.kernel_h = kh;
+  s.kernel_w = kw;
   return s;
 }
+Shape With5x5(Shape s) { return WithKernel(s, 5, 5); }
+Shape With1x7(Shape s) { return WithKernel(s, 1, 7); }
+Shape With7x1(Shape s) { return WithKernel(s, 7, 1); }
 
-// The output tile's edge m: F(4x4, 3x3) and F(2x2, 5x5) both transform
-// 6x6 windows (m + r - 1 = 6). Written here rather than read from the
-// class, so that a wrong tile() shows as a wrong bound, not a moved one.
-int TileEdge(const Shape& s) { return s.kernel == 3 ? 4 : 2; }
+// The output tile, m x m for the square kernels: F(4x4, 3x3) and F(2x2,
+// 5x5) both transform 6x6 windows (m + r - 1 = 6); F(2, 7) 2 outputs along
+// the kernel from 8 inputs. Written here rather than read from the class,
+// so that a wrong tile_h() or tile_w() shows as a wrong bound, not a moved
+// one.
+int TileH(const Shape& s) {
+  return s.kernel_h == s.kernel_w ? 7 - s.kernel_h : (s.kernel_h == 1 ? 1 : 2);
+}
+int TileW(const Shape& s) {
+  return s.kernel_h == s.kernel_w ? 7 - s.kernel_w : (s.kernel_w == 1 ? 1 : 2);
+}
 
 std::string Describe(const Shape& s, int images) {
   std::ostringstream out;
   out << images << " image(s) of " << s.channels << " x " << s.height << " x "
-      << s.width << ", " << s.kernel << "x" << s.kernel << " kernel, "
+      << s.width << ", " << s.kernel_h << "x" << s.kernel_w << " kernel, "
       << s.outputs << " outputs, pad " << s.pad_h << "," << s.pad_w
       << ", tile block " << s.tile_block;
   return out.str();
@@ -58,7 +70,8 @@ typename WinogradConv<Dtype>::Geometry ToGeometry(const Shape& s) {
   g.outputs = s.outputs;
   g.pad_h = s.pad_h;
   g.pad_w = s.pad_w;
-  g.kernel = s.kernel;
+  g.kernel_h = s.kernel_h;
+  g.kernel_w = s.kernel_w;
   g.tile_block = s.tile_block;
   return g;
 }
@@ -72,20 +85,24 @@ std::vector<Dtype> Random(size_t n, unsigned seed) {
   return v;
 }
 
-int OutputH(const Shape& s) { return s.height + 2 * s.pad_h - (s.kernel - 1); }
-int OutputW(const Shape& s) { return s.width + 2 * s.pad_w - (s.kernel - 1); }
-// Elements of the weights, (outputs, channels, r, r).
+int OutputH(const Shape& s) {
+  return s.height + 2 * s.pad_h - (s.kernel_h - 1);
+}
+int OutputW(const Shape& s) { return s.width + 2 * s.pad_w - (s.kernel_w - 1); }
+// Elements of the weights, (outputs, channels, kh, kw).
 size_t WeightsCount(const Shape& s) {
-  return static_cast<size_t>(s.outputs) * s.channels * s.kernel * s.kernel;
+  return static_cast<size_t>(s.outputs) * s.channels * s.kernel_h * s.kernel_w;
 }
 
-// top = the convolution of x with w (outputs, channels, r, r), in double.
+// top = the convolution of x with w (outputs, channels, kh, kw), in
+// double.
 template <typename Dtype>
 std::vector<double> NaiveForward(const Shape& s, int images,
                                  const std::vector<Dtype>& w,
                                  const std::vector<Dtype>& x) {
   const int C = s.channels, H = s.height, W = s.width, O = s.outputs;
-  const int OH = OutputH(s), OW = OutputW(s), R = s.kernel;
+  const int OH = OutputH(s), OW = OutputW(s);
+  const int KH = s.kernel_h, KW = s.kernel_w;
   std::vector<double> top(static_cast<size_t>(images) * O * OH * OW, 0.0);
   for (int n = 0; n < images; ++n) {
     for (int o = 0; o < O; ++o) {
@@ -93,11 +110,11 @@ std::vector<double> NaiveForward(const Shape& s, int images,
         for (int v = 0; v < OW; ++v) {
           double sum = 0;
           for (int c = 0; c < C; ++c) {
-            for (int i = 0; i < R; ++i) {
-              for (int j = 0; j < R; ++j) {
+            for (int i = 0; i < KH; ++i) {
+              for (int j = 0; j < KW; ++j) {
                 const int h = y - s.pad_h + i, u = v - s.pad_w + j;
                 if (h < 0 || h >= H || u < 0 || u >= W) continue;
-                sum += static_cast<double>(w[((o * C + c) * R + i) * R + j]) *
+                sum += static_cast<double>(w[((o * C + c) * KH + i) * KW + j]) *
                        x[((n * C + c) * H + h) * W + u];
               }
             }
@@ -118,7 +135,8 @@ std::vector<double> NaiveInputGradient(const Shape& s, int images,
                                        const std::vector<Dtype>& w,
                                        const std::vector<Dtype>& top_diff) {
   const int C = s.channels, H = s.height, W = s.width, O = s.outputs;
-  const int OH = OutputH(s), OW = OutputW(s), R = s.kernel;
+  const int OH = OutputH(s), OW = OutputW(s);
+  const int KH = s.kernel_h, KW = s.kernel_w;
   std::vector<double> bottom_diff(static_cast<size_t>(images) * C * H * W, 0.0);
   for (int n = 0; n < images; ++n) {
     for (int o = 0; o < O; ++o) {
@@ -126,12 +144,12 @@ std::vector<double> NaiveInputGradient(const Shape& s, int images,
         for (int v = 0; v < OW; ++v) {
           const double d = top_diff[((n * O + o) * OH + y) * OW + v];
           for (int c = 0; c < C; ++c) {
-            for (int i = 0; i < R; ++i) {
-              for (int j = 0; j < R; ++j) {
+            for (int i = 0; i < KH; ++i) {
+              for (int j = 0; j < KW; ++j) {
                 const int h = y - s.pad_h + i, u = v - s.pad_w + j;
                 if (h < 0 || h >= H || u < 0 || u >= W) continue;
                 bottom_diff[((static_cast<size_t>(n) * C + c) * H + h) * W +
-                            u] += w[((o * C + c) * R + i) * R + j] * d;
+                            u] += w[((o * C + c) * KH + i) * KW + j] * d;
               }
             }
           }
@@ -143,26 +161,29 @@ std::vector<double> NaiveInputGradient(const Shape& s, int images,
 }
 
 // The size an output's rounding error is measured against. Winograd's
-// error at an output comes from the whole 6x6 input window of its tile,
-// not only from its r x r receptive field (with pad r - 1 a corner output
-// sees one pixel, its tile's window m^2 or more), so a bound from the
-// receptive field alone, sum |W| |x|, would make the allowed error depend
-// on how small a few pixels happen to be. Instead, for output (n, o, y, v)
-// of the convolution s of x (images x channels x height x width):
+// error at an output comes from the whole input window of its tile (6x6,
+// or 8 inputs for F(2, 7)), not only from its kh x kw receptive field
+// (with pad r - 1 a corner output sees one pixel, its tile's window m^2 or
+// more), so a bound from the receptive field alone, sum |W| |x|, would
+// make the allowed error depend on how small a few pixels happen to be.
+// Instead, for output (n, o, y, v) of the convolution s of x (images x
+// channels x height x width):
 //   sum over c of |kernel(o, c)|_1 max |x[n][c][h][u]|,
-// the maximum over the square of side r + 2 (m - 1) from (y - pad_h -
-// (m - 1), v - pad_w - (m - 1)), m = TileEdge(s): the receptive field and
-// m - 1 more on each side, which holds the window of the output's tile
-// wherever in its tile the output lies (9x9 for 3x3 kernels, 7x7 for
-// 5x5). l1 is (outputs x channels): |kernel(o, c)|_1.
+// the maximum over the rectangle of kh + 2 (th - 1) rows and kw + 2 (tw -
+// 1) columns from (y - pad_h - (th - 1), v - pad_w - (tw - 1)), th x tw
+// the tile (TileH, TileW): the receptive field and a tile less one more
+// on each side, which holds the window of the output's tile wherever in
+// its tile the output lies (9x9 for 3x3 kernels, 7x7 for 5x5, 1 x 9 for
+// 1x7). l1 is (outputs x channels): |kernel(o, c)|_1.
 template <typename Dtype>
 std::vector<double> MagnitudeBound(const Shape& s, int images,
                                    const std::vector<double>& l1,
                                    const std::vector<Dtype>& x) {
   const int in = s.channels, H = s.height, W = s.width, out = s.outputs;
-  const int OH = OutputH(s), OW = OutputW(s), m = TileEdge(s);
-  const int side = s.kernel + 2 * (m - 1);
-  const int first_h = -s.pad_h - (m - 1), first_w = -s.pad_w - (m - 1);
+  const int OH = OutputH(s), OW = OutputW(s), th = TileH(s), tw = TileW(s);
+  const int side_h = s.kernel_h + 2 * (th - 1);
+  const int side_w = s.kernel_w + 2 * (tw - 1);
+  const int first_h = -s.pad_h - (th - 1), first_w = -s.pad_w - (tw - 1);
   std::vector<double> square_max(static_cast<size_t>(images) * in * OH * OW);
   for (int nk = 0; nk < images * in; ++nk) {
     const Dtype* plane = x.data() + static_cast<size_t>(nk) * H * W;
@@ -170,9 +191,9 @@ std::vector<double> MagnitudeBound(const Shape& s, int images,
       for (int v = 0; v < OW; ++v) {
         double mag = 0;
         for (int h = std::max(0, y + first_h);
-             h < std::min(H, y + first_h + side); ++h) {
+             h < std::min(H, y + first_h + side_h); ++h) {
           for (int u = std::max(0, v + first_w);
-               u < std::min(W, v + first_w + side); ++u) {
+               u < std::min(W, v + first_w + side_w); ++u) {
             mag =
                 std::max(mag, std::fabs(static_cast<double>(plane[h * W + u])));
           }
@@ -200,7 +221,7 @@ std::vector<double> MagnitudeBound(const Shape& s, int images,
 template <typename Dtype>
 std::vector<double> KernelNorms(const Shape& s, const std::vector<Dtype>& w,
                                 bool transpose) {
-  const int taps = s.kernel * s.kernel;
+  const int taps = s.kernel_h * s.kernel_w;
   std::vector<double> l1(static_cast<size_t>(s.outputs) * s.channels, 0.0);
   for (int o = 0; o < s.outputs; ++o) {
     for (int c = 0; c < s.channels; ++c) {
@@ -219,7 +240,8 @@ std::vector<double> KernelNorms(const Shape& s, const std::vector<Dtype>& w,
 // winograd.cpp). Measured over 31 seeds of these tests' inputs: up to 23
 // epsilon in float and 35 in double with 3x3 kernels; with 5x5, 11 in
 // float and 11 in double in the forward and input gradient, 12 and 14 in
-// the weight gradient. A transform entry off by 1e-4 of itself fails this
+// the weight gradient; with 1x7 and 7x1 (F(2, 7)) 4.5 in float and 3.5 in
+// double (one seed). A transform entry off by 1e-4 of itself fails this
 // in float.
 template <typename Dtype>
 double Tolerance() {
@@ -277,22 +299,26 @@ class WinogradConvTest : public ::testing::Test {
     return top;
   }
 
-  // Per kernel size: the two forms round differently, and a figure for
-  // both would hide the 5x5 one under the 3x3 one.
+  // Per form: the three round differently, and one figure for all would
+  // hide the others under the largest.
   void Record(const Shape& s, double error) {
-    double& worst = s.kernel == 3 ? max_error_3x3_ : max_error_5x5_;
+    double& worst = s.kernel_h != s.kernel_w ? max_error_1d_
+                    : s.kernel_h == 3        ? max_error_3x3_
+                                             : max_error_5x5_;
     worst = std::max(worst, error);
   }
 
   void TearDown() override {
-    std::ostringstream out3, out5;
+    std::ostringstream out3, out5, out7;
     out3 << max_error_3x3_;
     out5 << max_error_5x5_;
+    out7 << max_error_1d_;
     RecordProperty("max_scaled_error_3x3", out3.str());
     RecordProperty("max_scaled_error_5x5", out5.str());
+    RecordProperty("max_scaled_error_2_7", out7.str());
   }
 
-  double max_error_3x3_ = 0, max_error_5x5_ = 0;
+  double max_error_3x3_ = 0, max_error_5x5_ = 0, max_error_1d_ = 0;
 };
 
 TYPED_TEST_SUITE(WinogradConvTest, test::TestDtypes);
@@ -300,7 +326,9 @@ TYPED_TEST_SUITE(WinogradConvTest, test::TestDtypes);
 TYPED_TEST(WinogradConvTest, WinogradSizes) {
   using Conv = WinogradConv<TypeParam>;
   const Conv conv(ToGeometry<TypeParam>({3, 13, 9, 5, 1, 0}));
-  EXPECT_EQ(conv.tile(), 4);
+  EXPECT_EQ(conv.tile_h(), 4);
+  EXPECT_EQ(conv.tile_w(), 4);
+  EXPECT_EQ(conv.positions(), 36);
   EXPECT_EQ(conv.output_h(), 13);
   EXPECT_EQ(conv.output_w(), 7);
   EXPECT_EQ(conv.tiles_per_image(), 4 * 2);
@@ -321,7 +349,8 @@ TYPED_TEST(WinogradConvTest, WinogradSizes) {
   // domain is 6x6 as for 3x3, so the transformed weights, the scratch per
   // tile and the block keep their sizes.
   const Conv five(ToGeometry<TypeParam>(With5x5({3, 13, 9, 5, 1, 0})));
-  EXPECT_EQ(five.tile(), 2);
+  EXPECT_EQ(five.tile_h(), 2);
+  EXPECT_EQ(five.tile_w(), 2);
   EXPECT_EQ(five.output_h(), 11);
   EXPECT_EQ(five.output_w(), 5);
   EXPECT_EQ(five.tiles_per_image(), 6 * 3);
@@ -336,6 +365,27 @@ TYPED_TEST(WinogradConvTest, WinogradSizes) {
   EXPECT_EQ(small5.output_w(), 5);
   EXPECT_EQ(small5.tiles_per_image(), 3 * 3);
   EXPECT_EQ(small5.scratch_size(1), 36u * (1 + 1) * 5);
+  // 1x7: F(2, 7) along rows, 1 x 2 tiles and 8 transform positions; 7x1
+  // the same down columns.
+  const Conv row(ToGeometry<TypeParam>(With1x7({3, 13, 9, 5, 0, 3})));
+  EXPECT_EQ(row.tile_h(), 1);
+  EXPECT_EQ(row.tile_w(), 2);
+  EXPECT_EQ(row.positions(), 8);
+  EXPECT_EQ(row.output_h(), 13);
+  EXPECT_EQ(row.output_w(), 9);
+  EXPECT_EQ(row.tiles_per_image(), 13 * 5);
+  EXPECT_EQ(row.weights_size(), 8u * 5 * 3);
+  EXPECT_EQ(row.scratch_size(1), 8u * (3 + 5) * 65);
+  const Conv column(ToGeometry<TypeParam>(With7x1({3, 13, 9, 5, 2, 0})));
+  EXPECT_EQ(column.tile_h(), 2);
+  EXPECT_EQ(column.tile_w(), 1);
+  EXPECT_EQ(column.output_h(), 11);
+  EXPECT_EQ(column.output_w(), 9);
+  EXPECT_EQ(column.tiles_per_image(), 6 * 9);
+  // Fewer positions, so more tiles to a block of the same bytes.
+  const Conv wide_row(ToGeometry<TypeParam>(With1x7({192, 17, 17, 192, 0, 3})));
+  EXPECT_EQ(wide_row.tile_block() % 16, 0);
+  EXPECT_GT(wide_row.tile_block(), 64);
 }
 
 TYPED_TEST(WinogradConvTest, WinogradForwardMatchesNaiveConvolution) {
@@ -365,7 +415,21 @@ TYPED_TEST(WinogradConvTest, WinogradForwardMatchesNaiveConvolution) {
                           With5x5({3, 14, 14, 64, 0, 0}),
                           With5x5({1, 17, 17, 1, 4, 4}),
                           With5x5({64, 17, 17, 64, 2, 2}),
-                          With5x5({5, 6, 6, 4, 1, 3})};
+                          With5x5({5, 6, 6, 4, 1, 3}),
+                          // Pads 0 to 6 along the kernel; a pad across it
+                          // adds output rows (columns) that see only zeros.
+                          With1x7({1, 1, 1, 1, 0, 3}),
+                          With1x7({3, 2, 3, 2, 1, 6}),
+                          With1x7({17, 5, 7, 3, 0, 0}),
+                          With1x7({3, 17, 17, 17, 0, 3}),
+                          With1x7({64, 17, 17, 64, 0, 3}),
+                          With1x7({5, 6, 9, 4, 0, 2}),
+                          With7x1({1, 1, 1, 1, 3, 0}),
+                          With7x1({3, 3, 2, 2, 6, 1}),
+                          With7x1({17, 7, 5, 3, 0, 0}),
+                          With7x1({3, 17, 17, 17, 3, 0}),
+                          With7x1({64, 17, 17, 64, 3, 0}),
+                          With7x1({5, 9, 6, 4, 2, 0})};
   for (const Shape& s : shapes) {
     for (int images : {1, 3}) {
       this->CheckForward(s, images);
@@ -376,10 +440,12 @@ TYPED_TEST(WinogradConvTest, WinogradForwardMatchesNaiveConvolution) {
 
 TYPED_TEST(WinogradConvTest, WinogradForwardAcrossTileBlocks) {
   // 12 tiles per image (3x3 kernel: 4x4 tiles of 13 x 7; 5x5: 2x2 tiles of
-  // 7 x 5): blocks of 1, 5, 7, 16 and 17 tiles end inside images and span
-  // image boundaries; 100 holds the whole batch.
+  // 7 x 5; 1x7: 1 x 2 tiles of 4 x 6; 7x1: 2 x 1 of 6 x 4): blocks of 1, 5,
+  // 7, 16 and 17 tiles end inside images and span image boundaries; 100
+  // holds the whole batch.
   for (const Shape& base :
-       {Shape{3, 13, 9, 5, 1, 1}, With5x5({3, 9, 7, 5, 1, 1})}) {
+       {Shape{3, 13, 9, 5, 1, 1}, With5x5({3, 9, 7, 5, 1, 1}),
+        With1x7({3, 4, 6, 5, 0, 3}), With7x1({3, 6, 4, 5, 3, 0})}) {
     for (int block : {1, 5, 7, 16, 17, 100}) {
       Shape s = base;
       s.tile_block = block;
@@ -388,9 +454,11 @@ TYPED_TEST(WinogradConvTest, WinogradForwardAcrossTileBlocks) {
     }
   }
   // The automatic block on a wider layer: 49 tiles per image, 147 in all,
-  // more than one block (112 tiles in float, 64 in double).
+  // more than one block (112 tiles in float, 64 in double; for F(2, 7)
+  // 128 and 64).
   for (const Shape& s :
-       {Shape{64, 26, 26, 64, 1, 1}, With5x5({64, 14, 14, 64, 2, 2})}) {
+       {Shape{64, 26, 26, 64, 1, 1}, With5x5({64, 14, 14, 64, 2, 2}),
+        With1x7({256, 7, 13, 256, 0, 3})}) {
     const WinogradConv<TypeParam> conv(ToGeometry<TypeParam>(s));
     ASSERT_EQ(conv.tiles_per_image(), 49) << Describe(s, 1);
     ASSERT_GT(3 * conv.tiles_per_image(), conv.tile_block());
@@ -401,25 +469,36 @@ TYPED_TEST(WinogradConvTest, WinogradForwardAcrossTileBlocks) {
 
 TYPED_TEST(WinogradConvTest, WinogradInputGradientThroughFlippedWeights) {
   using Dtype = TypeParam;
-  const Shape shapes[] = {
-      {3, 5, 7, 4, 0, 0},           {17, 13, 9, 3, 1, 1},
-      {2, 3, 3, 17, 2, 2},          {5, 14, 14, 6, 1, 2},
-      {4, 6, 11, 5, 2, 0},          {1, 3, 4, 1, 0, 1},
-      With5x5({3, 5, 7, 4, 0, 0}),  With5x5({17, 13, 9, 3, 2, 2}),
-      With5x5({2, 3, 3, 17, 4, 4}), With5x5({5, 14, 14, 6, 1, 3}),
-      With5x5({4, 6, 11, 5, 3, 0}), With5x5({1, 3, 4, 1, 1, 2})};
+  const Shape shapes[] = {{3, 5, 7, 4, 0, 0},
+                          {17, 13, 9, 3, 1, 1},
+                          {2, 3, 3, 17, 2, 2},
+                          {5, 14, 14, 6, 1, 2},
+                          {4, 6, 11, 5, 2, 0},
+                          {1, 3, 4, 1, 0, 1},
+                          With5x5({3, 5, 7, 4, 0, 0}),
+                          With5x5({17, 13, 9, 3, 2, 2}),
+                          With5x5({2, 3, 3, 17, 4, 4}),
+                          With5x5({5, 14, 14, 6, 1, 3}),
+                          With5x5({4, 6, 11, 5, 3, 0}),
+                          With5x5({1, 3, 4, 1, 1, 2}),
+                          With1x7({3, 5, 7, 4, 0, 0}),
+                          With1x7({17, 13, 9, 3, 0, 3}),
+                          With1x7({5, 6, 11, 6, 0, 6}),
+                          With7x1({3, 7, 5, 4, 0, 0}),
+                          With7x1({17, 9, 13, 3, 3, 0}),
+                          With7x1({5, 11, 6, 6, 6, 0})};
   for (const Shape& s : shapes) {
     const int images = 2;
     SCOPED_TRACE(Describe(s, images));
-    const int OH = OutputH(s), OW = OutputW(s), R = s.kernel;
-    // The input gradient as a forward convolution of the top diff: pad
-    // r - 1 - pad, channels and outputs swapped, weights flipped. Its
-    // output dx[h][u] reads dy rows h + pad_h - (r - 1) to h + pad_h, so
-    // MagnitudeBound of this shape measures it.
-    Shape back = {s.outputs, OH, OW, s.channels, 0, 0};
-    back.pad_h = R - 1 - s.pad_h;
-    back.pad_w = R - 1 - s.pad_w;
-    back.kernel = R;
+    const int OH = OutputH(s), OW = OutputW(s);
+    // The input gradient as a forward convolution of the top diff: pads
+    // kh - 1 - pad_h and kw - 1 - pad_w, channels and outputs swapped,
+    // weights flipped. Its output dx[h][u] reads dy rows h + pad_h - (kh -
+    // 1) to h + pad_h, so MagnitudeBound of this shape measures it.
+    Shape back = WithKernel({s.outputs, OH, OW, s.channels, 0, 0}, s.kernel_h,
+                            s.kernel_w);
+    back.pad_h = s.kernel_h - 1 - s.pad_h;
+    back.pad_w = s.kernel_w - 1 - s.pad_w;
     const WinogradConv<Dtype> conv(ToGeometry<Dtype>(back));
     ASSERT_EQ(conv.output_h(), s.height);
     ASSERT_EQ(conv.output_w(), s.width);
@@ -445,10 +524,11 @@ TYPED_TEST(WinogradConvTest, WinogradInputGradientThroughFlippedWeights) {
 TYPED_TEST(WinogradConvTest, WinogradResultsIndependentOfImagesPerCall) {
   // As the layer splits a batch over threads: 5 images in one call, one
   // per call, and 2 per call (the last call 1), with blocks that cross
-  // images (7 tiles of 12 per image, for either kernel) and the automatic
+  // images (7 tiles of 12 per image, for each kernel) and the automatic
   // block.
   for (const Shape& base :
-       {Shape{5, 13, 9, 6, 1, 1}, With5x5({5, 9, 7, 6, 1, 1})}) {
+       {Shape{5, 13, 9, 6, 1, 1}, With5x5({5, 9, 7, 6, 1, 1}),
+        With7x1({5, 6, 4, 6, 3, 0})}) {
     for (int block : {7, 0}) {
       Shape s = base;
       s.tile_block = block;
@@ -478,7 +558,8 @@ TYPED_TEST(WinogradConvTest, WinogradForwardStridedImages) {
   // images apart, its channels and outputs a slice of each.
   using Dtype = TypeParam;
   for (const Shape& s :
-       {Shape{3, 9, 6, 4, 1, 0, 7}, With5x5({3, 9, 6, 4, 2, 1, 7})}) {
+       {Shape{3, 9, 6, 4, 1, 0, 7}, With5x5({3, 9, 6, 4, 2, 1, 7}),
+        With1x7({3, 9, 6, 4, 0, 2, 7})}) {
     const int images = 3, groups = 2;
     SCOPED_TRACE(Describe(s, images));
     const WinogradConv<Dtype> conv(ToGeometry<Dtype>(s));
@@ -519,7 +600,8 @@ TYPED_TEST(WinogradConvTest, WinogradForwardStridedImages) {
 TYPED_TEST(WinogradConvTest, WinogradForwardAccumulates) {
   using Dtype = TypeParam;
   for (const Shape& s :
-       {Shape{4, 7, 10, 3, 1, 0, 5}, With5x5({4, 7, 10, 3, 2, 1, 5})}) {
+       {Shape{4, 7, 10, 3, 1, 0, 5}, With5x5({4, 7, 10, 3, 2, 1, 5}),
+        With7x1({4, 7, 10, 3, 3, 0, 5})}) {
     const int images = 2;
     SCOPED_TRACE(Describe(s, images));
     const WinogradConv<Dtype> conv(ToGeometry<Dtype>(s));
@@ -548,7 +630,7 @@ TYPED_TEST(WinogradConvTest, WinogradForwardAccumulates) {
   }
 }
 
-// The gradient with respect to the weights (outputs, channels, r, r) of
+// The gradient with respect to the weights (outputs, channels, kh, kw) of
 // the convolution of NaiveForward given top_diff, from the definition, and
 // the size its error is measured against: for kernel element (o, c, i, j),
 // the sum over images and outputs of |top_diff| times the largest |x| of
@@ -561,7 +643,8 @@ void NaiveWeightGradient(const Shape& s, int images,
                          std::vector<double>* grad,
                          std::vector<double>* bound) {
   const int C = s.channels, H = s.height, W = s.width, O = s.outputs;
-  const int OH = OutputH(s), OW = OutputW(s), R = s.kernel;
+  const int OH = OutputH(s), OW = OutputW(s);
+  const int KH = s.kernel_h, KW = s.kernel_w;
   grad->assign(WeightsCount(s), 0.0);
   bound->assign(grad->size(), 0.0);
   for (int n = 0; n < images; ++n) {
@@ -576,8 +659,8 @@ void NaiveWeightGradient(const Shape& s, int images,
             top_diff.data() + (static_cast<size_t>(n) * O + o) * OH * OW;
         double dy_l1 = 0;
         for (int p = 0; p < OH * OW; ++p) dy_l1 += std::fabs(1.0 * dy[p]);
-        for (int t = 0; t < R * R; ++t) {
-          const int i = t / R, j = t % R;
+        for (int t = 0; t < KH * KW; ++t) {
+          const int i = t / KW, j = t % KW;
           double sum = 0;
           for (int y = 0; y < OH; ++y) {
             const int h = y - s.pad_h + i;
@@ -588,7 +671,7 @@ void NaiveWeightGradient(const Shape& s, int images,
               sum += static_cast<double>(dy[y * OW + v]) * plane[h * W + u];
             }
           }
-          const size_t k = (static_cast<size_t>(o) * C + c) * R * R + t;
+          const size_t k = (static_cast<size_t>(o) * C + c) * KH * KW + t;
           (*grad)[k] += sum;
           (*bound)[k] += dy_l1 * largest;
         }
@@ -615,7 +698,13 @@ TYPED_TEST(WinogradConvTest, WinogradWeightGradientMatchesNaive) {
                           With5x5({5, 14, 14, 6, 1, 3}),
                           With5x5({4, 6, 11, 5, 3, 0, 5}),
                           With5x5({1, 1, 1, 1, 2, 2}),
-                          With5x5({33, 9, 10, 18, 2, 2, 7})};
+                          With5x5({33, 9, 10, 18, 2, 2, 7}),
+                          With1x7({3, 5, 7, 4, 0, 0}),
+                          With1x7({17, 13, 9, 3, 0, 3}),
+                          With1x7({1, 1, 1, 1, 0, 6}),
+                          With1x7({33, 9, 10, 18, 0, 3, 7}),
+                          With7x1({2, 9, 3, 17, 5, 0}),
+                          With7x1({33, 10, 9, 18, 3, 0, 7})};
   for (const Shape& s : shapes) {
     for (int images : {1, 3}) {
       SCOPED_TRACE(Describe(s, images));
@@ -685,7 +774,8 @@ TYPED_TEST(WinogradConvTest, WinogradWeightGradientAccumulatesInTheTransform) {
   // block of 4 tiles) give what one call over all tiles gives.
   using Dtype = TypeParam;
   for (const Shape& s :
-       {Shape{6, 9, 9, 5, 1, 1, 4}, With5x5({6, 9, 9, 5, 2, 2, 4})}) {
+       {Shape{6, 9, 9, 5, 1, 1, 4}, With5x5({6, 9, 9, 5, 2, 2, 4}),
+        With1x7({6, 9, 9, 5, 0, 3, 4})}) {
     const int images = 2;
     SCOPED_TRACE(Describe(s, images));
     const WinogradConv<Dtype> conv(ToGeometry<Dtype>(s));

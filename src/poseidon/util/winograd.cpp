@@ -1,6 +1,7 @@
 // WinogradConv: 3x3 and 5x5 stride-1 convolutions by Winograd's F(4x4, 3x3)
-// and F(2x2, 5x5), the channel sums of each transform position as one GEMM
-// per tile block; also the weight gradient, summed in the transform domain.
+// and F(2x2, 5x5), 1x7 and 7x1 ones by F(2, 7) along the kernel's long
+// axis, the channel sums of each transform position as one GEMM per tile
+// block; also the weight gradient, summed in the transform domain.
 //
 // Note [Winograd]
 // Matrices. F(4, 3) (4 outputs of a 3-tap correlation from 6 inputs) by
@@ -96,6 +97,37 @@
 // mostly packing), so a layer should not choose it for few channels.
 // TransformWeights took 6.6 ms for 512 x 512 kernels (a forward of two
 // 14x14 images took 7.5).
+//
+// Note [One-dimensional Winograd]
+// A 1x7 (or 7x1) kernel is a 7-tap correlation along each row (column):
+// F(2, 7), 2 outputs from an 8-input window, 8 multiplications instead of
+// 14, with the interpolation points 0, 1, -1, 2, -2, 1/2, -1/2 and
+// infinity (Cook-Toom as above; G's rows scaled so that B^T has the
+// small entries, row 0 of both negated):
+//   B^T = [ 1   0   -21/4   0    21/4    0   -1  0 ]
+//         [ 0   1     1   -17/4 -17/4    1    1  0 ]
+//         [ 0  -1     1    17/4 -17/4   -1    1  0 ]
+//         [ 0  1/2   1/4   -5/2  -5/4    2    1  0 ]
+//         [ 0 -1/2   1/4    5/2  -5/4   -2    1  0 ]
+//         [ 0   2     4    -5/2   -5    1/2   1  0 ]
+//         [ 0  -2     4     5/2   -5   -1/2   1  0 ]
+//         [ 0  -1     0    21/4    0  -21/4   0  1 ]
+//   G   = row k: 1/f(p) (1, p, ..., p^6) at point p = p_k, f(p) the
+//         product of p - q over the other finite points q: rows 1 0 ... 0;
+//         -2/9 (1, 1, ...); -2/9 (1, -1, ...); 1/90 (1, 2, 4, ..., 64);
+//         1/90 (1, -2, ...); 32/45 (1, 1/2, ..., 1/64); 32/45 (1, -1/2,
+//         ...); 0 ... 0 1
+//   A^T = [ 1  1   1  1   1   1     1    0 ]
+//         [ 0  1  -1  2  -2  1/2  -1/2   1 ]
+// (B^T is that of F(6, 3) on these points, which depends on the points
+// alone; the entries of B^T and A^T are exact in binary.) Tiles are 1 x 2
+// (2 x 1) outputs numbered as the square ones; a tile's window is the 8
+// inputs from its first output's, less the pad, along the axis; the 8
+// positions' GEMMs, the blocking and the weight gradient go as above
+// with 8 in place of 36. Error, measured as for the square forms (against
+// the tests' bound over the 1 x 9 (9 x 1) strip that holds the tile's
+// window): at most 4.5 epsilon in float and 3.5 in double on the test
+// shapes, forward and both gradients, under the 100 the tests allow.
 #include "poseidon/util/winograd.hpp"
 
 #include <algorithm>
@@ -115,9 +147,15 @@
 namespace poseidon {
 namespace {
 
+using winograd::DownColumns;
+using winograd::GatherPadded;
 using winograd::kAlpha;
 using winograd::kPos;
+using winograd::kRun;
+using winograd::OneDimensional;
+using winograd::RunAt;
 using winograd::TileOrigins;
+using winograd::TileRun;
 using winograd::Tiling;
 // Tiles per vectorised transform step.
 constexpr int kLanes = 16;
@@ -254,6 +292,328 @@ inline void ApplyGt(const double* in, int stride, double* out) {
       out[3 * stride + l] = diff21 * (1.0 / 6) + diff34 * (1.0 / 3);
       out[4 * stride + l] = -sum12 * (1.0 / 6) + sum34 * (2.0 / 3) + m5;
     }
+  }
+}
+
+// F(2, 7) (Note [One-dimensional Winograd]): the window, the output tile
+// and the kernel along the long axis.
+constexpr int kAlpha1 = 8;
+constexpr int kOut1 = 2;
+constexpr int kTaps1 = 7;
+
+// G of F(2, 7), row k at point p_k: (1, p, ..., p^6) / f(p_k).
+constexpr double kG7[kAlpha1][kTaps1] = {
+    {1, 0, 0, 0, 0, 0, 0},
+    {-2.0 / 9, -2.0 / 9, -2.0 / 9, -2.0 / 9, -2.0 / 9, -2.0 / 9, -2.0 / 9},
+    {-2.0 / 9, 2.0 / 9, -2.0 / 9, 2.0 / 9, -2.0 / 9, 2.0 / 9, -2.0 / 9},
+    {1.0 / 90, 2.0 / 90, 4.0 / 90, 8.0 / 90, 16.0 / 90, 32.0 / 90, 64.0 / 90},
+    {1.0 / 90, -2.0 / 90, 4.0 / 90, -8.0 / 90, 16.0 / 90, -32.0 / 90,
+     64.0 / 90},
+    {64.0 / 90, 32.0 / 90, 16.0 / 90, 8.0 / 90, 4.0 / 90, 2.0 / 90, 1.0 / 90},
+    {64.0 / 90, -32.0 / 90, 16.0 / 90, -8.0 / 90, 4.0 / 90, -2.0 / 90,
+     1.0 / 90},
+    {0, 0, 0, 0, 0, 0, 1}};
+
+// Note [F(2, 7) transforms]
+// F(2, 7)'s tiles of one tile row are consecutive in the tile numbering,
+// and their windows are one input row (1x7) or eight (7x1) read across: so
+// the transforms run over runs of tiles within a tile row, up to kRun at a
+// time, with the run innermost, as contiguous vectors. Down columns,
+// window element s of the run's tiles is a stretch of input row s, read
+// where it lies (or from zeros); along rows, it is every other element of
+// the row from s on, so the row is split into its even and odd elements
+// once and element s read from s / 2 on in one of them. The transform,
+// elementwise across those eight rows, writes its rows into V where they
+// lie; the output and top-diff transforms go the same way back. Compiled
+// as the square forms' generic transforms are (Note [Transforms on
+// AVX2]), for float too. The loops are written so that GCC neither calls
+// memcpy for short copies (a call per row of 9 tiles cost more than the
+// transform) nor compiles a lambda for baseline x86-64.
+// The transforms below go over a run in steps of kVec elements, the last
+// step moved back to end at the run's end (it recomputes some of the step
+// before, the same values to the same places), so that GCC compiles each
+// step as whole vectors with no scalar remainder; runs shorter than kVec
+// go element by element.
+constexpr int kVec = 8;
+
+// out[k][i] = sum over s of B^T[k][s] d_s[i] for i in [i0, i0 + kWidth),
+// F(2, 7)'s 8 x 8 B^T: rows (1, 2), (3, 4) and (5, 6) are an even part
+// plus and minus an odd part. out's rows `stride` apart.
+template <int kWidth, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyBt8Step(
+    const Dtype* __restrict d0, const Dtype* __restrict d1,
+    const Dtype* __restrict d2, const Dtype* __restrict d3,
+    const Dtype* __restrict d4, const Dtype* __restrict d5,
+    const Dtype* __restrict d6, const Dtype* __restrict d7, int i0,
+    Dtype* __restrict out, size_t stride) {
+  for (int l = 0; l < kWidth; ++l) {
+    const int i = i0 + l;
+    out[i] = d0[i] - d6[i] + Dtype(5.25) * (d4[i] - d2[i]);
+    out[7 * stride + i] = d7[i] - d1[i] + Dtype(5.25) * (d3[i] - d5[i]);
+    const Dtype e1 = d2[i] + d6[i] - Dtype(4.25) * d4[i];
+    const Dtype o1 = d1[i] + d5[i] - Dtype(4.25) * d3[i];
+    out[stride + i] = e1 + o1;
+    out[2 * stride + i] = e1 - o1;
+    const Dtype e2 = d6[i] + Dtype(0.25) * d2[i] - Dtype(1.25) * d4[i];
+    const Dtype o2 = Dtype(0.5) * d1[i] - Dtype(2.5) * d3[i] + 2 * d5[i];
+    out[3 * stride + i] = e2 + o2;
+    out[4 * stride + i] = e2 - o2;
+    const Dtype e3 = d6[i] + 4 * d2[i] - 5 * d4[i];
+    const Dtype o3 = 2 * d1[i] - Dtype(2.5) * d3[i] + Dtype(0.5) * d5[i];
+    out[5 * stride + i] = e3 + o3;
+    out[6 * stride + i] = e3 - o3;
+  }
+}
+
+// The step above over i < n.
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyBt8(const Dtype* const* d, int n,
+                                            Dtype* out, size_t stride) {
+  if (n < kVec) {
+    for (int i = 0; i < n; ++i) {
+      ApplyBt8Step<1>(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], i, out,
+                      stride);
+    }
+    return;
+  }
+  for (int i = 0; i < n; i += kVec) {
+    ApplyBt8Step<kVec>(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
+                       std::min(i, n - kVec), out, stride);
+  }
+}
+
+// y_j[i] = sum over k of A^T[j][k] m[k][i], F(2, 7)'s 2 x 8 A^T, for i in
+// [i0, i0 + kWidth), written or added; m's rows `stride` apart. (Added
+// twice where a moved-back step repeats an element: so accumulating steps
+// do not overlap, see ApplyAt8.)
+template <int kWidth, bool kAccumulate, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyAt8Step(const Dtype* __restrict m,
+                                                size_t stride, int i0,
+                                                Dtype* __restrict y0,
+                                                Dtype* __restrict y1) {
+  for (int l = 0; l < kWidth; ++l) {
+    const int i = i0 + l;
+    const Dtype m0 = m[i], m1 = m[stride + i], m2 = m[2 * stride + i];
+    const Dtype m3 = m[3 * stride + i], m4 = m[4 * stride + i];
+    const Dtype m5 = m[5 * stride + i], m6 = m[6 * stride + i];
+    const Dtype m7 = m[7 * stride + i];
+    const Dtype v0 = m0 + (m1 + m2) + (m3 + m4) + (m5 + m6);
+    const Dtype v1 = (m1 - m2) + 2 * (m3 - m4) + Dtype(0.5) * (m5 - m6) + m7;
+    if constexpr (kAccumulate) {
+      y0[i] += v0;
+      y1[i] += v1;
+    } else {
+      y0[i] = v0;
+      y1[i] = v1;
+    }
+  }
+}
+
+// The step above over i < n: whole steps, then the rest element by
+// element where adding (a moved-back step would add some twice).
+template <bool kAccumulate, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyAt8(const Dtype* m, size_t stride,
+                                            int n, Dtype* y0, Dtype* y1) {
+  int i = 0;
+  if (n >= kVec) {
+    for (; i + kVec <= n; i += kVec) {
+      ApplyAt8Step<kVec, kAccumulate>(m, stride, i, y0, y1);
+    }
+    if (!kAccumulate && i < n) {
+      ApplyAt8Step<kVec, kAccumulate>(m, stride, n - kVec, y0, y1);
+      return;
+    }
+  }
+  for (; i < n; ++i) ApplyAt8Step<1, kAccumulate>(m, stride, i, y0, y1);
+}
+
+// z[k][i] = sum over j of A[k][j] y_j[i] (A = (A^T)^T: 2 rows in, 8 out),
+// for i in [i0, i0 + kWidth): the top diff's transform; z's rows `stride`
+// apart.
+template <int kWidth, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyA8Step(const Dtype* __restrict y0,
+                                               const Dtype* __restrict y1,
+                                               int i0, Dtype* __restrict z,
+                                               size_t stride) {
+  for (int l = 0; l < kWidth; ++l) {
+    const int i = i0 + l;
+    const Dtype a = y0[i], b = y1[i];
+    z[i] = a;
+    z[stride + i] = a + b;
+    z[2 * stride + i] = a - b;
+    z[3 * stride + i] = a + 2 * b;
+    z[4 * stride + i] = a - 2 * b;
+    z[5 * stride + i] = a + Dtype(0.5) * b;
+    z[6 * stride + i] = a - Dtype(0.5) * b;
+    z[7 * stride + i] = b;
+  }
+}
+
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyA8(const Dtype* y0, const Dtype* y1,
+                                           int n, Dtype* z, size_t stride) {
+  if (n < kVec) {
+    for (int i = 0; i < n; ++i) ApplyA8Step<1>(y0, y1, i, z, stride);
+    return;
+  }
+  for (int i = 0; i < n; i += kVec) {
+    ApplyA8Step<kVec>(y0, y1, std::min(i, n - kVec), z, stride);
+  }
+}
+
+// F(2, 7)'s InputTransform (Note [F(2, 7) transforms]): the 8-input
+// windows of tiles [first, first + count), transformed into V (8 channels
+// x count matrices).
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void InputTransform1D(const Tiling& g,
+                                                    int64_t first, int count,
+                                                    const Dtype* bottom,
+                                                    ptrdiff_t bottom_step,
+                                                    Dtype* V) {
+  const int C = g.channels, H = g.height, W = g.width;
+  const bool down = DownColumns(g);
+  const size_t image_plane = static_cast<size_t>(H) * W;
+  const size_t v_plane = static_cast<size_t>(C) * count;
+  const int64_t end = first + count;
+  // Down columns: the window's rows (in the image, or copied with zeros
+  // around); along rows: the row's even and odd elements.
+  Dtype rows[kAlpha1 * kRun];
+  Dtype even[kRun + 3], odd[kRun + 3];
+  const Dtype* d[kAlpha1];
+  for (int64_t t = first; t < end;) {
+    const TileRun run = RunAt(g, t, end);
+    const int n = run.n;
+    const Dtype* image = bottom + run.image * bottom_step;
+    Dtype* out = V + (t - first);
+    // Down columns, tile (row, x) reads rows 2 row - pad_h + s of column
+    // x - pad_w; those of the run lie in the image unless the pad reaches.
+    const int y0 = 2 * run.row - g.pad_h, x0 = run.col - g.pad_w;
+    const bool inside = y0 >= 0 && y0 + kAlpha1 <= H && x0 >= 0 && x0 + n <= W;
+    for (int c = 0; c < C; ++c) {
+      const Dtype* plane = image + c * image_plane;
+      if (down && inside) {
+        for (int s = 0; s < kAlpha1; ++s) {
+          d[s] = plane + static_cast<size_t>(y0 + s) * W + x0;
+        }
+      } else if (down) {
+        for (int s = 0; s < kAlpha1; ++s) {
+          const int y = y0 + s;
+          GatherPadded(
+              y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr, W,
+              x0, 1, n, rows + s * kRun);
+          d[s] = rows + s * kRun;
+        }
+      } else {
+        // Along rows, tile (row, tx) reads row `row` - pad_h from column
+        // 2 tx - pad_w: its element s is the stretch's element 2 tx + s.
+        const int y = run.row - g.pad_h;
+        const Dtype* in =
+            y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr;
+        const int begin = 2 * run.col - g.pad_w;
+        GatherPadded(in, W, begin, 2, n + 3, even);
+        GatherPadded(in, W, begin + 1, 2, n + 3, odd);
+        for (int s = 0; s < kAlpha1; ++s) {
+          d[s] = (s % 2 == 0 ? even : odd) + s / 2;
+        }
+      }
+      ApplyBt8(d, n, out + static_cast<size_t>(c) * count, v_plane);
+    }
+    t += n;
+  }
+}
+
+// F(2, 7)'s OutputTransform: the products M (8 outputs x count matrices)
+// of tiles [first, first + count) back, their valid outputs written or
+// added.
+template <bool kAccumulate, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void OutputTransform1D(const Tiling& g,
+                                                     int64_t first, int count,
+                                                     const Dtype* M, Dtype* top,
+                                                     ptrdiff_t top_step) {
+  const int O = g.outputs, OH = g.output_h, OW = g.output_w;
+  const bool down = DownColumns(g);
+  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t m_plane = static_cast<size_t>(O) * count;
+  const int64_t end = first + count;
+  // Outputs with nowhere to go (down columns, a second output row below
+  // the image), and along rows the two outputs of each tile before they
+  // are interleaved.
+  Dtype spare[kRun];
+  Dtype y[kOut1 * kRun];
+  for (int64_t t = first; t < end;) {
+    const TileRun run = RunAt(g, t, end);
+    const int n = run.n;
+    for (int o = 0; o < O; ++o) {
+      const Dtype* m = M + static_cast<size_t>(o) * count + (t - first);
+      Dtype* plane = top + run.image * top_step + o * top_plane;
+      if (down) {
+        // Tile (row, x) holds outputs (2 row + j, x), j < 2.
+        Dtype* dst = plane + static_cast<size_t>(2 * run.row) * OW + run.col;
+        ApplyAt8<kAccumulate>(m, m_plane, n, dst,
+                              2 * run.row + 1 < OH ? dst + OW : spare);
+      } else {
+        // Tile (row, tx) holds outputs (row, 2 tx + j); the row's last
+        // tile may hold one.
+        ApplyAt8<false>(m, m_plane, n, y, y + kRun);
+        Dtype* dst = plane + static_cast<size_t>(run.row) * OW + 2 * run.col;
+        const int whole = std::min(n, (OW - 2 * run.col) / 2);
+        for (int i = 0; i < whole; ++i) {
+          if constexpr (kAccumulate) {
+            dst[2 * i] += y[i];
+            dst[2 * i + 1] += y[kRun + i];
+          } else {
+            dst[2 * i] = y[i];
+            dst[2 * i + 1] = y[kRun + i];
+          }
+        }
+        if (whole < n) {
+          if constexpr (kAccumulate) {
+            dst[2 * whole] += y[whole];
+          } else {
+            dst[2 * whole] = y[whole];
+          }
+        }
+      }
+    }
+    t += n;
+  }
+}
+
+// F(2, 7)'s TopDiffTransform: the 2-output top-diff tiles [first, first +
+// count) (zero beyond the output) of outputs [output_begin, output_end),
+// transformed into Z (8 (output_end - output_begin) x count matrices).
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void TopDiffTransform1D(
+    const Tiling& g, int64_t first, int count, const Dtype* top_diff,
+    ptrdiff_t top_step, int output_begin, int output_end, Dtype* Z) {
+  const int OH = g.output_h, OW = g.output_w;
+  const bool down = DownColumns(g);
+  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
+  const int64_t end = first + count;
+  Dtype zeros[kRun] = {};
+  Dtype y[kOut1 * kRun];
+  for (int64_t t = first; t < end;) {
+    const TileRun run = RunAt(g, t, end);
+    const int n = run.n;
+    for (int o = output_begin; o < output_end; ++o) {
+      const Dtype* plane = top_diff + run.image * top_step + o * top_plane;
+      Dtype* z =
+          Z + static_cast<size_t>(o - output_begin) * count + (t - first);
+      if (down) {
+        // Rows 2 row and 2 row + 1 (zero below the output) of the run's
+        // columns, which lie in the output.
+        const Dtype* y0 =
+            plane + static_cast<size_t>(2 * run.row) * OW + run.col;
+        ApplyA8(y0, 2 * run.row + 1 < OH ? y0 + OW : zeros, n, z, z_plane);
+      } else {
+        const Dtype* in = plane + static_cast<size_t>(run.row) * OW;
+        GatherPadded(in, OW, 2 * run.col, 2, n, y);
+        GatherPadded(in, OW, 2 * run.col + 1, 2, n, y + kRun);
+        ApplyA8(y, y + kRun, n, z, z_plane);
+      }
+    }
+    t += n;
   }
 }
 
@@ -477,13 +837,51 @@ POSEIDON_AVX2 void TopDiffTransformCompiled(const Tiling& g, int64_t first,
                          output_end, Z);
 }
 
+// F(2, 7)'s transforms compiled for AVX2, which float runs too.
+template <typename Dtype>
+POSEIDON_AVX2 void InputTransform1DCompiled(const Tiling& g, int64_t first,
+                                            int count, const Dtype* bottom,
+                                            ptrdiff_t bottom_step, Dtype* V) {
+  InputTransform1D(g, first, count, bottom, bottom_step, V);
+}
+
+template <typename Dtype>
+POSEIDON_AVX2 void OutputTransform1DCompiled(const Tiling& g, int64_t first,
+                                             int count, const Dtype* M,
+                                             Dtype* top, ptrdiff_t top_step,
+                                             bool accumulate) {
+  if (accumulate) {
+    OutputTransform1D<true>(g, first, count, M, top, top_step);
+  } else {
+    OutputTransform1D<false>(g, first, count, M, top, top_step);
+  }
+}
+
+template <typename Dtype>
+POSEIDON_AVX2 void TopDiffTransform1DCompiled(const Tiling& g, int64_t first,
+                                              int count, const Dtype* top_diff,
+                                              ptrdiff_t top_step,
+                                              int output_begin, int output_end,
+                                              Dtype* Z) {
+  TopDiffTransform1D(g, first, count, top_diff, top_step, output_begin,
+                     output_end, Z);
+}
+
 // The transforms of one call: the generic ones where the AVX2 kernels do
 // not run, else the intrinsics (float) or the AVX2 compilation (double);
 // chosen once per call.
 template <typename Dtype>
 void RunInputTransform(const Tiling& g, bool avx2, int64_t first, int count,
                        const Dtype* bottom, ptrdiff_t bottom_step, Dtype* V) {
-  if (!avx2) {
+  if (OneDimensional(g)) {
+    if (!avx2) {
+      InputTransform1D(g, first, count, bottom, bottom_step, V);
+    } else if constexpr (std::is_same_v<Dtype, float>) {
+      winograd::InputTransform1DAvx2(g, first, count, bottom, bottom_step, V);
+    } else {
+      InputTransform1DCompiled(g, first, count, bottom, bottom_step, V);
+    }
+  } else if (!avx2) {
     InputTransform(g, first, count, bottom, bottom_step, V);
   } else if constexpr (std::is_same_v<Dtype, float>) {
     winograd::InputTransformAvx2(g, first, count, bottom, bottom_step, V);
@@ -511,7 +909,20 @@ template <typename Dtype>
 void RunOutputTransform(const Tiling& g, bool avx2, int64_t first, int count,
                         const Dtype* M, Dtype* top, ptrdiff_t top_step,
                         bool accumulate) {
-  if (g.tile == 4) {
+  if (OneDimensional(g)) {
+    if (!avx2) {
+      if (accumulate) {
+        OutputTransform1D<true>(g, first, count, M, top, top_step);
+      } else {
+        OutputTransform1D<false>(g, first, count, M, top, top_step);
+      }
+    } else if constexpr (std::is_same_v<Dtype, float>) {
+      winograd::OutputTransform1DAvx2(g, first, count, M, top, top_step,
+                                      accumulate);
+    } else {
+      OutputTransform1DCompiled(g, first, count, M, top, top_step, accumulate);
+    }
+  } else if (g.tile_w == 4) {
     OutputTransformOf<4>(g, avx2, first, count, M, top, top_step, accumulate);
   } else {
     OutputTransformOf<2>(g, avx2, first, count, M, top, top_step, accumulate);
@@ -538,7 +949,18 @@ template <typename Dtype>
 void RunTopDiffTransform(const Tiling& g, bool avx2, int64_t first, int count,
                          const Dtype* top_diff, ptrdiff_t top_step,
                          int output_begin, int output_end, Dtype* Z) {
-  if (g.tile == 4) {
+  if (OneDimensional(g)) {
+    if (!avx2) {
+      TopDiffTransform1D(g, first, count, top_diff, top_step, output_begin,
+                         output_end, Z);
+    } else if constexpr (std::is_same_v<Dtype, float>) {
+      winograd::TopDiffTransform1DAvx2(g, first, count, top_diff, top_step,
+                                       output_begin, output_end, Z);
+    } else {
+      TopDiffTransform1DCompiled(g, first, count, top_diff, top_step,
+                                 output_begin, output_end, Z);
+    }
+  } else if (g.tile_w == 4) {
     TopDiffTransformOf<4>(g, avx2, first, count, top_diff, top_step,
                           output_begin, output_end, Z);
   } else {
@@ -556,7 +978,6 @@ void CheckOutputRange(int begin, int end, int outputs) {
 template <typename Dtype>
 Tiling TilingOf(const WinogradConv<Dtype>& w) {
   const auto& g = w.geometry();
-  const int tile = w.tile();
   return {g.channels,
           g.outputs,
           g.height,
@@ -565,9 +986,10 @@ Tiling TilingOf(const WinogradConv<Dtype>& w) {
           g.pad_w,
           w.output_h(),
           w.output_w(),
-          (w.output_w() + tile - 1) / tile,
+          (w.output_w() + w.tile_w() - 1) / w.tile_w(),
           w.tiles_per_image(),
-          tile};
+          w.tile_h(),
+          w.tile_w()};
 }
 
 }  // namespace
@@ -581,22 +1003,31 @@ WinogradConv<Dtype>::WinogradConv(const Geometry& g) : g_(g) {
   CHECK_GE(g.pad_h, 0) << "Winograd pad_h";
   CHECK_GE(g.pad_w, 0) << "Winograd pad_w";
   CHECK_GE(g.tile_block, 0) << "Winograd tile_block";
-  CHECK(g.kernel == 3 || g.kernel == 5)
-      << "Winograd: a " << g.kernel << "x" << g.kernel << " kernel";
-  tile_ = kAlpha + 1 - g.kernel;
-  output_h_ = g.height + 2 * g.pad_h - (g.kernel - 1);
-  output_w_ = g.width + 2 * g.pad_w - (g.kernel - 1);
+  const int kh = g.kernel_h, kw = g.kernel_w;
+  CHECK((kh == kw && (kh == 3 || kh == 5)) || (kh == 1 && kw == kTaps1) ||
+        (kh == kTaps1 && kw == 1))
+      << "Winograd: a " << kh << "x" << kw << " kernel";
+  if (kh == kw) {
+    tile_h_ = tile_w_ = kAlpha + 1 - kh;
+    positions_ = kPos;
+  } else {
+    tile_h_ = kh == 1 ? 1 : kOut1;
+    tile_w_ = kw == 1 ? 1 : kOut1;
+    positions_ = kAlpha1;
+  }
+  output_h_ = g.height + 2 * g.pad_h - (kh - 1);
+  output_w_ = g.width + 2 * g.pad_w - (kw - 1);
   CHECK_GE(output_h_, 1) << "Winograd: empty output for height " << g.height
                          << " pad_h " << g.pad_h;
   CHECK_GE(output_w_, 1) << "Winograd: empty output for width " << g.width
                          << " pad_w " << g.pad_w;
-  tiles_h_ = (output_h_ + tile_ - 1) / tile_;
-  tiles_w_ = (output_w_ + tile_ - 1) / tile_;
+  tiles_h_ = (output_h_ + tile_h_ - 1) / tile_h_;
+  tiles_w_ = (output_w_ + tile_w_ - 1) / tile_w_;
   if (g.tile_block > 0) {
     tile_block_ = g.tile_block;
   } else {
-    const size_t per_tile =
-        sizeof(Dtype) * kPos * (static_cast<size_t>(g.channels) + g.outputs);
+    const size_t per_tile = sizeof(Dtype) * positions_ *
+                            (static_cast<size_t>(g.channels) + g.outputs);
     const size_t fit = kBlockBytes / per_tile;
     tile_block_ =
         static_cast<int>(std::clamp<size_t>(fit, kMinBlock, kMaxBlock));
@@ -606,7 +1037,7 @@ WinogradConv<Dtype>::WinogradConv(const Geometry& g) : g_(g) {
 
 template <typename Dtype>
 size_t WinogradConv<Dtype>::weights_size() const {
-  return static_cast<size_t>(kPos) * g_.outputs * g_.channels;
+  return static_cast<size_t>(positions_) * g_.outputs * g_.channels;
 }
 
 template <typename Dtype>
@@ -621,7 +1052,9 @@ void WinogradConv<Dtype>::TransformWeights(const Dtype* weights,
                                            int output_begin,
                                            int output_end) const {
   CheckOutputRange(output_begin, output_end, g_.outputs);
-  if (g_.kernel == 3) {
+  if (positions_ == kAlpha1) {
+    TransformWeights1D(weights, flip_and_swap, U, output_begin, output_end);
+  } else if (g_.kernel_h == 3) {
     TransformWeightsOf<3>(weights, flip_and_swap, U, output_begin, output_end);
   } else {
     TransformWeightsOf<5>(weights, flip_and_swap, U, output_begin, output_end);
@@ -674,7 +1107,7 @@ template <typename Dtype>
 size_t WinogradConv<Dtype>::scratch_size(int images) const {
   const int64_t tiles = static_cast<int64_t>(images) * tiles_per_image();
   const int64_t block = std::min<int64_t>(tile_block_, tiles);
-  return static_cast<size_t>(kPos) *
+  return static_cast<size_t>(positions_) *
          (static_cast<size_t>(g_.channels) + g_.outputs) *
          static_cast<size_t>(block);
 }
@@ -702,9 +1135,9 @@ void WinogradConv<Dtype>::Forward(int images, const Dtype* U,
     const int count =
         static_cast<int>(std::min<int64_t>(tile_block_, tiles - first));
     Dtype* V = scratch;
-    Dtype* M = scratch + static_cast<size_t>(kPos) * C * count;
+    Dtype* M = scratch + static_cast<size_t>(positions_) * C * count;
     RunInputTransform(tiling, avx2, first, count, bottom, bottom_step, V);
-    for (int pos = 0; pos < kPos; ++pos) {
+    for (int pos = 0; pos < positions_; ++pos) {
       cpu_gemm<Dtype>(CblasNoTrans, CblasNoTrans, O, count, C, Dtype(1),
                       U + static_cast<size_t>(pos) * O * C,
                       V + static_cast<size_t>(pos) * C * count, Dtype(0),
@@ -733,7 +1166,7 @@ void WinogradConv<Dtype>::AccumulateWeightGradient(
     return dU + (static_cast<size_t>(pos) * O + output_begin) * C;
   };
   if (!accumulate && tile_begin == tile_end) {
-    for (int pos = 0; pos < kPos; ++pos) {
+    for (int pos = 0; pos < positions_; ++pos) {
       std::fill_n(dU_at(pos), static_cast<size_t>(rows) * C, Dtype(0));
     }
     return;
@@ -746,11 +1179,11 @@ void WinogradConv<Dtype>::AccumulateWeightGradient(
     const int count =
         static_cast<int>(std::min<int64_t>(tile_block_, tile_end - first));
     Dtype* V = scratch;
-    Dtype* Z = scratch + static_cast<size_t>(kPos) * C * count;
+    Dtype* Z = scratch + static_cast<size_t>(positions_) * C * count;
     RunInputTransform(tiling, avx2, first, count, bottom, bottom_step, V);
     RunTopDiffTransform(tiling, avx2, first, count, top_diff, top_step,
                         output_begin, output_end, Z);
-    for (int pos = 0; pos < kPos; ++pos) {
+    for (int pos = 0; pos < positions_; ++pos) {
       cpu_gemm<Dtype>(CblasNoTrans, CblasTrans, rows, C, count, Dtype(1),
                       Z + static_cast<size_t>(pos) * rows * count,
                       V + static_cast<size_t>(pos) * C * count, beta,
@@ -766,7 +1199,9 @@ void WinogradConv<Dtype>::TransformWeightGradient(const Dtype* const* dU,
                                                   int output_end) const {
   CheckOutputRange(output_begin, output_end, g_.outputs);
   CHECK_GE(parts, 1) << "Winograd: no weight gradient parts";
-  if (g_.kernel == 3) {
+  if (positions_ == kAlpha1) {
+    TransformWeightGradient1D(dU, parts, weight_diff, output_begin, output_end);
+  } else if (g_.kernel_h == 3) {
     TransformWeightGradientOf<3>(dU, parts, weight_diff, output_begin,
                                  output_end);
   } else {
@@ -811,6 +1246,87 @@ void WinogradConv<Dtype>::TransformWeightGradientOf(const Dtype* const* dU,
         for (int k = 0; k < R * R; ++k) {
           dst[k] += static_cast<Dtype>(w[k * kLanes + l]);
         }
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void WinogradConv<Dtype>::TransformWeights1D(const Dtype* weights,
+                                             bool flip_and_swap, Dtype* U,
+                                             int output_begin,
+                                             int output_end) const {
+  const int C = g_.channels, O = g_.outputs;
+  const size_t plane = static_cast<size_t>(O) * C;
+  for (int o = output_begin; o < output_end; ++o) {
+    for (int c = 0; c < C; ++c) {
+      // The 7 taps (of a 1x7 or a 7x1 kernel: contiguous either way),
+      // reversed for the input-gradient form.
+      double k[kTaps1];
+      if (flip_and_swap) {
+        const Dtype* w = weights + (static_cast<size_t>(c) * O + o) * kTaps1;
+        for (int j = 0; j < kTaps1; ++j) k[j] = w[kTaps1 - 1 - j];
+      } else {
+        const Dtype* w = weights + (static_cast<size_t>(o) * C + c) * kTaps1;
+        for (int j = 0; j < kTaps1; ++j) k[j] = w[j];
+      }
+      // G k (kG7) through the kernel polynomial's even and odd parts at
+      // 1, 2 and 1/2 (the last times 64).
+      const double even1 = k[0] + k[2] + k[4] + k[6], odd1 = k[1] + k[3] + k[5];
+      const double even2 = k[0] + 4 * k[2] + 16 * k[4] + 64 * k[6];
+      const double odd2 = 2 * k[1] + 8 * k[3] + 32 * k[5];
+      const double even3 = 64 * k[0] + 16 * k[2] + 4 * k[4] + k[6];
+      const double odd3 = 32 * k[1] + 8 * k[3] + 2 * k[5];
+      const double u[kAlpha1] = {k[0],
+                                 (even1 + odd1) * (-2.0 / 9),
+                                 (even1 - odd1) * (-2.0 / 9),
+                                 (even2 + odd2) * (1.0 / 90),
+                                 (even2 - odd2) * (1.0 / 90),
+                                 (even3 + odd3) * (1.0 / 90),
+                                 (even3 - odd3) * (1.0 / 90),
+                                 k[6]};
+      Dtype* dst = U + static_cast<size_t>(o) * C + c;
+      for (int pos = 0; pos < kAlpha1; ++pos) {
+        dst[pos * plane] = static_cast<Dtype>(u[pos]);
+      }
+    }
+  }
+}
+
+template <typename Dtype>
+void WinogradConv<Dtype>::TransformWeightGradient1D(const Dtype* const* dU,
+                                                    int parts,
+                                                    Dtype* weight_diff,
+                                                    int output_begin,
+                                                    int output_end) const {
+  const int C = g_.channels, O = g_.outputs;
+  const size_t plane = static_cast<size_t>(O) * C;
+  for (int o = output_begin; o < output_end; ++o) {
+    for (int c = 0; c < C; ++c) {
+      const size_t at = static_cast<size_t>(o) * C + c;
+      double m[kAlpha1];
+      for (int pos = 0; pos < kAlpha1; ++pos) {
+        double sum = 0;
+        for (int p = 0; p < parts; ++p) sum += dU[p][pos * plane + at];
+        m[pos] = sum;
+      }
+      // G^T m (kG7's columns): tap j takes -2/9, 2^j / 90 and 2^(6 - j) /
+      // 90 of the sums (even j) or differences (odd j) of positions 1 and
+      // 2, 3 and 4, 5 and 6.
+      const double sum1 = m[1] + m[2], diff1 = m[1] - m[2];
+      const double sum2 = (m[3] + m[4]) * (1.0 / 90);
+      const double diff2 = (m[3] - m[4]) * (1.0 / 90);
+      const double sum3 = (m[5] + m[6]) * (1.0 / 90);
+      const double diff3 = (m[5] - m[6]) * (1.0 / 90);
+      Dtype* dst = weight_diff + at * kTaps1;
+      for (int j = 0; j < kTaps1; ++j) {
+        const bool even = j % 2 == 0;
+        double w = (even ? sum1 : diff1) * (-2.0 / 9) +
+                   (even ? sum2 : diff2) * static_cast<double>(1 << j) +
+                   (even ? sum3 : diff3) * static_cast<double>(1 << (6 - j));
+        if (j == 0) w += m[0];
+        if (j == kTaps1 - 1) w += m[7];
+        dst[j] += static_cast<Dtype>(w);
       }
     }
   }

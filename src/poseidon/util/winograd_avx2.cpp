@@ -382,6 +382,285 @@ POSEIDON_AVX2 void TopDiffTransformImpl(const Tiling& g, int64_t first,
   }
 }
 
+// Note [F(2, 7) on AVX2]
+// F(2, 7)'s float transforms (Note [F(2, 7) transforms] in winograd.cpp)
+// with intrinsics: the generic loops, compiled for AVX2, stayed scalar
+// (GCC did not vectorise the eight-row sums through the row pointers).
+// Each step is 8 tiles of a run, one vector per window element; the last
+// step of a run of 8 or more moves back to end at the run's end (the
+// elements it repeats get the same values again), and runs of fewer than
+// 8 go through zero-padded copies, so nothing is read beyond the run's
+// rows. The arithmetic is the generic sums' with FMA.
+
+// out[k][i0 .. i0 + 7] = sum over s of B^T[k][s] d[s][i0 .. i0 + 7];
+// out's rows `stride` apart.
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt8Step(const float* const* d,
+                                                         int i0, float* out,
+                                                         size_t stride) {
+  const __m256 d0 = _mm256_loadu_ps(d[0] + i0);
+  const __m256 d1 = _mm256_loadu_ps(d[1] + i0);
+  const __m256 d2 = _mm256_loadu_ps(d[2] + i0);
+  const __m256 d3 = _mm256_loadu_ps(d[3] + i0);
+  const __m256 d4 = _mm256_loadu_ps(d[4] + i0);
+  const __m256 d5 = _mm256_loadu_ps(d[5] + i0);
+  const __m256 d6 = _mm256_loadu_ps(d[6] + i0);
+  const __m256 d7 = _mm256_loadu_ps(d[7] + i0);
+  const __m256 c5_25 = _mm256_set1_ps(5.25f), c4_25 = _mm256_set1_ps(4.25f);
+  const __m256 c2_5 = _mm256_set1_ps(2.5f), c1_25 = _mm256_set1_ps(1.25f);
+  const __m256 c0_5 = _mm256_set1_ps(0.5f), c0_25 = _mm256_set1_ps(0.25f);
+  const __m256 c2 = _mm256_set1_ps(2.0f), c4 = _mm256_set1_ps(4.0f);
+  const __m256 c5 = _mm256_set1_ps(5.0f);
+  float* o = out + i0;
+  _mm256_storeu_ps(
+      o, _mm256_fmadd_ps(c5_25, _mm256_sub_ps(d4, d2), _mm256_sub_ps(d0, d6)));
+  _mm256_storeu_ps(o + 7 * stride, _mm256_fmadd_ps(c5_25, _mm256_sub_ps(d3, d5),
+                                                   _mm256_sub_ps(d7, d1)));
+  const __m256 e1 = _mm256_fnmadd_ps(c4_25, d4, _mm256_add_ps(d2, d6));
+  const __m256 o1 = _mm256_fnmadd_ps(c4_25, d3, _mm256_add_ps(d1, d5));
+  _mm256_storeu_ps(o + stride, _mm256_add_ps(e1, o1));
+  _mm256_storeu_ps(o + 2 * stride, _mm256_sub_ps(e1, o1));
+  const __m256 e2 = _mm256_fnmadd_ps(c1_25, d4, _mm256_fmadd_ps(c0_25, d2, d6));
+  const __m256 o2 = _mm256_fmadd_ps(
+      c2, d5, _mm256_fnmadd_ps(c2_5, d3, _mm256_mul_ps(c0_5, d1)));
+  _mm256_storeu_ps(o + 3 * stride, _mm256_add_ps(e2, o2));
+  _mm256_storeu_ps(o + 4 * stride, _mm256_sub_ps(e2, o2));
+  const __m256 e3 = _mm256_fnmadd_ps(c5, d4, _mm256_fmadd_ps(c4, d2, d6));
+  const __m256 o3 = _mm256_fmadd_ps(
+      c0_5, d5, _mm256_fnmadd_ps(c2_5, d3, _mm256_mul_ps(c2, d1)));
+  _mm256_storeu_ps(o + 5 * stride, _mm256_add_ps(e3, o3));
+  _mm256_storeu_ps(o + 6 * stride, _mm256_sub_ps(e3, o3));
+}
+
+// y0, y1 = A^T m for m's 8 rows (`stride` apart) at i0 .. i0 + 7.
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At8Step(const float* m,
+                                                         size_t stride, int i0,
+                                                         __m256* y0,
+                                                         __m256* y1) {
+  const float* p = m + i0;
+  const __m256 m0 = _mm256_loadu_ps(p);
+  const __m256 m1 = _mm256_loadu_ps(p + stride);
+  const __m256 m2 = _mm256_loadu_ps(p + 2 * stride);
+  const __m256 m3 = _mm256_loadu_ps(p + 3 * stride);
+  const __m256 m4 = _mm256_loadu_ps(p + 4 * stride);
+  const __m256 m5 = _mm256_loadu_ps(p + 5 * stride);
+  const __m256 m6 = _mm256_loadu_ps(p + 6 * stride);
+  const __m256 m7 = _mm256_loadu_ps(p + 7 * stride);
+  *y0 = _mm256_add_ps(
+      _mm256_add_ps(m0, _mm256_add_ps(m1, m2)),
+      _mm256_add_ps(_mm256_add_ps(m3, m4), _mm256_add_ps(m5, m6)));
+  const __m256 odd = _mm256_fmadd_ps(
+      _mm256_set1_ps(2.0f), _mm256_sub_ps(m3, m4), _mm256_sub_ps(m1, m2));
+  *y1 = _mm256_add_ps(
+      _mm256_fmadd_ps(_mm256_set1_ps(0.5f), _mm256_sub_ps(m5, m6), odd), m7);
+}
+
+// z[k][i0 .. i0 + 7] = A (y0, y1) at i0 .. i0 + 7; z's rows `stride` apart.
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A8Step(const float* y0,
+                                                        const float* y1, int i0,
+                                                        float* z,
+                                                        size_t stride) {
+  const __m256 a = _mm256_loadu_ps(y0 + i0), b = _mm256_loadu_ps(y1 + i0);
+  const __m256 two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
+  float* o = z + i0;
+  _mm256_storeu_ps(o, a);
+  _mm256_storeu_ps(o + stride, _mm256_add_ps(a, b));
+  _mm256_storeu_ps(o + 2 * stride, _mm256_sub_ps(a, b));
+  _mm256_storeu_ps(o + 3 * stride, _mm256_fmadd_ps(two, b, a));
+  _mm256_storeu_ps(o + 4 * stride, _mm256_fnmadd_ps(two, b, a));
+  _mm256_storeu_ps(o + 5 * stride, _mm256_fmadd_ps(half, b, a));
+  _mm256_storeu_ps(o + 6 * stride, _mm256_fnmadd_ps(half, b, a));
+  _mm256_storeu_ps(o + 7 * stride, b);
+}
+
+POSEIDON_AVX2 void InputTransform1DImpl(const Tiling& g, int64_t first,
+                                        int count, const float* bottom,
+                                        ptrdiff_t bottom_step, float* V) {
+  const int C = g.channels, H = g.height, W = g.width;
+  const bool down = DownColumns(g);
+  const size_t image_plane = static_cast<size_t>(H) * W;
+  const size_t v_plane = static_cast<size_t>(C) * count;
+  const int64_t end = first + count;
+  float rows[8 * kRun];
+  float even[kRun + 3], odd[kRun + 3];
+  // A run shorter than a vector: its rows zero-padded, and the result.
+  float short_in[8 * 8], short_out[8 * 8];
+  const float* d[8];
+  for (int64_t t = first; t < end;) {
+    const TileRun run = RunAt(g, t, end);
+    const int n = run.n;
+    const float* image = bottom + run.image * bottom_step;
+    float* out = V + (t - first);
+    const int y0 = 2 * run.row - g.pad_h, x0 = run.col - g.pad_w;
+    const bool inside = y0 >= 0 && y0 + 8 <= H && x0 >= 0 && x0 + n <= W;
+    for (int c = 0; c < C; ++c) {
+      const float* plane = image + c * image_plane;
+      if (down && inside) {
+        for (int s = 0; s < 8; ++s) {
+          d[s] = plane + static_cast<size_t>(y0 + s) * W + x0;
+        }
+      } else if (down) {
+        for (int s = 0; s < 8; ++s) {
+          const int y = y0 + s;
+          GatherPadded(
+              y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr, W,
+              x0, 1, n, rows + s * kRun);
+          d[s] = rows + s * kRun;
+        }
+      } else {
+        const int y = run.row - g.pad_h;
+        const float* in =
+            y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr;
+        const int begin = 2 * run.col - g.pad_w;
+        GatherPadded(in, W, begin, 2, n + 3, even);
+        GatherPadded(in, W, begin + 1, 2, n + 3, odd);
+        for (int s = 0; s < 8; ++s) d[s] = (s % 2 == 0 ? even : odd) + s / 2;
+      }
+      float* dst = out + static_cast<size_t>(c) * count;
+      if (n >= 8) {
+        for (int i = 0; i < n; i += 8)
+          Bt8Step(d, std::min(i, n - 8), dst, v_plane);
+        continue;
+      }
+      const float* padded[8];
+      for (int s = 0; s < 8; ++s) {
+        for (int j = 0; j < 8; ++j)
+          short_in[s * 8 + j] = j < n ? d[s][j] : 0.0f;
+        padded[s] = short_in + s * 8;
+      }
+      Bt8Step(padded, 0, short_out, 8);
+      for (int pos = 0; pos < 8; ++pos) {
+        for (int j = 0; j < n; ++j)
+          dst[pos * v_plane + j] = short_out[pos * 8 + j];
+      }
+    }
+    t += n;
+  }
+}
+
+POSEIDON_AVX2 void OutputTransform1DImpl(const Tiling& g, int64_t first,
+                                         int count, const float* M, float* top,
+                                         ptrdiff_t top_step, bool accumulate) {
+  const int O = g.outputs, OH = g.output_h, OW = g.output_w;
+  const bool down = DownColumns(g);
+  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t m_plane = static_cast<size_t>(O) * count;
+  const int64_t end = first + count;
+  // The run's two output rows (down columns) or two outputs per tile
+  // (along rows), before they are written or added; a short run's rows of
+  // M, zero-padded.
+  float y[2 * kRun];
+  float short_m[8 * 8];
+  for (int64_t t = first; t < end;) {
+    const TileRun run = RunAt(g, t, end);
+    const int n = run.n;
+    for (int o = 0; o < O; ++o) {
+      const float* m = M + static_cast<size_t>(o) * count + (t - first);
+      if (n >= 8) {
+        for (int i = 0; i < n; i += 8) {
+          const int at = std::min(i, n - 8);
+          __m256 v0, v1;
+          At8Step(m, m_plane, at, &v0, &v1);
+          _mm256_storeu_ps(y + at, v0);
+          _mm256_storeu_ps(y + kRun + at, v1);
+        }
+      } else {
+        for (int k = 0; k < 8; ++k) {
+          for (int j = 0; j < 8; ++j) {
+            short_m[k * 8 + j] = j < n ? m[k * m_plane + j] : 0.0f;
+          }
+        }
+        __m256 v0, v1;
+        At8Step(short_m, 8, 0, &v0, &v1);
+        float y0s[8], y1s[8];
+        _mm256_storeu_ps(y0s, v0);
+        _mm256_storeu_ps(y1s, v1);
+        for (int j = 0; j < n; ++j) {
+          y[j] = y0s[j];
+          y[kRun + j] = y1s[j];
+        }
+      }
+      float* plane = top + run.image * top_step + o * top_plane;
+      if (down) {
+        for (int j = 0; j < 2 && 2 * run.row + j < OH; ++j) {
+          float* dst =
+              plane + static_cast<size_t>(2 * run.row + j) * OW + run.col;
+          const float* v = y + j * kRun;
+          if (accumulate) {
+            for (int i = 0; i < n; ++i) dst[i] += v[i];
+          } else {
+            for (int i = 0; i < n; ++i) dst[i] = v[i];
+          }
+        }
+      } else {
+        float* dst = plane + static_cast<size_t>(run.row) * OW + 2 * run.col;
+        const int whole = std::min(n, (OW - 2 * run.col) / 2);
+        if (accumulate) {
+          for (int i = 0; i < whole; ++i) {
+            dst[2 * i] += y[i];
+            dst[2 * i + 1] += y[kRun + i];
+          }
+          if (whole < n) dst[2 * whole] += y[whole];
+        } else {
+          for (int i = 0; i < whole; ++i) {
+            dst[2 * i] = y[i];
+            dst[2 * i + 1] = y[kRun + i];
+          }
+          if (whole < n) dst[2 * whole] = y[whole];
+        }
+      }
+    }
+    t += n;
+  }
+}
+
+POSEIDON_AVX2 void TopDiffTransform1DImpl(const Tiling& g, int64_t first,
+                                          int count, const float* top_diff,
+                                          ptrdiff_t top_step, int output_begin,
+                                          int output_end, float* Z) {
+  const int OH = g.output_h, OW = g.output_w;
+  const bool down = DownColumns(g);
+  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
+  const int64_t end = first + count;
+  float zeros[kRun] = {};
+  float y[2 * kRun];
+  float short_y[2 * 8], short_z[8 * 8];
+  for (int64_t t = first; t < end;) {
+    const TileRun run = RunAt(g, t, end);
+    const int n = run.n;
+    for (int o = output_begin; o < output_end; ++o) {
+      const float* plane = top_diff + run.image * top_step + o * top_plane;
+      float* z =
+          Z + static_cast<size_t>(o - output_begin) * count + (t - first);
+      const float *y0, *y1;
+      if (down) {
+        y0 = plane + static_cast<size_t>(2 * run.row) * OW + run.col;
+        y1 = 2 * run.row + 1 < OH ? y0 + OW : zeros;
+      } else {
+        const float* in = plane + static_cast<size_t>(run.row) * OW;
+        GatherPadded(in, OW, 2 * run.col, 2, n, y);
+        GatherPadded(in, OW, 2 * run.col + 1, 2, n, y + kRun);
+        y0 = y;
+        y1 = y + kRun;
+      }
+      if (n >= 8) {
+        for (int i = 0; i < n; i += 8)
+          A8Step(y0, y1, std::min(i, n - 8), z, z_plane);
+        continue;
+      }
+      for (int j = 0; j < 8; ++j) {
+        short_y[j] = j < n ? y0[j] : 0.0f;
+        short_y[8 + j] = j < n ? y1[j] : 0.0f;
+      }
+      A8Step(short_y, short_y + 8, 0, short_z, 8);
+      for (int pos = 0; pos < 8; ++pos) {
+        for (int j = 0; j < n; ++j) z[pos * z_plane + j] = short_z[pos * 8 + j];
+      }
+    }
+    t += n;
+  }
+}
+
 }  // namespace
 
 // The entry points (winograd_tiles.hpp), without the target attribute:
@@ -405,6 +684,25 @@ void TopDiffTransformAvx2(const Tiling& g, int64_t first, int count,
                           int output_begin, int output_end, float* Z) {
   TopDiffTransformImpl<kOut>(g, first, count, top_diff, top_step, output_begin,
                              output_end, Z);
+}
+
+void InputTransform1DAvx2(const Tiling& g, int64_t first, int count,
+                          const float* bottom, ptrdiff_t bottom_step,
+                          float* V) {
+  InputTransform1DImpl(g, first, count, bottom, bottom_step, V);
+}
+
+void OutputTransform1DAvx2(const Tiling& g, int64_t first, int count,
+                           const float* M, float* top, ptrdiff_t top_step,
+                           bool accumulate) {
+  OutputTransform1DImpl(g, first, count, M, top, top_step, accumulate);
+}
+
+void TopDiffTransform1DAvx2(const Tiling& g, int64_t first, int count,
+                            const float* top_diff, ptrdiff_t top_step,
+                            int output_begin, int output_end, float* Z) {
+  TopDiffTransform1DImpl(g, first, count, top_diff, top_step, output_begin,
+                         output_end, Z);
 }
 
 template void OutputTransformAvx2<4>(const Tiling&, int64_t, int, const float*,

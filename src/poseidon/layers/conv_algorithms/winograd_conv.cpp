@@ -1,6 +1,6 @@
-// WinogradConvAlgorithm: the float 3x3 and 5x5 convolutions and both
-// gradients by Winograd's F(4x4, 3x3) and F(2x2, 5x5) with WinogradConv
-// (util/winograd.hpp).
+// WinogradConvAlgorithm: the float 3x3, 5x5, 1x7 and 7x1 convolutions and
+// both gradients by Winograd's F(4x4, 3x3), F(2x2, 5x5) and F(2, 7) with
+// WinogradConv (util/winograd.hpp).
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -102,6 +102,20 @@ namespace poseidon {
 //    kernels, 100 with the AVX-512 ones (not measured on the AVX2 EPYC,
 //    whose GEMM is 2.4 times as fast: there the savings are smaller).
 //
+//  - 1x7 and 7x1 convolutions (pad at most 6 along the kernel, none
+//    across it, so that the input gradient is one too) go by F(2, 7)
+//    along the kernel (Note [One-dimensional Winograd] in
+//    util/winograd.cpp), 8 multiplications for 2 outputs instead of 14,
+//    with the same floors, 1 x 2 tiles counted. Inception-V3's, on 17 x 17
+//    maps, had run at the GEMM's peak on the direct path (128 outputs) or
+//    im2col (more) and still lost to PyTorch on every machine measured.
+//    On a 2-core AVX2 EPYC (family 25, model 1: Zen 3), compare_builds.py
+//    --conv, batch 8, one thread, forward + backward, medians of 5
+//    interleaved runs: 128 to 128 1x7 21.9 -> 17.8 ms, 160 to 192 7x1
+//    37.6 -> 28.5, 192 to 192 1x7 48.6 -> 34.8; in the whole net (batch
+//    32, one thread, 3 runs) its 26 1x7 and 7x1 layers 3410 -> 2535 ms,
+//    the net 12578 -> 11646.
+//
 // Threads. Forward and input gradient: the weights are transformed once
 // per group (4 times their size, in this thread's scratch with the
 // workers' tile buffers, so the net keeps one such buffer, not one per
@@ -142,14 +156,18 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
                                            const ConvOptions& options) {
   s_ = &s;
   if (const char* why_not = WhyNotFast2D(s, options)) return why_not;
-  const int r = s.kernel[0];
-  if (s.kernel[1] != r || (r != 3 && r != 5)) return "not a 3x3 or 5x5 kernel";
+  const int kh = s.kernel[0], kw = s.kernel[1];
+  const bool square = kh == kw && (kh == 3 || kh == 5);
+  if (!square && !(kh == 1 && kw == 7) && !(kh == 7 && kw == 1)) {
+    return "not a 3x3, 5x5, 1x7 or 7x1 kernel";
+  }
   if (s.stride[0] != 1 || s.stride[1] != 1 || s.dilation[0] != 1 ||
       s.dilation[1] != 1) {
     return "strided or dilated";
   }
-  if (s.pad[0] > r - 1 || s.pad[1] > r - 1) {
-    return r == 3 ? "pad above 2" : "pad above 4";
+  if (s.pad[0] > kh - 1 || s.pad[1] > kw - 1) {
+    if (!square) return "padded across the kernel or by more than 6 along it";
+    return kh == 3 ? "pad above 2" : "pad above 4";
   }
   if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
     return "neither AVX-512 nor AVX2 kernels";
@@ -164,31 +182,35 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   }
   using Wino = WinogradConv<float>;
   auto g = GroupGeometry<Wino::Geometry>(s);
-  g.kernel = r;
+  g.kernel_h = kh;
+  g.kernel_w = kw;
   // Too few tiles to repay the weight transform (Note [Winograd path]).
-  const int m = 7 - r;  // the output tile's edge
+  // The output tile: m x m, m + r - 1 = 6, or F(2, 7)'s 2 along the kernel.
+  const int tile_h = square ? 7 - kh : (kh == 1 ? 1 : 2);
+  const int tile_w = square ? 7 - kw : (kw == 1 ? 1 : 2);
   const int64_t tiles = static_cast<int64_t>(s.num) *
-                        ((s.col_shape[1] + m - 1) / m) *
-                        ((s.col_shape[2] + m - 1) / m);
+                        ((s.col_shape[1] + tile_h - 1) / tile_h) *
+                        ((s.col_shape[2] + tile_w - 1) / tile_w);
   if (tiles < WinogradMinTiles()) {
     return Avx512KernelsAvailable() ? "fewer than 100 tiles in the batch"
                                     : "fewer than 32 tiles in the batch";
   }
-  if (g.height + 2 * g.pad_h - (r - 1) != s.col_shape[1] ||
-      g.width + 2 * g.pad_w - (r - 1) != s.col_shape[2] || s.col_shape[1] < 1 ||
-      s.col_shape[2] < 1) {
+  if (g.height + 2 * g.pad_h - (kh - 1) != s.col_shape[1] ||
+      g.width + 2 * g.pad_w - (kw - 1) != s.col_shape[2] ||
+      s.col_shape[1] < 1 || s.col_shape[2] < 1) {
     return "the output is not the kernel window's";
   }
   Wino::Geometry b = g;
   std::swap(b.channels, b.outputs);
   b.height = s.col_shape[1];
   b.width = s.col_shape[2];
-  b.pad_h = r - 1 - g.pad_h;
-  b.pad_w = r - 1 - g.pad_w;
+  b.pad_h = kh - 1 - g.pad_h;
+  b.pad_w = kw - 1 - g.pad_w;
   auto same = [](const Wino::Geometry& x, const Wino::Geometry& y) {
     return x.channels == y.channels && x.height == y.height &&
            x.width == y.width && x.outputs == y.outputs && x.pad_h == y.pad_h &&
-           x.pad_w == y.pad_w && x.kernel == y.kernel;
+           x.pad_w == y.pad_w && x.kernel_h == y.kernel_h &&
+           x.kernel_w == y.kernel_w;
   };
   if (forward_ == nullptr || !same(forward_->geometry(), g)) {
     forward_ = std::make_unique<Wino>(g);
@@ -202,8 +224,11 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
 std::string WinogradConvAlgorithm::Description() const {
   // The GEMMs' kernels, then the tile transforms' (Note [Transforms on
   // AVX2] in util/winograd.cpp).
-  const std::string form =
-      s_->kernel[0] == 5 ? "Winograd F(2x2, 5x5)" : "Winograd F(4x4, 3x3)";
+  const int kh = s_->kernel[0];
+  const std::string form = kh == 5   ? "Winograd F(2x2, 5x5)"
+                           : kh == 3 ? "Winograd F(4x4, 3x3)"
+                           : kh == 1 ? "Winograd F(2, 7) along rows"
+                                     : "Winograd F(2, 7) down columns";
   return form + (Avx512KernelsAvailable() ? " (AVX-512 GEMM, AVX2 transforms)"
                                           : " (AVX2 GEMM and transforms)");
 }
