@@ -24,6 +24,16 @@ inline std::atomic<int64_t>* SharedFlag(char* line, int i) {
   return reinterpret_cast<std::atomic<int64_t>*>(line) + i;
 }
 
+// Whether behind(r) holds for some r in [0, ranks): WaitForRanks' test,
+// for callers that check before building its messages.
+template <typename Behind>
+bool AnyRankBehind(int ranks, const Behind& behind) {
+  for (int r = 0; r < ranks; ++r) {
+    if (behind(r)) return true;
+  }
+  return false;
+}
+
 // Waits until behind(r) is false for every r in [0, ranks): yields the core
 // at first (a peer a few hundred microseconds behind), then sleeps 50 us,
 // and after `timeout` throws DistributedError "rank <self>: <what>: timed

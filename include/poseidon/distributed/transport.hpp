@@ -104,6 +104,11 @@ struct TransportContext {
   Timeline* timeline = nullptr;  // may be null
   const DistributedParameter* param = nullptr;
   int slots = 1;
+  // Without staleness the synchroniser moves the params' diffs into the
+  // slot Home gives (Note [Gradients born in shared memory] in
+  // synchronizer_exchange.cpp), so a transport with Home keeps one slot
+  // more. Set from the same rule the synchroniser moves by.
+  bool diffs_born_in_slots = false;
   // ALLREDUCE: every rank runs on one host and the settings allow shared
   // memory (DistributedParameter.shared_memory); Make then tries the
   // shared-memory allreduce first.

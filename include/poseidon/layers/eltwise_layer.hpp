@@ -64,6 +64,10 @@ class EltwiseLayer final : public Layer<Dtype> {
                   const vector<Blob<Dtype>*>& bottom) override;
 
  private:
+  // SUM of exactly two bottoms, both with coefficient 1: ResNet's shortcut,
+  // the case math::add computes and a ReLU folds into.
+  bool PlainSumOfTwo() const;
+
   void ProdGradient(Poseidon::Brew dev, const vector<Blob<Dtype>*>& top,
                     const vector<Blob<Dtype>*>& bottom, int k);
 

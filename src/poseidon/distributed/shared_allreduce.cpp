@@ -146,38 +146,26 @@ void SharedAllreduce<Dtype>::Release(int g, int64_t iter) {
 template <typename Dtype>
 void SharedAllreduce<Dtype>::WaitForFlag(int g, int64_t iter,
                                          bool published) const {
-  bool behind = false;  // the common case, without building the message
-  for (int r = 0; r < comm_->size() && !behind; ++r) {
-    behind =
-        Flag(Line(g, r), published)->load(std::memory_order_acquire) < iter + 1;
-  }
-  if (!behind) return;
-  WaitForRanks(
-      comm_->size(),
-      [&](int r) {
-        return Flag(Line(g, r), published)->load(std::memory_order_acquire) <
-               iter + 1;
-      },
-      memory_->timeout(), comm_->rank(),
-      StrCat("layer '", groups_[g].name, "', iteration ", iter),
-      published ? "publish the gradient in shared memory"
-                : "read the previous gradient in shared memory");
+  const auto behind = [&](int r) {
+    return Flag(Line(g, r), published)->load(std::memory_order_acquire) <
+           iter + 1;
+  };
+  // The common case, without building the messages.
+  if (!AnyRankBehind(comm_->size(), behind)) return;
+  WaitForRanks(comm_->size(), behind, memory_->timeout(), comm_->rank(),
+               StrCat("layer '", groups_[g].name, "', iteration ", iter),
+               published ? "publish the gradient in shared memory"
+                         : "read the previous gradient in shared memory");
 }
 
 void WaitForRanks(int ranks, const std::function<bool(int)>& behind,
                   std::chrono::milliseconds timeout, int self,
                   const std::string& what, const std::string& doing,
                   const std::vector<int>* job_ranks) {
-  auto anyone_behind = [&] {
-    for (int r = 0; r < ranks; ++r) {
-      if (behind(r)) return true;
-    }
-    return false;
-  };
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   std::optional<WaitNote> wait_note;  // Note [Wait notes]
-  for (int round = 1; anyone_behind(); ++round) {
+  for (int round = 1; AnyRankBehind(ranks, behind); ++round) {
     if (round < 2000) {
       std::this_thread::yield();
     } else {

@@ -77,7 +77,7 @@ std::unique_ptr<Transport<Dtype>> MakeSharedMemoryTransport(
   // synchronizer_exchange.cpp).
   std::vector<typename SharedAllreduce<Dtype>::Group> specs;
   for (const ExchangeSpec& g : groups) specs.push_back({g.name, g.count});
-  const int slots = context.slots + (context.slots == 1 ? 2 : 1);
+  const int slots = context.slots + (context.diffs_born_in_slots ? 2 : 1);
   std::unique_ptr<SharedAllreduce<Dtype>> shared =
       SharedAllreduce<Dtype>::Create(context.comm, std::move(specs), slots);
   if (!shared) return nullptr;

@@ -64,9 +64,14 @@ void Synchronizer<Dtype>::Impl::Post(int gid, int64_t iter) {
 // diffs stay home and Fill copies. The diffs get memory of their own again
 // (SyncedMemory::own_cpu_data) before the shared memory goes.
 template <typename Dtype>
+bool Synchronizer<Dtype>::Impl::DiffsBornInSlots() const {
+  return apply_lag == 0;
+}
+
+template <typename Dtype>
 void Synchronizer<Dtype>::Impl::MoveDiffsHome(int gid) {
   if (Poseidon::mode() != Poseidon::CPU || !replicas.empty() ||
-      apply_lag != 0) {
+      !DiffsBornInSlots()) {
     return;
   }
   Group& g = groups[gid];
@@ -262,6 +267,7 @@ void Synchronizer<Dtype>::Impl::SyncAll() {
 }
 
 #define POSEIDON_INSTANTIATE_EXCHANGE(Dtype)                              \
+  template bool Synchronizer<Dtype>::Impl::DiffsBornInSlots() const;      \
   template void Synchronizer<Dtype>::Impl::MoveDiffsHome(int);            \
   template void Synchronizer<Dtype>::Impl::MoveAllDiffsHome();            \
   template void Synchronizer<Dtype>::Impl::GiveDiffsBack();               \

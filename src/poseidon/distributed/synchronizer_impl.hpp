@@ -229,6 +229,10 @@ struct Synchronizer<Dtype>::Impl {
       const std::map<CommType, vector<ExchangeSpec>>& specs);
   void Attach();
   // Note [Gradients born in shared memory] in synchronizer_exchange.cpp.
+  // Whether the params' diffs live in the transport's slots (Note
+  // [Gradients born in shared memory]): without staleness. The transport
+  // is told (TransportContext::diffs_born_in_slots) to keep the slot more.
+  bool DiffsBornInSlots() const;
   void MoveDiffsHome(int gid);
   void MoveAllDiffsHome();
   void GiveDiffsBack();

@@ -134,6 +134,7 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   context.timeline = timeline;
   context.param = &param;
   context.slots = slots;
+  context.diffs_born_in_slots = DiffsBornInSlots();
   for (Blob<Dtype>* b : net->learnable_params()) {
     context.param_counts.push_back(b->count());
   }

@@ -53,9 +53,14 @@ void EltwiseLayer<Dtype>::Reshape(const vector<Blob<Dtype>*>& bottom,
 }
 
 template <typename Dtype>
-bool EltwiseLayer<Dtype>::ReLUFoldsIn() const {
+bool EltwiseLayer<Dtype>::PlainSumOfTwo() const {
   return op_ == EltwiseParameter::SUM && coeffs_.size() == 2 &&
          coeffs_[0] == Dtype(1) && coeffs_[1] == Dtype(1);
+}
+
+template <typename Dtype>
+bool EltwiseLayer<Dtype>::ReLUFoldsIn() const {
+  return PlainSumOfTwo();
 }
 
 template <typename Dtype>
@@ -96,8 +101,7 @@ void EltwiseLayer<Dtype>::ForwardOn(Poseidon::Brew dev,
     const bool resume = first > 0;
     switch (op_) {
       case EltwiseParameter::SUM: {
-        if (num == 2 && !resume && coeffs_[first] == Dtype(1) &&
-            coeffs_[first + 1] == Dtype(1)) {
+        if (PlainSumOfTwo()) {
           // ResNet's shortcuts: math::add vectorizes, the general body's
           // inner loop over the bottoms does not.
           math::add<Dtype>(dev, count, bottom[first]->data_on(dev),
