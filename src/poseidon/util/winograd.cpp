@@ -154,9 +154,11 @@ using winograd::kPos;
 using winograd::kRun;
 using winograd::OneDimensional;
 using winograd::RunAt;
+using winograd::RunWindows;
 using winograd::TileOrigins;
 using winograd::TileRun;
 using winograd::Tiling;
+using winograd::WriteRunOutputs;
 // Tiles per vectorised transform step.
 constexpr int kLanes = 16;
 // See Note [Winograd], "Blocking".
@@ -470,55 +472,21 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform1D(const Tiling& g,
                                                     const Dtype* bottom,
                                                     ptrdiff_t bottom_step,
                                                     Dtype* V) {
-  const int C = g.channels, H = g.height, W = g.width;
-  const bool down = DownColumns(g);
-  const size_t image_plane = static_cast<size_t>(H) * W;
+  const int C = g.channels;
+  const size_t image_plane = static_cast<size_t>(g.height) * g.width;
   const size_t v_plane = static_cast<size_t>(C) * count;
   const int64_t end = first + count;
-  // Down columns: the window's rows (in the image, or copied with zeros
-  // around); along rows: the row's even and odd elements.
-  Dtype rows[kAlpha1 * kRun];
-  Dtype even[kRun + 3], odd[kRun + 3];
   const Dtype* d[kAlpha1];
   for (int64_t t = first; t < end;) {
     const TileRun run = RunAt(g, t, end);
-    const int n = run.n;
     const Dtype* image = bottom + run.image * bottom_step;
     Dtype* out = V + (t - first);
-    // Down columns, tile (row, x) reads rows 2 row - pad_h + s of column
-    // x - pad_w; those of the run lie in the image unless the pad reaches.
-    const int y0 = 2 * run.row - g.pad_h, x0 = run.col - g.pad_w;
-    const bool inside = y0 >= 0 && y0 + kAlpha1 <= H && x0 >= 0 && x0 + n <= W;
+    RunWindows<Dtype> windows(g, run);
     for (int c = 0; c < C; ++c) {
-      const Dtype* plane = image + c * image_plane;
-      if (down && inside) {
-        for (int s = 0; s < kAlpha1; ++s) {
-          d[s] = plane + static_cast<size_t>(y0 + s) * W + x0;
-        }
-      } else if (down) {
-        for (int s = 0; s < kAlpha1; ++s) {
-          const int y = y0 + s;
-          GatherPadded(
-              y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr, W,
-              x0, 1, n, rows + s * kRun);
-          d[s] = rows + s * kRun;
-        }
-      } else {
-        // Along rows, tile (row, tx) reads row `row` - pad_h from column
-        // 2 tx - pad_w: its element s is the stretch's element 2 tx + s.
-        const int y = run.row - g.pad_h;
-        const Dtype* in =
-            y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr;
-        const int begin = 2 * run.col - g.pad_w;
-        GatherPadded(in, W, begin, 2, n + 3, even);
-        GatherPadded(in, W, begin + 1, 2, n + 3, odd);
-        for (int s = 0; s < kAlpha1; ++s) {
-          d[s] = (s % 2 == 0 ? even : odd) + s / 2;
-        }
-      }
-      ApplyBt8(d, n, out + static_cast<size_t>(c) * count, v_plane);
+      windows.Point(image + c * image_plane, d);
+      ApplyBt8(d, run.n, out + static_cast<size_t>(c) * count, v_plane);
     }
-    t += n;
+    t += run.n;
   }
 }
 
@@ -547,32 +515,13 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform1D(const Tiling& g,
       const Dtype* m = M + static_cast<size_t>(o) * count + (t - first);
       Dtype* plane = top + run.image * top_step + o * top_plane;
       if (down) {
-        // Tile (row, x) holds outputs (2 row + j, x), j < 2.
+        // Straight into the run's two output rows.
         Dtype* dst = plane + static_cast<size_t>(2 * run.row) * OW + run.col;
         ApplyAt8<kAccumulate>(m, m_plane, n, dst,
                               2 * run.row + 1 < OH ? dst + OW : spare);
       } else {
-        // Tile (row, tx) holds outputs (row, 2 tx + j); the row's last
-        // tile may hold one.
         ApplyAt8<false>(m, m_plane, n, y, y + kRun);
-        Dtype* dst = plane + static_cast<size_t>(run.row) * OW + 2 * run.col;
-        const int whole = std::min(n, (OW - 2 * run.col) / 2);
-        for (int i = 0; i < whole; ++i) {
-          if constexpr (kAccumulate) {
-            dst[2 * i] += y[i];
-            dst[2 * i + 1] += y[kRun + i];
-          } else {
-            dst[2 * i] = y[i];
-            dst[2 * i + 1] = y[kRun + i];
-          }
-        }
-        if (whole < n) {
-          if constexpr (kAccumulate) {
-            dst[2 * whole] += y[whole];
-          } else {
-            dst[2 * whole] = y[whole];
-          }
-        }
+        WriteRunOutputs(g, run, y, y + kRun, kAccumulate, plane);
       }
     }
     t += n;

@@ -475,13 +475,10 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A8Step(const float* y0,
 POSEIDON_AVX2 void InputTransform1DImpl(const Tiling& g, int64_t first,
                                         int count, const float* bottom,
                                         ptrdiff_t bottom_step, float* V) {
-  const int C = g.channels, H = g.height, W = g.width;
-  const bool down = DownColumns(g);
-  const size_t image_plane = static_cast<size_t>(H) * W;
+  const int C = g.channels;
+  const size_t image_plane = static_cast<size_t>(g.height) * g.width;
   const size_t v_plane = static_cast<size_t>(C) * count;
   const int64_t end = first + count;
-  float rows[8 * kRun];
-  float even[kRun + 3], odd[kRun + 3];
   // A run shorter than a vector: its rows zero-padded, and the result.
   float short_in[8 * 8], short_out[8 * 8];
   const float* d[8];
@@ -490,47 +487,28 @@ POSEIDON_AVX2 void InputTransform1DImpl(const Tiling& g, int64_t first,
     const int n = run.n;
     const float* image = bottom + run.image * bottom_step;
     float* out = V + (t - first);
-    const int y0 = 2 * run.row - g.pad_h, x0 = run.col - g.pad_w;
-    const bool inside = y0 >= 0 && y0 + 8 <= H && x0 >= 0 && x0 + n <= W;
+    RunWindows<float> windows(g, run);
     for (int c = 0; c < C; ++c) {
-      const float* plane = image + c * image_plane;
-      if (down && inside) {
-        for (int s = 0; s < 8; ++s) {
-          d[s] = plane + static_cast<size_t>(y0 + s) * W + x0;
-        }
-      } else if (down) {
-        for (int s = 0; s < 8; ++s) {
-          const int y = y0 + s;
-          GatherPadded(
-              y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr, W,
-              x0, 1, n, rows + s * kRun);
-          d[s] = rows + s * kRun;
-        }
-      } else {
-        const int y = run.row - g.pad_h;
-        const float* in =
-            y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr;
-        const int begin = 2 * run.col - g.pad_w;
-        GatherPadded(in, W, begin, 2, n + 3, even);
-        GatherPadded(in, W, begin + 1, 2, n + 3, odd);
-        for (int s = 0; s < 8; ++s) d[s] = (s % 2 == 0 ? even : odd) + s / 2;
-      }
+      windows.Point(image + c * image_plane, d);
       float* dst = out + static_cast<size_t>(c) * count;
       if (n >= 8) {
-        for (int i = 0; i < n; i += 8)
+        for (int i = 0; i < n; i += 8) {
           Bt8Step(d, std::min(i, n - 8), dst, v_plane);
+        }
         continue;
       }
       const float* padded[8];
       for (int s = 0; s < 8; ++s) {
-        for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j) {
           short_in[s * 8 + j] = j < n ? d[s][j] : 0.0f;
+        }
         padded[s] = short_in + s * 8;
       }
       Bt8Step(padded, 0, short_out, 8);
       for (int pos = 0; pos < 8; ++pos) {
-        for (int j = 0; j < n; ++j)
+        for (int j = 0; j < n; ++j) {
           dst[pos * v_plane + j] = short_out[pos * 8 + j];
+        }
       }
     }
     t += n;
@@ -540,9 +518,8 @@ POSEIDON_AVX2 void InputTransform1DImpl(const Tiling& g, int64_t first,
 POSEIDON_AVX2 void OutputTransform1DImpl(const Tiling& g, int64_t first,
                                          int count, const float* M, float* top,
                                          ptrdiff_t top_step, bool accumulate) {
-  const int O = g.outputs, OH = g.output_h, OW = g.output_w;
-  const bool down = DownColumns(g);
-  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const int O = g.outputs;
+  const size_t top_plane = static_cast<size_t>(g.output_h) * g.output_w;
   const size_t m_plane = static_cast<size_t>(O) * count;
   const int64_t end = first + count;
   // The run's two output rows (down columns) or two outputs per tile
@@ -571,43 +548,11 @@ POSEIDON_AVX2 void OutputTransform1DImpl(const Tiling& g, int64_t first,
         }
         __m256 v0, v1;
         At8Step(short_m, 8, 0, &v0, &v1);
-        float y0s[8], y1s[8];
-        _mm256_storeu_ps(y0s, v0);
-        _mm256_storeu_ps(y1s, v1);
-        for (int j = 0; j < n; ++j) {
-          y[j] = y0s[j];
-          y[kRun + j] = y1s[j];
-        }
+        _mm256_storeu_ps(y, v0);
+        _mm256_storeu_ps(y + kRun, v1);
       }
-      float* plane = top + run.image * top_step + o * top_plane;
-      if (down) {
-        for (int j = 0; j < 2 && 2 * run.row + j < OH; ++j) {
-          float* dst =
-              plane + static_cast<size_t>(2 * run.row + j) * OW + run.col;
-          const float* v = y + j * kRun;
-          if (accumulate) {
-            for (int i = 0; i < n; ++i) dst[i] += v[i];
-          } else {
-            for (int i = 0; i < n; ++i) dst[i] = v[i];
-          }
-        }
-      } else {
-        float* dst = plane + static_cast<size_t>(run.row) * OW + 2 * run.col;
-        const int whole = std::min(n, (OW - 2 * run.col) / 2);
-        if (accumulate) {
-          for (int i = 0; i < whole; ++i) {
-            dst[2 * i] += y[i];
-            dst[2 * i + 1] += y[kRun + i];
-          }
-          if (whole < n) dst[2 * whole] += y[whole];
-        } else {
-          for (int i = 0; i < whole; ++i) {
-            dst[2 * i] = y[i];
-            dst[2 * i + 1] = y[kRun + i];
-          }
-          if (whole < n) dst[2 * whole] = y[whole];
-        }
-      }
+      WriteRunOutputs(g, run, y, y + kRun, accumulate,
+                      top + run.image * top_step + o * top_plane);
     }
     t += n;
   }

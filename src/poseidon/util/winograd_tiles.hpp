@@ -86,6 +86,92 @@ inline void GatherPadded(const Dtype* row, int size, int begin, int step, int n,
   for (int j = stop; j < n; ++j) out[j] = Dtype(0);
 }
 
+// Where element s of the 8-input windows of a run's tiles lies, channel by
+// channel (Note [F(2, 7) transforms]): Point sets d[s] to the run's n
+// values of element s in a channel's plane. Down columns, tile (row, x)
+// reads rows 2 row - pad_h + s of column x - pad_w: in the plane itself
+// where the run's windows lie in the image, else copied with zeros
+// around. Along rows, tile (row, tx) reads row `row` - pad_h from column
+// 2 tx - pad_w, so its element s is the stretch's element 2 tx + s: the
+// stretch's even and odd elements from s / 2 on.
+template <typename Dtype>
+class RunWindows {
+ public:
+  RunWindows(const Tiling& g, const TileRun& run) : g_(g), run_(run) {
+    y0_ = DownColumns(g) ? 2 * run.row - g.pad_h : run.row - g.pad_h;
+    x0_ = DownColumns(g) ? run.col - g.pad_w : 2 * run.col - g.pad_w;
+    inside_ =
+        y0_ >= 0 && y0_ + 8 <= g.height && x0_ >= 0 && x0_ + run.n <= g.width;
+  }
+
+  void Point(const Dtype* plane, const Dtype** d) {
+    const int H = g_.height, W = g_.width, n = run_.n;
+    auto row = [&](int y) {
+      return y >= 0 && y < H ? plane + static_cast<size_t>(y) * W : nullptr;
+    };
+    if (!DownColumns(g_)) {
+      GatherPadded(row(y0_), W, x0_, 2, n + 3, even_);
+      GatherPadded(row(y0_), W, x0_ + 1, 2, n + 3, odd_);
+      for (int s = 0; s < 8; ++s) d[s] = (s % 2 == 0 ? even_ : odd_) + s / 2;
+    } else if (inside_) {
+      for (int s = 0; s < 8; ++s) {
+        d[s] = plane + static_cast<size_t>(y0_ + s) * W + x0_;
+      }
+    } else {
+      for (int s = 0; s < 8; ++s) {
+        GatherPadded(row(y0_ + s), W, x0_, 1, n, rows_ + s * kRun);
+        d[s] = rows_ + s * kRun;
+      }
+    }
+  }
+
+ private:
+  const Tiling& g_;
+  const TileRun& run_;
+  int y0_, x0_;  // the first tile's window: its first row and column
+  bool inside_;
+  Dtype rows_[8 * kRun];
+  Dtype even_[kRun + 3], odd_[kRun + 3];
+};
+
+// Writes (or adds) the run's outputs y0[i], y1[i] (tile i's two) into the
+// output plane `plane`: rows 2 row and 2 row + 1 (the second only inside
+// the output) down columns; along rows, outputs 2 tx and 2 tx + 1 of row
+// `row`, of which the row's last tile may hold only the first.
+template <typename Dtype>
+inline void WriteRunOutputs(const Tiling& g, const TileRun& run,
+                            const Dtype* y0, const Dtype* y1, bool accumulate,
+                            Dtype* plane) {
+  const int n = run.n, OW = g.output_w;
+  if (DownColumns(g)) {
+    for (int j = 0; j < 2 && 2 * run.row + j < g.output_h; ++j) {
+      Dtype* dst = plane + static_cast<size_t>(2 * run.row + j) * OW + run.col;
+      const Dtype* v = j == 0 ? y0 : y1;
+      if (accumulate) {
+        for (int i = 0; i < n; ++i) dst[i] += v[i];
+      } else {
+        for (int i = 0; i < n; ++i) dst[i] = v[i];
+      }
+    }
+    return;
+  }
+  Dtype* dst = plane + static_cast<size_t>(run.row) * OW + 2 * run.col;
+  const int whole = std::min(n, (OW - 2 * run.col) / 2);
+  if (accumulate) {
+    for (int i = 0; i < whole; ++i) {
+      dst[2 * i] += y0[i];
+      dst[2 * i + 1] += y1[i];
+    }
+    if (whole < n) dst[2 * whole] += y0[whole];
+  } else {
+    for (int i = 0; i < whole; ++i) {
+      dst[2 * i] = y0[i];
+      dst[2 * i + 1] = y1[i];
+    }
+    if (whole < n) dst[2 * whole] = y0[whole];
+  }
+}
+
 // The float transforms with AVX2 intrinsics (winograd_avx2.cpp, Note
 // [Input transform on AVX2]); for CPUs where Avx2KernelsAvailable(). They
 // compute what the generic InputTransform, OutputTransform<kOut> and
