@@ -15,9 +15,8 @@
 // (zero outside the image), 0 <= i < kh, 0 <= j < kw, for y < output_h() =
 // height + 2 pad_h - (kh - 1), x < output_w() = width + 2 pad_w - (kw -
 // 1). W is (outputs, channels, kh, kw) as in Caffe's convolution layer;
-// bottom is
-// (images, channels, height, width), top (images, outputs, output_h,
-// output_w), both contiguous.
+// bottom is (images, channels, height, width), top (images, outputs,
+// output_h, output_w), both contiguous.
 //
 // Use: TransformWeights once per weight update into a buffer of
 // weights_size() elements, then Forward on any number of images with a
@@ -146,11 +145,10 @@ class WinogradConv {
                                 int64_t tile_end, int output_begin,
                                 int output_end, Dtype* dU, Dtype* scratch,
                                 bool accumulate = true) const;
-  // weight_diff[o][c] (outputs x channels x kh x kw, as W) += G^T S G (G^T S
-  // in one dimension) with S
-  // the sum of dU[0] ... dU[parts - 1] at (o, c), for outputs
-  // [output_begin, output_end): threads may take disjoint ranges. Summed
-  // and transformed in double, parts in order.
+  // weight_diff[o][c] (outputs x channels x kh x kw, as W) += G^T S G (G^T
+  // S in one dimension) with S the sum of dU[0] ... dU[parts - 1] at (o,
+  // c), for outputs [output_begin, output_end): threads may take disjoint
+  // ranges. Summed and transformed in double, parts in order.
   void TransformWeightGradient(const Dtype* const* dU, int parts,
                                Dtype* weight_diff, int output_begin,
                                int output_end) const;

@@ -506,7 +506,7 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform1D(const Tiling& g,
   // Outputs with nowhere to go (down columns, a second output row below
   // the image), and along rows the two outputs of each tile before they
   // are interleaved.
-  Dtype spare[kRun];
+  Dtype spare[kRun] = {};
   Dtype y[kOut1 * kRun];
   for (int64_t t = first; t < end;) {
     const TileRun run = RunAt(g, t, end);
