@@ -99,8 +99,10 @@ namespace poseidon {
 //    tiles, 171.8 -> 122.5 ms at 1 thread and 95.3 -> 70.0 at 2; 192 to
 //    384 on 7 x 7 (GoogLeNet's 5b), 32 tiles, 48.2 -> 37.6; res5 at batch
 //    4, 16 tiles, even (85.6 -> 87.1). Hence 32 tiles with the AVX2
-//    kernels, 100 with the AVX-512 ones (not measured on the AVX2 EPYC,
-//    whose GEMM is 2.4 times as fast: there the savings are smaller).
+//    kernels, 100 with the AVX-512 ones. On the AVX2 EPYC (Zen 3, its
+//    GEMM 2.5 times the Zen 1's) the savings are smaller but there (5
+//    runs): res5 at batch 8 70.4 -> 64.3 ms at 1 thread, 40.0 -> 37.5 at
+//    2; GoogLeNet's 5b 18.9 -> 18.8 and 16.1 -> 13.9.
 //
 //  - 1x7 and 7x1 convolutions (pad at most 6 along the kernel, none
 //    across it, so that the input gradient is one too) go by F(2, 7)
