@@ -154,6 +154,7 @@ using winograd::kPos;
 using winograd::kRun;
 using winograd::OneDimensional;
 using winograd::RunAt;
+using winograd::RunTopDiffRows;
 using winograd::RunWindows;
 using winograd::TileOrigins;
 using winograd::TileRun;
@@ -535,34 +536,20 @@ template <typename Dtype>
 POSEIDON_ALWAYS_INLINE inline void TopDiffTransform1D(
     const Tiling& g, int64_t first, int count, const Dtype* top_diff,
     ptrdiff_t top_step, int output_begin, int output_end, Dtype* Z) {
-  const int OH = g.output_h, OW = g.output_w;
-  const bool down = DownColumns(g);
-  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t top_plane = static_cast<size_t>(g.output_h) * g.output_w;
   const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
   const int64_t end = first + count;
-  Dtype zeros[kRun] = {};
-  Dtype y[kOut1 * kRun];
+  const Dtype *y0, *y1;
   for (int64_t t = first; t < end;) {
     const TileRun run = RunAt(g, t, end);
-    const int n = run.n;
+    RunTopDiffRows<Dtype> rows(g, run);
     for (int o = output_begin; o < output_end; ++o) {
-      const Dtype* plane = top_diff + run.image * top_step + o * top_plane;
-      Dtype* z =
-          Z + static_cast<size_t>(o - output_begin) * count + (t - first);
-      if (down) {
-        // Rows 2 row and 2 row + 1 (zero below the output) of the run's
-        // columns, which lie in the output.
-        const Dtype* y0 =
-            plane + static_cast<size_t>(2 * run.row) * OW + run.col;
-        ApplyA8(y0, 2 * run.row + 1 < OH ? y0 + OW : zeros, n, z, z_plane);
-      } else {
-        const Dtype* in = plane + static_cast<size_t>(run.row) * OW;
-        GatherPadded(in, OW, 2 * run.col, 2, n, y);
-        GatherPadded(in, OW, 2 * run.col + 1, 2, n, y + kRun);
-        ApplyA8(y, y + kRun, n, z, z_plane);
-      }
+      rows.Point(top_diff + run.image * top_step + o * top_plane, &y0, &y1);
+      ApplyA8(y0, y1, run.n,
+              Z + static_cast<size_t>(o - output_begin) * count + (t - first),
+              z_plane);
     }
-    t += n;
+    t += run.n;
   }
 }
 

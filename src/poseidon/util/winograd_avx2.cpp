@@ -562,32 +562,19 @@ POSEIDON_AVX2 void TopDiffTransform1DImpl(const Tiling& g, int64_t first,
                                           int count, const float* top_diff,
                                           ptrdiff_t top_step, int output_begin,
                                           int output_end, float* Z) {
-  const int OH = g.output_h, OW = g.output_w;
-  const bool down = DownColumns(g);
-  const size_t top_plane = static_cast<size_t>(OH) * OW;
+  const size_t top_plane = static_cast<size_t>(g.output_h) * g.output_w;
   const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
   const int64_t end = first + count;
-  float zeros[kRun] = {};
-  float y[2 * kRun];
   float short_y[2 * 8], short_z[8 * 8];
+  const float *y0, *y1;
   for (int64_t t = first; t < end;) {
     const TileRun run = RunAt(g, t, end);
     const int n = run.n;
+    RunTopDiffRows<float> rows(g, run);
     for (int o = output_begin; o < output_end; ++o) {
-      const float* plane = top_diff + run.image * top_step + o * top_plane;
+      rows.Point(top_diff + run.image * top_step + o * top_plane, &y0, &y1);
       float* z =
           Z + static_cast<size_t>(o - output_begin) * count + (t - first);
-      const float *y0, *y1;
-      if (down) {
-        y0 = plane + static_cast<size_t>(2 * run.row) * OW + run.col;
-        y1 = 2 * run.row + 1 < OH ? y0 + OW : zeros;
-      } else {
-        const float* in = plane + static_cast<size_t>(run.row) * OW;
-        GatherPadded(in, OW, 2 * run.col, 2, n, y);
-        GatherPadded(in, OW, 2 * run.col + 1, 2, n, y + kRun);
-        y0 = y;
-        y1 = y + kRun;
-      }
       if (n >= 8) {
         for (int i = 0; i < n; i += 8)
           A8Step(y0, y1, std::min(i, n - 8), z, z_plane);

@@ -100,8 +100,8 @@ class RunWindows {
   RunWindows(const Tiling& g, const TileRun& run) : g_(g), run_(run) {
     y0_ = DownColumns(g) ? 2 * run.row - g.pad_h : run.row - g.pad_h;
     x0_ = DownColumns(g) ? run.col - g.pad_w : 2 * run.col - g.pad_w;
-    inside_ =
-        y0_ >= 0 && y0_ + 8 <= g.height && x0_ >= 0 && x0_ + run.n <= g.width;
+    inside_ = DownColumns(g) && y0_ >= 0 && y0_ + 8 <= g.height && x0_ >= 0 &&
+              x0_ + run.n <= g.width;
   }
 
   void Point(const Dtype* plane, const Dtype** d) {
@@ -129,9 +129,40 @@ class RunWindows {
   const Tiling& g_;
   const TileRun& run_;
   int y0_, x0_;  // the first tile's window: its first row and column
-  bool inside_;
+  bool inside_;  // down columns, the run's windows all in the image
   Dtype rows_[8 * kRun];
   Dtype even_[kRun + 3], odd_[kRun + 3];
+};
+
+// The two rows of top diff a run's tiles read, y0[i] and y1[i] for tile i
+// (zero beyond the output): Point sets them for one output's plane. Down
+// columns, rows 2 row and 2 row + 1 of the run's columns, in the plane (or
+// zeros below the output); along rows, the even and odd elements of row
+// `row` from 2 col on, gathered.
+template <typename Dtype>
+class RunTopDiffRows {
+ public:
+  RunTopDiffRows(const Tiling& g, const TileRun& run) : g_(g), run_(run) {}
+
+  void Point(const Dtype* plane, const Dtype** y0, const Dtype** y1) {
+    const int OW = g_.output_w, n = run_.n;
+    if (DownColumns(g_)) {
+      *y0 = plane + static_cast<size_t>(2 * run_.row) * OW + run_.col;
+      *y1 = 2 * run_.row + 1 < g_.output_h ? *y0 + OW : zeros_;
+      return;
+    }
+    const Dtype* row = plane + static_cast<size_t>(run_.row) * OW;
+    GatherPadded(row, OW, 2 * run_.col, 2, n, even_);
+    GatherPadded(row, OW, 2 * run_.col + 1, 2, n, odd_);
+    *y0 = even_;
+    *y1 = odd_;
+  }
+
+ private:
+  const Tiling& g_;
+  const TileRun& run_;
+  Dtype zeros_[kRun] = {};
+  Dtype even_[kRun], odd_[kRun];
 };
 
 // Writes (or adds) the run's outputs y0[i], y1[i] (tile i's two) into the
