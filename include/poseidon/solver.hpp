@@ -177,6 +177,10 @@ class Solver {
   // What a distributed trainer (distributed/synchronizer.hpp) decides in the
   // solver's place: a strategy, not observers (Note [Solver observation
   // points]). Every member is optional; the defaults train alone.
+  // Where the action function is polled: after a training iteration;
+  // after the last iteration before every worker meets (a test, a snapshot
+  // or the end of the Step follows); between test iterations.
+  enum class PollPoint { kIteration, kBeforeMeeting, kTestRound };
   struct DistributedStrategy {
     // Called instead of ApplyUpdate() once per iteration.
     std::function<void()> apply_update;
@@ -189,9 +193,9 @@ class Solver {
     // Only one worker of a job writes snapshots.
     bool writes_snapshots = true;
     // Turns this worker's own request (from the action function) into the
-    // one every worker acts on at the same point; `test_round` tells a poll
-    // between test iterations from the poll after a training iteration.
-    std::function<SolverAction(SolverAction local, bool test_round)>
+    // one every worker acts on at the same point; `where` says which kind
+    // of poll asks.
+    std::function<SolverAction(SolverAction local, PollPoint where)>
         agree_on_action;
   };
   // Replaces the whole strategy; {} trains alone again.
@@ -208,7 +212,8 @@ class Solver {
   void SetActionFunction(ActionCallback func) {
     action_request_function_ = std::move(func);
   }
-  SolverAction GetRequestedAction(bool test_round = false) const;
+  SolverAction GetRequestedAction(
+      PollPoint where = PollPoint::kIteration) const;
 
  protected:
   void Init(const SolverParameter& param);

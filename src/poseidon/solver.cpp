@@ -354,13 +354,12 @@ void Solver<Dtype>::RunStartupChecks() const {
 }
 
 template <typename Dtype>
-SolverAction Solver<Dtype>::GetRequestedAction(bool test_round) const {
+SolverAction Solver<Dtype>::GetRequestedAction(PollPoint where) const {
   const SolverAction local = action_request_function_
                                  ? action_request_function_()
                                  : SolverAction::NONE;
-  return strategy_.agree_on_action
-             ? strategy_.agree_on_action(local, test_round)
-             : local;
+  return strategy_.agree_on_action ? strategy_.agree_on_action(local, where)
+                                   : local;
 }
 
 template <typename Dtype>
@@ -410,9 +409,15 @@ void Solver<Dtype>::Step(int iters) {
     // iter_ counts the updates applied to the weights.
     ++iter_;
 
-    const SolverAction request = GetRequestedAction();
-    if ((param_.snapshot() > 0 && iter_ % param_.snapshot() == 0 &&
-         Poseidon::solver_rank() == 0) ||
+    const bool snapshot_due =
+        param_.snapshot() > 0 && iter_ % param_.snapshot() == 0;
+    const bool test_due =
+        param_.test_interval() > 0 && iter_ % param_.test_interval() == 0;
+    const SolverAction request =
+        GetRequestedAction(iter_ == stop_iter || snapshot_due || test_due
+                               ? PollPoint::kBeforeMeeting
+                               : PollPoint::kIteration);
+    if ((snapshot_due && Poseidon::solver_rank() == 0) ||
         request == SolverAction::SNAPSHOT) {
       Snapshot();
     }
@@ -555,8 +560,9 @@ void Solver<Dtype>::Test(int test_net_id) {
   const int rounds = (test_iter + test_count - 1) / test_count;
   for (int round = 0; round < rounds; ++round) {
     const int i = round * test_count + strategy_.test_index;
-    for (SolverAction request = GetRequestedAction(true);
-         request != SolverAction::NONE; request = GetRequestedAction(true)) {
+    for (SolverAction request = GetRequestedAction(PollPoint::kTestRound);
+         request != SolverAction::NONE;
+         request = GetRequestedAction(PollPoint::kTestRound)) {
       if (request == SolverAction::SNAPSHOT) {
         Snapshot();
       } else if (request == SolverAction::STOP) {

@@ -13,6 +13,8 @@
 //   kClipTag                    colocated shards' parts of the gradient's
 //                               norm (server_clip, clip_gradients)
 //   kActionTag                  SIGINT/SIGHUP agreement (action_agreement)
+//   kAsyncActionTag             when to act on a signal under ASYNC (the
+//                               same)
 //
 // Collectives that the communicator implements itself (AllreduceSum,
 // Broadcast, Allgather, Barrier) never match point-to-point messages and
@@ -33,6 +35,7 @@ constexpr int kServerTag = kRingTag + 1;
 constexpr int kHistoryTag = kRingTag + 2;
 constexpr int kClipTag = kRingTag + 3;
 constexpr int kActionTag = 30000;
+constexpr int kAsyncActionTag = kActionTag + 1;
 
 // The tags of block `block`'s push and of its sum (or parameters).
 inline int PushTag(int block) { return kPushTagBase + block % kTagSpan; }
@@ -40,7 +43,8 @@ inline int PullTag(int block) { return kPullTagBase + block % kTagSpan; }
 
 static_assert(kPullTagBase + kTagSpan <= kRingTag && kRingTag < kServerTag &&
                   kServerTag < kHistoryTag && kHistoryTag < kClipTag &&
-                  kClipTag < kActionTag && kActionTag <= kMaxTag,
+                  kClipTag < kActionTag && kActionTag < kAsyncActionTag &&
+                  kAsyncActionTag <= kMaxTag,
               "message tags overlap or exceed kMaxTag");
 
 }  // namespace dist

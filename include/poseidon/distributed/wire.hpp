@@ -84,6 +84,10 @@ SolverAction DecodeAction(const void* data, size_t bytes, int peer_job);
 // cannot be one of the codes (a rank contributed a corrupt value).
 SolverAction DecodeActionSum(double sum, int ranks);
 
+// The iteration at which the ranks act on a request under ASYNC (Note
+// [Acting on a request under ASYNC]): one int64, at least 0.
+int64_t DecodeIteration(const void* data, size_t bytes, int peer_job);
+
 // ---- start-up checks (synchronizer.cpp, communicator.cpp) ----------------
 // What every rank must agree on before training together.
 struct Fingerprint {

@@ -213,10 +213,12 @@ void Synchronizer<Dtype>::Impl::Attach() {
                      ": summing the test scores: ", s.message());
   };
   strategy.writes_snapshots = comm->rank() == 0;
-  strategy.agree_on_action = [this](SolverAction local, bool test_round) {
+  using PollPoint = typename Solver<Dtype>::PollPoint;
+  strategy.agree_on_action = [this](SolverAction local, PollPoint where) {
     // See action_agreement.hpp: test rounds run in step on every rank.
-    return test_round ? AgreeOnAction(comm, local)
-                      : agreement->AfterIteration(solver->iter(), local);
+    if (where == PollPoint::kTestRound) return AgreeOnAction(comm, local);
+    return agreement->AfterIteration(solver->iter(), local,
+                                     where == PollPoint::kBeforeMeeting);
   };
   solver->SetDistributedStrategy(std::move(strategy));
 }

@@ -45,11 +45,6 @@
 namespace poseidon {
 namespace dist {
 
-// Under ASYNC: iterations after a poll that the ranks act on its agreed
-// signal action (a SIGINT or SIGHUP takes effect that late), and one more
-// than how far a worker may run ahead of the slowest.
-constexpr int kAsyncActionLag = 64;
-
 // Seconds on the steady clock (the exchanges' timings, the cost model's
 // measured rates).
 inline double SteadySeconds() {

@@ -209,11 +209,11 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
   }
   // The signal agreement acts `lag` iterations after a poll, so it lets a
   // rank run up to lag - 1 iterations ahead of the slowest: as far as the
-  // consistency model does, and under ASYNC kAsyncActionLag - 1 (Note
-  // [Stale-synchronous serving]: a bound ASYNC itself does not have).
+  // consistency model does. ASYNC has no such bound, and its agreement none
+  // (Note [Acting on a request under ASYNC] in action_agreement.cpp).
   int lag = wait_free ? apply_lag + 1 : 1;
   if (consistency == Consistency::kSsp) lag = param.staleness() + 1;
-  if (consistency == Consistency::kAsync) lag = kAsyncActionLag;
+  if (consistency == Consistency::kAsync) lag = ActionAgreement::kUnbounded;
   agreement = std::make_unique<ActionAgreement>(comm, collective.get(), lag);
 }
 

@@ -122,6 +122,17 @@ SolverAction DecodeActionSum(double sum, int ranks) {
   return SolverAction::NONE;
 }
 
+int64_t DecodeIteration(const void* data, size_t bytes, int peer_job) {
+  POSEIDON_REQUIRE(bytes == sizeof(int64_t), DistributedError,
+                   "the iteration from rank ", peer_job, ": ", bytes,
+                   " bytes, expected ", sizeof(int64_t));
+  int64_t iteration = 0;
+  std::memcpy(&iteration, data, sizeof(iteration));
+  POSEIDON_REQUIRE(iteration >= 0, DistributedError, "the iteration from rank ",
+                   peer_job, ": ", iteration, ", below 0");
+  return iteration;
+}
+
 namespace {
 
 void RequireGathered(size_t bytes, size_t each, int ranks, const char* what) {

@@ -738,6 +738,65 @@ TEST(ActionAgreementTest, EveryRankGetsTheStrongestRequest) {
   });
 }
 
+// Under ASYNC no rank waits for a slower one at a poll, however far ahead
+// it gets, and every rank still acts on every request at the same poll.
+// Rank 2 is slow; ranks meet after polls 120 and 240; rank 1 asks for a
+// snapshot after poll 30, rank 2 after poll 100, rank 0 to stop after
+// poll 200.
+TEST(ActionAgreementTest, AsyncRanksRunAheadAndActTogether) {
+  constexpr int kRanks = 3;
+  constexpr int64_t kMeetEvery = 120;
+  constexpr int64_t kLast = 240;
+  std::atomic<int64_t> slow_poll{0};
+  std::atomic<int64_t> lead{0};  // the most a fast rank got ahead of rank 2
+  std::vector<std::vector<std::pair<int64_t, SolverAction>>> acted(kRanks);
+  RunRanks(kRanks, [&](int r, Communicator* comm) {
+    auto collective = std::make_unique<CommThread>("collective");
+    ActionAgreement agreement(comm, collective.get(),
+                              ActionAgreement::kUnbounded);
+    for (int64_t poll = 1; poll <= kLast; ++poll) {
+      if (r == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        slow_poll = poll;
+      } else {
+        int64_t ahead = poll - slow_poll;
+        int64_t most = lead;
+        while (ahead > most && !lead.compare_exchange_weak(most, ahead)) {
+        }
+      }
+      const SolverAction mine =
+          (r == 1 && poll == 30) || (r == 2 && poll == 100)
+              ? SolverAction::SNAPSHOT
+          : r == 0 && poll == 200 ? SolverAction::STOP
+                                  : SolverAction::NONE;
+      const SolverAction a =
+          agreement.AfterIteration(poll, mine, poll % kMeetEvery == 0);
+      if (a == SolverAction::NONE) continue;
+      acted[r].emplace_back(poll, a);
+      if (a == SolverAction::STOP) break;
+    }
+    collective.reset();  // joined before the agreement goes
+  });
+  for (int r = 1; r < kRanks; ++r) EXPECT_EQ(acted[r], acted[0]) << r;
+  ASSERT_GE(acted[0].size(), 2u);
+  // The first snapshot request is acted on after it, by poll 120 (the
+  // meeting); the second after it too; the stop after poll 200 and by the
+  // last poll.
+  EXPECT_EQ(acted[0].front().second, SolverAction::SNAPSHOT);
+  EXPECT_GE(acted[0].front().first, 30);
+  EXPECT_LE(acted[0].front().first, kMeetEvery);
+  const auto& second = acted[0][acted[0].size() - 2];
+  EXPECT_EQ(second.second, SolverAction::SNAPSHOT);
+  EXPECT_GE(second.first, 100);
+  EXPECT_EQ(acted[0].back().second, SolverAction::STOP);
+  EXPECT_GE(acted[0].back().first, 200);
+  EXPECT_LE(acted[0].back().first, kLast);
+  // A fixed lag of 64 would keep the fast ranks within 65 polls of rank 2
+  // here (measured before a poll); unbounded, they reach the meeting at 120
+  // while rank 2 sleeps near its start.
+  EXPECT_GT(lead, 90);
+}
+
 }  // namespace
 }  // namespace dist
 }  // namespace poseidon

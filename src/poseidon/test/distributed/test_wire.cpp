@@ -201,6 +201,20 @@ TEST(ActionMessageTest, SumsThatNoRequestsGiveAreRejected) {
   }
 }
 
+TEST(ActionMessageTest, IterationsDecodeAndBadOnesNameThePeer) {
+  for (int64_t it : {int64_t{0}, int64_t{7}, int64_t{1} << 40}) {
+    EXPECT_EQ(DecodeIteration(&it, sizeof(it), 2), it);
+  }
+  const int64_t below = -3;
+  EXPECT_TRUE(Names(ErrorOf<DistributedError>(
+                        [&] { DecodeIteration(&below, sizeof(below), 2); }),
+                    "the iteration from rank 2: -3, below 0"));
+  const int32_t narrow = 1;
+  EXPECT_TRUE(Names(ErrorOf<DistributedError>(
+                        [&] { DecodeIteration(&narrow, sizeof(narrow), 2); }),
+                    "from rank 2: 4 bytes, expected 8"));
+}
+
 Fingerprint Print(int64_t layers, int64_t dtype_bytes = 4) {
   Fingerprint f;
   f.net = 42;

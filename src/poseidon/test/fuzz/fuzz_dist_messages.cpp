@@ -7,7 +7,9 @@
 //   0 push / 1 sum   a parameter-server block (DecodeBlockMessage)
 //   2 action         AgreeOnAction on rank 0 of 3, the two peers' requests
 //                    being the message's two halves (DecodeAction)
-//   3 action sum     ActionAgreement's allreduce outcome (DecodeActionSum)
+//   3 action sum     ActionAgreement's allreduce outcome (DecodeActionSum),
+//                    or, by the second option byte, the iteration agreed
+//                    on under ASYNC (DecodeIteration)
 //   4 fingerprints   the start-up agreement (CheckFingerprints)
 //   5 host flags / 6 host keys   the host level's agreements
 //   7 factors        sufficient factors, rebuilt into a gradient
@@ -106,6 +108,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         fuzz::AgreeWithScriptedPeers(msg, n, o);
         break;
       case 3: {
+        if (o.bytes[1] % 2) {
+          DecodeIteration(copy.data(), n, Job(1));
+          break;
+        }
         double sum = 0;
         if (n < sizeof(sum)) break;
         std::memcpy(&sum, msg, sizeof(sum));

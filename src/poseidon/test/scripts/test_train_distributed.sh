@@ -391,43 +391,50 @@ else
 fi
 
 # 5. Signals reaching one rank act on all: SIGHUP to rank 1 snapshots on
-#    both (rank 0 writes), SIGINT to rank 1 stops both cleanly.
-mkdir -p "$WORK/sig"
-make_solver 32 100000 "$WORK/sig/lenet" "$WORK/sig.prototxt"
-sed -i -e "s/^snapshot: .*/snapshot: 0/" -e "s/^test_interval: .*/test_interval: 100000/" \
-  -e "s/^display: .*/display: 10/" "$WORK/sig.prototxt"
-"${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/sig.prototxt" \
-  > "$WORK/sig.log" 2>&1 &
-job=$!
-rank1=""
-for _ in $(seq 1 300); do
-  grep -q "Iteration 20 " "$WORK/sig.log" && break
-  sleep 0.1
-done
-for pid in $(pgrep -f "solver=$WORK/sig.prototxt"); do
-  tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
-    grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$pid
-done
-if [ -n "$rank1" ]; then
+#    both (rank 0 writes), SIGINT to rank 1 stops both cleanly. Under BSP,
+#    and under ASYNC, where the ranks agree on when to act instead of
+#    acting a fixed number of iterations later.
+signal_test() {  # name, extra flags...
+  local name=$1 dir="$WORK/sig_$1" job rank1="" pid rc
+  shift
+  mkdir -p "$dir"
+  make_solver 32 100000 "$dir/lenet" "$dir/solver.prototxt"
+  sed -i -e "s/^snapshot: .*/snapshot: 0/" -e "s/^test_interval: .*/test_interval: 100000/" \
+    -e "s/^display: .*/display: 10/" "$dir/solver.prototxt"
+  "${MPI[@]}" -np 2 "$TRAIN" train --solver="$dir/solver.prototxt" "$@" \
+    > "$dir/train.log" 2>&1 &
+  job=$!
+  for _ in $(seq 1 300); do
+    grep -q "Iteration 20 " "$dir/train.log" && break
+    sleep 0.1
+  done
+  for pid in $(pgrep -f "solver=$dir/solver.prototxt"); do
+    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
+      grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$pid
+  done
+  if [ -z "$rank1" ]; then
+    kill "$job"; fail "$name: could not find rank 1 for the signal test"
+    return
+  fi
   kill -HUP "$rank1"
   for _ in $(seq 1 100); do
-    ls "$WORK/sig"/*.caffemodel > /dev/null 2>&1 && break; sleep 0.1
+    ls "$dir"/*.caffemodel > /dev/null 2>&1 && break; sleep 0.1
   done
   kill -INT "$rank1"
   for _ in $(seq 1 150); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$job" 2> /dev/null; then
-    kill -9 "$job"; fail "SIGINT to rank 1 did not stop the job"
-  else
-    wait "$job"; rc=$?
-    if [ "$rc" -eq 0 ] && ls "$WORK/sig"/*.caffemodel > /dev/null 2>&1 &&
-       grep -q "Optimization stopped early" "$WORK/sig.log"; then
-      ok "SIGHUP to rank 1 snapshotted, SIGINT to rank 1 stopped every rank"
-    else
-      tail "$WORK/sig.log"; fail "signals: exit $rc, snapshots: $(ls "$WORK/sig")"
-    fi
+    kill -9 "$job"; fail "$name: SIGINT to rank 1 did not stop the job"
+    return
   fi
-else
-  kill "$job"; fail "could not find rank 1 for the signal test"
-fi
+  wait "$job"; rc=$?
+  if [ "$rc" -eq 0 ] && ls "$dir"/*.caffemodel > /dev/null 2>&1 &&
+     grep -q "Optimization stopped early" "$dir/train.log"; then
+    ok "$name: SIGHUP to rank 1 snapshotted, SIGINT to rank 1 stopped every rank"
+  else
+    tail "$dir/train.log"; fail "$name signals: exit $rc, snapshots: $(ls "$dir")"
+  fi
+}
+signal_test BSP
+signal_test ASYNC --consistency=ASYNC
 
 finish
