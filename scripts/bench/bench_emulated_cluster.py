@@ -61,6 +61,12 @@ the ring:
   sudo scripts/bench/bench_emulated_cluster.py --nets vgg16 --rates 1gbit \
       --server-hosts 4
 
+Link use: --sample-links SECONDS samples the byte counters of the link of
+the host that holds shard 0 (host 0; in the servers mode the first server
+host) every SECONDS while each run trains, and prints, for each exchange
+(a span with traffic both ways, each above a tenth of the link's rate),
+its length and how busy the link was: the larger direction's bytes over
+what the capped link carries in that time.
 Example:
   sudo scripts/bench/bench_emulated_cluster.py --build build \
       --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
@@ -76,6 +82,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import timing_nets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -194,6 +202,71 @@ def link_bytes_sent():
     return sum(int(line.split()[2]) for line in out if line.split())
 
 
+def namespaces():
+    """The cluster's host namespaces, in the order of `netns_cluster hosts`."""
+    names = sh(["ip", "netns", "list"]).stdout.split()
+    hosts = [n for n in names if re.fullmatch(re.escape(PREFIX) + r"\d+", n)]
+    return sorted(hosts, key=lambda n: int(n[len(PREFIX):]))
+
+
+class LinkSampler(threading.Thread):
+    """(seconds, rx bytes, tx bytes) of eth0 in namespace `ns`, every
+    `interval` seconds until stop()."""
+
+    def __init__(self, ns, interval):
+        super().__init__(daemon=True)
+        self.ns, self.interval, self.samples = ns, interval, []
+        self.done = threading.Event()
+
+    def run(self):
+        stats = "/sys/class/net/eth0/statistics/"
+        while not self.done.is_set():
+            r = sh(["ip", "netns", "exec", self.ns, "cat",
+                    stats + "rx_bytes", stats + "tx_bytes"])
+            words = r.stdout.split()
+            if r.returncode == 0 and len(words) == 2:
+                self.samples.append((time.monotonic(), int(words[0]),
+                                     int(words[1])))
+            self.done.wait(self.interval)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        return self.samples
+
+
+def exchange_spans(samples, capacity, share=0.1, gap=2, shortest=5):
+    """Exchanges in link samples [(seconds, rx bytes, tx bytes)]: runs of
+    intervals in which both directions moved more than `share` of what
+    `capacity` (bytes/s) allows, joined across up to `gap` quieter
+    intervals, at least `shortest` intervals long. Returns [(seconds, rx
+    bytes, tx bytes, busy)], busy = the larger direction's bytes over
+    capacity x seconds."""
+    spans, run, quiet = [], [], 0
+    for a, b in zip(samples, samples[1:]):
+        dt, rx, tx = b[0] - a[0], b[1] - a[1], b[2] - a[2]
+        both = dt > 0 and min(rx, tx) > share * capacity * dt
+        if both:
+            run.append((dt, rx, tx))
+            quiet = 0
+        elif run:
+            quiet += 1
+            run.append((dt, rx, tx))
+            if quiet > gap:
+                spans.append(run[:-quiet])
+                run, quiet = [], 0
+    if run:
+        spans.append(run[:len(run) - quiet])
+    out = []
+    for span in spans:
+        if len(span) < shortest:
+            continue
+        seconds = sum(i[0] for i in span)
+        rx, tx = sum(i[1] for i in span), sum(i[2] for i in span)
+        out.append((seconds, rx, tx, max(rx, tx) / (capacity * seconds)))
+    return out
+
+
 def split_env(words):
     """Variant words -> (flags, "NAME=VALUE" environment settings)."""
     env = [w for w in words if not w.startswith("-") and "=" in w]
@@ -201,13 +274,20 @@ def split_env(words):
 
 
 def run_mode(args, per_host, hosts, cmd, net, mode, server_hosts=(),
-             env_vars=()):
+             env_vars=(), capacity=0.0):
     """One run of the cluster: seconds per iteration (undilated), bytes
-    through the links per iteration, overrun and rank 0's traffic."""
+    through the links per iteration, overrun and rank 0's traffic; with
+    --sample-links, the exchanges on shard 0's link (`capacity` bytes/s)."""
+    sampler = None
+    if args.sample_links > 0:
+        ns = namespaces()[len(hosts) if server_hosts else 0]
+        sampler = LinkSampler(ns, args.sample_links)
+        sampler.start()
     before = link_bytes_sent()
     r = run_cluster(per_host, hosts, cmd, args.timeout, server_hosts,
                     env_vars)
     sent = link_bytes_sent() - before
+    spans = exchange_spans(sampler.stop(), capacity) if sampler else []
     if r.returncode != 0:
         print(r.stdout[-4000:])
         sys.exit("%s %s failed" % (net, mode))
@@ -215,7 +295,8 @@ def run_mode(args, per_host, hosts, cmd, net, mode, server_hosts=(),
     return {"s": seconds_per_iter(r.stdout) / args.dilation,
             "link": sent / max(args.iters, 1),
             "overrun": overrun_seconds(r.stdout),
-            "traffic": "; ".join(parts)}
+            "traffic": "; ".join(parts),
+            "spans": spans}
 
 
 def parse_variants(text):
@@ -268,6 +349,9 @@ def main():
     ap.add_argument("--variants", default="",
                     help="'LABEL=FLAGS;LABEL=FLAGS': settings to compare, "
                     "each run in turn (see above)")
+    ap.add_argument("--sample-links", type=float, default=0.0,
+                    help="sample shard 0's link every this many seconds "
+                    "and print how busy it was during each exchange")
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs of every mode and variant; the median is "
                     "reported")
@@ -358,7 +442,8 @@ def main():
                                     + args.train_flags.split(),
                                     net, mode,
                                     server_hosts if mode == "servers"
-                                    else (), env_vars)
+                                    else (), env_vars,
+                                    link_mbit * 1e6 / 8)
                                 runs[label].append(run)
                                 print("  %.2f s per iteration; links %.0f MB "
                                       "per iteration; rank 0: %s; overrun "
@@ -366,6 +451,12 @@ def main():
                                                   run["traffic"],
                                                   run["overrun"]),
                                       flush=True)
+                                for sec, rx, tx, busy in run["spans"]:
+                                    print("  shard 0's link, an exchange: "
+                                          "%.1f s dilated, %.0f MB in, %.0f "
+                                          "MB out, %.0f%% busy" % (
+                                              sec, rx / 1e6, tx / 1e6,
+                                              100 * busy), flush=True)
                         for label, _ in variants:
                             row, done = rows[label], runs[label]
                             row[mode] = statistics.median(r["s"] for r in done)

@@ -577,3 +577,22 @@ def test_emulated_cluster_variants_set_environment_words():
     flags, env = bench_emulated_cluster.split_env(variants[0][1])
     assert flags == ["--server_lanes=2"]
     assert env == ["POSEIDON_PS_WINDOWS=exchange"]
+
+
+def test_emulated_cluster_exchange_spans_measure_link_use():
+    import bench_emulated_cluster
+    # Capacity 1000 bytes/s, samples every 0.1 s: 100 bytes a full interval.
+    deltas = ([(0, 0)] * 3 + [(80, 60)] * 10 + [(5, 0)] + [(100, 100)] * 5 +
+              [(0, 0)] * 5 + [(90, 90)] * 3 + [(0, 0)] * 4)
+    samples, rx, tx = [(0.0, 0, 0)], 0, 0
+    for i, (d_rx, d_tx) in enumerate(deltas, start=1):
+        rx, tx = rx + d_rx, tx + d_tx
+        samples.append((i * 0.1, rx, tx))
+    spans = bench_emulated_cluster.exchange_spans(samples, 1000.0)
+    # The quiet interval inside joins the two busy runs; the 3-interval
+    # burst is too short to count.
+    assert len(spans) == 1
+    seconds, span_rx, span_tx, busy = spans[0]
+    assert seconds == pytest.approx(1.6)
+    assert (span_rx, span_tx) == (1305, 1100)
+    assert busy == pytest.approx(1305 / 1600)

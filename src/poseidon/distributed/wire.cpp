@@ -92,12 +92,24 @@ void DecodeBlockHeader(const BlockHeader& header, size_t bytes,
                         : "");
 }
 
+namespace {
+
+// The one number a message of `bytes` bytes from `what` holds; throws naming
+// `what` when the length is another.
+template <typename Number>
+Number ReadNumber(const void* data, size_t bytes, const std::string& what) {
+  POSEIDON_REQUIRE(bytes == sizeof(Number), DistributedError, what, ": ", bytes,
+                   " bytes, expected ", sizeof(Number));
+  Number value{};
+  std::memcpy(&value, data, sizeof(value));
+  return value;
+}
+
+}  // namespace
+
 SolverAction DecodeAction(const void* data, size_t bytes, int peer_job) {
-  POSEIDON_REQUIRE(bytes == sizeof(int32_t), DistributedError,
-                   "the signal action from rank ", peer_job, ": ", bytes,
-                   " bytes, expected ", sizeof(int32_t));
-  int32_t code = 0;
-  std::memcpy(&code, data, sizeof(code));
+  const int32_t code = ReadNumber<int32_t>(
+      data, bytes, StrCat("the signal action from rank ", peer_job));
   POSEIDON_REQUIRE(code == static_cast<int32_t>(SolverAction::NONE) ||
                        code == static_cast<int32_t>(SolverAction::STOP) ||
                        code == static_cast<int32_t>(SolverAction::SNAPSHOT),
@@ -123,11 +135,8 @@ SolverAction DecodeActionSum(double sum, int ranks) {
 }
 
 int64_t DecodeIteration(const void* data, size_t bytes, int peer_job) {
-  POSEIDON_REQUIRE(bytes == sizeof(int64_t), DistributedError,
-                   "the iteration from rank ", peer_job, ": ", bytes,
-                   " bytes, expected ", sizeof(int64_t));
-  int64_t iteration = 0;
-  std::memcpy(&iteration, data, sizeof(iteration));
+  const int64_t iteration = ReadNumber<int64_t>(
+      data, bytes, StrCat("the iteration from rank ", peer_job));
   POSEIDON_REQUIRE(iteration >= 0, DistributedError, "the iteration from rank ",
                    peer_job, ": ", iteration, ", below 0");
   return iteration;

@@ -797,6 +797,49 @@ TEST(ActionAgreementTest, AsyncRanksRunAheadAndActTogether) {
   EXPECT_GT(lead, 90);
 }
 
+// A rank that acts away from a meeting (here on a stop that ends its loop)
+// first takes the requests posted before that poll, so no rank is left
+// agreeing on one alone. Rank 2, the slow one, asks to stop after poll 10
+// and for a snapshot after poll 11, while ranks 0 and 1 are far ahead and
+// meet nobody until poll 400.
+LoopbackOptions Deadline(std::chrono::milliseconds timeout) {
+  LoopbackOptions options;
+  options.timeout = timeout;
+  return options;
+}
+
+TEST(ActionAgreementTest, AsyncRanksActingAwayFromAMeetingLeaveNoneBehind) {
+  constexpr int kRanks = 3;
+  constexpr int64_t kLast = 400;
+  std::vector<std::vector<std::pair<int64_t, SolverAction>>> acted(kRanks);
+  RunRanks(
+      kRanks,
+      [&](int r, Communicator* comm) {
+        auto collective = std::make_unique<CommThread>("collective");
+        ActionAgreement agreement(comm, collective.get(),
+                                  ActionAgreement::kUnbounded);
+        for (int64_t poll = 1; poll <= kLast; ++poll) {
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(r == 2 ? 3000 : 200));
+          const SolverAction mine = r != 2       ? SolverAction::NONE
+                                    : poll == 10 ? SolverAction::STOP
+                                    : poll == 11 ? SolverAction::SNAPSHOT
+                                                 : SolverAction::NONE;
+          const SolverAction a =
+              agreement.AfterIteration(poll, mine, poll == kLast);
+          if (a == SolverAction::NONE) continue;
+          acted[r].emplace_back(poll, a);
+          if (a == SolverAction::STOP) break;
+        }
+        collective.reset();
+      },
+      Deadline(std::chrono::seconds(20)));  // a rank left agreeing throws
+  for (int r = 1; r < kRanks; ++r) EXPECT_EQ(acted[r], acted[0]) << r;
+  ASSERT_FALSE(acted[0].empty());
+  EXPECT_EQ(acted[0].back().second, SolverAction::STOP);
+  EXPECT_GE(acted[0].back().first, 10);
+}
+
 }  // namespace
 }  // namespace dist
 }  // namespace poseidon

@@ -59,6 +59,21 @@ expect_job_error() {
   fi
 }
 accuracy() { grep "Test net output #0: accuracy" "$1" | tail -1 | sed 's/.*= //'; }
+# rank1_of SOLVER: the pid of rank 1 of the job training SOLVER, or "".
+rank1_of() {
+  local pid
+  for pid in $(pgrep -f "solver=$1"); do
+    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
+      grep -qx "OMPI_COMM_WORLD_RANK=1" && { echo "$pid"; return; }
+  done
+}
+# wait_for_line LOG PATTERN: up to 30 s for PATTERN in LOG.
+wait_for_line() {
+  for _ in $(seq 1 300); do
+    grep -q "$2" "$1" && return
+    sleep 0.1
+  done
+}
 
 # 1. One process, batch 64, vs two ranks, batch 32 each.
 mkdir -p "$WORK/one" "$WORK/two"
@@ -321,12 +336,7 @@ for _ in $(seq 1 600); do
   ls "$WORK/kill"/*_iter_40.solverstate > /dev/null 2>&1 && break
   sleep 0.1
 done
-victim=""
-for pid in $(pgrep -f "solver=$WORK/kill.prototxt"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
-    victim=$pid
-  fi
-done
+victim=$(rank1_of "$WORK/kill.prototxt")
 if [ -z "$victim" ]; then
   fail "could not find rank 1 to kill"; kill "$job" 2> /dev/null
 else
@@ -362,15 +372,8 @@ sed -i -e "s/^snapshot: .*/snapshot: 0/" -e "s/^test_interval: .*/test_interval:
 "${MPI[@]}" -np 2 "$TRAIN" train --solver="$WORK/stall.prototxt" \
   --comm_timeout=3 > "$WORK/stall.log" 2>&1 &
 job=$!
-stopped=""
-for _ in $(seq 1 300); do
-  grep -q "Iteration 20 " "$WORK/stall.log" && break
-  sleep 0.1
-done
-for pid in $(pgrep -f "solver=$WORK/stall.prototxt"); do
-  tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
-    grep -qx "OMPI_COMM_WORLD_RANK=1" && stopped=$pid
-done
+wait_for_line "$WORK/stall.log" "Iteration 20 "
+stopped=$(rank1_of "$WORK/stall.prototxt")
 if [ -n "$stopped" ]; then
   kill -STOP "$stopped"
   for _ in $(seq 1 200); do kill -0 "$job" 2> /dev/null || break; sleep 0.1; done
@@ -395,7 +398,7 @@ fi
 #    and under ASYNC, where the ranks agree on when to act instead of
 #    acting a fixed number of iterations later.
 signal_test() {  # name, extra flags...
-  local name=$1 dir="$WORK/sig_$1" job rank1="" pid rc
+  local name=$1 dir="$WORK/sig_$1" job rank1 rc
   shift
   mkdir -p "$dir"
   make_solver 32 100000 "$dir/lenet" "$dir/solver.prototxt"
@@ -404,14 +407,8 @@ signal_test() {  # name, extra flags...
   "${MPI[@]}" -np 2 "$TRAIN" train --solver="$dir/solver.prototxt" "$@" \
     > "$dir/train.log" 2>&1 &
   job=$!
-  for _ in $(seq 1 300); do
-    grep -q "Iteration 20 " "$dir/train.log" && break
-    sleep 0.1
-  done
-  for pid in $(pgrep -f "solver=$dir/solver.prototxt"); do
-    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null |
-      grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$pid
-  done
+  wait_for_line "$dir/train.log" "Iteration 20 "
+  rank1=$(rank1_of "$dir/solver.prototxt")
   if [ -z "$rank1" ]; then
     kill "$job"; fail "$name: could not find rank 1 for the signal test"
     return
