@@ -64,9 +64,10 @@ the ring:
 Link use: --sample-links SECONDS samples the byte counters of the link of
 the host that holds shard 0 (host 0; in the servers mode the first server
 host) every SECONDS while each run trains, and prints, for each exchange
-(a span with traffic both ways, each above a tenth of the link's rate),
-its length and how busy the link was: the larger direction's bytes over
-what the capped link carries in that time.
+(a span with traffic both ways, each above a tenth of the link's rate,
+quieter stretches of up to a second inside it included), its length and
+how busy the link was: the larger direction's bytes over what the capped
+link carries in that time.
 Example:
   sudo scripts/bench/bench_emulated_cluster.py --build build \
       --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
@@ -235,33 +236,32 @@ class LinkSampler(threading.Thread):
         return self.samples
 
 
-def exchange_spans(samples, capacity, share=0.1, gap=2, shortest=5):
-    """Exchanges in link samples [(seconds, rx bytes, tx bytes)]: runs of
-    intervals in which both directions moved more than `share` of what
-    `capacity` (bytes/s) allows, joined across up to `gap` quieter
-    intervals, at least `shortest` intervals long. Returns [(seconds, rx
-    bytes, tx bytes, busy)], busy = the larger direction's bytes over
-    capacity x seconds."""
-    spans, run, quiet = [], [], 0
+def exchange_spans(samples, capacity, share=0.1, gap=1.0, shortest=0.5):
+    """Exchanges in link samples [(seconds, rx bytes, tx bytes)]: stretches
+    of intervals in which both directions moved more than `share` of what
+    `capacity` (bytes/s) allows, joined across quieter stretches of up to
+    `gap` seconds (the quiet time counts as part of the exchange), at least
+    `shortest` seconds long. Returns [(seconds, rx bytes, tx bytes, busy)],
+    busy = the larger direction's bytes over capacity x seconds."""
+    spans, run, quiet = [], [], []
     for a, b in zip(samples, samples[1:]):
         dt, rx, tx = b[0] - a[0], b[1] - a[1], b[2] - a[2]
-        both = dt > 0 and min(rx, tx) > share * capacity * dt
-        if both:
+        if dt > 0 and min(rx, tx) > share * capacity * dt:
+            run.extend(quiet)
             run.append((dt, rx, tx))
-            quiet = 0
+            quiet = []
         elif run:
-            quiet += 1
-            run.append((dt, rx, tx))
-            if quiet > gap:
-                spans.append(run[:-quiet])
-                run, quiet = [], 0
+            quiet.append((dt, rx, tx))
+            if sum(i[0] for i in quiet) > gap:
+                spans.append(run)
+                run, quiet = [], []
     if run:
-        spans.append(run[:len(run) - quiet])
+        spans.append(run)
     out = []
     for span in spans:
-        if len(span) < shortest:
-            continue
         seconds = sum(i[0] for i in span)
+        if seconds < shortest:
+            continue
         rx, tx = sum(i[1] for i in span), sum(i[2] for i in span)
         out.append((seconds, rx, tx, max(rx, tx) / (capacity * seconds)))
     return out

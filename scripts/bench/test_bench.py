@@ -582,17 +582,19 @@ def test_emulated_cluster_variants_set_environment_words():
 def test_emulated_cluster_exchange_spans_measure_link_use():
     import bench_emulated_cluster
     # Capacity 1000 bytes/s, samples every 0.1 s: 100 bytes a full interval.
-    deltas = ([(0, 0)] * 3 + [(80, 60)] * 10 + [(5, 0)] + [(100, 100)] * 5 +
-              [(0, 0)] * 5 + [(90, 90)] * 3 + [(0, 0)] * 4)
+    deltas = ([(0, 0)] * 3 + [(80, 60)] * 10 + [(5, 0)] * 4 +
+              [(100, 100)] * 5 + [(0, 0)] * 12 + [(90, 90)] * 3 +
+              [(0, 0)] * 12 + [(50, 50)] * 8 + [(0, 0)] * 2)
     samples, rx, tx = [(0.0, 0, 0)], 0, 0
     for i, (d_rx, d_tx) in enumerate(deltas, start=1):
         rx, tx = rx + d_rx, tx + d_tx
         samples.append((i * 0.1, rx, tx))
     spans = bench_emulated_cluster.exchange_spans(samples, 1000.0)
-    # The quiet interval inside joins the two busy runs; the 3-interval
-    # burst is too short to count.
-    assert len(spans) == 1
+    # The 0.4 s quiet stretch inside joins the first two busy runs (and
+    # counts); the 0.3 s burst is too short; the last run ends the samples.
+    assert len(spans) == 2
     seconds, span_rx, span_tx, busy = spans[0]
-    assert seconds == pytest.approx(1.6)
-    assert (span_rx, span_tx) == (1305, 1100)
-    assert busy == pytest.approx(1305 / 1600)
+    assert seconds == pytest.approx(1.9)
+    assert (span_rx, span_tx) == (1320, 1100)
+    assert busy == pytest.approx(1320 / 1900)
+    assert spans[1][:3] == (pytest.approx(0.8), 400, 400)
