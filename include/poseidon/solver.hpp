@@ -174,13 +174,13 @@ class Solver {
   // distributed job; does nothing when no one subscribed.
   void SyncState();
 
-  // What a distributed trainer (distributed/synchronizer.hpp) decides in the
-  // solver's place: a strategy, not observers (Note [Solver observation
-  // points]). Every member is optional; the defaults train alone.
   // Where the action function is polled: after a training iteration;
   // after the last iteration before every worker meets (a test, a snapshot
   // or the end of the Step follows); between test iterations.
   enum class PollPoint { kIteration, kBeforeMeeting, kTestRound };
+  // What a distributed trainer (distributed/synchronizer.hpp) decides in the
+  // solver's place: a strategy, not observers (Note [Solver observation
+  // points]). Every member is optional; the defaults train alone.
   struct DistributedStrategy {
     // Called instead of ApplyUpdate() once per iteration.
     std::function<void()> apply_update;

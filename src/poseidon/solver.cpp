@@ -411,8 +411,8 @@ void Solver<Dtype>::Step(int iters) {
 
     const bool snapshot_due =
         param_.snapshot() > 0 && iter_ % param_.snapshot() == 0;
-    const bool test_due =
-        param_.test_interval() > 0 && iter_ % param_.test_interval() == 0;
+    const bool test_due = !test_nets_.empty() && param_.test_interval() > 0 &&
+                          iter_ % param_.test_interval() == 0;
     const SolverAction request =
         GetRequestedAction(iter_ == stop_iter || snapshot_due || test_due
                                ? PollPoint::kBeforeMeeting
