@@ -52,7 +52,10 @@ namespace poseidon {
 // each rank's Timeline right after a Barrier() on all ranks (the skew is then
 // the barrier's exit skew, microseconds on one host), or pass an explicit
 // epoch in TimelineOptions. steady_clock values are only comparable between
-// processes of one host, so do not send them across hosts.
+// processes of one host, so do not send them across hosts. The trace's
+// otherData holds the epoch itself as steady_clock_epoch_us (microseconds of
+// the steady clock, CLOCK_MONOTONIC on Linux: Python's time.monotonic()), to
+// line a trace up with counters sampled beside it on the same host.
 
 // One integer argument of an event, shown in the viewer's details panel.
 struct TimelineArg {

@@ -658,6 +658,15 @@ TEST(TimelineTest, EpochSetsTheZeroOfTimestamps) {
   Timeline fresh(0, "rank 0");
   EXPECT_GE(fresh.NowMicros(), 0);
   EXPECT_LT(fresh.NowMicros(), 60000000) << "default epoch is construction";
+
+  // The trace says where its zero lies on the steady clock.
+  const Json doc = ParseOrFail(timeline.ToJson());
+  const int64_t epoch_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          epoch.time_since_epoch())
+          .count();
+  EXPECT_EQ(Member(Member(doc, "otherData"), "steady_clock_epoch_us").Int(),
+            epoch_us);
 }
 
 TEST(TimelineTest, PathForRank) {

@@ -273,6 +273,13 @@ std::string Timeline::ToJson() const {
   AppendInt(static_cast<int64_t>(dropped_), &out);
   out.append(",\"max_events\":");
   AppendInt(static_cast<int64_t>(max_events_), &out);
+  // The zero of the timestamps on the steady clock (CLOCK_MONOTONIC on
+  // Linux), so that a trace lines up with counters sampled on the same host.
+  out.append(",\"steady_clock_epoch_us\":");
+  AppendInt(std::chrono::duration_cast<std::chrono::microseconds>(
+                epoch_.time_since_epoch())
+                .count(),
+            &out);
   out.append("}}\n");
   return out;
 }
