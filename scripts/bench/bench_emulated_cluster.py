@@ -67,7 +67,17 @@ host) every SECONDS while each run trains, and prints, for each exchange
 (a span with traffic both ways, each above a tenth of the link's rate,
 quieter stretches of up to a second inside it included), its length and
 how busy the link was: the larger direction's bytes over what the capped
-link carries in that time.
+link carries in that time, and the shares of the exchange in which both
+directions, or only one, ran at 85% of the rate or more.
+
+What MPI alone moves: --alltoall DEPTHS (e.g. 1,4,8) runs, on each
+cluster before the nets, bench_alltoall (plain non-blocking MPI, no
+Poseidon) once per depth: every rank sends --alltoall-rounds rounds of a
+--alltoall-message message to every other rank, DEPTH rounds in flight,
+with shard 0's link sampled as above (--sample-links, 0.1 s if unset).
+The defaults move what a naive VGG-16 exchange moves on 8 hosts (33 rounds
+of 4 MiB: 2 x 553 MB / 8 hosts each way), in the parameter server's
+block size.
 Example:
   sudo scripts/bench/bench_emulated_cluster.py --build build \
       --topologies 4x2,8x1 --nets alexnet,vgg16 --rates 1gbit
@@ -77,6 +87,7 @@ Example:
 """
 
 import argparse
+import collections
 import os
 import re
 import statistics
@@ -236,13 +247,21 @@ class LinkSampler(threading.Thread):
         return self.samples
 
 
-def exchange_spans(samples, capacity, share=0.1, gap=1.0, shortest=0.5):
+Span = collections.namedtuple(
+    "Span", "seconds rx tx busy full_both full_one")
+
+
+def exchange_spans(samples, capacity, share=0.1, gap=1.0, shortest=0.5,
+                   full=0.85):
     """Exchanges in link samples [(seconds, rx bytes, tx bytes)]: stretches
     of intervals in which both directions moved more than `share` of what
     `capacity` (bytes/s) allows, joined across quieter stretches of up to
     `gap` seconds (the quiet time counts as part of the exchange), at least
-    `shortest` seconds long. Returns [(seconds, rx bytes, tx bytes, busy)],
-    busy = the larger direction's bytes over capacity x seconds."""
+    `shortest` seconds long. Returns Spans: busy = the larger direction's
+    bytes over capacity x seconds; full_both and full_one = the shares of
+    the span's time in which both directions, or exactly one, ran at
+    `full` of capacity or more (a link busy one way at a time shows as a
+    large full_one beside a small full_both)."""
     spans, run, quiet = [], [], []
     for a, b in zip(samples, samples[1:]):
         dt, rx, tx = b[0] - a[0], b[1] - a[1], b[2] - a[2]
@@ -263,7 +282,12 @@ def exchange_spans(samples, capacity, share=0.1, gap=1.0, shortest=0.5):
         if seconds < shortest:
             continue
         rx, tx = sum(i[1] for i in span), sum(i[2] for i in span)
-        out.append((seconds, rx, tx, max(rx, tx) / (capacity * seconds)))
+        full_time = [0.0, 0.0, 0.0]  # by how many directions ran full
+        for dt, d_rx, d_tx in span:
+            limit = full * capacity * dt
+            full_time[(d_rx >= limit) + (d_tx >= limit)] += dt
+        out.append(Span(seconds, rx, tx, max(rx, tx) / (capacity * seconds),
+                        full_time[2] / seconds, full_time[1] / seconds))
     return out
 
 
@@ -297,6 +321,34 @@ def run_mode(args, per_host, hosts, cmd, net, mode, server_hosts=(),
             "overrun": overrun_seconds(r.stdout),
             "traffic": "; ".join(parts),
             "spans": spans}
+
+
+def run_alltoall(args, hosts, depth, capacity):
+    """bench_alltoall at `depth` over `hosts`, shard 0's link sampled: its
+    printed line and the exchange spans."""
+    probe = os.path.join(args.build, "tools", "bench_alltoall")
+    if not os.access(probe, os.X_OK):
+        sys.exit("%s not found: build the bench_alltoall target" % probe)
+    sampler = LinkSampler(namespaces()[0], args.sample_links or 0.1)
+    sampler.start()
+    r = run_cluster(1, hosts, [probe, "--rounds=%d" % args.alltoall_rounds,
+                               "--message=%d" % args.alltoall_message,
+                               "--depth=%d" % depth], args.timeout)
+    spans = exchange_spans(sampler.stop(), capacity)
+    if r.returncode != 0:
+        print(r.stdout[-4000:])
+        sys.exit("bench_alltoall at depth %d failed" % depth)
+    line = [l for l in r.stdout.splitlines() if l.startswith("alltoall:")]
+    return (line[0] if line else "alltoall: no result line"), spans
+
+
+def print_spans(spans):
+    for span in spans:
+        print("  shard 0's link, an exchange: %.1f s dilated, %.0f MB in, "
+              "%.0f MB out, %.0f%% busy; both ways full %.0f%% of it, one "
+              "way %.0f%%" % (span.seconds, span.rx / 1e6, span.tx / 1e6,
+                              100 * span.busy, 100 * span.full_both,
+                              100 * span.full_one), flush=True)
 
 
 def parse_variants(text):
@@ -349,6 +401,11 @@ def main():
     ap.add_argument("--variants", default="",
                     help="'LABEL=FLAGS;LABEL=FLAGS': settings to compare, "
                     "each run in turn (see above)")
+    ap.add_argument("--alltoall", default="",
+                    help="depths (rounds in flight) of the MPI all-to-all "
+                    "probe to run on each cluster, e.g. 1,4,8 (see above)")
+    ap.add_argument("--alltoall-rounds", type=int, default=33)
+    ap.add_argument("--alltoall-message", type=int, default=4 << 20)
     ap.add_argument("--sample-links", type=float, default=0.0,
                     help="sample shard 0's link every this many seconds "
                     "and print how busy it was during each exchange")
@@ -361,6 +418,11 @@ def main():
         sys.exit("--repeats must be >= 1")
     if args.dilation < 1:
         sys.exit("--dilation must be >= 1")
+    if not re.fullmatch(r"([1-9][0-9]*(,[1-9][0-9]*)*)?", args.alltoall):
+        sys.exit("--alltoall: '%s' is not a list of depths such as 1,4,8"
+                 % args.alltoall)
+    if args.alltoall_rounds < 1 or args.alltoall_message < 1:
+        sys.exit("--alltoall-rounds and --alltoall-message must be >= 1")
     if args.server_hosts < 0:
         sys.exit("--server-hosts must be >= 0")
     wanted_modes = set((args.modes or ("ps,servers,ring" if args.server_hosts
@@ -404,6 +466,13 @@ def main():
             server_hosts = all_hosts[num_hosts:]
             modes = [(m, flags) for m, flags in MODES.items()
                      if m in wanted_modes and (m != "flat" or per_host > 1)]
+            for depth in (int(d) for d in args.alltoall.split(",") if d):
+                print("%dx1 MPI all-to-all at %s, depth %d ..."
+                      % (num_hosts, rate, depth), flush=True)
+                line, spans = run_alltoall(args, hosts, depth,
+                                           link_mbit * 1e6 / 8)
+                print("  " + line, flush=True)
+                print_spans(spans)
             emulation = ["--emulate_dilation=%g" % args.dilation,
                          "--comm_timeout=%d" % (600 * args.dilation)]
             if not args.own_params:
@@ -451,12 +520,7 @@ def main():
                                                   run["traffic"],
                                                   run["overrun"]),
                                       flush=True)
-                                for sec, rx, tx, busy in run["spans"]:
-                                    print("  shard 0's link, an exchange: "
-                                          "%.1f s dilated, %.0f MB in, %.0f "
-                                          "MB out, %.0f%% busy" % (
-                                              sec, rx / 1e6, tx / 1e6,
-                                              100 * busy), flush=True)
+                                print_spans(run["spans"])
                         for label, _ in variants:
                             row, done = rows[label], runs[label]
                             row[mode] = statistics.median(r["s"] for r in done)

@@ -593,8 +593,50 @@ def test_emulated_cluster_exchange_spans_measure_link_use():
     # The 0.4 s quiet stretch inside joins the first two busy runs (and
     # counts); the 0.3 s burst is too short; the last run ends the samples.
     assert len(spans) == 2
-    seconds, span_rx, span_tx, busy = spans[0]
+    seconds, span_rx, span_tx, busy = spans[0][:4]
     assert seconds == pytest.approx(1.9)
     assert (span_rx, span_tx) == (1320, 1100)
     assert busy == pytest.approx(1320 / 1900)
     assert spans[1][:3] == (pytest.approx(0.8), 400, 400)
+    # Full (85 of the 100 bytes or more): both ways in the 5 intervals of
+    # (100, 100), one way in none ((80, 60) is below in both).
+    assert spans[0].full_both == pytest.approx(0.5 / 1.9)
+    assert spans[0].full_one == 0
+    assert (spans[1].full_both, spans[1].full_one) == (0, 0)
+
+
+def test_emulated_cluster_exchange_spans_tell_one_way_from_both():
+    import bench_emulated_cluster
+    # A link that runs full one way at a time: in, then out, then both.
+    deltas = [(95, 20)] * 6 + [(20, 95)] * 3 + [(90, 90)] * 1
+    samples, rx, tx = [(0.0, 0, 0)], 0, 0
+    for i, (d_rx, d_tx) in enumerate(deltas, start=1):
+        rx, tx = rx + d_rx, tx + d_tx
+        samples.append((i * 0.1, rx, tx))
+    (span,) = bench_emulated_cluster.exchange_spans(samples, 1000.0)
+    assert span.busy == pytest.approx((6 * 95 + 3 * 20 + 90) / 1000.0)
+    assert span.full_one == pytest.approx(0.9)
+    assert span.full_both == pytest.approx(0.1)
+
+
+def test_alltoall_probe_moves_what_it_says():
+    # The MPI probe beside poseidon_train in the build (CMake's tools/);
+    # --alltoall of bench_emulated_cluster runs it on the emulated links.
+    exe = os.environ.get("POSEIDON_TRAIN")
+    probe = exe and os.path.join(os.path.dirname(exe), "bench_alltoall")
+    if not probe or not os.access(probe, os.X_OK):
+        pytest.skip("no bench_alltoall beside POSEIDON_TRAIN (a build "
+                    "without MPI, or the script run outside CTest)")
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np"]
+    r = subprocess.run(mpirun + ["3", probe, "--rounds=4", "--depth=2",
+                                 "--message", "1000000"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # 4 rounds of 1 MB to each of 2 peers: 8 MB each way per rank.
+    assert ("alltoall: 3 ranks, 4 rounds of 1000000 bytes, depth 2: "
+            in r.stdout), r.stdout
+    assert r.stdout.rstrip().endswith("s, 8 MB each way per rank"), r.stdout
+    bad = subprocess.run([probe, "--depth=0"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "--depth needs a positive integer, got '0'" in bad.stderr
