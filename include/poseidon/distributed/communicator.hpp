@@ -162,6 +162,24 @@ class Communicator {
   virtual Status RecvAll(const std::vector<RecvOp>& ops);
   virtual Status SendAll(const std::vector<SendOp>& ops);
 
+  // SendAll and RecvAll through a window that slides (Note [Sliding
+  // windows] in mpi_communicator_progress.cpp): the ops start in order,
+  // each as soon as the ops in flight hold fewer than `window_bytes` bytes
+  // with it (an op always starts when none is in flight) and none of them
+  // has its (peer, tag); `done(k)` runs on the calling thread each time the
+  // ops [0, k) have all completed, k growing, and a failure it returns
+  // starts no more ops. Returns once every started op has completed, with
+  // the first failure of an op in `ops` order, else done's, else OK. The
+  // default runs consecutive groups of ops that fit through SendAll /
+  // RecvAll, each awaited whole (the same results; only the order in time
+  // differs); MpiCommunicator slides.
+  virtual Status SendWindowed(const std::vector<SendOp>& ops,
+                              size_t window_bytes,
+                              const std::function<Status(size_t)>& done);
+  virtual Status RecvWindowed(const std::vector<RecvOp>& ops,
+                              size_t window_bytes,
+                              const std::function<Status(size_t)>& done);
+
   // buf[i] <- sum over ranks r of buf_r[i], identical bits on every rank.
   // See Note [Deterministic allreduce].
   virtual Status AllreduceSum(float* buf, size_t count) = 0;

@@ -116,6 +116,10 @@ class MpiCommunicator final : public Communicator {
   // Every op started at once, awaited together.
   Status RecvAll(const std::vector<RecvOp>& ops) override;
   Status SendAll(const std::vector<SendOp>& ops) override;
+  Status RecvWindowed(const std::vector<RecvOp>& ops, size_t window_bytes,
+                      const std::function<Status(size_t)>& done) override;
+  Status SendWindowed(const std::vector<SendOp>& ops, size_t window_bytes,
+                      const std::function<Status(size_t)>& done) override;
   // AllreduceSumByAllgather: deterministic, n / 2 times the traffic of a
   // ring. See Note [Deterministic allreduce] in communicator.hpp.
   Status AllreduceSum(float* buf, size_t count) override;

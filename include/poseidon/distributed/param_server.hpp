@@ -210,15 +210,6 @@ class ParamServer {
       const BlockPartition& partition, const std::vector<BlockRef>& blocks,
       int worker);
 
-  // The blocks at positions thread, thread + threads, ... of `order`, cut
-  // into windows: runs of consecutive ones whose messages (header
-  // included) hold at most `bytes_in_flight` bytes, at least one block
-  // each, and never two blocks of one shard with the same message tag (a
-  // window's messages must be told apart by peer and tag).
-  static std::vector<std::vector<BlockRef>> Windows(
-      const BlockPartition& partition, const std::vector<BlockRef>& order,
-      int thread, int threads, size_t bytes_in_flight);
-
   // Bytes this rank has sent to and received from other ranks, pushes and
   // pulls together with its shard's traffic (headers included).
   uint64_t bytes_moved() const;
@@ -227,11 +218,16 @@ class ParamServer {
 
  private:
   struct Pending;
-  // Sends a window's pushes, all at once; the first failure, naming the
-  // window's blocks and shards.
-  Status Push(int64_t iter, const std::vector<BlockRef>& window);
-  // Receives a window's sums, all at once, into the blocks' memory.
-  Status Pull(int64_t iter, const std::vector<BlockRef>& window);
+  // Sends the pushes of `blocks` (in order) through a sliding window of
+  // bytes_in_flight bytes (Communicator::SendWindowed), calling
+  // progress(k) once the first k are done; the first failure, naming the
+  // blocks and shards not yet done.
+  Status Push(int64_t iter, const std::vector<BlockRef>& blocks, int thread,
+              const std::function<void(size_t)>& progress);
+  // Receives the sums of `blocks` the same way, into the blocks' memory,
+  // each header checked before its block counts as done.
+  Status Pull(int64_t iter, const std::vector<BlockRef>& blocks, int thread,
+              const std::function<void(size_t)>& progress);
   // An exchange queued for a push or pull thread, and each thread's queue
   // (Note [Windows across exchanges]).
   struct Queued;
@@ -245,12 +241,18 @@ class ParamServer {
   // and runs their blocks' windows, reporting each exchange once its
   // blocks are done, or the failure.
   void RunQueued(bool push, int thread);
-  // Runs Push or Pull over the windows of `mine` (blocks in order), with a
-  // timeline event per window; after each window, progress(blocks done so
-  // far). The first failure.
+  // Runs Push or Pull over `mine` (blocks in order), with a timeline
+  // event for the run; progress(blocks done so far) as they complete. The
+  // first failure.
   Status RunWindows(bool push, int thread, int64_t iter,
                     const std::vector<BlockRef>& mine,
                     const std::function<void(size_t)>& progress);
+  // The blocks of `blocks` from `from` on that a window holds (Note
+  // [Sliding windows]): as many as fit in bytes_in_flight bytes of
+  // messages (one at least), up to a second block of one shard with the
+  // same tag; for messages, the blocks in flight when a run stops there.
+  std::vector<BlockRef> WindowAt(const std::vector<BlockRef>& blocks,
+                                 size_t from) const;
   // "push of block 3 (iteration 5) to the shard of rank 1", or of several
   // blocks, for messages.
   std::string Describe(bool push, int64_t iter,

@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "poseidon/distributed/wire.hpp"
@@ -67,6 +70,58 @@ Status Communicator::SendAll(const std::vector<SendOp>& ops) {
     if (!s.ok()) return s;
   }
   return Status::OK();
+}
+
+namespace {
+
+// The default windowed run: consecutive groups of `ops` that fit in
+// `window_bytes` (one op at least) with distinct (peer, tag), each through
+// `all` and awaited whole.
+template <typename Op, typename All, typename PeerOf>
+Status RunGroups(const std::vector<Op>& ops, size_t window_bytes,
+                 const std::function<Status(size_t)>& done, All all,
+                 PeerOf peer_of) {
+  size_t begin = 0;
+  while (begin < ops.size()) {
+    size_t end = begin, bytes = 0;
+    std::set<std::pair<int, int>> keys;
+    while (end < ops.size()) {
+      const Op& op = ops[end];
+      const size_t b = op.bytes + op.bytes2;
+      const std::pair<int, int> key(peer_of(op), op.tag);
+      if (end > begin && (bytes + b > window_bytes || keys.count(key) > 0)) {
+        break;
+      }
+      bytes += b;
+      keys.insert(key);
+      ++end;
+    }
+    Status s = all(std::vector<Op>(ops.begin() + begin, ops.begin() + end));
+    if (s.ok()) s = done(end);
+    if (!s.ok()) return s;
+    begin = end;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Communicator::SendWindowed(const std::vector<SendOp>& ops,
+                                  size_t window_bytes,
+                                  const std::function<Status(size_t)>& done) {
+  return RunGroups(
+      ops, window_bytes, done,
+      [this](const std::vector<SendOp>& group) { return SendAll(group); },
+      [](const SendOp& op) { return op.dest; });
+}
+
+Status Communicator::RecvWindowed(const std::vector<RecvOp>& ops,
+                                  size_t window_bytes,
+                                  const std::function<Status(size_t)>& done) {
+  return RunGroups(
+      ops, window_bytes, done,
+      [this](const std::vector<RecvOp>& group) { return RecvAll(group); },
+      [](const RecvOp& op) { return op.src; });
 }
 
 template <typename Dtype>

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <functional>
 #include <initializer_list>
 #include <mutex>
 #include <string>
@@ -54,7 +55,10 @@ int StartTwoParts(const void* a, size_t bytes, const void* b, size_t bytes2,
 // the last of them completes, and no other thread (a rank has half a dozen
 // waiting at times).
 struct MpiWaiter {
-  int pending = 0;  // ops not yet done, GUARDED_BY(Impl::mu)
+  int pending = 0;      // ops not yet done, GUARDED_BY(Impl::mu)
+  int completions = 0;  // ops done so far, GUARDED_BY(Impl::mu)
+  // Woken at every completion, not only the last (Note [Sliding windows]).
+  bool each = false;
   std::condition_variable finished;
 };
 
@@ -183,6 +187,40 @@ struct MpiCommunicator::Impl {
     return Await(std::vector<MpiOp*>(list), waiting_for);
   }
   Status Await(const std::vector<MpiOp*>& list, const std::string& waiting_for);
+
+  // The ops of a RecvAll / RecvWindowed as MpiOps in *in (sized like
+  // ops), each a probe (Note [Progress thread]: none is matched before the
+  // progress thread, or the first poll, finds its message, so a timeout
+  // leaves nothing with MPI); the first bad op's failure.
+  Status ReceiveOps(const std::vector<RecvOp>& ops, std::vector<MpiOp>* in);
+  // The ops of a SendAll / SendWindowed as MpiOps in *out, not started;
+  // every op checked before any starts, so a bad one leaves nothing with
+  // MPI.
+  Status SendOps(const std::vector<SendOp>& ops, std::vector<MpiOp>* out);
+  // Starts `op`, the send `w` (in one part or two); MPI's failure if it
+  // refuses.
+  Status StartSend(const SendOp& w, MpiOp* op);
+
+  // See Note [Sliding windows]: runs `batch` with at most `window_bytes`
+  // of its ops' bytes in flight, each op started by `start` (a send's
+  // MPI_Isend; a receive needs none, it starts as a probe) once the window
+  // has room for it and no op in flight has its (peer, tag); `done(k)` as
+  // Communicator::SendWindowed says.
+  Status AwaitWindowed(std::vector<MpiOp>* batch, size_t window_bytes,
+                       const std::function<Status(MpiOp*)>& start,
+                       const std::function<Status(size_t)>& done);
+
+  // Under *lock: `list`'s ops not done have outlived the deadline of a wait
+  // begun at `start`. Unless `finished()` holds once the note on this
+  // rank's own stops is written (with mu released meanwhile), withdraws
+  // them from the progress thread and returns the timeout's failure, the
+  // communicator made unusable if a request stays with MPI (Note [MPI
+  // timeouts]); else returns OK and withdraws nothing.
+  Status TimeOut(const std::vector<MpiOp*>& list,
+                 const std::string& waiting_for,
+                 std::chrono::steady_clock::time_point start,
+                 std::unique_lock<std::mutex>* lock,
+                 const std::function<bool()>& finished);
 
   // `waiting_for`, or when it is empty, the waiting_for of the ops of
   // `list` not done ("rank 1's part and rank 3's part"; at most three, then

@@ -59,8 +59,9 @@ char* ThreadBuffer(size_t bytes) {
 //    shard s at step s - k (mod n): at each step the ranks push to n
 //    different shards (StaggeredOrder).
 //  - each push and pull thread keeps a window of its blocks in flight at
-//    once (SendAll / RecvAll over up to bytes_in_flight bytes of
-//    consecutive blocks of its order, Windows): with one block at a time,
+//    once (up to bytes_in_flight bytes of consecutive blocks of its order;
+//    since Note [Sliding windows], a window that slides: a block starts
+//    as soon as one in flight completes): with one block at a time,
 //    a rank's single pull thread waited on each block's shard in turn
 //    while that shard took its pushes from every rank, and the links
 //    idled (Inception-V3, 32 emulated hosts at 1 Gbit/s: 297 blocks, 43

@@ -106,26 +106,29 @@ struct ParamServer<Dtype>::Counters {
 // only say "waiting for rank 0 to receive", naming the rank itself (the
 // link-fault matrix's "link down for good" case ended so when the shard's
 // deadline ran out before the pull's). So each push and pull thread
-// records the window it is in, and a shard's failure adds what its own
-// rank's worker side was then waiting on ("this rank's own pull of blocks
-// 4 and 6 (iteration 55) from the shards of ranks 2 and 3 was in flight"),
-// which names the ranks behind the stall.
+// records how far its run has come (the window from there, WindowAt, is
+// what it has in flight; Note [Sliding windows]), and a shard's failure
+// adds what its own rank's worker side was then waiting on ("this rank's own
+// pull of blocks 4 and 6 (iteration 55) from the shards of ranks 2 and 3 was in
+// flight"), which names the ranks behind the stall.
 template <typename Dtype>
 struct ParamServer<Dtype>::OwnWindows {
-  // A thread's window in flight: described only when a shard fails.
+  // A thread's run: its blocks from `from` on are not done yet. Described
+  // only when a shard fails.
   struct InFlight {
-    const std::vector<BlockRef>* window = nullptr;  // null when idle
+    const std::vector<BlockRef>* blocks = nullptr;  // null when idle
+    size_t from = 0;
     int64_t iter = 0;
   };
   std::mutex mu;
   std::vector<InFlight> push, pull;  // GUARDED_BY(mu), per thread
 
-  void Set(bool is_push, int thread, const std::vector<BlockRef>* window,
-           int64_t iter) {
+  void Set(bool is_push, int thread, const std::vector<BlockRef>* blocks,
+           size_t from, int64_t iter) {
     std::lock_guard<std::mutex> lock(mu);
     std::vector<InFlight>& v = is_push ? push : pull;
     if (v.size() <= static_cast<size_t>(thread)) v.resize(thread + 1);
-    v[thread] = {window, iter};
+    v[thread] = {blocks, from, iter};
   }
   // "; this rank's own pull of ... was in flight", or "" when none is.
   std::string Note(const ParamServer& server) {
@@ -133,7 +136,9 @@ struct ParamServer<Dtype>::OwnWindows {
     std::lock_guard<std::mutex> lock(mu);  // the windows live until cleared
     for (const bool is_push : {true, false}) {
       for (const InFlight& f : is_push ? push : pull) {
-        if (f.window) busy.push_back(server.Describe(is_push, f.iter, *f.window));
+        if (!f.blocks || f.from >= f.blocks->size()) continue;
+        busy.push_back(server.Describe(is_push, f.iter,
+                                       server.WindowAt(*f.blocks, f.from)));
       }
     }
     if (busy.empty()) return "";

@@ -146,66 +146,56 @@ void ParamServer<Dtype>::RunQueued(bool push, int thread) {
 }
 
 template <typename Dtype>
-std::vector<std::vector<typename ParamServer<Dtype>::BlockRef>>
-ParamServer<Dtype>::Windows(const BlockPartition& partition,
-                            const std::vector<BlockRef>& order, int thread,
-                            int threads, size_t bytes_in_flight) {
-  std::vector<std::vector<BlockRef>> windows;
-  size_t bytes = 0;
-  std::set<std::pair<int, int>> peer_tags;  // of the last window
-  for (size_t j = thread; j < order.size(); j += threads) {
-    const ParamBlock& b = partition.blocks()[order[j].id];
-    const size_t message = MessageBytes<Dtype>(b);
-    // Push and pull tags of a block differ by a constant: one set will do.
-    const std::pair<int, int> peer_tag(b.shard, PushTag(order[j].id));
-    if (windows.empty() || bytes + message > bytes_in_flight ||
-        peer_tags.count(peer_tag) > 0) {
-      windows.emplace_back();
-      bytes = 0;
-      peer_tags.clear();
-    }
-    windows.back().push_back(order[j]);
-    bytes += message;
-    peer_tags.insert(peer_tag);
-  }
-  return windows;
-}
-
-template <typename Dtype>
 Status ParamServer<Dtype>::RunWindows(
     bool push, int thread, int64_t iter, const std::vector<BlockRef>& mine,
     const std::function<void(size_t)>& progress) {
+  // See Note [Sliding windows] in mpi_communicator_progress.cpp.
   const int lane =
       timeline_ ? timeline_->Lane(StrCat(push ? "push " : "pull ", thread))
                 : 0;
-  size_t done = 0;
-  for (const std::vector<BlockRef>& window :
-       Windows(*partition_, mine, 0, 1, options_.bytes_in_flight)) {
-    const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
-    own_windows_->Set(push, thread, &window, iter);
-    Status s = push ? Push(iter, window) : Pull(iter, window);
-    own_windows_->Set(push, thread, nullptr, 0);
-    if (timeline_) {
-      std::vector<std::string> ids;
-      int64_t bytes = 0;
-      for (const BlockRef& b : window) {
-        ids.push_back(StrCat(b.id));
-        bytes += partition_->blocks()[b.id].count * sizeof(Dtype);
-      }
-      timeline_->Complete(
-          lane,
-          StrCat(window.size() == 1 ? "block " : "blocks ",
-                 ListForMessage(ids, 4)),
-          push ? "push" : "pull", begin, timeline_->NowMicros(),
-          {{"iter", iter},
-           {"bytes", bytes},
-           {"blocks", static_cast<int64_t>(window.size())}});
+  const int64_t begin = timeline_ ? timeline_->NowMicros() : 0;
+  own_windows_->Set(push, thread, &mine, 0, iter);
+  const Status s = push ? Push(iter, mine, thread, progress)
+                        : Pull(iter, mine, thread, progress);
+  own_windows_->Set(push, thread, nullptr, 0, 0);
+  if (timeline_) {
+    std::vector<std::string> ids;
+    int64_t bytes = 0;
+    for (const BlockRef& b : mine) {
+      ids.push_back(StrCat(b.id));
+      bytes += partition_->blocks()[b.id].count * sizeof(Dtype);
     }
-    if (!s.ok()) return s;
-    done += window.size();
-    progress(done);
+    timeline_->Complete(
+        lane,
+        StrCat(mine.size() == 1 ? "block " : "blocks ", ListForMessage(ids, 4)),
+        push ? "push" : "pull", begin, timeline_->NowMicros(),
+        {{"iter", iter},
+         {"bytes", bytes},
+         {"blocks", static_cast<int64_t>(mine.size())}});
   }
-  return Status::OK();
+  return s;
+}
+
+template <typename Dtype>
+std::vector<typename ParamServer<Dtype>::BlockRef> ParamServer<Dtype>::WindowAt(
+    const std::vector<BlockRef>& blocks, size_t from) const {
+  std::vector<BlockRef> window;
+  size_t bytes = 0;
+  // Push and pull tags of a block differ by a constant: one set will do.
+  std::set<std::pair<int, int>> keys;
+  for (size_t j = from; j < blocks.size(); ++j) {
+    const ParamBlock& b = partition_->blocks()[blocks[j].id];
+    const size_t message = MessageBytes<Dtype>(b);
+    const std::pair<int, int> key(b.shard, PushTag(blocks[j].id));
+    if (!window.empty() &&
+        (bytes + message > options_.bytes_in_flight || keys.count(key) > 0)) {
+      break;
+    }
+    window.push_back(blocks[j]);
+    bytes += message;
+    keys.insert(key);
+  }
+  return window;
 }
 
 template <typename Dtype>
@@ -238,62 +228,77 @@ void ParamServer<Dtype>::CountTraffic(const std::vector<BlockRef>& window) {
 
 template <typename Dtype>
 Status ParamServer<Dtype>::Push(int64_t iter,
-                                const std::vector<BlockRef>& window) {
+                                const std::vector<BlockRef>& blocks, int thread,
+                                const std::function<void(size_t)>& progress) {
   // Each push is a header and the block's elements where they are.
-  std::vector<BlockHeader> headers(window.size());
+  std::vector<BlockHeader> headers(blocks.size());
   std::vector<Communicator::SendOp> ops;
-  for (size_t i = 0; i < window.size(); ++i) {
-    const ParamBlock& b = partition_->blocks()[window[i].id];
-    headers[i] = {iter, window[i].id, comm_->rank()};
-    ops.push_back({&headers[i], sizeof(BlockHeader), ServerOf(window[i].id),
-                   PushTag(window[i].id), window[i].data,
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const ParamBlock& b = partition_->blocks()[blocks[i].id];
+    headers[i] = {iter, blocks[i].id, comm_->rank()};
+    ops.push_back({&headers[i], sizeof(BlockHeader), ServerOf(blocks[i].id),
+                   PushTag(blocks[i].id), blocks[i].data,
                    b.count * sizeof(Dtype)});
   }
-  Status s = comm_->SendAll(ops);
-  CountTraffic(window);
+  size_t done = 0;
+  const Status s =
+      comm_->SendWindowed(ops, options_.bytes_in_flight, [&](size_t k) {
+        done = k;
+        own_windows_->Set(/*is_push=*/true, thread, &blocks, k, iter);
+        progress(k);
+        return Status::OK();
+      });
+  CountTraffic(blocks);
   if (!s.ok()) {
     return Status::Failure(
-        StrCat(Describe(/*push=*/true, iter, window), ": ", s.message()));
+        StrCat(Describe(/*push=*/true, iter, WindowAt(blocks, done)), ": ",
+               s.message()));
   }
   return Status::OK();
 }
 
 template <typename Dtype>
 Status ParamServer<Dtype>::Pull(int64_t iter,
-                                const std::vector<BlockRef>& window) {
+                                const std::vector<BlockRef>& blocks, int thread,
+                                const std::function<void(size_t)>& progress) {
   // Each sum's elements go straight into the block's memory, its header
   // apart (Note [Server pipeline]).
-  std::vector<BlockHeader> headers(window.size());
+  std::vector<BlockHeader> headers(blocks.size());
   std::vector<Communicator::RecvOp> ops;
-  for (size_t i = 0; i < window.size(); ++i) {
-    const ParamBlock& b = partition_->blocks()[window[i].id];
-    ops.push_back({&headers[i], sizeof(BlockHeader), ServerOf(window[i].id),
-                   PullTag(window[i].id), window[i].data,
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const ParamBlock& b = partition_->blocks()[blocks[i].id];
+    ops.push_back({&headers[i], sizeof(BlockHeader), ServerOf(blocks[i].id),
+                   PullTag(blocks[i].id), blocks[i].data,
                    b.count * sizeof(Dtype)});
   }
-  Status s = comm_->RecvAll(ops);
-  CountTraffic(window);
+  size_t done = 0;
+  const Status s =
+      comm_->RecvWindowed(ops, options_.bytes_in_flight, [&](size_t k) {
+        for (; done < k; ++done) {
+          Status d = Decode(BlockMessageKind::kSum, ops[done].src, iter,
+                            blocks[done].id, headers[done],
+                            ops[done].bytes + ops[done].bytes2);
+          if (!d.ok()) return d;
+        }
+        own_windows_->Set(/*is_push=*/false, thread, &blocks, k, iter);
+        progress(k);
+        return Status::OK();
+      });
+  CountTraffic(blocks);
   if (!s.ok()) {
     return Status::Failure(
-        StrCat(Describe(/*push=*/false, iter, window), ": ", s.message()));
+        StrCat(Describe(/*push=*/false, iter, WindowAt(blocks, done)), ": ",
+               s.message()));
   }
-  for (size_t i = 0; i < window.size() && s.ok(); ++i) {
-    s = Decode(BlockMessageKind::kSum, ops[i].src, iter, window[i].id,
-               headers[i], ops[i].bytes + ops[i].bytes2);
-  }
-  return s;
+  return Status::OK();
 }
 
 #define POSEIDON_INSTANTIATE_PS_WORKER(Dtype)                                 \
   template std::vector<ParamServer<Dtype>::BlockRef>                          \
-  ParamServer<Dtype>::StaggeredOrder(                                         \
-      const BlockPartition&, const std::vector<BlockRef>&, int);              \
-  template std::vector<std::vector<ParamServer<Dtype>::BlockRef>>             \
-  ParamServer<Dtype>::Windows(const BlockPartition&,                          \
-                              const std::vector<BlockRef>&, int, int,         \
-                              size_t);                                        \
-  template void ParamServer<Dtype>::Exchange(                                 \
-      int64_t, std::vector<BlockRef>, std::function<void(Status)>);           \
+  ParamServer<Dtype>::StaggeredOrder(const BlockPartition&,                   \
+                                     const std::vector<BlockRef>&, int);      \
+  template void ParamServer<Dtype>::Exchange(int64_t, std::vector<BlockRef>,  \
+                                             std::function<void(Status)>);    \
   template void ParamServer<Dtype>::Enqueue(                                  \
       bool, int, int64_t, std::shared_ptr<const std::vector<BlockRef>>,       \
       std::shared_ptr<Pending>);                                              \
@@ -301,14 +306,18 @@ Status ParamServer<Dtype>::Pull(int64_t iter,
   template Status ParamServer<Dtype>::RunWindows(                             \
       bool, int, int64_t, const std::vector<BlockRef>&,                       \
       const std::function<void(size_t)>&);                                    \
+  template std::vector<ParamServer<Dtype>::BlockRef>                          \
+  ParamServer<Dtype>::WindowAt(const std::vector<BlockRef>&, size_t) const;   \
   template std::string ParamServer<Dtype>::Describe(                          \
       bool, int64_t, const std::vector<BlockRef>&) const;                     \
   template void ParamServer<Dtype>::CountTraffic(                             \
       const std::vector<BlockRef>&);                                          \
-  template Status ParamServer<Dtype>::Push(int64_t,                           \
-                                           const std::vector<BlockRef>&);     \
+  template Status ParamServer<Dtype>::Push(                                   \
+      int64_t, const std::vector<BlockRef>&, int,                             \
+      const std::function<void(size_t)>&);                                    \
   template Status ParamServer<Dtype>::Pull(int64_t,                           \
-                                           const std::vector<BlockRef>&)
+                                           const std::vector<BlockRef>&, int, \
+                                           const std::function<void(size_t)>&)
 POSEIDON_INSTANTIATE_PS_WORKER(float);
 POSEIDON_INSTANTIATE_PS_WORKER(double);
 #undef POSEIDON_INSTANTIATE_PS_WORKER

@@ -51,6 +51,7 @@ std::string SizeMismatch(Communicator* c);
 std::string BadArguments(Communicator* c);
 std::string BatchesRunAtOnce(Communicator* main_comm);
 std::string TwoPartMessages(Communicator* c);
+std::string WindowsSlide(Communicator* c);
 
 // mpi_selftest_collectives.cpp
 std::string RingAllreduce(Communicator* c);
@@ -65,6 +66,7 @@ std::string ParamServerWindows(Communicator* c);
 // mpi_selftest_timeouts.cpp
 std::string UrgentWaitLeavesTheCore(Communicator* c);
 std::string RecvTimeout(Communicator* main_comm);
+std::string WindowedRecvTimeout(Communicator* main_comm);
 std::string SplitNamesJobRanks(Communicator* c);
 std::string CollectiveTimeout(Communicator* main_comm);
 std::string AllgatherTimeoutNamesTheMissing(Communicator* main_comm);

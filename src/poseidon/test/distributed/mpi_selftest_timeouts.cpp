@@ -93,6 +93,55 @@ std::string RecvTimeout(Communicator* main_comm) {
   return result;
 }
 
+// A windowed receive (Note [Sliding windows]) of three messages of which
+// rank 0 sends one: done(1) is called, the run times out after about the
+// deadline naming rank 0, and the communicator stays usable.
+std::string WindowedRecvTimeout(Communicator* main_comm) {
+  MpiOptions options;
+  options.timeout = std::chrono::milliseconds(200);
+  MpiCommunicator c(options);
+  if (c.size() < 2) return "";
+  std::string result;
+  int first = 7;
+  if (c.rank() == 0) result = Expect(c.Send(&first, 4, 1, 5), "send");
+  if (c.rank() == 1) {
+    int v[3] = {0, 0, 0};
+    std::vector<size_t> done;
+    const auto start = std::chrono::steady_clock::now();
+    Status s =
+        c.RecvWindowed({{&v[0], 4, 0, 5}, {&v[1], 4, 0, 6}, {&v[2], 4, 0, 7}},
+                       8, [&](size_t k) {
+                         done.push_back(k);
+                         return Status::OK();
+                       });
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (s.ok()) {
+      result = "a windowed receive of messages nobody sent succeeded";
+    } else if (!Contains(s.message(), "Recv of 4 bytes from rank 0 tag 6") ||
+               !Contains(s.message(), "timed out") ||
+               !Contains(s.message(), "waiting for rank 0")) {
+      result = StrCat("unclear message: ", s.message());
+    } else if (done != std::vector<size_t>{1} || v[0] != 7) {
+      result = StrCat("done(k) called ", done.size(), " times, message ", v[0]);
+    } else if (waited < 0.15 || waited > 5) {
+      result = StrCat("gave up after ", waited, " s, not about 0.2 s");
+    }
+  }
+  std::string e = Expect(main_comm->Barrier(), "barrier");
+  if (!e.empty()) return e;
+  int v = 42;
+  if (c.rank() == 0) e = Expect(c.Send(&v, 4, 1, 8), "send after timeout");
+  if (c.rank() == 1) {
+    v = 0;
+    e = Expect(c.Recv(&v, 4, 0, 8), "recv after timeout");
+    if (e.empty() && v != 42) e = StrCat("got ", v, " after timeout");
+  }
+  if (!e.empty()) return e;
+  return result;
+}
+
 // A communicator made by Split numbers its ranks anew, but its messages
 // name ranks as the job does (JobRank), and its waits end at the timeout
 // given to Split. Ranks in reverse order: split rank 0 is the job's last.

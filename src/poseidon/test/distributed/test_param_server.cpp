@@ -112,81 +112,141 @@ size_t MessageBytes(const BlockPartition& part, int id) {
   return sizeof(BlockHeader) + part.blocks()[id].count * sizeof(float);
 }
 
-// Windows(order, t, threads, limit): the blocks at positions t, t + threads,
-// ... in order; each window within `limit` bytes of messages or a single
-// block; each as long as it can be (the next block would pass the limit or
-// repeat a shard and tag); no shard and tag twice in a window.
-void CheckWindows(const BlockPartition& part, const std::vector<Ref>& order,
-                  int threads, size_t limit) {
-  for (int t = 0; t < threads; ++t) {
-    SCOPED_TRACE(::testing::Message() << "thread " << t << " of " << threads
-                                      << ", " << limit << " bytes");
-    const std::vector<std::vector<Ref>> windows =
-        ParamServer<float>::Windows(part, order, t, threads, limit);
-    std::vector<int> want, got;
-    for (size_t j = t; j < order.size(); j += threads) {
-      want.push_back(order[j].id);
+// A communicator that records the ops of each SendAll and RecvAll call,
+// to watch the default windowed runs (Communicator::SendWindowed /
+// RecvWindowed) cut their groups.
+class GroupRecorder : public ForwardingCommunicator {
+ public:
+  using ForwardingCommunicator::ForwardingCommunicator;
+  struct Op {
+    size_t bytes;
+    int peer, tag;
+  };
+  Status RecvAll(const std::vector<RecvOp>& ops) override {
+    groups.emplace_back();
+    for (const RecvOp& op : ops) {
+      groups.back().push_back({op.bytes + op.bytes2, op.src, op.tag});
     }
-    for (size_t w = 0; w < windows.size(); ++w) {
-      ASSERT_FALSE(windows[w].empty()) << "window " << w;
-      size_t bytes = 0;
-      std::set<std::pair<int, int>> keys;
-      for (const Ref& b : windows[w]) {
-        got.push_back(b.id);
-        bytes += MessageBytes(part, b.id);
-        const int tag = b.id % kTagSpan;
-        EXPECT_TRUE(keys.insert({part.blocks()[b.id].shard, tag}).second)
-            << "window " << w << " holds two blocks of shard "
-            << part.blocks()[b.id].shard << " with tag " << tag;
-      }
-      if (windows[w].size() > 1) {
-        EXPECT_LE(bytes, limit) << "window " << w;
-      }
-      if (w + 1 < windows.size()) {
-        const int next = windows[w + 1].front().id;
-        const bool full = bytes + MessageBytes(part, next) > limit;
-        const bool repeats =
-            keys.count({part.blocks()[next].shard, next % kTagSpan}) > 0;
-        EXPECT_TRUE(full || repeats)
-            << "window " << w << " (" << bytes << " bytes) ends before block "
-            << next << ", which would fit";
-      }
+    return ForwardingCommunicator::RecvAll(ops);
+  }
+  Status SendAll(const std::vector<SendOp>& ops) override {
+    groups.emplace_back();
+    for (const SendOp& op : ops) {
+      groups.back().push_back({op.bytes + op.bytes2, op.dest, op.tag});
     }
-    EXPECT_EQ(got, want);
+    return ForwardingCommunicator::SendAll(ops);
+  }
+  std::vector<std::vector<Op>> groups;
+};
+
+// The groups of a default windowed run: consecutive, covering the ops in
+// order, each within `limit` bytes or a single op, never two ops of one
+// (peer, tag), each as long as it can be; done(k) after each group.
+void CheckGroups(const std::vector<std::vector<GroupRecorder::Op>>& groups,
+                 const std::vector<size_t>& sizes, const std::vector<int>& tags,
+                 size_t limit, const std::vector<size_t>& done) {
+  size_t at = 0;
+  ASSERT_EQ(done.size(), groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    SCOPED_TRACE(::testing::Message() << "group " << g << ", limit " << limit);
+    ASSERT_FALSE(groups[g].empty());
+    size_t bytes = 0;
+    std::set<std::pair<int, int>> keys;
+    for (const GroupRecorder::Op& op : groups[g]) {
+      ASSERT_LT(at, sizes.size());
+      EXPECT_EQ(op.bytes, sizes[at]) << "op " << at;
+      EXPECT_EQ(op.tag, tags[at]) << "op " << at;
+      EXPECT_TRUE(keys.insert({op.peer, op.tag}).second)
+          << "two ops with tag " << op.tag << " in one group";
+      bytes += op.bytes;
+      ++at;
+    }
+    if (groups[g].size() > 1) EXPECT_LE(bytes, limit);
+    EXPECT_EQ(done[g], at) << "done(k) after the group";
+    if (at < sizes.size()) {
+      EXPECT_TRUE(bytes + sizes[at] > limit || keys.count({1, tags[at]}) > 0 ||
+                  keys.count({0, tags[at]}) > 0)
+          << "the group ends before op " << at << ", which would fit";
+    }
+  }
+  EXPECT_EQ(at, sizes.size());
+}
+
+TEST(CommunicatorWindowsTest, DefaultRunsGroupsThatFitAndNeverRepeatATag) {
+  // Two-part messages of these element counts; tags 7, 8, 7, 9, ...
+  const std::vector<size_t> counts = {500, 20, 3000, 1, 1, 900, 40, 2500, 8};
+  std::vector<int> tags;
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    tags.push_back(i % 2 == 0 ? 7 : 8 + static_cast<int>(i) / 2);
+    sizes.push_back(8 + counts[i] * 4);
+  }
+  for (size_t limit :
+       {size_t{1}, size_t{4000}, size_t{13000}, size_t{1} << 30}) {
+    LoopbackWorld world(2);
+    std::vector<size_t> sent_done, got_done;
+    std::vector<std::vector<GroupRecorder::Op>> send_groups, recv_groups;
+    std::vector<std::vector<float>> got(counts.size());
+    RunRanks(&world, [&](Communicator* inner) {
+      GroupRecorder c(inner);
+      std::vector<int64_t> heads(counts.size());
+      std::vector<std::vector<float>> bodies(counts.size());
+      if (c.rank() == 0) {
+        std::vector<Communicator::SendOp> ops;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          heads[i] = static_cast<int64_t>(i);
+          bodies[i].assign(counts[i], static_cast<float>(i) + 0.5f);
+          ops.push_back(
+              {&heads[i], 8, 1, tags[i], bodies[i].data(), counts[i] * 4});
+        }
+        EXPECT_TRUE(c.SendWindowed(ops, limit, [&](size_t k) {
+                       sent_done.push_back(k);
+                       return Status::OK();
+                     }).ok());
+        send_groups = c.groups;
+      } else {
+        std::vector<Communicator::RecvOp> ops;
+        for (size_t i = 0; i < counts.size(); ++i) {
+          got[i].assign(counts[i], -1.0f);
+          ops.push_back(
+              {&heads[i], 8, 0, tags[i], got[i].data(), counts[i] * 4});
+        }
+        EXPECT_TRUE(c.RecvWindowed(ops, limit, [&](size_t k) {
+                       got_done.push_back(k);
+                       return Status::OK();
+                     }).ok());
+        for (size_t i = 0; i < counts.size(); ++i) {
+          EXPECT_EQ(heads[i], static_cast<int64_t>(i));
+        }
+        recv_groups = c.groups;
+      }
+    });
+    CheckGroups(send_groups, sizes, tags, limit, sent_done);
+    CheckGroups(recv_groups, sizes, tags, limit, got_done);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      EXPECT_EQ(got[i], std::vector<float>(counts[i], i + 0.5f)) << "op " << i;
+    }
+    if (limit == 1) EXPECT_EQ(send_groups.size(), counts.size());
   }
 }
 
-TEST(ParamServerOrderTest, WindowsCoverTheThreadsBlocksInOrder) {
-  const std::vector<size_t> blobs = {5000, 120, 70000, 33, 9000, 40000, 7};
-  const BlockPartition part(blobs, sizeof(float), 4096, 3);
-  const std::vector<Ref> order =
-      ParamServer<float>::StaggeredOrder(part, AllBlocks(part), 1);
-  const size_t block = MessageBytes(part, 0);
-  for (int threads : {1, 2, 3}) {
-    for (size_t limit : {size_t{1}, block, 3 * block + 10, size_t{1} << 30}) {
-      CheckWindows(part, order, threads, limit);
-    }
-  }
-  // One block at a time when a window holds one; everything in one window
-  // when it holds all.
-  EXPECT_EQ(ParamServer<float>::Windows(part, order, 0, 1, 1).size(),
-            order.size());
-  EXPECT_EQ(ParamServer<float>::Windows(part, order, 0, 1, size_t{1} << 30)
-                .size(),
-            1u);
-}
-
-// Blocks kTagSpan apart share a message tag: on one shard they must go in
-// different windows however many bytes a window may hold.
-TEST(ParamServerOrderTest, WindowsNeverRepeatAShardsTag) {
-  const BlockPartition part({kTagSpan + 100}, sizeof(float), sizeof(float),
-                            1);
-  const std::vector<Ref> order = AllBlocks(part);
-  const auto windows =
-      ParamServer<float>::Windows(part, order, 0, 1, size_t{1} << 30);
-  ASSERT_EQ(windows.size(), 2u);
-  EXPECT_EQ(windows[0].size(), static_cast<size_t>(kTagSpan));
-  CheckWindows(part, order, 1, size_t{1} << 30);
+TEST(CommunicatorWindowsTest, DefaultStopsAtAFailingDone) {
+  // done(k) failing after the first group: no more groups start, and its
+  // failure is the result.
+  LoopbackWorld world(1);
+  GroupRecorder c(world.rank(0));
+  std::vector<int32_t> payload(4, 1);
+  std::vector<Communicator::SendOp> ops;
+  for (int i = 0; i < 4; ++i) ops.push_back({&payload[i], 4, 0, 30 + i});
+  int calls = 0;
+  const Status s = c.SendWindowed(ops, 8, [&](size_t k) {
+    ++calls;
+    return k >= 2 ? Status::Failure("stop here") : Status::OK();
+  });
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "stop here");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(c.groups.size(), 1u);
 }
 
 // A value whose float sum over ranks depends on the order of the additions.
