@@ -111,7 +111,8 @@ Status MpiCommunicator::Impl::TimeOut(
 // shard's link was 67-68% busy during a VGG-16 exchange, where plain MPI
 // moving the same bytes in 4 MiB messages reached 58% with one round of
 // messages in flight, 68% with two, 80% with four
-// (docs/distributed.md, "Link use, sampled"). So a windowed run starts
+// (docs/distributed.md, "Link use, sampled"; sliding, the same run went
+// to 77-78%). So a windowed run starts
 // each op as soon as the ops in flight leave room for it: ops start in
 // order, an op waits while the bytes in flight and its own would pass the
 // window (unless nothing is in flight) or while an op with its (peer, tag)
