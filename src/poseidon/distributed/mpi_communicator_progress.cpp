@@ -112,8 +112,8 @@ Status MpiCommunicator::Impl::TimeOut(
 // moving the same bytes in 4 MiB messages reached 58% with one round of
 // messages in flight, 68% with two, 80% with four
 // (docs/distributed.md, "Link use, sampled"; sliding, the same run went
-// to 77-78%). So a windowed run starts
-// each op as soon as the ops in flight leave room for it: ops start in
+// to 77-78%). So a windowed run starts each op as soon as the ops in
+// flight leave room for it: ops start in
 // order, an op waits while the bytes in flight and its own would pass the
 // window (unless nothing is in flight) or while an op with its (peer, tag)
 // is in flight (two such ops could match each other's messages), and the
@@ -133,8 +133,10 @@ Status MpiCommunicator::Impl::AwaitWindowed(
   waiter.each = true;
   std::vector<char> held(n, 0);        // handed to the progress thread, not yet
                                        // released from the window
-  std::set<std::pair<int, int>> keys;  // (peer, tag) of the held ops
-  size_t next = 0, prefix = 0, in_flight = 0, holding = 0;
+  // (peer, tag) of the held ops: no two share one, so its size is how
+  // many are held.
+  std::set<std::pair<int, int>> keys;
+  size_t next = 0, prefix = 0, in_flight = 0;
   bool stop = false;
   Status done_failure;
   auto bytes_of = [](const MpiOp& op) { return op.bytes + op.bytes2; };
@@ -146,7 +148,6 @@ Status MpiCommunicator::Impl::AwaitWindowed(
       MpiOp& op = (*batch)[i];
       if (!held[i] || !op.done) continue;
       held[i] = 0;
-      --holding;
       in_flight -= bytes_of(op);
       keys.erase(key_of(op));
       if (!op.result.ok()) stop = true;
@@ -160,7 +161,7 @@ Status MpiCommunicator::Impl::AwaitWindowed(
     while (!stop && next < n) {
       MpiOp& op = (*batch)[next];
       const size_t bytes = bytes_of(op);
-      if ((holding > 0 && in_flight + bytes > window_bytes) ||
+      if ((!keys.empty() && in_flight + bytes > window_bytes) ||
           keys.count(key_of(op)) > 0) {
         break;
       }
@@ -182,7 +183,6 @@ Status MpiCommunicator::Impl::AwaitWindowed(
       }
       op.waiter = &waiter;
       held[next - 1] = 1;
-      ++holding;
       in_flight += bytes;
       keys.insert(key_of(op));
       std::lock_guard<std::mutex> lock(mu);
@@ -203,7 +203,7 @@ Status MpiCommunicator::Impl::AwaitWindowed(
       };
       const bool released = release();
       advance();
-      if (!released && reached == prefix && holding > 0) {
+      if (!released && reached == prefix && !keys.empty()) {
         const int seen = waiter.completions;
         auto completed = [&] { return waiter.completions != seen; };
         const bool woke = options.timeout.count() <= 0
@@ -245,7 +245,7 @@ Status MpiCommunicator::Impl::AwaitWindowed(
         if (!done_failure.ok()) stop = true;
       }
     }
-    if (holding == 0 && (stop || next == n)) break;
+    if (keys.empty() && (stop || next == n)) break;
   }
   for (size_t i = 0; i < next; ++i) {
     if (!(*batch)[i].result.ok()) return (*batch)[i].result;
