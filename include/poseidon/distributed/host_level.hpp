@@ -32,6 +32,26 @@
 // after every rank of its host has finished with j - slots (Stage may wait).
 // The host thread ("host") runs the steps after publishing, so the training
 // thread never waits for the network outside Wait.
+//
+// Note [Shards at the host level]
+// With the update on the servers (Note [Server-side update] in
+// shard_state.hpp) the parameter server between hosts is the one that owns
+// the model: rank (h, l) hosts shard h of the PS over `cross` l, which
+// holds blocks of local rank l's slices. A slice may begin or end inside a
+// param and span several, so the inner PS does not cut the slices as they
+// are: it cuts their pieces (HostPieces), each the part of one param in
+// one slice, so that every block lies in one param and the shard steps it
+// with that param's lr_mult and decay_mult, as a colocated shard steps its
+// blocks. The sum the shard takes is over every rank of every host (the
+// host's sum of each of H hosts), so it divides by W = H L as before and
+// answers with the new parameters, which the rank writes over its slice in
+// shared memory for the host's ranks to read. The shard's weights and
+// history are seeded from the rank's solver at the pieces' places; before
+// a snapshot every cross communicator gathers its shards' history at the
+// host of rank 0, whose ranks pass their slices' history on to rank 0
+// over `local` (Synchronizer's SyncHistory). Only the workers' own
+// consistency (BSP) and no clip_gradients: the synchroniser turns the host
+// level off for SSP and ASYNC, and with clip_gradients the workers update.
 #ifndef POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 #define POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 
@@ -63,6 +83,22 @@ inline void HostSlice(size_t n, int L, int l, size_t* begin, size_t* end) {
   *begin = l * base + std::min<size_t>(l, extra);
   *end = *begin + base + (static_cast<size_t>(l) < extra ? 1 : 0);
 }
+
+// Part of learnable param `param`: elements [offset, offset + count).
+struct SlicePiece {
+  int param = 0;
+  size_t offset = 0;
+  size_t count = 0;
+};
+
+// Local rank l's pieces of `groups` (of L ranks per host): each group's
+// slice l (HostSlice) cut where its params meet, group after group, in the
+// order of the slice's elements (Note [Shards at the host level]). Params
+// are the groups' (ExchangeSpec::params and offsets), counted by
+// param_counts (by net id).
+std::vector<SlicePiece> HostPieces(const std::vector<ExchangeSpec>& groups,
+                                   const std::vector<size_t>& param_counts,
+                                   int L, int l);
 
 // The host-level transport for groups planned to go by `inner` (PS, SFB,
 // or ALLREDUCE, which goes by the ring between hosts); nullptr on every

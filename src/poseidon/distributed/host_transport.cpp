@@ -59,6 +59,23 @@ std::chrono::milliseconds LadderStep(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+std::vector<SlicePiece> HostPieces(const std::vector<ExchangeSpec>& groups,
+                                   const std::vector<size_t>& param_counts,
+                                   int L, int l) {
+  std::vector<SlicePiece> pieces;
+  for (const ExchangeSpec& g : groups) {
+    size_t begin, end;
+    HostSlice(g.count, L, l, &begin, &end);
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const size_t first = g.offsets[i];
+      const size_t last = first + param_counts.at(g.params[i]);
+      const size_t from = std::max(begin, first), to = std::min(end, last);
+      if (from < to) pieces.push_back({g.params[i], from - first, to - from});
+    }
+  }
+  return pieces;
+}
+
 std::unique_ptr<HostComms> SplitByHost(Communicator* comm,
                                        std::string* why_not) {
   HostLayout layout = DiscoverHosts(comm);
@@ -244,7 +261,10 @@ class HostDenseTransport final : public Transport<Dtype> {
     const int L = hosts_->local->size();
     const int l = hosts_->local->rank();
     // The inner transport exchanges this rank's slices between the hosts:
-    // one "param" per non-empty slice for the parameter server's blocks.
+    // one "param" per slice, or, where the shards update, per piece of a
+    // slice, so that no block spans two params (Note [Shards at the host
+    // level]).
+    const bool pieces = inner_type == CommType::PS && context.server_update;
     TransportContext inner = context;
     cross_thread_ = std::make_unique<CommThread>("cross");
     inner.comm = hosts_->cross.get();
@@ -265,11 +285,20 @@ class HostDenseTransport final : public Transport<Dtype> {
       ExchangeSpec s;
       s.name = groups_[g].name;
       s.count = s.payload = end - begin;
-      s.params = {static_cast<int>(inner.param_counts.size())};
-      s.offsets = {0};
+      const std::vector<SlicePiece> cut =
+          pieces ? HostPieces({groups_[g]}, context.param_counts, L, l)
+                 : std::vector<SlicePiece>{{-1, 0, s.count}};
+      size_t at = 0;  // the group's params lie end to end
+      for (const SlicePiece& piece : cut) {
+        s.params.push_back(static_cast<int>(inner.param_counts.size()));
+        s.offsets.push_back(at);
+        inner.param_counts.push_back(piece.count);
+        at += piece.count;
+      }
+      CHECK_EQ(at, s.count)
+          << "the params of layer " << s.name << " do not fill its gradient";
       inner_index_[g] = static_cast<int>(slices.size());
       outer_.push_back(static_cast<int>(g));
-      inner.param_counts.push_back(s.count);
       slices.push_back(std::move(s));
     }
     inner.shared_memory = false;  // between hosts

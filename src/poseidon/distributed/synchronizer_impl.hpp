@@ -163,6 +163,10 @@ struct Synchronizer<Dtype>::Impl {
   // workers' history is behind the shards'.
   std::unique_ptr<BlockPartition> ps_partition;
   std::unique_ptr<ShardState<Dtype>> shard;
+  // At the host level with a shard: the pieces of the slices of each
+  // local rank, by local rank; this rank's are its shard's "params" (Note
+  // [Shards at the host level]). Empty otherwise.
+  vector<vector<SlicePiece>> slice_pieces;
   // With clip_gradients: the shards' agreement on the gradient's norm
   // (Note [Clipping on the servers]); null otherwise.
   std::unique_ptr<ServerClip<Dtype>> server_clip;
@@ -201,8 +205,10 @@ struct Synchronizer<Dtype>::Impl {
   void MakeTransports(const ClusterShape& cluster);
   // Decides which PS groups the servers update and makes the shard's
   // state; returns the transports' server_update hook (empty for none).
+  // `ps_groups`: the PS groups in posting order (as the PS transport gets
+  // them). Made anew by a second call.
   std::function<void(int64_t, int, void*)> MakeShard(
-      const TransportContext& context);
+      const TransportContext& context, const vector<ExchangeSpec>& ps_groups);
   // With dedicated servers: sends them their plan (the PS groups' blocks
   // in posting order, the update settings if they update).
   void StartServers(const TransportContext& context);
@@ -219,6 +225,9 @@ struct Synchronizer<Dtype>::Impl {
   void StaleBegin();
   void StaleBarrier();
   void SyncHistory();
+  // SyncHistory at the host level (Note [Shards at the host level]), on
+  // the collective thread; `into` as ShardState::Gather's.
+  Status GatherHostShards(const std::function<Dtype*(int a, int p)>& into);
   bool MakeHostTransports(
       const TransportContext& context,
       const std::map<CommType, vector<ExchangeSpec>>& specs);

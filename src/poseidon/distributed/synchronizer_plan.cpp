@@ -164,17 +164,27 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
     g.index = static_cast<int>(specs[g.transport].size());
     specs[g.transport].push_back(std::move(spec));
   }
-  context.server_update = MakeShard(context);
-  if (server_clip && shard) {
-    context.take_sender =
-        [clip = server_clip.get()](
-            std::function<void(int64_t, int, const void*)> send) {
-          clip->set_sender(
-              [send](int64_t iter, int block, const Dtype* params) {
-                send(iter, block, params);
-              });
-        };
-  }
+  const vector<ExchangeSpec> no_groups;
+  const auto ps_specs = specs.find(CommType::PS);
+  const vector<ExchangeSpec>& ps_groups =
+      ps_specs == specs.end() ? no_groups : ps_specs->second;
+  // The servers' update hook, and the sender that clipping holds blocks
+  // for; made again when the host level cannot be had after all.
+  auto make_shard = [&] {
+    context.server_update = MakeShard(context, ps_groups);
+    context.take_sender = nullptr;
+    if (server_clip && shard) {
+      context.take_sender =
+          [clip = server_clip.get()](
+              std::function<void(int64_t, int, const void*)> send) {
+            clip->set_sender(
+                [send](int64_t iter, int block, const Dtype* params) {
+                  send(iter, block, params);
+                });
+          };
+    }
+  };
+  make_shard();
   if (servers.job != nullptr) StartServers(context);
   // Every rank has the same plan, so every rank makes the same (collective)
   // calls here, in the same order.
@@ -188,7 +198,13 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
                    " (no host level: the hosts' shared memory could not "
                    "be mapped)");
     for (PlannedLayer& p : plan) p.reason += note;
-    if (!made) hosts.reset();
+    if (!made) {
+      hosts.reset();
+      make_shard();  // over the flat parameter server
+    }
+  }
+  for (size_t gid = 0; gid < groups.size(); ++gid) {
+    if (groups[gid].on_server) plan[gid].reason += " (updated on the servers)";
   }
   for (auto& [type, list] : specs) {
     if (transports.count(type) == 0) {

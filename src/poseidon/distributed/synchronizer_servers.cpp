@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "poseidon/distributed/tags.hpp"
 #include "synchronizer_impl.hpp"
 
 namespace poseidon {
@@ -14,19 +15,20 @@ namespace dist {
 
 template <typename Dtype>
 std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
-    const TransportContext& context) {
-  // Not at the host level (its PS transport sums between hosts' leaders);
-  // then every worker updates, as with server_update: false.
-  const bool any_ps =
-      std::any_of(groups.begin(), groups.end(),
-                  [](const Group& g) { return g.transport == CommType::PS; });
-  if (!param.server_update() || !any_ps) return {};
-  const char* why_not = hosts ? "the host level sums between hosts" : nullptr;
-  if (why_not != nullptr) {
+    const TransportContext& context, const vector<ExchangeSpec>& ps_groups) {
+  shard.reset();
+  ps_partition.reset();
+  slice_pieces.clear();
+  server_clip.reset();
+  for (Group& g : groups) g.on_server = false;
+  on_server.clear();
+  if (!param.server_update() || ps_groups.empty()) return {};
+  // At the host level the workers update with clip_gradients (Note
+  // [Shards at the host level]).
+  if (hosts && clip) {
     LOG_IF(INFO, Poseidon::root_solver())
         << "The workers apply the update of the PS layers, not the "
-           "servers: "
-        << why_not;
+           "servers: clip_gradients at the host level";
     return {};
   }
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
@@ -43,9 +45,6 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
     if (!g.on_server) continue;
     for (int p : g.params) settings.on_server[p] = true;
   }
-  for (PlannedLayer& p : plan) {
-    if (p.transport == CommType::PS) p.reason += " (updated on the servers)";
-  }
   on_server = settings.on_server;
   if (servers.job != nullptr) {
     // The dedicated servers update (StartServers sends them the settings).
@@ -57,8 +56,36 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
     }
     return {};
   }
-  ps_partition = MakePsPartition(context, sizeof(Dtype));
-  shard = std::make_unique<ShardState<Dtype>>(ps_partition.get(), comm->rank(),
+  int rank = comm->rank();
+  if (hosts) {
+    // Shard `host` of the PS between hosts over this rank's slices' pieces
+    // (Note [Shards at the host level]): its "params" are the pieces.
+    const HostLayout& layout = hosts->layout;
+    for (int l = 0; l < layout.local_size; ++l) {
+      slice_pieces.push_back(
+          HostPieces(ps_groups, context.param_counts, layout.local_size, l));
+    }
+    const vector<SlicePiece>& mine = slice_pieces[layout.local_rank];
+    TransportContext inner = context;
+    inner.comm = hosts->cross.get();
+    inner.param_counts.clear();
+    ServerUpdateSettings pieces = settings;
+    pieces.on_server.clear();
+    pieces.lr_mult.clear();
+    pieces.decay_mult.clear();
+    for (const SlicePiece& piece : mine) {
+      inner.param_counts.push_back(piece.count);
+      pieces.on_server.push_back(true);
+      pieces.lr_mult.push_back(settings.lr_mult[piece.param]);
+      pieces.decay_mult.push_back(settings.decay_mult[piece.param]);
+    }
+    ps_partition = MakePsPartition(inner, sizeof(Dtype));
+    settings = std::move(pieces);
+    rank = hosts->cross->rank();
+  } else {
+    ps_partition = MakePsPartition(context, sizeof(Dtype));
+  }
+  shard = std::make_unique<ShardState<Dtype>>(ps_partition.get(), rank,
                                               std::move(settings));
   ShardState<Dtype>* state = shard.get();
   if (clip) {
@@ -242,6 +269,21 @@ void Synchronizer<Dtype>::Impl::SeedShard() {
   if (control) {
     const Status s = control->Seed(weights, from_solver);
     POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  } else if (hosts) {
+    // The shard's params are pieces of the net's (Note [Shards at the host
+    // level]).
+    const vector<SlicePiece>& pieces = slice_pieces[hosts->layout.local_rank];
+    auto piece_history = from_solver;
+    if (from_solver) {
+      piece_history = [&](int a, int i) -> const Dtype* {
+        const SlicePiece& piece = pieces[i];
+        const Dtype* h = from_solver(a, piece.param);
+        return h == nullptr ? nullptr : h + piece.offset;
+      };
+    }
+    shard->Seed(
+        [&](int i) { return weights(pieces[i].param) + pieces[i].offset; },
+        piece_history);
   } else {
     shard->Seed(weights, from_solver);
   }
@@ -269,17 +311,95 @@ void Synchronizer<Dtype>::Impl::SyncHistory() {
   auto into_solver = [&](int a, int p) { return into[a * num + p]; };
   const Status s =
       OnCollectiveThread("gathering the servers' solver history", [&] {
-        return control ? control->Gather(into_solver)
-                       : shard->Gather(comm, /*root=*/0, into_solver);
+        if (control) return control->Gather(into_solver);
+        if (hosts) return GatherHostShards(into_solver);
+        return shard->Gather(comm, /*root=*/0, into_solver);
       });
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
                    s.message());
   history_behind = false;
 }
 
+// Note [Shards at the host level]: each cross communicator gathers its
+// shards' history at the host of rank 0, packed piece after piece; that
+// host's ranks send theirs to rank 0, which unpacks every local rank's
+// pieces into its solver.
+template <typename Dtype>
+Status Synchronizer<Dtype>::Impl::GatherHostShards(
+    const std::function<Dtype*(int a, int p)>& into) {
+  const HostLayout& layout = hosts->layout;
+  const int arrays = HistoryArrays(sgd->rule());
+  const int root_host = layout.host_of[0];
+  const int root_local = layout.local_rank_of[0];
+  // Where each piece starts in a packed array.
+  auto starts = [](const vector<SlicePiece>& pieces, size_t* total) {
+    vector<size_t> at;
+    *total = 0;
+    for (const SlicePiece& piece : pieces) {
+      at.push_back(*total);
+      *total += piece.count;
+    }
+    return at;
+  };
+  size_t total = 0;
+  const vector<size_t> at = starts(slice_pieces[layout.local_rank], &total);
+  vector<vector<Dtype>> packed(arrays);
+  if (layout.host == root_host) {
+    for (auto& a : packed) a.resize(total);
+  }
+  Status s =
+      shard->Gather(hosts->cross.get(), root_host, [&](int a, int i) -> Dtype* {
+        return packed[a].empty() ? nullptr : packed[a].data() + at[i];
+      });
+  if (!s.ok() || layout.host != root_host) return s;
+  Communicator* local = hosts->local.get();
+  if (layout.local_rank != root_local) {
+    for (int a = 0; a < arrays && total > 0; ++a) {
+      s = local->Send(packed[a].data(), total * sizeof(Dtype), root_local,
+                      kHistoryTag);
+      if (!s.ok()) {
+        return Status::Failure(
+            StrCat("sending the solver history of this host's slice ",
+                   layout.local_rank, " to rank ", comm->JobRank(0), ": ",
+                   s.message()));
+      }
+    }
+    return Status::OK();
+  }
+  // Rank 0: every local rank's pieces, its own from `packed`.
+  for (int k = 0; k < layout.local_size; ++k) {
+    const vector<SlicePiece>& pieces = slice_pieces[k];
+    size_t count = 0;
+    const vector<size_t> places = starts(pieces, &count);
+    vector<vector<Dtype>> received(arrays);
+    for (int a = 0; a < arrays && count > 0 && k != root_local; ++a) {
+      received[a].resize(count);
+      s = local->Recv(received[a].data(), count * sizeof(Dtype), k,
+                      kHistoryTag);
+      if (!s.ok()) {
+        return Status::Failure(StrCat("gathering the solver history of slice ",
+                                      k, " of the host of rank ",
+                                      comm->JobRank(0), ": ", s.message()));
+      }
+    }
+    for (int a = 0; a < arrays && count > 0; ++a) {
+      const Dtype* from =
+          k == root_local ? packed[a].data() : received[a].data();
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        Dtype* dst = into(a, pieces[i].param);
+        if (dst == nullptr) continue;
+        std::copy(from + places[i], from + places[i] + pieces[i].count,
+                  dst + pieces[i].offset);
+      }
+    }
+  }
+  return Status::OK();
+}
+
 #define POSEIDON_INSTANTIATE_SERVERS(Dtype)                             \
   template std::function<void(int64_t, int, void*)>                     \
-  Synchronizer<Dtype>::Impl::MakeShard(const TransportContext&);        \
+  Synchronizer<Dtype>::Impl::MakeShard(const TransportContext&,         \
+                                       const vector<ExchangeSpec>&);    \
   template void Synchronizer<Dtype>::Impl::StartServers(                \
       const TransportContext&);                                         \
   template vector<int> Synchronizer<Dtype>::Impl::PostingOrder() const; \
@@ -287,7 +407,9 @@ void Synchronizer<Dtype>::Impl::SyncHistory() {
   template void Synchronizer<Dtype>::Impl::StaleBegin();                \
   template void Synchronizer<Dtype>::Impl::StaleBarrier();              \
   template void Synchronizer<Dtype>::Impl::SeedShard();                 \
-  template void Synchronizer<Dtype>::Impl::SyncHistory();
+  template void Synchronizer<Dtype>::Impl::SyncHistory();               \
+  template Status Synchronizer<Dtype>::Impl::GatherHostShards(          \
+      const std::function<Dtype*(int, int)>&);
 POSEIDON_INSTANTIATE_SERVERS(float)
 POSEIDON_INSTANTIATE_SERVERS(double)
 #undef POSEIDON_INSTANTIATE_SERVERS

@@ -156,11 +156,12 @@ inline DistributedParameter PsDist(bool server_update, const std::string& extra 
 inline void ExpectServersMatchWorkers(
     const SolverParameter& param, int ranks, int iters,
     const std::string& extra, const std::string& what,
-    std::function<void(Solver<double>*)> between = {}) {
-  const Outcome<double> servers =
-      Train<double>(param, PsDist(true, extra), ranks, iters, between);
-  const Outcome<double> workers =
-      Train<double>(param, PsDist(false, extra), ranks, iters, between);
+    std::function<void(Solver<double>*)> between = {},
+    LoopbackOptions options = {}) {
+  const Outcome<double> servers = Train<double>(
+      param, PsDist(true, extra), ranks, iters, between, 0, options);
+  const Outcome<double> workers = Train<double>(
+      param, PsDist(false, extra), ranks, iters, between, 0, options);
   ExpectReplicasIdentical(servers.weights);
   ExpectIdentical(servers.weights[0], workers.weights[0], what + " weights");
   ExpectIdentical(servers.history, workers.history, what + " history");

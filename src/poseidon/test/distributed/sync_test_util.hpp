@@ -172,6 +172,14 @@ std::vector<Weights<Dtype>> TrainTogether(
   return out;
 }
 
+// Ranks emulated on hosts of `ranks_per_host` ranks each (the host level,
+// Note [Host level]).
+inline LoopbackOptions Hosts(int ranks_per_host) {
+  LoopbackOptions options;
+  options.ranks_per_host = ranks_per_host;
+  return options;
+}
+
 inline LoopbackOptions OneHost() {
   LoopbackOptions options;
   options.shared_memory = true;

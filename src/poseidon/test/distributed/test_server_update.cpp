@@ -392,6 +392,111 @@ TEST(ServerUpdateTest, SnapshotsHoldTheServersHistory) {
   ExpectClose(ReadWeights(*alone), resumed[0], 1e-9, "resumed on 3 ranks");
 }
 
+// ---- at the host level (Note [Shards at the host level]) --------------------
+
+// Rank (h, l) hosts the shard of the PS between hosts over local rank l's
+// slices: the weights and the gathered history are those of the workers
+// updating, bit for bit, for every solver (both sum within a host first).
+TEST(ServerUpdateTest, AtTheHostLevelEverySolverMatchesTheWorkersUpdate) {
+  for (const char* type : kSolvers) {
+    ExpectServersMatchWorkers(MakeSolver(type, 2), 4, 4, "",
+                              StrCat(type, " on 2 hosts of 2"), {}, Hosts(2));
+  }
+}
+
+// Three ranks per host cut every param at other places than two do, a
+// multistep schedule, iter_size 2 and L1 decay, and weights set between two
+// Steps, which the shards take at their pieces' places.
+TEST(ServerUpdateTest, AtTheHostLevelSlicesCutParamsAnywhere) {
+  SolverParameter param = MakeSolver("Adam", 2,
+                                     "stepvalue: 1 stepvalue: 3 iter_size: 2 "
+                                     "regularization_type: 'L1'");
+  param.set_lr_policy("multistep");
+  ExpectServersMatchWorkers(param, 6, 4, "", "2 hosts of 3, Adam multistep", {},
+                            Hosts(3));
+  ExpectServersMatchWorkers(
+      MakeSolver("RMSProp", 2), 6, 4, "", "weights set between steps",
+      [](Solver<double>* s) {
+        Blob<double>* w = s->net()->learnable_params()[0];
+        cpu_scal(w->count(), 0.5, w->mutable_cpu_data());
+      },
+      Hosts(3));
+}
+
+TEST(ServerUpdateTest, AtTheHostLevelThePlanSaysWhoUpdates) {
+  const Outcome<double> out =
+      Train<double>(MakeSolver("SGD", 2), PsDist(true), 4, 1, {}, 0, Hosts(2));
+  ASSERT_FALSE(out.reasons.empty());
+  for (const std::string& reason : out.reasons) {
+    EXPECT_NE(reason.find("host level: 2 hosts x 2 ranks"), std::string::npos)
+        << reason;
+    EXPECT_NE(reason.find("(updated on the servers)"), std::string::npos)
+        << reason;
+  }
+  // With clip_gradients the workers update at the host level.
+  const Outcome<double> clipped =
+      Train<double>(MakeSolver("SGD", 2, "clip_gradients: 0.01"), PsDist(true),
+                    4, 2, {}, 0, Hosts(2));
+  for (const std::string& reason : clipped.reasons) {
+    EXPECT_EQ(reason.find("(updated on the servers)"), std::string::npos)
+        << reason;
+  }
+  ExpectReplicasIdentical(clipped.weights);
+}
+
+TEST(ServerUpdateTest, AtTheHostLevelWorkersHoldNoHistory) {
+  const Outcome<double> servers =
+      Train<double>(MakeSolver("Adam", 2), PsDist(true), 4, 3, {}, 0, Hosts(2));
+  EXPECT_EQ(servers.allocated_history[0], 12);  // gathered
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(servers.allocated_history[r], 0) << "rank " << r;
+  }
+}
+
+// A snapshot of a host-level job holds the servers' history, and resuming
+// from it seeds every shard's pieces from the solver state: the run goes on
+// as with the workers updating.
+TEST(ServerUpdateTest, AtTheHostLevelSnapshotsHoldTheServersHistory) {
+  const std::string dir = test::MakeTempDir();
+  auto snapshot = [&](bool server_update, const std::string& name) {
+    const std::string extra =
+        StrCat("snapshot_prefix: '", dir, "/", name, "' ");
+    RunRanks(
+        4,
+        [&](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 4, false});
+          auto solver = CreateSolver<double>(MakeSolver("AdaDelta", 2, extra));
+          Synchronizer<double> sync(solver.get(), comm, PsDist(server_update));
+          solver->Step(3);
+          solver->Snapshot();
+        },
+        Hosts(2));
+    SolverState state;
+    ReadProtoFromBinaryFile(StrCat(dir, "/", name, "_iter_3.solverstate"),
+                            &state);
+    return state;
+  };
+  ExpectSameHistory(snapshot(true, "servers"), snapshot(false, "workers"));
+  const std::string state = dir + "/servers_iter_3.solverstate";
+  auto resume = [&](bool server_update) {
+    std::vector<Weights<double>> resumed(4);
+    RunRanks(
+        4,
+        [&](int r, Communicator* comm) {
+          Poseidon::set_data_shard({r, 4, false});
+          auto solver = CreateSolver<double>(MakeSolver("AdaDelta", 2));
+          Synchronizer<double> sync(solver.get(), comm, PsDist(server_update));
+          solver->Restore(state);
+          solver->Step(2);
+          resumed[r] = ReadWeights(*solver);
+        },
+        Hosts(2));
+    ExpectReplicasIdentical(resumed);
+    return resumed[0];
+  };
+  ExpectIdentical(resume(true), resume(false), "resumed at the host level");
+}
+
 // Stale-synchronous and asynchronous training (Note [Stale-synchronous
 // serving]): each push is a step of its own with 1/W of the gradient and
 // of the weight decay, so for plain SGD SSP(0) ends near where BSP does:

@@ -208,8 +208,8 @@ train_lenet() {
 }
 
 # The host level (Note [Host level] in distributed/host_level.hpp): 2 hosts x 2
-# ranks, LeNet with batch 16 per rank and the parameter server, with the
-# host level on and off. Each trains to the weights of one process with
+# ranks, LeNet with batch 16 per rank and the parameter server (which
+# updates, on and off the host level), with the host level on and off. Each trains to the weights of one process with
 # batch 64 (the same 64 samples per iteration): every parameter within
 # 1e-4 (1 + |w|) after 20 iterations, the float-rounding drift of sums
 # added in another order. The bytes through the hosts' links per
@@ -237,6 +237,12 @@ host_level_run() {  # ITERS HOST_LEVEL: one 2 x 2 run, bytes into host_level_byt
   after=$(link_counters | awk '{s += $1} END {print s}')
   echo "$out" | grep -E "host level|Error|Optimization Done" | head -4
   [ $status -eq 0 ] || { echo "$out" | tail -20; return $status; }
+  # With the host level the shards between hosts update (Note [Shards at
+  # the host level]).
+  if [ "$2" = true ] &&
+     ! echo "$out" | grep -q "host level: 2 hosts x 2 ranks.*(updated on the servers)"; then
+    echo "the host level's shards do not update"; return 1
+  fi
   host_level_bytes+=($((after - before)))
 }
 train_host_level() {
