@@ -49,9 +49,11 @@
 // history are seeded from the rank's solver at the pieces' places; before
 // a snapshot every cross communicator gathers its shards' history at the
 // host of rank 0, whose ranks pass their slices' history on to rank 0
-// over `local` (Synchronizer's SyncHistory). Only the workers' own
-// consistency (BSP) and no clip_gradients: the synchroniser turns the host
-// level off for SSP and ASYNC, and with clip_gradients the workers update.
+// over `local` (Synchronizer's SyncHistory). With clip_gradients every
+// rank's shard stages its pieces and the ranks agree on the norm over the
+// job's communicator, as colocated shards do (Note [Clipping on the
+// servers]). BSP only: the synchroniser turns the host level off for SSP
+// and ASYNC.
 #ifndef POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 #define POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 

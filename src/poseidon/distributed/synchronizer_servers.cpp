@@ -23,14 +23,6 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   for (Group& g : groups) g.on_server = false;
   on_server.clear();
   if (!param.server_update() || ps_groups.empty()) return {};
-  // At the host level the workers update with clip_gradients (Note
-  // [Shards at the host level]).
-  if (hosts && clip) {
-    LOG_IF(INFO, Poseidon::root_solver())
-        << "The workers apply the update of the PS layers, not the "
-           "servers: clip_gradients at the host level";
-    return {};
-  }
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   ServerUpdateSettings settings;
   settings.solver = solver->param();

@@ -433,15 +433,6 @@ TEST(ServerUpdateTest, AtTheHostLevelThePlanSaysWhoUpdates) {
     EXPECT_NE(reason.find("(updated on the servers)"), std::string::npos)
         << reason;
   }
-  // With clip_gradients the workers update at the host level.
-  const Outcome<double> clipped =
-      Train<double>(MakeSolver("SGD", 2, "clip_gradients: 0.01"), PsDist(true),
-                    4, 2, {}, 0, Hosts(2));
-  for (const std::string& reason : clipped.reasons) {
-    EXPECT_EQ(reason.find("(updated on the servers)"), std::string::npos)
-        << reason;
-  }
-  ExpectReplicasIdentical(clipped.weights);
 }
 
 TEST(ServerUpdateTest, AtTheHostLevelWorkersHoldNoHistory) {
