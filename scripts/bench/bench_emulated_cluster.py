@@ -215,10 +215,8 @@ def link_bytes_sent():
 
 
 def namespaces():
-    """The cluster's host namespaces, in the order of `netns_cluster hosts`."""
-    names = sh(["ip", "netns", "list"]).stdout.split()
-    hosts = [n for n in names if re.fullmatch(re.escape(PREFIX) + r"\d+", n)]
-    return sorted(hosts, key=lambda n: int(n[len(PREFIX):]))
+    """The cluster's host namespaces, in host order."""
+    return sh([CLUSTER, "hosts", "--names", "--prefix", PREFIX]).stdout.split()
 
 
 class LinkSampler(threading.Thread):

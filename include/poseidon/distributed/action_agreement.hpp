@@ -70,6 +70,7 @@ class ActionAgreement {
   Communicator* comm_;
   CommThread* collective_;
   int lag_;
+  // FixedLag: this rank's first poll (no sum is due before it + lag).
   int64_t first_poll_ = -1;
   // Unbounded: the last poll whose sum this rank has taken, and the actions
   // agreed on, by the poll they are taken at.

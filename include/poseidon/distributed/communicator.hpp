@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "poseidon/common.hpp"
@@ -319,6 +320,16 @@ HostLayout DiscoverHosts(Communicator* comm);
 
 // Seconds as text for messages: "0.25 s".
 std::string FormatSeconds(std::chrono::milliseconds d);
+
+// The window rule of Communicator::SendWindowed / RecvWindowed: from op
+// `begin` of `count`, as many ops as fit `window_bytes` (one at least),
+// stopping before an op whose key (peer, tag) is already in the window;
+// op i has bytes(i) bytes and key(i). Returns the end of the window. The
+// default windowed calls run such windows whole; the parameter server
+// names one in its errors.
+size_t WindowEnd(size_t begin, size_t count, size_t window_bytes,
+                 const std::function<size_t(size_t)>& bytes,
+                 const std::function<std::pair<int, int>(size_t)>& key);
 
 // Items as a list for messages: "a", "a and b", "a, b and c"; past `shown`
 // items, "a, b, c and 4 more". Repeated items are listed once, where they

@@ -241,16 +241,15 @@ class ParamServer {
   // and runs their blocks' windows, reporting each exchange once its
   // blocks are done, or the failure.
   void RunQueued(bool push, int thread);
-  // Runs Push or Pull over `mine` (blocks in order), with a timeline
-  // event for the run; progress(blocks done so far) as they complete. The
-  // first failure.
-  Status RunWindows(bool push, int thread, int64_t iter,
-                    const std::vector<BlockRef>& mine,
-                    const std::function<void(size_t)>& progress);
-  // The blocks of `blocks` from `from` on that a window holds (Note
-  // [Sliding windows]): as many as fit in bytes_in_flight bytes of
-  // messages (one at least), up to a second block of one shard with the
-  // same tag; for messages, the blocks in flight when a run stops there.
+  // Runs Push or Pull over `mine` (blocks in order, through a sliding
+  // window), with a timeline event for the run; progress(blocks done so far) as
+  // they complete. The first failure.
+  Status RunBlocks(bool push, int thread, int64_t iter,
+                   const std::vector<BlockRef>& mine,
+                   const std::function<void(size_t)>& progress);
+  // The blocks of `blocks` from `from` on that a window holds (WindowEnd
+  // over bytes_in_flight, keyed by shard and tag; Note [Sliding windows]),
+  // for messages: the blocks in flight when a run stops there.
   std::vector<BlockRef> WindowAt(const std::vector<BlockRef>& blocks,
                                  size_t from) const;
   // "push of block 3 (iteration 5) to the shard of rank 1", or of several

@@ -106,7 +106,6 @@ SolverAction ActionAgreement::AfterIteration(int64_t poll, SolverAction local,
                                              bool meets) {
   const int W = comm_->size();
   if (W == 1) return local;
-  if (first_poll_ < 0) first_poll_ = poll;
   auto value = std::make_shared<double>(Code(local, W));
   collective_->Post(
       [this, poll, value] {
@@ -164,6 +163,7 @@ void ActionAgreement::Wait(std::unique_lock<std::mutex>* lock, int64_t poll,
 }
 
 SolverAction ActionAgreement::FixedLag(int64_t poll) {
+  if (first_poll_ < 0) first_poll_ = poll;
   const int64_t due = poll - lag_;
   if (due < first_poll_) return SolverAction::NONE;
   std::unique_lock<std::mutex> lock(mu_);

@@ -83,19 +83,10 @@ Status RunGroups(const std::vector<Op>& ops, size_t window_bytes,
                  PeerOf peer_of) {
   size_t begin = 0;
   while (begin < ops.size()) {
-    size_t end = begin, bytes = 0;
-    std::set<std::pair<int, int>> keys;
-    while (end < ops.size()) {
-      const Op& op = ops[end];
-      const size_t b = op.bytes + op.bytes2;
-      const std::pair<int, int> key(peer_of(op), op.tag);
-      if (end > begin && (bytes + b > window_bytes || keys.count(key) > 0)) {
-        break;
-      }
-      bytes += b;
-      keys.insert(key);
-      ++end;
-    }
+    const size_t end = WindowEnd(
+        begin, ops.size(), window_bytes,
+        [&ops](size_t i) { return ops[i].bytes + ops[i].bytes2; },
+        [&](size_t i) { return std::make_pair(peer_of(ops[i]), ops[i].tag); });
     Status s = all(std::vector<Op>(ops.begin() + begin, ops.begin() + end));
     if (s.ok()) s = done(end);
     if (!s.ok()) return s;
@@ -105,6 +96,21 @@ Status RunGroups(const std::vector<Op>& ops, size_t window_bytes,
 }
 
 }  // namespace
+
+size_t WindowEnd(size_t begin, size_t count, size_t window_bytes,
+                 const std::function<size_t(size_t)>& bytes,
+                 const std::function<std::pair<int, int>(size_t)>& key) {
+  size_t end = begin, held = 0;
+  std::set<std::pair<int, int>> keys;
+  for (; end < count; ++end) {
+    const size_t b = bytes(end);
+    const std::pair<int, int> k = key(end);
+    if (end > begin && (held + b > window_bytes || keys.count(k) > 0)) break;
+    held += b;
+    keys.insert(k);
+  }
+  return end;
+}
 
 Status Communicator::SendWindowed(const std::vector<SendOp>& ops,
                                   size_t window_bytes,

@@ -129,7 +129,7 @@ void ParamServer<Dtype>::RunQueued(bool push, int thread) {
   size_t reported = 0;
   Status s;
   try {
-    s = RunWindows(push, thread, batch[0].iter, mine, [&](size_t done) {
+    s = RunBlocks(push, thread, batch[0].iter, mine, [&](size_t done) {
       for (; reported < batch.size() && ends[reported] <= done; ++reported) {
         batch[reported].pending->Report(Status::OK());
       }
@@ -146,7 +146,7 @@ void ParamServer<Dtype>::RunQueued(bool push, int thread) {
 }
 
 template <typename Dtype>
-Status ParamServer<Dtype>::RunWindows(
+Status ParamServer<Dtype>::RunBlocks(
     bool push, int thread, int64_t iter, const std::vector<BlockRef>& mine,
     const std::function<void(size_t)>& progress) {
   // See Note [Sliding windows] in mpi_communicator_progress.cpp.
@@ -179,23 +179,16 @@ Status ParamServer<Dtype>::RunWindows(
 template <typename Dtype>
 std::vector<typename ParamServer<Dtype>::BlockRef> ParamServer<Dtype>::WindowAt(
     const std::vector<BlockRef>& blocks, size_t from) const {
-  std::vector<BlockRef> window;
-  size_t bytes = 0;
-  // Push and pull tags of a block differ by a constant: one set will do.
-  std::set<std::pair<int, int>> keys;
-  for (size_t j = from; j < blocks.size(); ++j) {
-    const ParamBlock& b = partition_->blocks()[blocks[j].id];
-    const size_t message = MessageBytes<Dtype>(b);
-    const std::pair<int, int> key(b.shard, PushTag(blocks[j].id));
-    if (!window.empty() &&
-        (bytes + message > options_.bytes_in_flight || keys.count(key) > 0)) {
-      break;
-    }
-    window.push_back(blocks[j]);
-    bytes += message;
-    keys.insert(key);
-  }
-  return window;
+  // Push and pull tags of a block differ by a constant: one will do.
+  const size_t end = WindowEnd(
+      from, blocks.size(), options_.bytes_in_flight,
+      [&](size_t j) {
+        return MessageBytes<Dtype>(partition_->blocks()[blocks[j].id]);
+      },
+      [&](size_t j) {
+        return std::make_pair(ServerOf(blocks[j].id), PushTag(blocks[j].id));
+      });
+  return std::vector<BlockRef>(blocks.begin() + from, blocks.begin() + end);
 }
 
 template <typename Dtype>
@@ -303,7 +296,7 @@ Status ParamServer<Dtype>::Pull(int64_t iter,
       bool, int, int64_t, std::shared_ptr<const std::vector<BlockRef>>,       \
       std::shared_ptr<Pending>);                                              \
   template void ParamServer<Dtype>::RunQueued(bool, int);                     \
-  template Status ParamServer<Dtype>::RunWindows(                             \
+  template Status ParamServer<Dtype>::RunBlocks(                              \
       bool, int, int64_t, const std::vector<BlockRef>&,                       \
       const std::function<void(size_t)>&);                                    \
   template std::vector<ParamServer<Dtype>::BlockRef>                          \
