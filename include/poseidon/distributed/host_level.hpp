@@ -54,6 +54,24 @@
 // job's communicator, as colocated shards do (Note [Clipping on the
 // servers]). BSP only: the synchroniser turns the host level off for SSP
 // and ASYNC.
+//
+// Note [Host level with dedicated servers]
+// Dedicated servers (Note [Dedicated servers] in server_process.hpp) hold
+// the blocks of the net's params, and take each block's pushes from every
+// worker in roles.workers. At the host level the servers' workers are the
+// hosts' first ranks (local rank 0) only: the first rank's host thread
+// sums the whole of each PS group over the host's ranks (in local-rank
+// order) and pushes it to the servers, pulls the answer (the sum, or the
+// new parameters) into its own slot in shared memory, and every rank of
+// the host reads it there; the other ranks only publish and read. A
+// host's link carries the host's gradient once each way, as with slices,
+// and the servers' plan is the flat one with H workers instead of W (the
+// sums are still divided by W). The first rank makes the host's whole sum
+// (L S additions instead of S); the others exchange nothing. The sums are
+// added as with colocated shards at the host level (within a host in
+// local-rank order, then over hosts in host order), so the two give the
+// same bits. Not with clip_gradients on the servers (ServerClip counts
+// every worker); the host level is then off.
 #ifndef POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 #define POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 

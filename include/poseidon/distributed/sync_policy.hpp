@@ -23,7 +23,9 @@
 // [Host level] in host_level.hpp), a node is a rank, and what it sends over
 // the network is its share of the host's:
 //   PS          2 (S / L) (2 H - 2) / H  (a colocated PS of H nodes on a
-//               slice of S / L)
+//               slice of S / L); with P2 dedicated servers
+//               max(2 S, 2 H S / P2) / L (each host's first rank pushes
+//               and pulls the host's sum)
 //   ALLREDUCE   4 (H - 1) / H x S / L
 //   SFB         2 K (H - 1) (M + N) d    (its own factors, to H - 1 hosts)
 // The ALLREDUCE figure is a ring's; the reference AllreduceSumByAllgather

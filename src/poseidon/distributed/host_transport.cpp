@@ -260,6 +260,9 @@ class HostDenseTransport final : public Transport<Dtype> {
         inner_index_(groups_.size(), -1) {
     const int L = hosts_->local->size();
     const int l = hosts_->local->rank();
+    // With dedicated servers the host's first rank exchanges the host's
+    // whole sum with them (Note [Host level with dedicated servers]).
+    leader_mode_ = inner_type == CommType::PS && context.ps_comm != nullptr;
     // The inner transport exchanges this rank's slices between the hosts:
     // one "param" per slice, or, where the shards update, per piece of a
     // slice, so that no block spans two params (Note [Shards at the host
@@ -278,10 +281,17 @@ class HostDenseTransport final : public Transport<Dtype> {
     std::vector<ExchangeSpec> slices;
     for (size_t g = 0; g < groups_.size(); ++g) {
       size_t begin, end;
-      HostSlice(groups_[g].count, L, l, &begin, &end);
+      SliceOf(g, l, &begin, &end);
       begin_.push_back(begin);
       end_.push_back(end);
       if (end == begin) continue;
+      if (leader_mode_) {
+        // The group as it is, cut by the servers' partition of the net.
+        inner_index_[g] = static_cast<int>(slices.size());
+        outer_.push_back(static_cast<int>(g));
+        slices.push_back(groups_[g]);
+        continue;
+      }
       ExchangeSpec s;
       s.name = groups_[g].name;
       s.count = s.payload = end - begin;
@@ -302,9 +312,18 @@ class HostDenseTransport final : public Transport<Dtype> {
       slices.push_back(std::move(s));
     }
     inner.shared_memory = false;  // between hosts
-    inner_ = Transport<Dtype>::Make(inner_type, inner, std::move(slices));
-    CHECK(inner_ != nullptr);
-    name_ = StrCat(inner_->name(), " between hosts, shared memory within");
+    if (leader_mode_) {
+      inner.param_counts = context.param_counts;
+      name_ = "PS through each host's first rank, shared memory within";
+    }
+    // With a leader, only the first rank has a part in the exchanges.
+    if (!leader_mode_ || !slices.empty()) {
+      inner_ = Transport<Dtype>::Make(inner_type, inner, std::move(slices));
+      CHECK(inner_ != nullptr);
+    }
+    if (!leader_mode_) {
+      name_ = StrCat(inner_->name(), " between hosts, shared memory within");
+    }
     host_thread_ = std::make_unique<CommThread>("host");
   }
 
@@ -314,6 +333,11 @@ class HostDenseTransport final : public Transport<Dtype> {
   }
 
   const char* name() const override { return name_.c_str(); }
+  const char* route() const override {
+    return leader_mode_ ? "each host's first rank pushes and pulls the "
+                          "host's sum"
+                        : "";
+  }
 
   Dtype* Stage(int g, int64_t iter) override {
     if (first_iter_[g] < 0) first_iter_[g] = iter;
@@ -363,7 +387,7 @@ class HostDenseTransport final : public Transport<Dtype> {
     const size_t stop = offset + count;
     for (int k = 0; k < L; ++k) {
       size_t begin, end;
-      HostSlice(groups_[g].count, L, k, &begin, &end);
+      SliceOf(g, k, &begin, &end);
       begin = std::max(begin, offset);
       end = std::min(end, stop);
       if (begin >= end) continue;
@@ -376,12 +400,26 @@ class HostDenseTransport final : public Transport<Dtype> {
     memory_->Raise(g, kReleased, iter);
   }
 
-  uint64_t bytes_moved() const override { return inner_->bytes_moved(); }
+  uint64_t bytes_moved() const override {
+    return inner_ ? inner_->bytes_moved() : 0;
+  }
   uint64_t group_bytes(int g) const override {
     return inner_index_[g] < 0 ? 0 : inner_->group_bytes(inner_index_[g]);
   }
 
  private:
+  // [begin, end) of group g that local rank k sums and exchanges: its
+  // slice, or with a leader everything for local rank 0 and nothing for
+  // the others.
+  void SliceOf(size_t g, int k, size_t* begin, size_t* end) const {
+    if (leader_mode_) {
+      *begin = 0;
+      *end = k == 0 ? groups_[g].count : 0;
+      return;
+    }
+    HostSlice(groups_[g].count, hosts_->local->size(), k, begin, end);
+  }
+
   // On the host thread: once every rank of the host published `iter`, sums
   // this rank's slice over them in local-rank order and hands it to the
   // inner transport.
@@ -439,6 +477,7 @@ class HostDenseTransport final : public Transport<Dtype> {
   std::vector<size_t> begin_, end_;  // this rank's slice of each group
   std::vector<int> inner_index_;     // -1: empty slice
   std::vector<int> outer_;           // the group of each inner index
+  bool leader_mode_ = false;
   std::string name_;
   // Destroyed in reverse: the host thread, then the cross thread, then the
   // inner transport their tasks use.

@@ -54,6 +54,10 @@ struct LoopbackWorld::State {
   // (Communicator::JobRank); empty for a world of its own. Set once, by
   // the rank that makes the world, before any other rank finds it.
   std::vector<int> job_ranks;
+  // A world made by Split: its ranks' host keys (HostKey) in the parent,
+  // so that emulated hosts carry over; empty for a world of its own. Set
+  // as job_ranks is.
+  std::vector<int> host_keys;
   // Sub-worlds made by Split, by (split number, color): the first rank to
   // reach a split makes the world, the others find it.
   std::mutex split_mu;
@@ -195,6 +199,7 @@ class LoopbackCommunicator final : public Communicator {
 
   int HostKey() const override {
     const LoopbackOptions& o = world_->options;
+    if (!world_->host_keys.empty()) return world_->host_keys[rank_];
     if (o.ranks_per_host > 0) return rank_ / o.ranks_per_host * o.ranks_per_host;
     return o.shared_memory ? 0 : rank_;
   }
@@ -537,6 +542,7 @@ std::unique_ptr<Communicator> LoopbackCommunicator::Split(
       slot->set_parent(world_->self);
       for (const auto& member : members) {
         slot->state_->job_ranks.push_back(JobRank(member.second));
+        slot->state_->host_keys.push_back(all[3 * member.second + 2]);
       }
     }
     sub = slot;

@@ -115,6 +115,12 @@ double PredictBytes(const LayerCommShape& layer, const ClusterShape& cluster,
   const double l = cluster.ranks_per_host;
   switch (transport) {
     case CommType::PS:
+      // With dedicated servers a host's first rank pushes and pulls the
+      // host's sum (Note [Host level with dedicated servers]): per rank,
+      // the busier of a host's link and a server's, over the host's ranks.
+      if (hosts && !cluster.colocated) {
+        return std::max(2 * s, 2 * h * s / p2) / l;
+      }
       if (hosts) return 2 * (s / l) * (2 * h - 2) / h;
       if (cluster.colocated) return 2 * s * (p1 + p2 - 2) / p2;
       return std::max(2 * s, 2 * p1 * s / p2);

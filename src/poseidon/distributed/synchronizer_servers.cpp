@@ -105,7 +105,7 @@ void Synchronizer<Dtype>::Impl::StartServers(const TransportContext& context) {
   ServerPlan server_plan;
   server_plan.dtype_bytes = sizeof(Dtype);
   server_plan.block_bytes = static_cast<size_t>(param.block_size());
-  server_plan.roles = servers.roles;
+  server_plan.roles = context.ps_roles;
   server_plan.push_threads = param.num_push_threads();
   server_plan.pull_threads = param.num_pull_threads();
   server_plan.bytes_in_flight = static_cast<size_t>(param.bytes_in_flight());

@@ -488,6 +488,32 @@ TEST(ServerUpdateTest, AtTheHostLevelSnapshotsHoldTheServersHistory) {
   ExpectIdentical(resume(true), resume(false), "resumed at the host level");
 }
 
+// Note [Host level with dedicated servers]: the hosts' first ranks are
+// the servers' workers; the sums are added in the order of colocated
+// shards at the host level, so the weights and history are theirs, bit
+// for bit, with the update on the servers or on the workers.
+TEST(ServerUpdateTest, AtTheHostLevelDedicatedServersTrainAsColocatedShards) {
+  for (const bool server_update : {true, false}) {
+    const std::string what =
+        server_update ? "update on the servers" : "update on the workers";
+    const SolverParameter param = MakeSolver("Adam", 2);
+    const Outcome<double> dedicated = Train<double>(
+        param, PsDist(server_update), 4, 4, {}, /*servers=*/2, Hosts(2));
+    const Outcome<double> colocated =
+        Train<double>(param, PsDist(server_update), 4, 4, {}, 0, Hosts(2));
+    ExpectReplicasIdentical(dedicated.weights);
+    ExpectIdentical(dedicated.weights[0], colocated.weights[0],
+                    what + ": weights");
+    ExpectIdentical(dedicated.history, colocated.history, what + ": history");
+    for (const std::string& reason : dedicated.reasons) {
+      EXPECT_TRUE(test::Contains(reason, "host level: 2 hosts x 2 ranks"))
+          << reason;
+      EXPECT_TRUE(test::Contains(reason, "(each host's first rank pushes"))
+          << reason;
+    }
+  }
+}
+
 // Stale-synchronous and asynchronous training (Note [Stale-synchronous
 // serving]): each push is a step of its own with 1/W of the gradient and
 // of the weight decay, so for plain SGD SSP(0) ends near where BSP does:

@@ -94,18 +94,29 @@ echo "cluster: ${#HOST_ADDRS[@]} hosts ${HOST_ADDRS[*]}, links capped at" \
 # the rsh agent. TCP only, over the cluster subnet; no binding (every "host"
 # shares this machine's cores). Prints the mpirun line and the output;
 # returns mpirun's status (124 when it ran past MULTIHOST_TIMEOUT).
+# RUN_SLOTS="2 2 1 1" instead places that many ranks on the first hosts in
+# turn, filling each before the next (ranks 0-1 on host 1, ...).
 run_in_cluster() {
   local np=$1 nhosts=${RUN_HOSTS:-${#HOST_ADDRS[@]}} slots hostlist="" i
+  local map=node n
   shift
   slots=$(( (np + nhosts - 1) / nhosts ))
-  for ((i = 0; i < nhosts && i * slots < np; i++)); do
-    hostlist+="${hostlist:+,}${HOST_ADDRS[$i]}:$slots"
-  done
+  if [ -n "${RUN_SLOTS:-}" ]; then
+    map=slot i=0
+    for n in $RUN_SLOTS; do
+      hostlist+="${hostlist:+,}${HOST_ADDRS[$i]}:$n"
+      i=$((i + 1))
+    done
+  else
+    for ((i = 0; i < nhosts && i * slots < np; i++)); do
+      hostlist+="${hostlist:+,}${HOST_ADDRS[$i]}:$slots"
+    done
+  fi
   local cmd=("$MPIRUN" --allow-run-as-root
     --mca plm_rsh_agent "$RSH" --mca plm_rsh_no_tree_spawn 1
     --mca btl "tcp,self" --mca btl_tcp_if_include "$SUBNET"
     --mca oob_tcp_if_include "$SUBNET"
-    --bind-to none --map-by node -x PATH)
+    --bind-to none --map-by "$map" -x PATH)
   [ -n "${LD_LIBRARY_PATH:-}" ] && cmd+=(-x LD_LIBRARY_PATH)
   cmd+=(-H "$hostlist" -np "$np" "$@")
   echo "+ ${cmd[*]}"
@@ -341,6 +352,21 @@ train_dedicated_servers() {
         return 1; }
   done
   echo "2 workers + 2 server hosts: snapshot identical to 2 colocated ranks"
+  # The host level with dedicated servers (Note [Host level with dedicated
+  # servers]): 2 worker hosts of 2 ranks and the 2 server hosts against 2
+  # hosts of 2 colocated ranks, both summing within a host first.
+  RUN_SLOTS="2 2 1 1" dedicated_run hl_dedicated 6 --servers=2 || return 1
+  grep -q "each host's first rank pushes and pulls" \
+    "$WORK/hl_dedicated/train.log" ||
+    { echo "the host level did not go through the hosts' first ranks"
+      return 1; }
+  RUN_SLOTS="2 2" dedicated_run hl_colocated 4 || return 1
+  for f in lenet_iter_30.caffemodel lenet_iter_30.solverstate; do
+    cmp "$WORK/hl_dedicated/$f" "$WORK/hl_colocated/$f" ||
+      { echo "$f: 2 x 2 workers + 2 server hosts differ from 2 x 2 colocated"
+        return 1; }
+  done
+  echo "2 x 2 workers + 2 server hosts: snapshot identical to 2 x 2 colocated ranks"
 }
 
 check_run "mpi_selftest, $SPREAD ranks on $SPREAD hosts" mpi_selftest "$SPREAD"
