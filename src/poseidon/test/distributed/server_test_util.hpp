@@ -186,23 +186,27 @@ inline void ExpectServersMatchWorkers(
   EXPECT_GT(moved, 1e-4) << what;
 }
 
-// Two workers and a dedicated server that takes the plan and is gone:
-// each worker's error, and the seconds the job took.
+// `workers` workers (2 by default; on emulated hosts of `ranks_per_host`
+// ranks, when set) and a dedicated server, the last rank, that takes the
+// plan and is gone: each worker's error, and the seconds the job took.
 inline std::pair<std::vector<std::string>, double> TrainWithASilentServer(
-    const SolverParameter& param) {
+    const SolverParameter& param, int workers = 2, int ranks_per_host = 0) {
   LoopbackOptions options;
   options.timeout = std::chrono::seconds(5);
-  LoopbackWorld world(3, options);
-  const PsRoles roles{{0, 1}, {2}};
-  std::vector<std::string> errors(2);
+  options.ranks_per_host = ranks_per_host;
+  LoopbackWorld world(workers + 1, options);
+  PsRoles roles;
+  for (int r = 0; r < workers; ++r) roles.workers.push_back(r);
+  roles.servers = {workers};
+  std::vector<std::string> errors(workers);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r <= workers; ++r) {
     threads.emplace_back([&, r] {
       Communicator* job = world.rank(r);
       std::unique_ptr<Communicator> comm =
-          job->Split(r < 2 ? 0 : 1, r, job->timeout());
-      if (r == 2) {
+          job->Split(r < workers ? 0 : 1, r, job->timeout());
+      if (r == workers) {
         // Takes the plan (however long the workers' set-up takes, as a
         // server does), then is gone.
         uint64_t size = 0;
@@ -215,7 +219,7 @@ inline std::pair<std::vector<std::string>, double> TrainWithASilentServer(
         ASSERT_TRUE(job->Recv(plan.data(), size, 0, kServerTag).ok());
         return;
       }
-      Poseidon::set_data_shard({r, 2, false});
+      Poseidon::set_data_shard({r, workers, false});
       auto solver = CreateSolver<double>(param);
       try {
         Synchronizer<double> sync(solver.get(), comm.get(), PsDist(true),

@@ -514,6 +514,25 @@ TEST(ServerUpdateTest, AtTheHostLevelDedicatedServersTrainAsColocatedShards) {
   }
 }
 
+// A silent server at the host level: the hosts' first ranks wait on it
+// and name it at their deadline; the others wait on their first rank in
+// its exchange, two steps longer (Note [Deadline ladder]), so under mpirun
+// the first rank's error, naming the server, ends the job first.
+TEST(ServerUpdateTest, AtTheHostLevelASilentDedicatedServerIsNamed) {
+  const auto [errors, seconds] =
+      TrainWithASilentServer(MakeSolver("SGD", 2), 4, /*ranks_per_host=*/2);
+  for (int r : {0, 2}) {
+    EXPECT_TRUE(test::Contains(errors[r], "shard of rank 4"))
+        << "worker " << r << ": " << errors[r];
+  }
+  for (int r : {1, 3}) {
+    EXPECT_TRUE(test::Contains(
+        errors[r], StrCat("waiting for rank ", r - 1, " to finish")))
+        << "worker " << r << ": " << errors[r];
+  }
+  EXPECT_LT(seconds, 60) << "the workers waited far past their deadline";
+}
+
 // Stale-synchronous and asynchronous training (Note [Stale-synchronous
 // serving]): each push is a step of its own with 1/W of the gradient and
 // of the weight decay, so for plain SGD SSP(0) ends near where BSP does:
