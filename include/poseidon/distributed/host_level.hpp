@@ -70,8 +70,10 @@
 // (L S additions instead of S); the others exchange nothing. The sums are
 // added as with colocated shards at the host level (within a host in
 // local-rank order, then over hosts in host order), so the two give the
-// same bits. Not with clip_gradients on the servers (ServerClip counts
-// every worker); the host level is then off.
+// same bits. With clip_gradients on the servers the first ranks are the
+// workers that agree on the norm with the servers (Note [Clipping on the
+// servers]) and broadcast it to their hosts' ranks over `local`, which
+// clip the layers they update themselves by it.
 #ifndef POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 #define POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 

@@ -203,7 +203,7 @@ void Synchronizer<Dtype>::Impl::UpdatePoint() {
     }
   }
   MoveAllDiffsHome();  // for the next iteration's backward
-  if (server_clip) {
+  if (server_clip || clip_from_first) {
     ClipOnServers(iter, rate);
     return;
   }
@@ -239,12 +239,23 @@ void Synchronizer<Dtype>::Impl::ClipOnServers(int64_t iter, Dtype rate) {
   for (int p = 0; p < static_cast<int>(learnable.size()); ++p) {
     if (!on_server[p]) sumsq += learnable[p]->sumsq_diff();
   }
-  server_clip->WorkerPart(iter, sumsq);
   // The agreement before the pulls it lets the shards answer: a server
   // that is gone is named there first.
   Dtype total = 0;
-  const Status s = server_clip->Total(iter, &total);
-  POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  if (server_clip) {
+    server_clip->WorkerPart(iter, sumsq);
+    const Status s = server_clip->Total(iter, &total);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, s.message());
+  }
+  if (hosts && servers.job != nullptr) {
+    // From the host's first rank (Note [Host level with dedicated
+    // servers]).
+    const Status s = hosts->local->Broadcast(&total, sizeof(total), 0);
+    POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(),
+                     ": the norm of the gradient from the first rank of "
+                     "this host: ",
+                     s.message());
+  }
   for (int gid = 0; gid < static_cast<int>(groups.size()); ++gid) {
     if (groups[gid].on_server) Collect(gid, iter);
   }

@@ -170,6 +170,10 @@ struct Synchronizer<Dtype>::Impl {
   // With clip_gradients: the shards' agreement on the gradient's norm
   // (Note [Clipping on the servers]); null otherwise.
   std::unique_ptr<ServerClip<Dtype>> server_clip;
+  // With dedicated servers at the host level, on the ranks other than
+  // their host's first: the norm comes from the first rank, which agrees
+  // on it with the servers (Note [Host level with dedicated servers]).
+  bool clip_from_first = false;
   // Dedicated servers instead of a shard here (Note [Dedicated servers]):
   // the job, the servers' update settings (when they update), the control
   // the first worker commands them with, and the last iteration they were

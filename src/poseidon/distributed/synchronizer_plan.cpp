@@ -71,16 +71,7 @@ void Synchronizer<Dtype>::Impl::MakePlan() {
   cluster.dtype_bytes = sizeof(Dtype);
   cluster.shared_memory =
       param.shared_memory() && comm->size() > 1 && comm->OnOneHost();
-  // With dedicated servers only the hosts' first ranks would be the
-  // servers' workers (Note [Host level with dedicated servers]), which
-  // clipping on the servers does not know.
-  const bool clip_on_servers =
-      servers.job != nullptr && clip && param.server_update();
-  if (clip_on_servers && param.host_level() && Poseidon::root_solver()) {
-    LOG(INFO) << "No host level: clip_gradients on dedicated servers";
-  }
-  if (param.host_level() && !clip_on_servers && comm->size() > 1 &&
-      !comm->OnOneHost()) {
+  if (param.host_level() && comm->size() > 1 && !comm->OnOneHost()) {
     string why_not;
     hosts = SplitByHost(comm, &why_not);
     if (hosts) {
@@ -190,22 +181,22 @@ void Synchronizer<Dtype>::Impl::MakeTransports(const ClusterShape& cluster) {
           };
     }
   };
+  if (hosts && servers.job != nullptr) {
+    // The servers' workers are the hosts' first ranks (Note [Host level
+    // with dedicated servers]).
+    context.ps_roles.workers.clear();
+    for (int r = 0; r < comm->size(); ++r) {
+      if (hosts->layout.local_rank_of[r] == 0) {
+        context.ps_roles.workers.push_back(servers.roles.workers[r]);
+      }
+    }
+    CHECK_EQ(context.ps_roles.workers[0], servers.roles.workers[0])
+        << "the first worker is not the first rank of its host";
+  }
   make_shard();
   // Every rank has the same plan, so every rank makes the same (collective)
   // calls here, in the same order.
   if (hosts) {
-    if (servers.job != nullptr) {
-      // The servers' workers are the hosts' first ranks (Note [Host level
-      // with dedicated servers]).
-      context.ps_roles.workers.clear();
-      for (int r = 0; r < comm->size(); ++r) {
-        if (hosts->layout.local_rank_of[r] == 0) {
-          context.ps_roles.workers.push_back(servers.roles.workers[r]);
-        }
-      }
-      CHECK_EQ(context.ps_roles.workers[0], servers.roles.workers[0])
-          << "the first worker is not the first rank of its host";
-    }
     const bool made = MakeHostTransports(context, specs);
     const string note =
         made ? StrCat(" (host level: ", hosts->layout.hosts, " hosts x ",

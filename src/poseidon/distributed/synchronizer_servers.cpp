@@ -20,6 +20,7 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   ps_partition.reset();
   slice_pieces.clear();
   server_clip.reset();
+  clip_from_first = false;
   for (Group& g : groups) g.on_server = false;
   on_server.clear();
   if (!param.server_update() || ps_groups.empty()) return {};
@@ -41,10 +42,14 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   if (servers.job != nullptr) {
     // The dedicated servers update (StartServers sends them the settings).
     server_settings = std::make_unique<ServerUpdateSettings>(settings);
-    if (clip) {
+    const vector<int>& agreeing = context.ps_roles.workers;
+    if (clip && std::find(agreeing.begin(), agreeing.end(),
+                          servers.job->rank()) == agreeing.end()) {
+      clip_from_first = true;  // a host's rank other than its first
+    } else if (clip) {
       // Note [Clipping on the servers]: this worker's part of the norm.
       server_clip = std::make_unique<ServerClip<Dtype>>(
-          servers.job, nullptr, solver->param(), servers.roles);
+          servers.job, nullptr, solver->param(), context.ps_roles);
     }
     return {};
   }

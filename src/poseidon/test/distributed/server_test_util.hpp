@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -128,6 +129,19 @@ void ExpectIdentical(const Weights<Dtype>& a, const Weights<Dtype>& b,
   }
 }
 
+// The largest difference between two ranks' weights, element for element.
+template <typename Dtype>
+double LargestDifference(const Weights<Dtype>& a, const Weights<Dtype>& b) {
+  double largest = 0;
+  for (size_t p = 0; p < a.size() && p < b.size(); ++p) {
+    for (size_t i = 0; i < a[p].size() && i < b[p].size(); ++i) {
+      largest =
+          std::max(largest, static_cast<double>(std::fabs(a[p][i] - b[p][i])));
+    }
+  }
+  return largest;
+}
+
 // Two snapshots' solver histories are equal element for element, and not
 // all zero.
 inline void ExpectSameHistory(const SolverState& a, const SolverState& b) {
@@ -175,15 +189,9 @@ inline void ExpectServersMatchWorkers(
   }
   // Training moved the weights: the servers updated them, the workers did
   // not (they skip the update of server-owned params).
-  const Weights<double> start = TrainAlone<double>(param, 0);
-  double moved = 0;
-  for (size_t p = 0; p < start.size(); ++p) {
-    for (size_t i = 0; i < start[p].size(); ++i) {
-      moved =
-          std::max(moved, std::fabs(start[p][i] - servers.weights[0][p][i]));
-    }
-  }
-  EXPECT_GT(moved, 1e-4) << what;
+  EXPECT_GT(LargestDifference(TrainAlone<double>(param, 0), servers.weights[0]),
+            1e-4)
+      << what;
 }
 
 // `workers` workers (2 by default; on emulated hosts of `ranks_per_host`

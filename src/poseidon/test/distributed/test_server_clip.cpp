@@ -80,60 +80,54 @@ TEST(ServerClipTest, TheServersClipAsTheWorkersAndOneProcessDo) {
     // The clipping took effect: without it the weights go elsewhere.
     const Outcome<double> unclipped =
         Train<double>(solver(2, ""), PsDist(true), c.ranks, 4);
-    double apart = 0;
-    for (size_t p = 0; p < unclipped.weights[0].size(); ++p) {
-      for (size_t i = 0; i < unclipped.weights[0][p].size(); ++i) {
-        apart = std::max(apart, std::fabs(unclipped.weights[0][p][i] -
-                                          servers.weights[0][p][i]));
-      }
-    }
-    EXPECT_GT(apart, 1e-4) << what << ": clip_gradients changed nothing";
+    EXPECT_GT(LargestDifference(unclipped.weights[0], servers.weights[0]), 1e-4)
+        << what << ": clip_gradients changed nothing";
   }
 }
 
 // At the host level every rank's shard holds pieces of its slices (Note
 // [Shards at the host level]) and stages them; the ranks agree on the norm
-// over the job's communicator as colocated shards do, and the result is
-// the workers' clipping at the host level within rounding, with ip2 by the
-// ring between hosts or by the PS.
+// over the job's communicator as colocated shards do. With dedicated
+// servers the hosts' first ranks agree on it with the servers and pass it
+// on to their hosts' ranks (Note [Host level with dedicated servers]).
+// Either way the result is the workers' clipping at the host level within
+// rounding, with ip2 by the ring between hosts or by the PS.
 TEST(ServerClipTest, AtTheHostLevelTheShardsClipAsTheWorkersDo) {
-  for (const bool ip2_by_allreduce : {false, true}) {
-    const std::string what =
-        ip2_by_allreduce ? "2 hosts of 2, ip2 by ALLREDUCE" : "2 hosts of 2";
-    auto solver = [&](const std::string& extra) {
-      const SolverParameter p = MakeSolver("Adam", 2, extra);
-      return ip2_by_allreduce ? WithIp2ByAllreduce(p) : p;
-    };
-    const std::string clip = "clip_gradients: 0.05 ";
-    LoopbackOptions hosts = Hosts(2);
-    hosts.synchronous_send = true;
-    hosts.timeout = std::chrono::seconds(20);
-    const Outcome<double> servers =
-        Train<double>(solver(clip), PsDist(true), 4, 4, {}, 0, hosts);
-    const Outcome<double> workers =
-        Train<double>(solver(clip), PsDist(false), 4, 4, {}, 0, Hosts(2));
-    const Outcome<double> unclipped =
-        Train<double>(solver(""), PsDist(true), 4, 4, {}, 0, Hosts(2));
-    ExpectReplicasIdentical(servers.weights);
-    ExpectClose(workers.weights[0], servers.weights[0], 1e-9,
-                what + ": weights against the workers' clipping");
-    ExpectClose(workers.history, servers.history, 1e-9,
-                what + ": history against the workers' clipping");
-    int on_servers = 0;
-    for (const std::string& reason : servers.reasons) {
-      EXPECT_TRUE(test::Contains(reason, "host level: 2 hosts x 2 ranks"))
-          << reason;
-      on_servers += test::Contains(reason, "(updated on the servers)");
-    }
-    EXPECT_EQ(on_servers, ip2_by_allreduce ? 2 : 3) << what;
-    double apart = 0;
-    for (size_t p = 0; p < unclipped.weights[0].size(); ++p) {
-      for (size_t i = 0; i < unclipped.weights[0][p].size(); ++i) {
-        apart = std::max(apart, std::fabs(unclipped.weights[0][p][i] -
-                                          servers.weights[0][p][i]));
+  for (const int server_ranks : {0, 2}) {
+    for (const bool ip2_by_allreduce : {false, true}) {
+      const std::string what =
+          StrCat("2 hosts of 2", server_ranks ? " and 2 servers" : "",
+                 ip2_by_allreduce ? ", ip2 by ALLREDUCE" : "");
+      auto solver = [&](const std::string& extra) {
+        const SolverParameter p = MakeSolver("Adam", 2, extra);
+        return ip2_by_allreduce ? WithIp2ByAllreduce(p) : p;
+      };
+      const std::string clip = "clip_gradients: 0.05 ";
+      LoopbackOptions hosts = Hosts(2);
+      hosts.synchronous_send = true;
+      hosts.timeout = std::chrono::seconds(20);
+      const Outcome<double> servers = Train<double>(
+          solver(clip), PsDist(true), 4, 4, {}, server_ranks, hosts);
+      const Outcome<double> workers =
+          Train<double>(solver(clip), PsDist(false), 4, 4, {}, 0, Hosts(2));
+      const Outcome<double> unclipped =
+          Train<double>(solver(""), PsDist(true), 4, 4, {}, 0, Hosts(2));
+      ExpectReplicasIdentical(servers.weights);
+      ExpectClose(workers.weights[0], servers.weights[0], 1e-9,
+                  what + ": weights against the workers' clipping");
+      ExpectClose(workers.history, servers.history, 1e-9,
+                  what + ": history against the workers' clipping");
+      int on_servers = 0;
+      for (const std::string& reason : servers.reasons) {
+        EXPECT_TRUE(test::Contains(reason, "host level: 2 hosts x 2 ranks"))
+            << reason;
+        on_servers += test::Contains(reason, "(updated on the servers)");
       }
+      EXPECT_EQ(on_servers, ip2_by_allreduce ? 2 : 3) << what;
+      EXPECT_GT(LargestDifference(unclipped.weights[0], servers.weights[0]),
+                1e-4)
+          << what << ": clip_gradients changed nothing";
     }
-    EXPECT_GT(apart, 1e-4) << what << ": clip_gradients changed nothing";
   }
 }
 

@@ -338,6 +338,17 @@ dedicated_run() {  # NAME NP [FLAGS...]: LeNet in $WORK/NAME, NP ranks
   [ -f "$dir/lenet_iter_30.caffemodel" ] ||
     { echo "$name: no lenet_iter_30.caffemodel"; return 1; }
 }
+# same_snapshots A B WHAT_A WHAT_B: the runs in $WORK/A and $WORK/B left the
+# same snapshot, byte for byte.
+same_snapshots() {
+  local f
+  for f in lenet_iter_30.caffemodel lenet_iter_30.solverstate; do
+    cmp "$WORK/$1/$f" "$WORK/$2/$f" ||
+      { echo "$f: $3 differ from $4"; return 1; }
+  done
+  echo "$3: snapshot identical to $4"
+}
+
 train_dedicated_servers() {
   [ ${#HOST_ADDRS[@]} -ge 4 ] || { echo "needs 4 hosts"; return 1; }
   dedicated_run dedicated 4 --servers=2 || return 1
@@ -345,13 +356,8 @@ train_dedicated_servers() {
     "$WORK/dedicated/train.log" ||
     { echo "the log does not name ranks 2 and 3 as servers"; return 1; }
   dedicated_run colocated 2 || return 1
-  local f
-  for f in lenet_iter_30.caffemodel lenet_iter_30.solverstate; do
-    cmp "$WORK/dedicated/$f" "$WORK/colocated/$f" ||
-      { echo "$f: 2 workers + 2 server hosts differ from 2 colocated ranks"
-        return 1; }
-  done
-  echo "2 workers + 2 server hosts: snapshot identical to 2 colocated ranks"
+  same_snapshots dedicated colocated "2 workers + 2 server hosts" \
+    "2 colocated ranks" || return 1
   # The host level with dedicated servers (Note [Host level with dedicated
   # servers]): 2 worker hosts of 2 ranks and the 2 server hosts against 2
   # hosts of 2 colocated ranks, both summing within a host first.
@@ -361,12 +367,8 @@ train_dedicated_servers() {
     { echo "the host level did not go through the hosts' first ranks"
       return 1; }
   RUN_SLOTS="2 2" dedicated_run hl_colocated 4 || return 1
-  for f in lenet_iter_30.caffemodel lenet_iter_30.solverstate; do
-    cmp "$WORK/hl_dedicated/$f" "$WORK/hl_colocated/$f" ||
-      { echo "$f: 2 x 2 workers + 2 server hosts differ from 2 x 2 colocated"
-        return 1; }
-  done
-  echo "2 x 2 workers + 2 server hosts: snapshot identical to 2 x 2 colocated ranks"
+  same_snapshots hl_dedicated hl_colocated "2 x 2 workers + 2 server hosts" \
+    "2 x 2 colocated ranks"
 }
 
 check_run "mpi_selftest, $SPREAD ranks on $SPREAD hosts" mpi_selftest "$SPREAD"
