@@ -342,6 +342,16 @@ TEST(SyncPolicyTest, HostLevelFormulas) {
   // Host level or not, the SFB rebuild is over every rank's factors.
   EXPECT_DOUBLE_EQ(PredictCost(fc, c, CommType::SFB).flops,
                    2.0 * 4 * 3 * 2 * 7);
+  // With dedicated servers each host's first rank pushes and pulls the
+  // host's sum: per rank max(2 S, 2 H S / P2) / L, the servers' side when
+  // there are fewer servers than hosts.
+  ClusterShape servers = c;
+  servers.colocated = false;
+  servers.num_servers = 2;
+  EXPECT_DOUBLE_EQ(PredictBytes(fc, servers, CommType::PS),
+                   2.0 * 4 * 64 / 2 / 2);
+  servers.num_servers = 8;
+  EXPECT_DOUBLE_EQ(PredictBytes(fc, servers, CommType::PS), 2.0 * 64 / 2);
   ClusterShape bad = c;
   bad.ranks_per_host = 0;
   EXPECT_THROW(PredictBytes(fc, bad, CommType::PS), ConfigError);
