@@ -52,8 +52,8 @@
 // over `local` (Synchronizer's SyncHistory). With clip_gradients every
 // rank's shard stages its pieces and the ranks agree on the norm over the
 // job's communicator, as colocated shards do (Note [Clipping on the
-// servers]). BSP only: the synchroniser turns the host level off for SSP
-// and ASYNC.
+// servers]). Under SSP and ASYNC, see Note [Stale serving at the host
+// level].
 //
 // Note [Host level with dedicated servers]
 // Dedicated servers (Note [Dedicated servers] in server_process.hpp) hold
@@ -74,6 +74,26 @@
 // workers that agree on the norm with the servers (Note [Clipping on the
 // servers]) and broadcast it to their hosts' ranks over `local`, which
 // clip the layers they update themselves by it.
+//
+// Note [Stale serving at the host level]
+// Under SSP and ASYNC (Note [Stale-synchronous serving] in stale_shard.hpp)
+// the hosts, not the ranks, are the workers the shards wait for: a host's
+// ranks still meet every iteration in shared memory (each exchange waits
+// for all of the host's ranks to publish, and every rank reads the same
+// answer), and the inner parameter server between the hosts serves
+// stale-synchronously: shard h over `cross` l (or a dedicated server,
+// whose workers are the hosts' first ranks) applies each host's push of a
+// block on arrival and answers a host's pull once the consistency model
+// lets it. So a fast host runs up to s iterations ahead of the slowest,
+// and a slow rank holds back its own host only. Each push is the sum of L
+// ranks' gradients and the shard still divides by W = H L, so an
+// iteration's H pushes step the block as far as one BSP sum; its weight
+// decay is divided by the H pushers (ServerUpdateSettings::pushers), not
+// by W. At the end of a Step (StaleBarrier) every rank takes the servers'
+// parameters: each cross communicator broadcasts its shards' blocks to its
+// ranks, and each rank then broadcasts its slices' pieces to the host's
+// others over `local` (with dedicated servers the first rank takes them
+// from the servers and broadcasts them to its host).
 #ifndef POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 #define POSEIDON_DISTRIBUTED_HOST_LEVEL_HPP_
 

@@ -50,11 +50,15 @@ struct ServerUpdateSettings {
   SolverParameter solver;  // the fields ComputeStep and the rate read
   UpdateRule rule = UpdateRule::kSGD;
   int workers = 1;  // W: the sum of the pushes is divided by it
-  // Each Apply gets one worker's push, not the sum (SSP and ASYNC, Note
-  // [Stale-synchronous serving]): the weight decay is divided by W too, so
-  // that the W steps of an iteration decay the weights as one step of the
-  // sum does.
-  bool per_push = false;
+  // 0 under BSP, where each Apply gets the sum of every worker's push.
+  // Under SSP and ASYNC (Note [Stale-synchronous serving]) each Apply gets
+  // one push, and `pushers` push each block once an iteration: the W
+  // workers, or at the host level the H hosts, each push holding the sum
+  // of its host's L ranks (Note [Stale serving at the host level] in
+  // host_level.hpp). The weight decay of each push is divided by it, so
+  // that an iteration's pushes decay the weights as one step of the sum
+  // does; the gradient is divided by W as always.
+  int pushers = 0;
   // Per learnable param (net id): whether its blocks are updated on the
   // servers, and its multipliers (Net::params_lr, params_weight_decay).
   std::vector<bool> on_server;

@@ -400,6 +400,21 @@ class HostDenseTransport final : public Transport<Dtype> {
     memory_->Raise(g, kReleased, iter);
   }
 
+  // See Note [Stale serving at the host level]: the inner parameter
+  // server serves this rank's slices (or, with a leader, the whole groups)
+  // between the hosts.
+  void BeginStale(const std::vector<int>& groups, int64_t first) override {
+    if (!inner_) return;
+    std::vector<int> inner_groups;
+    for (int g : groups) {
+      if (inner_index_[g] >= 0) inner_groups.push_back(inner_index_[g]);
+    }
+    inner_->BeginStale(inner_groups, first);
+  }
+  Status EndStale(int64_t end) override {
+    return inner_ ? inner_->EndStale(end) : Status::OK();
+  }
+
   uint64_t bytes_moved() const override {
     return inner_ ? inner_->bytes_moved() : 0;
   }

@@ -19,7 +19,9 @@ namespace dist {
 namespace {
 
 constexpr uint32_t kPlanMagic = 0x4c505350;  // "PSPL"
-constexpr uint32_t kPlanVersion = 3;  // 2: consistency, per-push steps; 3: lanes
+// Version 2 added the consistency and per-push steps, 3 the lanes, 4 the
+// number of pushers.
+constexpr uint32_t kPlanVersion = 4;
 // Far above any real plan (a few bytes per block and param): a larger size
 // is a corrupt message, not a net.
 constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 30;
@@ -204,7 +206,7 @@ std::string EncodeServerPlan(const ServerPlan& plan) {
     w.PutAll<uint8_t>(s.on_server);
     w.PutAll<float>(s.lr_mult);
     w.PutAll<float>(s.decay_mult);
-    w.Put<uint8_t>(s.per_push ? 1 : 0);
+    w.Put<int32_t>(s.pushers);
   }
   w.Put<int32_t>(static_cast<int32_t>(plan.consistency));
   w.Put<int32_t>(plan.staleness);
@@ -250,7 +252,10 @@ ServerPlan DecodeServerPlan(const std::string& bytes, int peer_job) {
     s.on_server = r.GetAll<uint8_t, bool>("the on-server flags");
     s.lr_mult = r.GetAll<float, float>("lr_mult");
     s.decay_mult = r.GetAll<float, float>("decay_mult");
-    s.per_push = r.Get<uint8_t>("the per-push flag") != 0;
+    s.pushers = r.Get<int32_t>("the number of pushers");
+    POSEIDON_REQUIRE(s.pushers >= 0 && s.pushers <= s.workers, DistributedError,
+                     r.Where(), ": ", s.pushers, " pushers for ", s.workers,
+                     " workers");
   }
   const int32_t consistency = r.Get<int32_t>("the consistency");
   POSEIDON_REQUIRE(consistency >= static_cast<int32_t>(Consistency::kBsp) &&
@@ -265,6 +270,11 @@ ServerPlan DecodeServerPlan(const std::string& bytes, int peer_job) {
                    DistributedError, r.Where(), ": ",
                    ConsistencyName(plan.consistency, plan.staleness),
                    " serving without the update on the servers");
+  POSEIDON_REQUIRE(!plan.update || (plan.consistency == Consistency::kBsp) ==
+                                       (plan.settings.pushers == 0),
+                   DistributedError, r.Where(), ": ", plan.settings.pushers,
+                   " pushers under ",
+                   ConsistencyName(plan.consistency, plan.staleness));
   POSEIDON_REQUIRE(r.done(), DistributedError, r.Where(),
                    ": bytes left after the last field");
   POSEIDON_REQUIRE(plan.dtype_bytes == 4 || plan.dtype_bytes == 8,

@@ -166,7 +166,7 @@ void ShardState<Dtype>::Step(int64_t iter, int block, Dtype* grad) {
   }
   run.lr_mult = settings_.lr_mult[b.blob];
   run.decay_mult = settings_.decay_mult[b.blob];
-  if (settings_.per_push) run.decay_mult /= settings_.workers;
+  if (settings_.pushers > 0) run.decay_mult /= settings_.pushers;
   ComputeStep(Poseidon::CPU, sp, settings_.rule, rate, it, run);
   cpu_axpy(count, Dtype(-1), grad, w);
 }

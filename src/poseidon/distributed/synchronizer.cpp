@@ -258,7 +258,6 @@ Synchronizer<Dtype>::Synchronizer(Solver<Dtype>* solver, Communicator* comm,
     if (d.param.comm() == DistributedParameter::AUTO) {
       d.param.set_comm(DistributedParameter::PS);
     }
-    d.param.set_host_level(false);
   } else {
     d.apply_lag = param.staleness();
   }

@@ -232,6 +232,9 @@ struct Synchronizer<Dtype>::Impl {
   // SyncHistory at the host level (Note [Shards at the host level]), on
   // the collective thread; `into` as ShardState::Gather's.
   Status GatherHostShards(const std::function<Dtype*(int a, int p)>& into);
+  // StaleBarrier's broadcast of the shards' parameters over `shards`.
+  Status BroadcastShards(Communicator* shards, const vector<bool>& held_params,
+                         const std::function<Dtype*(int p)>& into);
   bool MakeHostTransports(
       const TransportContext& context,
       const std::map<CommType, vector<ExchangeSpec>>& specs);

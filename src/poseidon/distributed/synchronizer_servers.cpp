@@ -29,7 +29,16 @@ std::function<void(int64_t, int, void*)> Synchronizer<Dtype>::Impl::MakeShard(
   settings.solver = solver->param();
   settings.rule = sgd->rule();
   settings.workers = comm->size();
-  settings.per_push = consistency != Consistency::kBsp;
+  if (consistency != Consistency::kBsp) {
+    // Who pushes each block once an iteration: the servers' workers (the
+    // hosts' first ranks at the host level), the hosts' ranks of one local
+    // rank each at the host level (Note [Stale serving at the host level]),
+    // or every rank.
+    settings.pushers = servers.job != nullptr
+                           ? static_cast<int>(context.ps_roles.workers.size())
+                       : hosts ? hosts->layout.hosts
+                               : comm->size();
+  }
   settings.on_server.assign(learnable.size(), false);
   settings.lr_mult = net->params_lr();
   settings.decay_mult = net->params_weight_decay();
@@ -199,46 +208,96 @@ void Synchronizer<Dtype>::Impl::StaleBarrier() {
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ending ",
                    ConsistencyName(consistency, param.staleness()),
                    " serving at iteration ", solver->iter(), ": ", s.message());
-  // Every worker takes the servers' parameters: shard r's held blocks
-  // broadcast from rank r, or sent by each dedicated server, into the
-  // params' host memory (taken here, on the training thread).
+  // Every worker takes the servers' parameters into the params' host
+  // memory (taken here, on the training thread): shard r's held blocks
+  // broadcast from rank r, or sent by each dedicated server; at the host
+  // level, see Note [Stale serving at the host level].
   const vector<Blob<Dtype>*>& learnable = net->learnable_params();
   vector<Dtype*> into(learnable.size(), nullptr);
   for (size_t p = 0; p < learnable.size(); ++p) {
     if (on_server[p]) into[p] = learnable[p]->mutable_cpu_data();
   }
-  if (control) {
-    s = OnCollectiveThread("taking the servers' parameters", [&] {
-      return control->TakeWeights([&into](int p) { return into[p]; });
-    });
-    POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
-                     s.message());
-    return;
-  }
   s = OnCollectiveThread("taking the servers' parameters", [&] {
-    std::vector<Dtype> packed;
-    for (int r = 0; r < comm->size(); ++r) {
-      const vector<int> held =
-          ShardState<Dtype>::HeldBlocks(*ps_partition, r, on_server);
-      packed.resize(BlockElements(*ps_partition, held));
-      if (packed.empty()) continue;
-      if (r == comm->rank()) {
-        std::copy(shard->weights(), shard->weights() + packed.size(),
-                  packed.begin());
-      }
-      const Status st =
-          comm->Broadcast(packed.data(), packed.size() * sizeof(Dtype), r);
-      if (!st.ok()) {
-        return Status::Failure(StrCat("the parameters of the shard of rank ",
-                                      comm->JobRank(r), ": ", st.message()));
-      }
-      UnpackBlocks<Dtype>(*ps_partition, held, packed.data(),
-                          [&into](int p) { return into[p]; });
+    auto whole = [&into](int p) { return into[p]; };
+    if (!hosts) {
+      return control ? control->TakeWeights(whole)
+                     : BroadcastShards(comm, on_server, whole);
     }
-    return Status::OK();
+    Status st;
+    if (control) {
+      // The servers send to their workers, the hosts' first ranks.
+      if (hosts->layout.local_rank == 0) st = control->TakeWeights(whole);
+      for (size_t p = 0; p < learnable.size() && st.ok(); ++p) {
+        if (into[p] == nullptr) continue;
+        st = hosts->local->Broadcast(into[p],
+                                     learnable[p]->count() * sizeof(Dtype), 0);
+      }
+      return st;
+    }
+    // Shard h over slice l's pieces: to the ranks of slice l first, then
+    // every slice from its rank to the host's others.
+    const vector<SlicePiece>& mine = slice_pieces[hosts->layout.local_rank];
+    st = BroadcastShards(
+        hosts->cross.get(), vector<bool>(mine.size(), true),
+        [&](int i) { return into[mine[i].param] + mine[i].offset; });
+    vector<Dtype> packed;
+    for (int k = 0; k < hosts->layout.local_size && st.ok(); ++k) {
+      const vector<SlicePiece>& pieces = slice_pieces[k];
+      size_t total = 0;
+      for (const SlicePiece& piece : pieces) total += piece.count;
+      if (total == 0) continue;
+      packed.resize(total);
+      const bool own = k == hosts->layout.local_rank;
+      size_t at = 0;
+      for (const SlicePiece& piece : pieces) {
+        Dtype* w = into[piece.param] + piece.offset;
+        if (own) std::copy(w, w + piece.count, packed.begin() + at);
+        at += piece.count;
+      }
+      st = hosts->local->Broadcast(packed.data(), total * sizeof(Dtype), k);
+      if (!st.ok()) {
+        return Status::Failure(StrCat("the parameters of slice ", k,
+                                      " of this host: ", st.message()));
+      }
+      at = 0;
+      for (const SlicePiece& piece : pieces) {
+        std::copy(packed.begin() + at, packed.begin() + at + piece.count,
+                  into[piece.param] + piece.offset);
+        at += piece.count;
+      }
+    }
+    return st;
   });
   POSEIDON_REQUIRE(s.ok(), DistributedError, "rank ", comm->rank(), ": ",
                    s.message());
+}
+
+// Every shard of `shards` (this rank's ps_partition, one shard per rank of
+// `shards`) broadcasts its held blocks' parameters from its rank, and every
+// rank unpacks them through `into` (by the partition's params).
+template <typename Dtype>
+Status Synchronizer<Dtype>::Impl::BroadcastShards(
+    Communicator* shards, const vector<bool>& held_params,
+    const std::function<Dtype*(int p)>& into) {
+  std::vector<Dtype> packed;
+  for (int r = 0; r < shards->size(); ++r) {
+    const vector<int> held =
+        ShardState<Dtype>::HeldBlocks(*ps_partition, r, held_params);
+    packed.resize(BlockElements(*ps_partition, held));
+    if (packed.empty()) continue;
+    if (r == shards->rank()) {
+      std::copy(shard->weights(), shard->weights() + packed.size(),
+                packed.begin());
+    }
+    const Status st =
+        shards->Broadcast(packed.data(), packed.size() * sizeof(Dtype), r);
+    if (!st.ok()) {
+      return Status::Failure(StrCat("the parameters of the shard of rank ",
+                                    shards->JobRank(r), ": ", st.message()));
+    }
+    UnpackBlocks<Dtype>(*ps_partition, held, packed.data(), into);
+  }
+  return Status::OK();
 }
 
 // Before the first exchange of a Step: the shard takes its blocks' weights,
@@ -406,7 +465,9 @@ Status Synchronizer<Dtype>::Impl::GatherHostShards(
   template void Synchronizer<Dtype>::Impl::SeedShard();                 \
   template void Synchronizer<Dtype>::Impl::SyncHistory();               \
   template Status Synchronizer<Dtype>::Impl::GatherHostShards(          \
-      const std::function<Dtype*(int, int)>&);
+      const std::function<Dtype*(int, int)>&);                          \
+  template Status Synchronizer<Dtype>::Impl::BroadcastShards(           \
+      Communicator*, const vector<bool>&, const std::function<Dtype*(int)>&);
 POSEIDON_INSTANTIATE_SERVERS(float)
 POSEIDON_INSTANTIATE_SERVERS(double)
 #undef POSEIDON_INSTANTIATE_SERVERS

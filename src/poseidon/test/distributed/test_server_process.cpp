@@ -60,7 +60,7 @@ TEST(ServerPlanTest, RoundTripsEveryField) {
   plan.pull_threads = 2;
   plan.bytes_in_flight = 12345;
   plan.server_lanes = 6;
-  plan.settings.per_push = true;
+  plan.settings.pushers = 2;
   plan.consistency = Consistency::kSsp;
   plan.staleness = 3;
   const ServerPlan back = DecodeServerPlan(EncodeServerPlan(plan), 0);
@@ -82,7 +82,7 @@ TEST(ServerPlanTest, RoundTripsEveryField) {
   EXPECT_EQ(back.settings.on_server, plan.settings.on_server);
   EXPECT_EQ(back.settings.lr_mult, plan.settings.lr_mult);
   EXPECT_EQ(back.settings.decay_mult, plan.settings.decay_mult);
-  EXPECT_TRUE(back.settings.per_push);
+  EXPECT_EQ(back.settings.pushers, 2);
   EXPECT_EQ(back.consistency, Consistency::kSsp);
   EXPECT_EQ(back.staleness, 3);
 }

@@ -140,7 +140,7 @@ TEST(ShardStateTest, PerPushStepsShareTheWeightDecay) {
   settings.lr_mult = {1.f};
   settings.decay_mult = {1.f};
   ShardState<double> sum_shard(&partition, 0, settings);
-  settings.per_push = true;
+  settings.pushers = kWorkers;
   ShardState<double> push_shard(&partition, 0, settings);
   std::vector<double> w(64, 1.0);
   for (ShardState<double>* s : {&sum_shard, &push_shard}) {
@@ -569,23 +569,54 @@ TEST(StaleTrainingTest, SspZeroOnDedicatedServersEndsNearBsp) {
   ExpectClose(bsp.weights[0], ssp.weights[0], 2e-3, "SSP(0), 2 servers");
 }
 
+// At the host level (Note [Stale serving at the host level]) the hosts are
+// the shards' workers, each pushing its host's sum: SSP(0) on 2 hosts of 2
+// ends near BSP, with colocated shards and with 2 dedicated servers. A
+// large weight decay checks its share per push: divided by the 4 ranks
+// instead of the 2 hosts, half of it would be lost (about 1e-2 here).
+TEST(StaleTrainingTest, AtTheHostLevelSspZeroEndsNearBsp) {
+  SolverParameter param = PlainSgd();
+  param.set_weight_decay(1.0);
+  for (int servers : {0, 2}) {
+    SCOPED_TRACE(StrCat(servers, " dedicated servers"));
+    const Outcome<double> bsp =
+        Train<double>(param, PsDist(true), 4, 5, {}, servers, Hosts(2));
+    const Outcome<double> ssp = Train<double>(
+        param, PsDist(true, "consistency: SSP"), 4, 5, {}, servers, Hosts(2));
+    ExpectReplicasIdentical(ssp.weights);
+    ExpectClose(bsp.weights[0], ssp.weights[0], 2e-3, "SSP(0), 2 hosts of 2");
+    ASSERT_FALSE(ssp.reasons.empty());
+    for (const std::string& reason : ssp.reasons) {
+      EXPECT_TRUE(test::Contains(reason, "host level: 2 hosts x 2 ranks"))
+          << reason;
+    }
+  }
+}
+
 // Under SSP(2) and ASYNC, colocated shards and dedicated servers (3
-// workers; 2 servers, and 1) train to identical replicas that moved, with
-// every layer updated on the servers; the two Steps (`between`) start and
-// end the servers' serving twice.
+// workers; 2 servers, and 1), and at the host level (2 hosts of 2 or 3)
+// train to identical replicas that moved, with every layer updated on the
+// servers; the two Steps (`between`) start and end the servers' serving
+// twice.
 TEST(StaleTrainingTest, SspAndAsyncTrainToIdenticalReplicas) {
   struct Case {
     const char* model;
     int servers;
+    int ranks_per_host = 0;  // more: 2 hosts of that many
   };
   const Weights<double> start = TrainAlone<double>(MakeSolver("Adam", 2), 0);
-  for (const Case& c : {Case{"SSP staleness: 2", 0}, Case{"ASYNC", 0},
-                        Case{"SSP staleness: 2", 2}, Case{"ASYNC", 2},
-                        Case{"SSP staleness: 1", 1}}) {
-    SCOPED_TRACE(StrCat(c.model, ", ", c.servers, " dedicated servers"));
+  for (const Case& c :
+       {Case{"SSP staleness: 2", 0}, Case{"ASYNC", 0},
+        Case{"SSP staleness: 2", 2}, Case{"ASYNC", 2},
+        Case{"SSP staleness: 1", 1}, Case{"SSP staleness: 1", 0, 2},
+        Case{"ASYNC", 0, 3}, Case{"ASYNC", 2, 2}}) {
+    SCOPED_TRACE(StrCat(c.model, ", ", c.servers, " dedicated servers, ",
+                        c.ranks_per_host, " ranks per host"));
     const Outcome<double> out = Train<double>(
         MakeSolver("Adam", 2), PsDist(true, StrCat("consistency: ", c.model)),
-        3, 8, [](Solver<double>*) {}, c.servers);
+        c.ranks_per_host > 0 ? 2 * c.ranks_per_host : 3, 8,
+        [](Solver<double>*) {}, c.servers,
+        c.ranks_per_host > 0 ? Hosts(c.ranks_per_host) : LoopbackOptions{});
     ExpectReplicasIdentical(out.weights);
     double moved = 0;
     for (size_t p = 0; p < start.size(); ++p) {

@@ -404,7 +404,7 @@ int WriteDistSeeds(const std::string& root) {
     plan.settings.lr_mult = {1.f, 2.f};
     plan.settings.decay_mult = {1.f, 0.f};
     add(Input(9, DistOptions(), dist::EncodeServerPlan(plan)));
-    plan.settings.per_push = true;
+    plan.settings.pushers = 2;
     plan.consistency = dist::Consistency::kSsp;
     plan.staleness = 2;
     add(Input(9, DistOptions(), dist::EncodeServerPlan(plan)));

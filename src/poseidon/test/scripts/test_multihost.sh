@@ -371,12 +371,38 @@ train_dedicated_servers() {
     "2 x 2 colocated ranks"
 }
 
+# SSP and ASYNC at the host level (Note [Stale serving at the host level]):
+# the hosts are the shards' workers, with colocated shards (2 hosts of 2)
+# and with the 2 server hosts; the log must say both, and the run must
+# leave its snapshot with a finite training loss displayed last.
+train_stale_host_level() {
+  local name last
+  [ ${#HOST_ADDRS[@]} -ge 4 ] || { echo "needs 4 hosts"; return 1; }
+  RUN_SLOTS="2 2" dedicated_run hl_ssp 4 --consistency=SSP --staleness=2 ||
+    return 1
+  RUN_SLOTS="2 2 1 1" dedicated_run hl_async 6 --servers=2 \
+    --consistency=ASYNC || return 1
+  for name in hl_ssp hl_async; do
+    grep -q "host level: 2 hosts x 2 ranks" "$WORK/$name/train.log" ||
+      { echo "$name: no host level in the plan"; return 1; }
+    last=$(grep -E "Iteration [0-9]+.*loss = " "$WORK/$name/train.log" |
+           tail -1)
+    [ -n "$last" ] && ! echo "$last" | grep -q -i -E "nan|inf" ||
+      { echo "$name: no finite loss displayed: $last"; return 1; }
+  done
+  grep -q "consistency SSP(2)" "$WORK/hl_ssp/train.log" &&
+    grep -q "consistency ASYNC" "$WORK/hl_async/train.log" ||
+    { echo "the logs do not name the consistency models"; return 1; }
+  echo "SSP(2) on 2 x 2 colocated, ASYNC on 2 x 2 + 2 server hosts: trained"
+}
+
 check_run "mpi_selftest, $SPREAD ranks on $SPREAD hosts" mpi_selftest "$SPREAD"
 check_run "poseidon_train LeNet, $SPREAD ranks on $SPREAD hosts" \
   train_lenet "$SPREAD"
 check_run "host level, 2 hosts x 2 ranks, on and off" train_host_level 2
 check_run "dedicated servers, 2 worker hosts x 2 server hosts" \
   train_dedicated_servers 4
+check_run "SSP and ASYNC at the host level" train_stale_host_level 4
 
 # ---- summary ------------------------------------------------------------------------
 echo "==== multihost_netns summary (links capped at ${RATE:-no rate})"
