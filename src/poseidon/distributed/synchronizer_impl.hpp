@@ -165,7 +165,10 @@ struct Synchronizer<Dtype>::Impl {
   std::unique_ptr<ShardState<Dtype>> shard;
   // At the host level with a shard: the pieces of the slices of each
   // local rank, by local rank; this rank's are its shard's "params" (Note
-  // [Shards at the host level]). Empty otherwise.
+  // [Shards at the host level]). Every rank keeps all of them: rank 0
+  // unpacks every slice's history before a snapshot, and under SSP and
+  // ASYNC every rank takes every slice's parameters at a barrier (Note
+  // [Stale serving at the host level]). Empty otherwise.
   vector<vector<SlicePiece>> slice_pieces;
   // With clip_gradients: the shards' agreement on the gradient's norm
   // (Note [Clipping on the servers]); null otherwise.

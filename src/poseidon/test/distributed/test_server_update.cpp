@@ -635,24 +635,30 @@ TEST(StaleTrainingTest, SspAndAsyncTrainToIdenticalReplicas) {
 
 // A snapshot in the middle of a Step is a barrier: the run goes on after
 // it, and the snapshot holds the servers' parameters and history, from
-// colocated shards and from 2 dedicated servers.
+// colocated shards and from 2 dedicated servers, on 2 workers and at the
+// host level on 2 hosts of 2.
 TEST(StaleTrainingTest, SnapshotsInTheMiddleOfAStep) {
-  for (int servers : {0, 2}) {
-    SCOPED_TRACE(StrCat(servers, " dedicated servers"));
+  for (const auto [servers, per_host] :
+       {std::pair{0, 0}, {2, 0}, {0, 2}, {2, 2}}) {
+    SCOPED_TRACE(
+        StrCat(servers, " dedicated servers, ", per_host, " ranks per host"));
+    const int workers = per_host > 0 ? 2 * per_host : 2;
     const std::string dir = test::MakeTempDir();
     const std::string extra =
         StrCat("snapshot: 3 snapshot_prefix: '", dir, "/ssp' ");
-    std::vector<Weights<double>> end(2);
-    RunWorkers(2, servers, [&](int r, Communicator* comm,
-                               DedicatedServers dedicated) {
-      Poseidon::set_data_shard({r, 2, false});
-      auto solver = CreateSolver<double>(MakeSolver("SGD", 2, extra));
-      Synchronizer<double> sync(solver.get(), comm,
-                                PsDist(true, "consistency: SSP staleness: 1"),
-                                nullptr, {}, dedicated);
-      solver->Step(5);
-      end[r] = ReadWeights(*solver);
-    });
+    std::vector<Weights<double>> end(workers);
+    RunWorkers(
+        workers, servers,
+        [&](int r, Communicator* comm, DedicatedServers dedicated) {
+          Poseidon::set_data_shard({r, workers, false});
+          auto solver = CreateSolver<double>(MakeSolver("SGD", 2, extra));
+          Synchronizer<double> sync(
+              solver.get(), comm, PsDist(true, "consistency: SSP staleness: 1"),
+              nullptr, {}, dedicated);
+          solver->Step(5);
+          end[r] = ReadWeights(*solver);
+        },
+        per_host > 0 ? Hosts(per_host) : LoopbackOptions{});
     ExpectReplicasIdentical(end);
     auto resumed = CreateSolver<double>(MakeSolver("SGD", 4));
     resumed->Restore(dir + "/ssp_iter_3.solverstate");
