@@ -20,6 +20,12 @@ namespace {
 // Collectives travel on a tag no user can pass (user tags are >= 0).
 constexpr int kCollectiveTag = -1;
 
+}  // namespace
+
+// Named, not anonymous: LoopbackWorld::State, which the header declares,
+// holds them (an anonymous type there is GCC's -Wsubobject-linkage).
+namespace loopback_detail {
+
 struct Message {
   std::vector<char> payload;
   const char* collective = nullptr;  // kind, for collective messages
@@ -35,7 +41,10 @@ struct Mailbox {
   std::map<std::pair<int, int>, std::deque<std::shared_ptr<Message>>> queues;
 };
 
-}  // namespace
+}  // namespace loopback_detail
+
+using loopback_detail::Mailbox;
+using loopback_detail::Message;
 
 struct LoopbackWorld::State {
   int size = 0;

@@ -231,6 +231,11 @@ void Synchronizer<Dtype>::Impl::StaleBarrier() {
         if (into[p] == nullptr) continue;
         st = hosts->local->Broadcast(into[p],
                                      learnable[p]->count() * sizeof(Dtype), 0);
+        if (!st.ok()) {
+          return Status::Failure(
+              StrCat("the servers' parameters from this host's first rank: ",
+                     st.message()));
+        }
       }
       return st;
     }
