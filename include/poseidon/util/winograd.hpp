@@ -2,11 +2,11 @@
 // dilation computed by Winograd's minimal filtering algorithms (Lavin and
 // Gray, "Fast Algorithms for Convolutional Neural Networks", 2015):
 // F(4x4, 3x3), 36 instead of 144 multiplications per 4x4 output tile and
-// channel, F(2x2, 5x5), 36 instead of 100 per 2x2 tile, or, along the
-// kernel's one long axis, F(2, 7), 8 instead of 14 per 2 outputs; the
-// channel sums done as one GEMM (cpu_gemm) per transform position, 36 or
-// 8. A CPU kernel module for the convolution layer; im2col + GEMM stays
-// the reference.
+// channel, F(2x2, 5x5), 36 instead of 100 per 2x2 tile, F(4x4, 5x5), 64
+// instead of 400 per 4x4 tile, or, along the kernel's one long axis,
+// F(2, 7), 8 instead of 14 per 2 outputs; the channel sums done as one
+// GEMM (cpu_gemm) per transform position, 36, 64 or 8. A CPU kernel module for
+// the convolution layer; im2col + GEMM stays the reference.
 //
 // What it computes, for one group of a convolution, each image n and the
 // kernel's height and width (kh, kw) = (3, 3), (5, 5), (1, 7) or (7, 1):
@@ -66,9 +66,13 @@ class WinogradConv {
     int channels = 0, height = 0, width = 0;
     int outputs = 0;
     int pad_h = 0, pad_w = 0;
-    // The kernel: 3x3 (F(4x4, 3x3)), 5x5 (F(2x2, 5x5)), 1x7 (F(2, 7)
-    // along rows) or 7x1 (F(2, 7) down columns).
+    // The kernel: 3x3 (F(4x4, 3x3)), 5x5 (F(2x2, 5x5) or F(4x4, 5x5)), 1x7
+    // (F(2, 7) along rows) or 7x1 (F(2, 7) down columns).
     int kernel_h = 3, kernel_w = 3;
+    // The square kernels' output tile edge m: 4 for 3x3; 2 or 4 for 5x5
+    // (F(2x2, 5x5) on the 6x6 transform domain, F(4x4, 5x5) on 8x8); 0
+    // takes 4 for 3x3 and 2 for 5x5. Must be 0 for 1x7 and 7x1.
+    int tile = 0;
     // Tiles transformed and multiplied at a time (see Note [Winograd]);
     // 0 chooses from the cache budget and the channel counts. Tests set it
     // small to make tile blocks cross image boundaries.
@@ -76,27 +80,31 @@ class WinogradConv {
   };
 
   // CHECK-fails unless channels, outputs, height, width >= 1, pads >= 0,
-  // the kernel is one of the four, the output is non-empty and tile_block
-  // >= 0: the layer validates user shapes before it builds one.
+  // the kernel is one of the four with a tile it has, the output is
+  // non-empty and tile_block >= 0: the layer validates user shapes before
+  // it builds one.
   explicit WinogradConv(const Geometry& g);
 
   const Geometry& geometry() const { return g_; }
   int output_h() const { return output_h_; }
   int output_w() const { return output_w_; }
-  // The output tile, tile_h() x tile_w(): 4 x 4 for 3x3 kernels, 2 x 2 for
-  // 5x5, 1 x 2 for 1x7 and 2 x 1 for 7x1; tiles per image (edge tiles
-  // partial), and per block.
+  // The output tile, tile_h() x tile_w(): 4 x 4 for 3x3 kernels, 2 x 2 or
+  // 4 x 4 for 5x5, 1 x 2 for 1x7 and 2 x 1 for 7x1; tiles per image (edge
+  // tiles partial), and per block.
   int tile_h() const { return tile_h_; }
   int tile_w() const { return tile_w_; }
   int tiles_per_image() const { return tiles_h_ * tiles_w_; }
   int tile_block() const { return tile_block_; }
-  // Transform positions: 36 (the 6 x 6 domain of the square kernels) or 8
-  // (F(2, 7)'s).
+  // The transform domain's edge, alpha() = m + r - 1 along the kernel: 6
+  // (F(4x4, 3x3), F(2x2, 5x5)) or 8 (F(4x4, 5x5), F(2, 7)); transform
+  // positions: alpha() squared for the square kernels (36 or 64), 8 for
+  // F(2, 7).
+  int alpha() const { return alpha_; }
   int positions() const { return positions_; }
 
   // Transformed weights U = G g G^T (G g in one dimension): positions()
   // row-major (outputs x channels) matrices, one per transform position
-  // (pos = 6 row + column in two dimensions),
+  // (pos = alpha() row + column in two dimensions),
   //   U[(pos * outputs + o) * channels + c],
   // positions() outputs channels elements in all. `weights` is W as in the
   // class comment; with flip_and_swap it is (channels, outputs, kh, kw) in
@@ -154,10 +162,11 @@ class WinogradConv {
                                int output_end) const;
 
  private:
-  template <int R>
+  // A: the transform domain's edge; R: the kernel's.
+  template <int A, int R>
   void TransformWeightsOf(const Dtype* weights, bool flip_and_swap, Dtype* U,
                           int output_begin, int output_end) const;
-  template <int R>
+  template <int A, int R>
   void TransformWeightGradientOf(const Dtype* const* dU, int parts,
                                  Dtype* weight_diff, int output_begin,
                                  int output_end) const;
@@ -170,6 +179,7 @@ class WinogradConv {
 
   Geometry g_;
   int tile_h_ = 4, tile_w_ = 4;
+  int alpha_ = 6;
   int positions_ = 36;
   int output_h_ = 0, output_w_ = 0;
   int tiles_h_ = 0, tiles_w_ = 0;

@@ -93,6 +93,12 @@ TEST(WinogradConvolutionTest, FiveByFiveLayerMatchesPerImagePath) {
   // CIFAR-10 quick's conv3 (7 images of 16 tiles on the 8 x 8 maps): 32
   // channels, on rows narrower than 12 (Winograd's with either kernels).
   CheckLayer<Conv>({7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5));
+  // F(4x4, 5x5) where the batch has enough 4 x 4 tiles (at least 100 in
+  // each, so with either kernels): pads 2 and 3, sizes not multiples of 4,
+  // two groups.
+  CheckLayer<Conv>({7, 48, 16, 15}, Param("Convolution", 50, 2, 1, 5));
+  CheckLayer<Conv>({9, 48, 13, 14}, Param("Convolution", 64, 3, 1, 5));
+  CheckLayer<Conv>({8, 96, 14, 14}, Param("Convolution", 128, 2, 2, 5));
   // Below the AVX-512 kernels' channel floor: CIFAR-10 quick's conv2 (128
   // tiles in the batch), 40 channels and 33 outputs.
   if (!Avx512KernelsAvailable()) {
@@ -189,6 +195,39 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
     layer.set_algorithm(Algo::kBatched);
     layer.Reshape({&bottom}, {&top});
     EXPECT_FALSE(layer.winograd());
+  }
+  // 5x5: F(4x4, 5x5) where the batch has the tile floor's 4 x 4 tiles,
+  // else F(2x2, 5x5) where it has 2 x 2 ones.
+  struct Form {
+    std::vector<int> shape;
+    int pad;
+    const char* avx512;  // the form chosen with the AVX-512 kernels
+    const char* avx2;    // and with the AVX2 ones (null: not Winograd)
+  };
+  const char* const k4x4 = "F(4x4, 5x5)";
+  const char* const k2x2 = "F(2x2, 5x5)";
+  const Form forms[] = {
+      {{8, 48, 16, 16}, 2, k4x4, k4x4},      // 128 tiles of 4 x 4
+      {{2, 64, 40, 40}, 1, k4x4, k4x4},      // 200
+      {{7, 48, 8, 8}, 2, k2x2, k2x2},        // 28, and 112 of 2 x 2
+      {{3, 48, 13, 14}, 1, k2x2, k2x2},      // 27, and 108 of 2 x 2
+      {{2, 48, 19, 17}, 0, k2x2, k4x4},      // 32, and 112
+      {{2, 48, 12, 12}, 2, nullptr, k2x2},   // 18, and 72
+      {{1, 48, 9, 9}, 2, nullptr, nullptr},  // 9, and 25
+  };
+  for (const Form& f : forms) {
+    Blob<float> bottom(f.shape), top;
+    ConvolutionLayer<float> layer(Param("Convolution", 64, f.pad, 1, 5));
+    layer.SetUp({&bottom}, {&top});
+    const char* want = Avx512KernelsAvailable() ? f.avx512
+                       : Avx2KernelsAvailable() ? f.avx2
+                                                : nullptr;
+    SCOPED_TRACE(testing::PrintToString(f.shape));
+    ASSERT_EQ(layer.winograd(), want != nullptr) << layer.CpuPathDescription();
+    if (want != nullptr) {
+      EXPECT_NE(layer.CpuPathDescription().find(want), std::string::npos)
+          << layer.CpuPathDescription();
+    }
   }
   Blob<double> bottom_d(2, 64, 8, 8), top_d;
   ConvolutionLayer<double> layer_d(Param("Convolution", 256, 1));

@@ -1,12 +1,11 @@
 // WinogradConv against naive convolution loops accumulated in double, for
-// 3x3 kernels (F(4x4, 3x3)), 5x5 (F(2x2, 5x5)) and 1x7 and 7x1 (F(2, 7)
-// along rows and down columns): forward on awkward
-// shapes (pads 0 to r - 1, outputs that are not multiples of the tile,
-// tile blocks that cross images), the input gradient through flipped
-// weights, the weight gradient, and results that do not depend on how a
-// batch is split into calls. Errors are measured against a magnitude
-// bound of each output's neighbourhood (MagnitudeBound; see Note
-// [Winograd] in winograd.cpp).
+// 3x3 kernels (F(4x4, 3x3)), 5x5 (F(2x2, 5x5) and F(4x4, 5x5)) and 1x7 and
+// 7x1 (F(2, 7) along rows and down columns): forward on awkward shapes (pads 0
+// to r - 1, outputs that are not multiples of the tile, tile blocks that cross
+// images), the input gradient through flipped weights, the weight gradient, and
+// results that do not depend on how a batch is split into calls. Errors are
+// measured against a magnitude bound of each output's neighbourhood
+// (MagnitudeBound; see Note [Winograd] in winograd.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +28,7 @@ struct Shape {
   int channels, height, width, outputs, pad_h, pad_w;
   int tile_block = 0;
   int kernel_h = 3, kernel_w = 3;
+  int tile = 0;  // the square kernels' output tile; 0: the class's default
 };
 
 Shape WithKernel(Shape s, int kh, int kw) {
@@ -39,17 +39,23 @@ Shape WithKernel(Shape s, int kh, int kw) {
 Shape With5x5(Shape s) { return WithKernel(s, 5, 5); }
 Shape With1x7(Shape s) { return WithKernel(s, 1, 7); }
 Shape With7x1(Shape s) { return WithKernel(s, 7, 1); }
+// A 5x5 shape by F(4x4, 5x5) (4x4 tiles, the 8x8 transform domain).
+Shape Tile4(Shape s) {
+  s.tile = 4;
+  return s;
+}
 
 // The output tile, m x m for the square kernels: F(4x4, 3x3) and F(2x2,
-// 5x5) both transform 6x6 windows (m + r - 1 = 6); F(2, 7) 2 outputs along
-// the kernel from 8 inputs. Written here rather than read from the class,
-// so that a wrong tile_h() or tile_w() shows as a wrong bound, not a moved
-// one.
+// 5x5) both transform 6x6 windows (m + r - 1 = 6), F(4x4, 5x5) 8x8 ones;
+// F(2, 7) 2 outputs along the kernel from 8 inputs. Written here rather
+// than read from the class, so that a wrong tile_h() or tile_w() shows as
+// a wrong bound, not a moved one.
+int SquareTile(const Shape& s) { return s.tile != 0 ? s.tile : 7 - s.kernel_h; }
 int TileH(const Shape& s) {
-  return s.kernel_h == s.kernel_w ? 7 - s.kernel_h : (s.kernel_h == 1 ? 1 : 2);
+  return s.kernel_h == s.kernel_w ? SquareTile(s) : (s.kernel_h == 1 ? 1 : 2);
 }
 int TileW(const Shape& s) {
-  return s.kernel_h == s.kernel_w ? 7 - s.kernel_w : (s.kernel_w == 1 ? 1 : 2);
+  return s.kernel_h == s.kernel_w ? SquareTile(s) : (s.kernel_w == 1 ? 1 : 2);
 }
 
 std::string Describe(const Shape& s, int images) {
@@ -57,7 +63,8 @@ std::string Describe(const Shape& s, int images) {
   out << images << " image(s) of " << s.channels << " x " << s.height << " x "
       << s.width << ", " << s.kernel_h << "x" << s.kernel_w << " kernel, "
       << s.outputs << " outputs, pad " << s.pad_h << "," << s.pad_w
-      << ", tile block " << s.tile_block;
+      << ", tile block " << s.tile_block
+      << (s.tile == 4 && s.kernel_h == 5 ? ", F(4x4, 5x5)" : "");
   return out.str();
 }
 
@@ -73,6 +80,7 @@ typename WinogradConv<Dtype>::Geometry ToGeometry(const Shape& s) {
   g.kernel_h = s.kernel_h;
   g.kernel_w = s.kernel_w;
   g.tile_block = s.tile_block;
+  g.tile = s.tile;
   return g;
 }
 
@@ -173,8 +181,9 @@ std::vector<double> NaiveInputGradient(const Shape& s, int images,
 // 1) columns from (y - pad_h - (th - 1), v - pad_w - (tw - 1)), th x tw
 // the tile (TileH, TileW): the receptive field and a tile less one more
 // on each side, which holds the window of the output's tile wherever in
-// its tile the output lies (9x9 for 3x3 kernels, 7x7 for 5x5, 1 x 9 for
-// 1x7). l1 is (outputs x channels): |kernel(o, c)|_1.
+// its tile the output lies (9x9 for 3x3 kernels, 7x7 for 5x5 by F(2x2,
+// 5x5), 11x11 by F(4x4, 5x5), 1 x 9 for 1x7). l1 is (outputs x
+// channels): |kernel(o, c)|_1.
 template <typename Dtype>
 std::vector<double> MagnitudeBound(const Shape& s, int images,
                                    const std::vector<double>& l1,
@@ -241,8 +250,9 @@ std::vector<double> KernelNorms(const Shape& s, const std::vector<Dtype>& w,
 // epsilon in float and 35 in double with 3x3 kernels; with 5x5, 11 in
 // float and 11 in double in the forward and input gradient, 12 and 14 in
 // the weight gradient; with 1x7 and 7x1 (F(2, 7)) 4.5 in float and 3.5 in
-// double (one seed). A transform entry off by 1e-4 of itself fails this
-// in float.
+// double (one seed); with F(4x4, 5x5) 12.5 and 11.7 forward, 28 and 21 in
+// the weight gradient (one seed). A transform entry off by 1e-4 of itself fails
+// this in float.
 template <typename Dtype>
 double Tolerance() {
   return 100 * std::numeric_limits<Dtype>::epsilon();
@@ -304,21 +314,25 @@ class WinogradConvTest : public ::testing::Test {
   void Record(const Shape& s, double error) {
     double& worst = s.kernel_h != s.kernel_w ? max_error_1d_
                     : s.kernel_h == 3        ? max_error_3x3_
+                    : s.tile == 4            ? max_error_5x5_4x4_
                                              : max_error_5x5_;
     worst = std::max(worst, error);
   }
 
   void TearDown() override {
-    std::ostringstream out3, out5, out7;
+    std::ostringstream out3, out5, out54, out7;
     out3 << max_error_3x3_;
     out5 << max_error_5x5_;
+    out54 << max_error_5x5_4x4_;
     out7 << max_error_1d_;
     RecordProperty("max_scaled_error_3x3", out3.str());
     RecordProperty("max_scaled_error_5x5", out5.str());
+    RecordProperty("max_scaled_error_5x5_4x4", out54.str());
     RecordProperty("max_scaled_error_2_7", out7.str());
   }
 
-  double max_error_3x3_ = 0, max_error_5x5_ = 0, max_error_1d_ = 0;
+  double max_error_3x3_ = 0, max_error_5x5_ = 0, max_error_5x5_4x4_ = 0;
+  double max_error_1d_ = 0;
 };
 
 TYPED_TEST_SUITE(WinogradConvTest, test::TestDtypes);
@@ -365,12 +379,29 @@ TYPED_TEST(WinogradConvTest, WinogradSizes) {
   EXPECT_EQ(small5.output_w(), 5);
   EXPECT_EQ(small5.tiles_per_image(), 3 * 3);
   EXPECT_EQ(small5.scratch_size(1), 36u * (1 + 1) * 5);
+  // F(4x4, 5x5): 4x4 tiles on the 8x8 domain, 64 positions; the block
+  // keeps about the same bytes, so fewer tiles.
+  const Conv five4(ToGeometry<TypeParam>(Tile4(With5x5({3, 13, 9, 5, 1, 0}))));
+  EXPECT_EQ(five4.tile_h(), 4);
+  EXPECT_EQ(five4.tile_w(), 4);
+  EXPECT_EQ(five4.alpha(), 8);
+  EXPECT_EQ(five4.positions(), 64);
+  EXPECT_EQ(five4.output_h(), 11);
+  EXPECT_EQ(five4.output_w(), 5);
+  EXPECT_EQ(five4.tiles_per_image(), 3 * 2);
+  EXPECT_EQ(five4.weights_size(), 64u * 5 * 3);
+  EXPECT_EQ(five4.scratch_size(1), 64u * (3 + 5) * 6);
+  EXPECT_EQ(five4.tile_block() % 16, 0);
+  EXPECT_LE(five4.tile_block(), five.tile_block());
+  EXPECT_EQ(five.alpha(), 6);
+  EXPECT_EQ(conv.alpha(), 6);
   // 1x7: F(2, 7) along rows, 1 x 2 tiles and 8 transform positions; 7x1
   // the same down columns.
   const Conv row(ToGeometry<TypeParam>(With1x7({3, 13, 9, 5, 0, 3})));
   EXPECT_EQ(row.tile_h(), 1);
   EXPECT_EQ(row.tile_w(), 2);
   EXPECT_EQ(row.positions(), 8);
+  EXPECT_EQ(row.alpha(), 8);
   EXPECT_EQ(row.output_h(), 13);
   EXPECT_EQ(row.output_w(), 9);
   EXPECT_EQ(row.tiles_per_image(), 13 * 5);
@@ -405,17 +436,29 @@ TYPED_TEST(WinogradConvTest, WinogradForwardMatchesNaiveConvolution) {
                           {64, 17, 17, 64, 1, 1},
                           {5, 6, 6, 4, 0, 0},
                           With5x5({1, 1, 1, 1, 2, 2}),
+                          Tile4(With5x5({1, 1, 1, 1, 2, 2})),
                           With5x5({1, 1, 1, 3, 4, 4}),
+                          Tile4(With5x5({1, 1, 1, 3, 4, 4})),
                           With5x5({3, 2, 3, 2, 3, 3}),
+                          Tile4(With5x5({3, 2, 3, 2, 3, 3})),
                           With5x5({3, 5, 5, 17, 0, 0}),
+                          Tile4(With5x5({3, 5, 5, 17, 0, 0})),
                           With5x5({17, 5, 7, 3, 0, 1}),
+                          Tile4(With5x5({17, 5, 7, 3, 0, 1})),
                           With5x5({3, 6, 7, 17, 4, 0}),
+                          Tile4(With5x5({3, 6, 7, 17, 4, 0})),
                           With5x5({17, 13, 9, 17, 2, 2}),
+                          Tile4(With5x5({17, 13, 9, 17, 2, 2})),
                           With5x5({64, 14, 14, 3, 2, 2}),
+                          Tile4(With5x5({64, 14, 14, 3, 2, 2})),
                           With5x5({3, 14, 14, 64, 0, 0}),
+                          Tile4(With5x5({3, 14, 14, 64, 0, 0})),
                           With5x5({1, 17, 17, 1, 4, 4}),
+                          Tile4(With5x5({1, 17, 17, 1, 4, 4})),
                           With5x5({64, 17, 17, 64, 2, 2}),
+                          Tile4(With5x5({64, 17, 17, 64, 2, 2})),
                           With5x5({5, 6, 6, 4, 1, 3}),
+                          Tile4(With5x5({5, 6, 6, 4, 1, 3})),
                           // Pads 0 to 6 along the kernel; a pad across it
                           // adds output rows (columns) that see only zeros.
                           With1x7({1, 1, 1, 1, 0, 3}),
@@ -445,7 +488,8 @@ TYPED_TEST(WinogradConvTest, WinogradForwardAcrossTileBlocks) {
   // holds the whole batch.
   for (const Shape& base :
        {Shape{3, 13, 9, 5, 1, 1}, With5x5({3, 9, 7, 5, 1, 1}),
-        With1x7({3, 4, 6, 5, 0, 3}), With7x1({3, 6, 4, 5, 3, 0})}) {
+        Tile4(With5x5({3, 9, 7, 5, 1, 1})), With1x7({3, 4, 6, 5, 0, 3}),
+        With7x1({3, 6, 4, 5, 3, 0})}) {
     for (int block : {1, 5, 7, 16, 17, 100}) {
       Shape s = base;
       s.tile_block = block;
@@ -458,6 +502,7 @@ TYPED_TEST(WinogradConvTest, WinogradForwardAcrossTileBlocks) {
   // 128 and 64).
   for (const Shape& s :
        {Shape{64, 26, 26, 64, 1, 1}, With5x5({64, 14, 14, 64, 2, 2}),
+        Tile4(With5x5({64, 26, 26, 64, 2, 2})),
         With1x7({256, 7, 13, 256, 0, 3})}) {
     const WinogradConv<TypeParam> conv(ToGeometry<TypeParam>(s));
     ASSERT_EQ(conv.tiles_per_image(), 49) << Describe(s, 1);
@@ -476,11 +521,17 @@ TYPED_TEST(WinogradConvTest, WinogradInputGradientThroughFlippedWeights) {
                           {4, 6, 11, 5, 2, 0},
                           {1, 3, 4, 1, 0, 1},
                           With5x5({3, 5, 7, 4, 0, 0}),
+                          Tile4(With5x5({3, 5, 7, 4, 0, 0})),
                           With5x5({17, 13, 9, 3, 2, 2}),
+                          Tile4(With5x5({17, 13, 9, 3, 2, 2})),
                           With5x5({2, 3, 3, 17, 4, 4}),
+                          Tile4(With5x5({2, 3, 3, 17, 4, 4})),
                           With5x5({5, 14, 14, 6, 1, 3}),
+                          Tile4(With5x5({5, 14, 14, 6, 1, 3})),
                           With5x5({4, 6, 11, 5, 3, 0}),
+                          Tile4(With5x5({4, 6, 11, 5, 3, 0})),
                           With5x5({1, 3, 4, 1, 1, 2}),
+                          Tile4(With5x5({1, 3, 4, 1, 1, 2})),
                           With1x7({3, 5, 7, 4, 0, 0}),
                           With1x7({17, 13, 9, 3, 0, 3}),
                           With1x7({5, 6, 11, 6, 0, 6}),
@@ -499,6 +550,7 @@ TYPED_TEST(WinogradConvTest, WinogradInputGradientThroughFlippedWeights) {
                             s.kernel_w);
     back.pad_h = s.kernel_h - 1 - s.pad_h;
     back.pad_w = s.kernel_w - 1 - s.pad_w;
+    back.tile = s.tile;
     const WinogradConv<Dtype> conv(ToGeometry<Dtype>(back));
     ASSERT_EQ(conv.output_h(), s.height);
     ASSERT_EQ(conv.output_w(), s.width);
@@ -528,7 +580,7 @@ TYPED_TEST(WinogradConvTest, WinogradResultsIndependentOfImagesPerCall) {
   // block.
   for (const Shape& base :
        {Shape{5, 13, 9, 6, 1, 1}, With5x5({5, 9, 7, 6, 1, 1}),
-        With7x1({5, 6, 4, 6, 3, 0})}) {
+        Tile4(With5x5({5, 9, 7, 6, 1, 1})), With7x1({5, 6, 4, 6, 3, 0})}) {
     for (int block : {7, 0}) {
       Shape s = base;
       s.tile_block = block;
@@ -559,6 +611,7 @@ TYPED_TEST(WinogradConvTest, WinogradForwardStridedImages) {
   using Dtype = TypeParam;
   for (const Shape& s :
        {Shape{3, 9, 6, 4, 1, 0, 7}, With5x5({3, 9, 6, 4, 2, 1, 7}),
+        Tile4(With5x5({3, 9, 6, 4, 2, 1, 7})),
         With1x7({3, 9, 6, 4, 0, 2, 7})}) {
     const int images = 3, groups = 2;
     SCOPED_TRACE(Describe(s, images));
@@ -601,6 +654,7 @@ TYPED_TEST(WinogradConvTest, WinogradForwardAccumulates) {
   using Dtype = TypeParam;
   for (const Shape& s :
        {Shape{4, 7, 10, 3, 1, 0, 5}, With5x5({4, 7, 10, 3, 2, 1, 5}),
+        Tile4(With5x5({4, 7, 10, 3, 2, 1, 5})),
         With7x1({4, 7, 10, 3, 3, 0, 5})}) {
     const int images = 2;
     SCOPED_TRACE(Describe(s, images));
@@ -693,12 +747,19 @@ TYPED_TEST(WinogradConvTest, WinogradWeightGradientMatchesNaive) {
                           {1, 1, 1, 1, 1, 1},
                           {33, 9, 10, 18, 1, 1, 7},
                           With5x5({3, 5, 7, 4, 0, 0}),
+                          Tile4(With5x5({3, 5, 7, 4, 0, 0})),
                           With5x5({17, 13, 9, 3, 2, 2}),
+                          Tile4(With5x5({17, 13, 9, 3, 2, 2})),
                           With5x5({2, 3, 3, 17, 4, 4}),
+                          Tile4(With5x5({2, 3, 3, 17, 4, 4})),
                           With5x5({5, 14, 14, 6, 1, 3}),
+                          Tile4(With5x5({5, 14, 14, 6, 1, 3})),
                           With5x5({4, 6, 11, 5, 3, 0, 5}),
+                          Tile4(With5x5({4, 6, 11, 5, 3, 0, 5})),
                           With5x5({1, 1, 1, 1, 2, 2}),
+                          Tile4(With5x5({1, 1, 1, 1, 2, 2})),
                           With5x5({33, 9, 10, 18, 2, 2, 7}),
+                          Tile4(With5x5({33, 9, 10, 18, 2, 2, 7})),
                           With1x7({3, 5, 7, 4, 0, 0}),
                           With1x7({17, 13, 9, 3, 0, 3}),
                           With1x7({1, 1, 1, 1, 0, 6}),
@@ -775,6 +836,7 @@ TYPED_TEST(WinogradConvTest, WinogradWeightGradientAccumulatesInTheTransform) {
   using Dtype = TypeParam;
   for (const Shape& s :
        {Shape{6, 9, 9, 5, 1, 1, 4}, With5x5({6, 9, 9, 5, 2, 2, 4}),
+        Tile4(With5x5({6, 9, 9, 5, 2, 2, 4})),
         With1x7({6, 9, 9, 5, 0, 3, 4})}) {
     const int images = 2;
     SCOPED_TRACE(Describe(s, images));

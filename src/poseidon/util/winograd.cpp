@@ -1,6 +1,6 @@
-// WinogradConv: 3x3 and 5x5 stride-1 convolutions by Winograd's F(4x4, 3x3)
-// and F(2x2, 5x5), 1x7 and 7x1 ones by F(2, 7) along the kernel's long
-// axis, the channel sums of each transform position as one GEMM per tile
+// WinogradConv: 3x3 and 5x5 stride-1 convolutions by Winograd's F(4x4, 3x3),
+// F(2x2, 5x5) and F(4x4, 5x5), 1x7 and 7x1 ones by F(2, 7) along the kernel's
+// long axis, the channel sums of each transform position as one GEMM per tile
 // block; also the weight gradient, summed in the transform domain.
 //
 // Note [Winograd]
@@ -35,6 +35,17 @@
 // scratch; only G, A^T and the tile edge m (4 or 2) differ. The transforms
 // (ApplyG, in double, for the weights; ApplyBt; ApplyAt) are written out
 // as the sums these rows give.
+// F(4, 5) (4 outputs of a 5-tap correlation from 8 inputs) takes the
+// points of F(2, 7) (Note [One-dimensional Winograd] below): 0, 1, -1, 2,
+// -2, 1/2, -1/2 and infinity, and with them its 8 x 8 B^T; A^T is 4 x 8,
+// column k (1, p, p^2, p^3) at point p (the last (0, 0, 0, 1)), and row k
+// of G (8 x 5) is c_k (1, p, ..., p^4) with c = (1, -2/9, -2/9, 1/90,
+// 1/90, 32/45, 32/45) and (0, 0, 0, 0, 1) last. In 2-D, F(4x4, 5x5): 64
+// multiplications per 4x4 tile instead of 400, 4 per output against F(2x2,
+// 5x5)'s 9, on the 8x8 transform domain: 64 GEMMs, and 8x8 windows m = 4
+// apart. The generic transforms and the AVX2 ones are templates on the
+// domain's edge, 6 or 8. (Checked by exact rational arithmetic that these
+// matrices give the correlation, before they were written here.)
 //
 // Tiles. The output of each image is cut into tiles_h x tiles_w tiles of
 // m x m (the last row and column of tiles partial); tile (ty, tx) reads the
@@ -52,16 +63,16 @@
 // second compilation, Note [Transforms on AVX2]); in float on AVX2 CPUs
 // they are written with intrinsics (Note [Input transform on AVX2]).
 //
-// Blocking. Scratch is V and M of one block, 36 (channels + outputs) T
-// elements. T is chosen so that they take about 2 MiB (an L2 of a
-// server core, where they are written, multiplied and read back), but
-// at least 64 tiles (narrower GEMMs re-read U, 36 outputs channels
-// elements, for fewer tiles; on the shared 2-core development machine,
-// one thread, float, layers of 64 to 512 channels ran 5-10% faster with
-// blocks of 64 tiles than of 32, and 128 or 256 were within the noise of
-// 64) and at most 256, a multiple of 16. So scratch stays bounded
-// whatever the batch (9.4 MB for 512 channels and outputs in float), and
-// the layer can keep one buffer per thread.
+// Blocking. Scratch is V and M of one block, P (channels + outputs) T
+// elements, P the positions (36; 64 for F(4x4, 5x5), 8 for F(2, 7)). T is
+// chosen so that they take about 2 MiB (an L2 of a server core, where they are
+// written, multiplied and read back), but at least 64 tiles (narrower GEMMs
+// re-read U, 36 outputs channels elements, for fewer tiles; on the shared
+// 2-core development machine, one thread, float, layers of 64 to 512 channels
+// ran 5-10% faster with blocks of 64 tiles than of 32, and 128 or 256 were
+// within the noise of 64) and at most 256, a multiple of 16. So scratch stays
+// bounded whatever the batch (9.4 MB for 512 channels and outputs in float),
+// and the layer can keep one buffer per thread.
 //
 // Error. The transforms multiply by up to 8 (A^T) and 5 (B^T), and G's
 // entries 1/6, 1/12 and 1/24 are not exact in binary, so in float the
@@ -73,8 +84,11 @@
 //   for 5x5: it holds the window of the output's tile),
 // with inputs and weights in [-1, 1], the error of F(4x4, 3x3) reached
 // about 23 epsilon in float and 35 in double over 31 seeds of the test
-// shapes, F(2x2, 5x5)'s 11 (forward) and 14 (weight gradient); the tests
-// allow 100 epsilon. Against the receptive field's own sum of
+// shapes, F(2x2, 5x5)'s 11 (forward) and 14 (weight gradient); F(4x4,
+// 5x5)'s (one seed, its 11x11 square around the receptive field) 12.5 in
+// float and 11.7 in double forward, 28 and 21 in the weight gradient, its
+// G^T's 32/45 and 2^j / 90 summing the most terms; the tests allow 100
+// epsilon. Against the receptive field's own sum of
 // |W| |bottom|, a corner output of a padded image (one pixel in its
 // receptive field, 16 or more in its window) shows errors many times
 // larger. Larger tiles (F(6x6, 3x3)) are reported to lose about another
@@ -149,8 +163,6 @@ namespace {
 
 using winograd::DownColumns;
 using winograd::GatherPadded;
-using winograd::kAlpha;
-using winograd::kPos;
 using winograd::kRun;
 using winograd::OneDimensional;
 using winograd::RunAt;
@@ -171,7 +183,7 @@ constexpr int kMaxBlock = 256;
 // and lanes l, rows `stride` apart in both (G of Note [Winograd], R = 3
 // or 5).
 template <int R>
-inline void ApplyG(const double* in, int stride, double* out) {
+inline void ApplyG6(const double* in, int stride, double* out) {
   for (int l = 0; l < kLanes; ++l) {
     if constexpr (R == 3) {
       const double g0 = in[l], g1 = in[stride + l], g2 = in[2 * stride + l];
@@ -203,8 +215,8 @@ inline void ApplyG(const double* in, int stride, double* out) {
 // out[k][l] = sum over r of B^T[k][r] in[r][l] for the 6 rows r, k, lanes
 // l: in[r][l] at in[r * stride + l], likewise out.
 template <typename Dtype>
-POSEIDON_ALWAYS_INLINE inline void ApplyBt(const Dtype* in, int stride,
-                                           Dtype* out) {
+POSEIDON_ALWAYS_INLINE inline void ApplyBt6(const Dtype* in, int stride,
+                                            Dtype* out) {
   for (int l = 0; l < kLanes; ++l) {
     const Dtype d0 = in[l], d1 = in[stride + l], d2 = in[2 * stride + l];
     const Dtype d3 = in[3 * stride + l], d4 = in[4 * stride + l];
@@ -223,8 +235,8 @@ POSEIDON_ALWAYS_INLINE inline void ApplyBt(const Dtype* in, int stride,
 // out[k][l] = sum over r of A^T[k][r] in[r][l], 6 rows in, M out (4 or
 // 2); rows `stride` apart in both.
 template <int M, typename Dtype>
-POSEIDON_ALWAYS_INLINE inline void ApplyAt(const Dtype* in, int stride,
-                                           Dtype* out) {
+POSEIDON_ALWAYS_INLINE inline void ApplyAt6(const Dtype* in, int stride,
+                                            Dtype* out) {
   for (int l = 0; l < kLanes; ++l) {
     const Dtype m0 = in[l], m1 = in[stride + l], m2 = in[2 * stride + l];
     const Dtype m3 = in[3 * stride + l], m4 = in[4 * stride + l];
@@ -246,8 +258,8 @@ POSEIDON_ALWAYS_INLINE inline void ApplyAt(const Dtype* in, int stride,
 // out[k][l] = sum over i of A[k][i] in[i][l] (A = (A^T)^T: M rows in, 6
 // out), rows `stride` apart in both: the top diff's transform.
 template <int M, typename Dtype>
-POSEIDON_ALWAYS_INLINE inline void ApplyA(const Dtype* in, int stride,
-                                          Dtype* out) {
+POSEIDON_ALWAYS_INLINE inline void ApplyA6(const Dtype* in, int stride,
+                                           Dtype* out) {
   for (int l = 0; l < kLanes; ++l) {
     if constexpr (M == 4) {
       const Dtype y0 = in[l], y1 = in[stride + l], y2 = in[2 * stride + l];
@@ -275,7 +287,7 @@ POSEIDON_ALWAYS_INLINE inline void ApplyA(const Dtype* in, int stride,
 // out[r][l] = sum over k of G[k][r] in[k][l] (G^T: 6 rows in, R out), rows
 // `stride` apart in both: the weight gradient's way back.
 template <int R>
-inline void ApplyGt(const double* in, int stride, double* out) {
+inline void ApplyGt6(const double* in, int stride, double* out) {
   for (int l = 0; l < kLanes; ++l) {
     const double m0 = in[l], m1 = in[stride + l], m2 = in[2 * stride + l];
     const double m3 = in[3 * stride + l], m4 = in[4 * stride + l];
@@ -464,6 +476,155 @@ POSEIDON_ALWAYS_INLINE inline void ApplyA8(const Dtype* y0, const Dtype* y1,
   }
 }
 
+// F(4x4, 5x5)'s 8-point forms over kLanes lanes, rows `stride` apart in
+// both (Note [Winograd]): G (5 rows in, 8 out, in double), B^T (that of
+// F(2, 7)), A^T (8 in, 4 out), A (4 in, 8 out) and G^T (8 in, 5 out).
+// Row k of G is c_k (1, p, ..., p^4) at point p_k, c = (1, -2/9, -2/9,
+// 1/90, 1/90, 32/45, 32/45), the last row (0, 0, 0, 0, 1); each point
+// pair +-p is an even part plus and minus an odd part.
+inline void ApplyG8(const double* in, int stride, double* out) {
+  for (int l = 0; l < kLanes; ++l) {
+    const double g0 = in[l], g1 = in[stride + l], g2 = in[2 * stride + l];
+    const double g3 = in[3 * stride + l], g4 = in[4 * stride + l];
+    const double even1 = g0 + g2 + g4, odd1 = g1 + g3;
+    const double even2 = g0 + 4 * g2 + 16 * g4, odd2 = 2 * g1 + 8 * g3;
+    const double even_half = g0 + g2 / 4 + g4 / 16, odd_half = g1 / 2 + g3 / 8;
+    out[l] = g0;
+    out[stride + l] = (even1 + odd1) * (-2.0 / 9);
+    out[2 * stride + l] = (even1 - odd1) * (-2.0 / 9);
+    out[3 * stride + l] = (even2 + odd2) * (1.0 / 90);
+    out[4 * stride + l] = (even2 - odd2) * (1.0 / 90);
+    out[5 * stride + l] = (even_half + odd_half) * (32.0 / 45);
+    out[6 * stride + l] = (even_half - odd_half) * (32.0 / 45);
+    out[7 * stride + l] = g4;
+  }
+}
+
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyBt8Lanes(const Dtype* in, int stride,
+                                                 Dtype* out) {
+  ApplyBt8Step<kLanes>(in, in + stride, in + 2 * stride, in + 3 * stride,
+                       in + 4 * stride, in + 5 * stride, in + 6 * stride,
+                       in + 7 * stride, 0, out, stride);
+}
+
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyAt8Lanes(const Dtype* in, int stride,
+                                                 Dtype* out) {
+  for (int l = 0; l < kLanes; ++l) {
+    const Dtype m0 = in[l], m1 = in[stride + l], m2 = in[2 * stride + l];
+    const Dtype m3 = in[3 * stride + l], m4 = in[4 * stride + l];
+    const Dtype m5 = in[5 * stride + l], m6 = in[6 * stride + l];
+    const Dtype m7 = in[7 * stride + l];
+    const Dtype s1 = m1 + m2, d1 = m1 - m2, s2 = m3 + m4, d2 = m3 - m4;
+    const Dtype sh = m5 + m6, dh = m5 - m6;
+    out[l] = m0 + s1 + (s2 + sh);
+    out[stride + l] = d1 + Dtype(0.5) * dh + 2 * d2;
+    out[2 * stride + l] = s1 + Dtype(0.25) * sh + 4 * s2;
+    out[3 * stride + l] = d1 + Dtype(0.125) * dh + 8 * d2 + m7;
+  }
+}
+
+template <typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyA8Lanes(const Dtype* in, int stride,
+                                                Dtype* out) {
+  for (int l = 0; l < kLanes; ++l) {
+    const Dtype y0 = in[l], y1 = in[stride + l], y2 = in[2 * stride + l];
+    const Dtype y3 = in[3 * stride + l];
+    const Dtype even1 = y0 + y2, odd1 = y1 + y3;
+    const Dtype even2 = y0 + 4 * y2, odd2 = 2 * y1 + 8 * y3;
+    const Dtype even_half = y0 + Dtype(0.25) * y2;
+    const Dtype odd_half = Dtype(0.5) * y1 + Dtype(0.125) * y3;
+    out[l] = y0;
+    out[stride + l] = even1 + odd1;
+    out[2 * stride + l] = even1 - odd1;
+    out[3 * stride + l] = even2 + odd2;
+    out[4 * stride + l] = even2 - odd2;
+    out[5 * stride + l] = even_half + odd_half;
+    out[6 * stride + l] = even_half - odd_half;
+    out[7 * stride + l] = y3;
+  }
+}
+
+// G^T: out[j] = sum over k of c_k p_k^j in[k], plus in[7] for j = 4.
+inline void ApplyGt8(const double* in, int stride, double* out) {
+  for (int l = 0; l < kLanes; ++l) {
+    const double m1 = in[stride + l], m2 = in[2 * stride + l];
+    const double m3 = in[3 * stride + l], m4 = in[4 * stride + l];
+    const double m5 = in[5 * stride + l], m6 = in[6 * stride + l];
+    const double sum1 = m1 + m2, diff1 = m1 - m2;
+    const double sum2 = m3 + m4, diff2 = m3 - m4;
+    const double sum_half = m5 + m6, diff_half = m5 - m6;
+    double two_j = 1, half_j = 1;
+    for (int j = 0; j < 5; ++j) {
+      const bool even = j % 2 == 0;
+      out[j * stride + l] = (even ? sum1 : diff1) * (-2.0 / 9) +
+                            (even ? sum2 : diff2) * (two_j / 90) +
+                            (even ? sum_half : diff_half) * (half_j * 32 / 45);
+      two_j *= 2;
+      half_j /= 2;
+    }
+    out[l] += in[l];
+    out[4 * stride + l] += in[7 * stride + l];
+  }
+}
+
+// The square forms by the transform domain's edge A: 6 (F(4x4, 3x3) and
+// F(2x2, 5x5)) or 8 (F(4x4, 5x5)); R the kernel's edge, M the output
+// tile's.
+template <int A, int R>
+inline void ApplyG(const double* in, int stride, double* out) {
+  if constexpr (A == 6) {
+    ApplyG6<R>(in, stride, out);
+  } else {
+    static_assert(A == 8 && R == 5, "the 8x8 domain is F(4x4, 5x5)'s");
+    ApplyG8(in, stride, out);
+  }
+}
+
+template <int A, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyBt(const Dtype* in, int stride,
+                                           Dtype* out) {
+  if constexpr (A == 6) {
+    ApplyBt6(in, stride, out);
+  } else {
+    static_assert(A == 8, "square transform domains are 6x6 or 8x8");
+    ApplyBt8Lanes(in, stride, out);
+  }
+}
+
+template <int A, int M, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyAt(const Dtype* in, int stride,
+                                           Dtype* out) {
+  if constexpr (A == 6) {
+    ApplyAt6<M>(in, stride, out);
+  } else {
+    static_assert(A == 8 && M == 4, "the 8x8 domain has 4x4 tiles");
+    ApplyAt8Lanes(in, stride, out);
+  }
+}
+
+template <int A, int M, typename Dtype>
+POSEIDON_ALWAYS_INLINE inline void ApplyA(const Dtype* in, int stride,
+                                          Dtype* out) {
+  if constexpr (A == 6) {
+    ApplyA6<M>(in, stride, out);
+  } else {
+    static_assert(A == 8 && M == 4, "the 8x8 domain has 4x4 tiles");
+    ApplyA8Lanes(in, stride, out);
+  }
+}
+
+template <int A, int R>
+inline void ApplyGt(const double* in, int stride, double* out) {
+  if constexpr (A == 6) {
+    ApplyGt6<R>(in, stride, out);
+  } else {
+    static_assert(A == 8 && R == 5, "the 8x8 domain is F(4x4, 5x5)'s");
+    ApplyGt8(in, stride, out);
+  }
+}
+
 // F(2, 7)'s InputTransform (Note [F(2, 7) transforms]): the 8-input
 // windows of tiles [first, first + count), transformed into V (8 channels
 // x count matrices).
@@ -570,7 +731,7 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform1D(
 
 // Gathers and transforms tiles [first, first + count) of the images at
 // bottom into V (36 channels x count matrices).
-template <typename Dtype>
+template <int kA, typename Dtype>
 POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
                                                   int64_t first, int count,
                                                   const Dtype* bottom,
@@ -579,10 +740,10 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
   const int C = g.channels, H = g.height, W = g.width;
   const size_t image_plane = static_cast<size_t>(H) * W;
   const size_t v_plane = static_cast<size_t>(C) * count;
-  // d[r][s][l]: the 6x6 windows of up to kLanes tiles; t after the row
+  // d[r][s][l]: the kA x kA windows of up to kLanes tiles; t after the row
   // pass, then the transformed tiles.
-  Dtype d[kPos * kLanes];
-  Dtype t[kPos * kLanes];
+  Dtype d[kA * kA * kLanes];
+  Dtype t[kA * kA * kLanes];
   for (int t0 = 0; t0 < count; t0 += kLanes) {
     const int lanes = std::min(kLanes, count - t0);
     // Where each lane's window starts: image, top row, left column.
@@ -593,8 +754,8 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
     for (int l = 0; l < lanes; ++l) {
       y0[l] -= g.pad_h;
       x0[l] -= g.pad_w;
-      inside[l] = y0[l] >= 0 && y0[l] + kAlpha <= H && x0[l] >= 0 &&
-                  x0[l] + kAlpha <= W;
+      inside[l] =
+          y0[l] >= 0 && y0[l] + kA <= H && x0[l] >= 0 && x0[l] + kA <= W;
     }
     if (lanes < kLanes) std::memset(d, 0, sizeof(d));
     for (int c = 0; c < C; ++c) {
@@ -602,17 +763,17 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
         const Dtype* src = bottom + image[l] * bottom_step + c * image_plane;
         if (inside[l]) {
           src += static_cast<size_t>(y0[l]) * W + x0[l];
-          for (int r = 0; r < kAlpha; ++r) {
-            for (int s = 0; s < kAlpha; ++s) {
-              d[(r * kAlpha + s) * kLanes + l] = src[r * W + s];
+          for (int r = 0; r < kA; ++r) {
+            for (int s = 0; s < kA; ++s) {
+              d[(r * kA + s) * kLanes + l] = src[r * W + s];
             }
           }
         } else {
-          for (int r = 0; r < kAlpha; ++r) {
+          for (int r = 0; r < kA; ++r) {
             const int y = y0[l] + r;
-            for (int s = 0; s < kAlpha; ++s) {
+            for (int s = 0; s < kA; ++s) {
               const int x = x0[l] + s;
-              d[(r * kAlpha + s) * kLanes + l] =
+              d[(r * kA + s) * kLanes + l] =
                   y >= 0 && y < H && x >= 0 && x < W
                       ? src[static_cast<size_t>(y) * W + x]
                       : Dtype(0);
@@ -621,16 +782,16 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
         }
       }
       // B^T d: down each of the 6 columns; then (B^T d) B: along each row.
-      for (int s = 0; s < kAlpha; ++s) {
-        ApplyBt(d + s * kLanes, kAlpha * kLanes, t + s * kLanes);
+      for (int s = 0; s < kA; ++s) {
+        ApplyBt<kA>(d + s * kLanes, kA * kLanes, t + s * kLanes);
       }
-      for (int r = 0; r < kAlpha; ++r) {
-        ApplyBt(t + r * kAlpha * kLanes, kLanes, d + r * kAlpha * kLanes);
+      for (int r = 0; r < kA; ++r) {
+        ApplyBt<kA>(t + r * kA * kLanes, kLanes, d + r * kA * kLanes);
       }
       // ApplyBt along rows wrote into d: d now holds the transformed
       // tiles, which the next channel's gather overwrites.
       Dtype* v = V + static_cast<size_t>(c) * count + t0;
-      for (int pos = 0; pos < kPos; ++pos) {
+      for (int pos = 0; pos < kA * kA; ++pos) {
         std::memcpy(v + pos * v_plane, d + pos * kLanes, sizeof(Dtype) * lanes);
       }
     }
@@ -640,7 +801,7 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
 // Transforms the products M (36 outputs x count matrices) of tiles
 // [first, first + count) back and writes (or adds) their valid part;
 // kOut is the output tile's edge, m.
-template <int kOut, typename Dtype>
+template <int kA, int kOut, typename Dtype>
 POSEIDON_ALWAYS_INLINE inline void OutputTransform(const Tiling& g,
                                                    int64_t first, int count,
                                                    const Dtype* M, Dtype* top,
@@ -649,8 +810,8 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform(const Tiling& g,
   const int O = g.outputs, OH = g.output_h, OW = g.output_w;
   const size_t top_plane = static_cast<size_t>(OH) * OW;
   const size_t m_plane = static_cast<size_t>(O) * count;
-  Dtype m[kPos * kLanes];
-  Dtype t[kOut * kAlpha * kLanes];
+  Dtype m[kA * kA * kLanes];
+  Dtype t[kOut * kA * kLanes];
   Dtype y[kOut * kOut * kLanes];
   for (int t0 = 0; t0 < count; t0 += kLanes) {
     const int lanes = std::min(kLanes, count - t0);
@@ -660,17 +821,17 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform(const Tiling& g,
     if (lanes < kLanes) std::memset(m, 0, sizeof(m));
     for (int o = 0; o < O; ++o) {
       const Dtype* src = M + static_cast<size_t>(o) * count + t0;
-      for (int pos = 0; pos < kPos; ++pos) {
+      for (int pos = 0; pos < kA * kA; ++pos) {
         std::memcpy(m + pos * kLanes, src + pos * m_plane,
                     sizeof(Dtype) * lanes);
       }
       // A^T m: down each of the 6 columns (m rows out); then (A^T m) A:
       // along each of those m rows.
-      for (int s = 0; s < kAlpha; ++s) {
-        ApplyAt<kOut>(m + s * kLanes, kAlpha * kLanes, t + s * kLanes);
+      for (int s = 0; s < kA; ++s) {
+        ApplyAt<kA, kOut>(m + s * kLanes, kA * kLanes, t + s * kLanes);
       }
       for (int r = 0; r < kOut; ++r) {
-        ApplyAt<kOut>(t + r * kAlpha * kLanes, kLanes, y + r * kOut * kLanes);
+        ApplyAt<kA, kOut>(t + r * kA * kLanes, kLanes, y + r * kOut * kLanes);
       }
       for (int l = 0; l < lanes; ++l) {
         Dtype* dst = top + image[l] * top_step + o * top_plane +
@@ -696,7 +857,7 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform(const Tiling& g,
 // output) of outputs [output_begin, output_end) and transforms them into
 // Z (36 (output_end - output_begin) x count matrices), A dY A^T; kOut is
 // m.
-template <int kOut, typename Dtype>
+template <int kA, int kOut, typename Dtype>
 POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
     const Tiling& g, int64_t first, int count, const Dtype* top_diff,
     ptrdiff_t top_step, int output_begin, int output_end, Dtype* Z) {
@@ -704,10 +865,10 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
   const size_t top_plane = static_cast<size_t>(OH) * OW;
   const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
   // y[r][s][l]: the m x m tiles of up to kLanes tiles; t = A y (6 x m),
-  // then z = A y A^T (6 x 6).
+  // then z = A y A^T (kA x kA).
   Dtype y[kOut * kOut * kLanes];
-  Dtype t[kAlpha * kOut * kLanes];
-  Dtype z[kPos * kLanes];
+  Dtype t[kA * kOut * kLanes];
+  Dtype z[kA * kA * kLanes];
   for (int t0 = 0; t0 < count; t0 += kLanes) {
     const int lanes = std::min(kLanes, count - t0);
     int64_t image[kLanes];
@@ -729,16 +890,16 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
           }
         }
       }
-      // A y: down each of the m columns (6 rows out); then (A y) A^T:
-      // along each of those 6 rows (m elements in, 6 out).
+      // A y: down each of the m columns (kA rows out); then (A y) A^T:
+      // along each of those kA rows (m elements in, kA out).
       for (int s = 0; s < kOut; ++s) {
-        ApplyA<kOut>(y + s * kLanes, kOut * kLanes, t + s * kLanes);
+        ApplyA<kA, kOut>(y + s * kLanes, kOut * kLanes, t + s * kLanes);
       }
-      for (int r = 0; r < kAlpha; ++r) {
-        ApplyA<kOut>(t + r * kOut * kLanes, kLanes, z + r * kAlpha * kLanes);
+      for (int r = 0; r < kA; ++r) {
+        ApplyA<kA, kOut>(t + r * kOut * kLanes, kLanes, z + r * kA * kLanes);
       }
       Dtype* dst = Z + static_cast<size_t>(o - output_begin) * count + t0;
-      for (int pos = 0; pos < kPos; ++pos) {
+      for (int pos = 0; pos < kA * kA; ++pos) {
         std::memcpy(dst + pos * z_plane, z + pos * kLanes,
                     sizeof(Dtype) * lanes);
       }
@@ -748,29 +909,29 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
 
 // The AVX2 compilations (Note [Transforms on AVX2]), which double runs;
 // float has the intrinsics of winograd_avx2.cpp instead.
-template <typename Dtype>
+template <int kA, typename Dtype>
 POSEIDON_AVX2 void InputTransformCompiled(const Tiling& g, int64_t first,
                                           int count, const Dtype* bottom,
                                           ptrdiff_t bottom_step, Dtype* V) {
-  InputTransform(g, first, count, bottom, bottom_step, V);
+  InputTransform<kA>(g, first, count, bottom, bottom_step, V);
 }
 
-template <int kOut, typename Dtype>
+template <int kA, int kOut, typename Dtype>
 POSEIDON_AVX2 void OutputTransformCompiled(const Tiling& g, int64_t first,
                                            int count, const Dtype* M,
                                            Dtype* top, ptrdiff_t top_step,
                                            bool accumulate) {
-  OutputTransform<kOut>(g, first, count, M, top, top_step, accumulate);
+  OutputTransform<kA, kOut>(g, first, count, M, top, top_step, accumulate);
 }
 
-template <int kOut, typename Dtype>
+template <int kA, int kOut, typename Dtype>
 POSEIDON_AVX2 void TopDiffTransformCompiled(const Tiling& g, int64_t first,
                                             int count, const Dtype* top_diff,
                                             ptrdiff_t top_step,
                                             int output_begin, int output_end,
                                             Dtype* Z) {
-  TopDiffTransform<kOut>(g, first, count, top_diff, top_step, output_begin,
-                         output_end, Z);
+  TopDiffTransform<kA, kOut>(g, first, count, top_diff, top_step, output_begin,
+                             output_end, Z);
 }
 
 // F(2, 7)'s transforms compiled for AVX2, which float runs too.
@@ -806,6 +967,18 @@ POSEIDON_AVX2 void TopDiffTransform1DCompiled(const Tiling& g, int64_t first,
 // The transforms of one call: the generic ones where the AVX2 kernels do
 // not run, else the intrinsics (float) or the AVX2 compilation (double);
 // chosen once per call.
+template <int kA, typename Dtype>
+void InputTransformOf(const Tiling& g, bool avx2, int64_t first, int count,
+                      const Dtype* bottom, ptrdiff_t bottom_step, Dtype* V) {
+  if (!avx2) {
+    InputTransform<kA>(g, first, count, bottom, bottom_step, V);
+  } else if constexpr (std::is_same_v<Dtype, float>) {
+    winograd::InputTransformAvx2<kA>(g, first, count, bottom, bottom_step, V);
+  } else {
+    InputTransformCompiled<kA>(g, first, count, bottom, bottom_step, V);
+  }
+}
+
 template <typename Dtype>
 void RunInputTransform(const Tiling& g, bool avx2, int64_t first, int count,
                        const Dtype* bottom, ptrdiff_t bottom_step, Dtype* V) {
@@ -817,27 +990,25 @@ void RunInputTransform(const Tiling& g, bool avx2, int64_t first, int count,
     } else {
       InputTransform1DCompiled(g, first, count, bottom, bottom_step, V);
     }
-  } else if (!avx2) {
-    InputTransform(g, first, count, bottom, bottom_step, V);
-  } else if constexpr (std::is_same_v<Dtype, float>) {
-    winograd::InputTransformAvx2(g, first, count, bottom, bottom_step, V);
+  } else if (g.alpha == 8) {
+    InputTransformOf<8>(g, avx2, first, count, bottom, bottom_step, V);
   } else {
-    InputTransformCompiled(g, first, count, bottom, bottom_step, V);
+    InputTransformOf<6>(g, avx2, first, count, bottom, bottom_step, V);
   }
 }
 
-template <int kOut, typename Dtype>
+template <int kA, int kOut, typename Dtype>
 void OutputTransformOf(const Tiling& g, bool avx2, int64_t first, int count,
                        const Dtype* M, Dtype* top, ptrdiff_t top_step,
                        bool accumulate) {
   if (!avx2) {
-    OutputTransform<kOut>(g, first, count, M, top, top_step, accumulate);
+    OutputTransform<kA, kOut>(g, first, count, M, top, top_step, accumulate);
   } else if constexpr (std::is_same_v<Dtype, float>) {
-    winograd::OutputTransformAvx2<kOut>(g, first, count, M, top, top_step,
-                                        accumulate);
+    winograd::OutputTransformAvx2<kA, kOut>(g, first, count, M, top, top_step,
+                                            accumulate);
   } else {
-    OutputTransformCompiled<kOut>(g, first, count, M, top, top_step,
-                                  accumulate);
+    OutputTransformCompiled<kA, kOut>(g, first, count, M, top, top_step,
+                                      accumulate);
   }
 }
 
@@ -858,26 +1029,31 @@ void RunOutputTransform(const Tiling& g, bool avx2, int64_t first, int count,
     } else {
       OutputTransform1DCompiled(g, first, count, M, top, top_step, accumulate);
     }
+  } else if (g.alpha == 8) {
+    OutputTransformOf<8, 4>(g, avx2, first, count, M, top, top_step,
+                            accumulate);
   } else if (g.tile_w == 4) {
-    OutputTransformOf<4>(g, avx2, first, count, M, top, top_step, accumulate);
+    OutputTransformOf<6, 4>(g, avx2, first, count, M, top, top_step,
+                            accumulate);
   } else {
-    OutputTransformOf<2>(g, avx2, first, count, M, top, top_step, accumulate);
+    OutputTransformOf<6, 2>(g, avx2, first, count, M, top, top_step,
+                            accumulate);
   }
 }
 
-template <int kOut, typename Dtype>
+template <int kA, int kOut, typename Dtype>
 void TopDiffTransformOf(const Tiling& g, bool avx2, int64_t first, int count,
                         const Dtype* top_diff, ptrdiff_t top_step,
                         int output_begin, int output_end, Dtype* Z) {
   if (!avx2) {
-    TopDiffTransform<kOut>(g, first, count, top_diff, top_step, output_begin,
-                           output_end, Z);
+    TopDiffTransform<kA, kOut>(g, first, count, top_diff, top_step,
+                               output_begin, output_end, Z);
   } else if constexpr (std::is_same_v<Dtype, float>) {
-    winograd::TopDiffTransformAvx2<kOut>(g, first, count, top_diff, top_step,
-                                         output_begin, output_end, Z);
+    winograd::TopDiffTransformAvx2<kA, kOut>(
+        g, first, count, top_diff, top_step, output_begin, output_end, Z);
   } else {
-    TopDiffTransformCompiled<kOut>(g, first, count, top_diff, top_step,
-                                   output_begin, output_end, Z);
+    TopDiffTransformCompiled<kA, kOut>(g, first, count, top_diff, top_step,
+                                       output_begin, output_end, Z);
   }
 }
 
@@ -896,12 +1072,15 @@ void RunTopDiffTransform(const Tiling& g, bool avx2, int64_t first, int count,
       TopDiffTransform1DCompiled(g, first, count, top_diff, top_step,
                                  output_begin, output_end, Z);
     }
+  } else if (g.alpha == 8) {
+    TopDiffTransformOf<8, 4>(g, avx2, first, count, top_diff, top_step,
+                             output_begin, output_end, Z);
   } else if (g.tile_w == 4) {
-    TopDiffTransformOf<4>(g, avx2, first, count, top_diff, top_step,
-                          output_begin, output_end, Z);
+    TopDiffTransformOf<6, 4>(g, avx2, first, count, top_diff, top_step,
+                             output_begin, output_end, Z);
   } else {
-    TopDiffTransformOf<2>(g, avx2, first, count, top_diff, top_step,
-                          output_begin, output_end, Z);
+    TopDiffTransformOf<6, 2>(g, avx2, first, count, top_diff, top_step,
+                             output_begin, output_end, Z);
   }
 }
 
@@ -925,7 +1104,8 @@ Tiling TilingOf(const WinogradConv<Dtype>& w) {
           (w.output_w() + w.tile_w() - 1) / w.tile_w(),
           w.tiles_per_image(),
           w.tile_h(),
-          w.tile_w()};
+          w.tile_w(),
+          w.alpha()};
 }
 
 }  // namespace
@@ -943,12 +1123,21 @@ WinogradConv<Dtype>::WinogradConv(const Geometry& g) : g_(g) {
   CHECK((kh == kw && (kh == 3 || kh == 5)) || (kh == 1 && kw == kTaps1) ||
         (kh == kTaps1 && kw == 1))
       << "Winograd: a " << kh << "x" << kw << " kernel";
+  // The square forms' output tiles: 4 x 4 for 3x3, 2 x 2 or 4 x 4 for 5x5.
+  const int tile = g.tile == 0 ? (kh == 3 ? 4 : 2) : g.tile;
+  CHECK(kh != kw || tile == 4 || (kh == 5 && tile == 2))
+      << "Winograd: a " << tile << "x" << tile << " tile for a " << kh << "x"
+      << kw << " kernel";
+  CHECK(kh == kw || g.tile == 0)
+      << "Winograd: F(2, 7)'s tile is fixed, not " << g.tile;
   if (kh == kw) {
-    tile_h_ = tile_w_ = kAlpha + 1 - kh;
-    positions_ = kPos;
+    tile_h_ = tile_w_ = tile;
+    alpha_ = tile + kh - 1;
+    positions_ = alpha_ * alpha_;
   } else {
     tile_h_ = kh == 1 ? 1 : kOut1;
     tile_w_ = kw == 1 ? 1 : kOut1;
+    alpha_ = kAlpha1;
     positions_ = kAlpha1;
   }
   output_h_ = g.height + 2 * g.pad_h - (kh - 1);
@@ -991,14 +1180,19 @@ void WinogradConv<Dtype>::TransformWeights(const Dtype* weights,
   if (positions_ == kAlpha1) {
     TransformWeights1D(weights, flip_and_swap, U, output_begin, output_end);
   } else if (g_.kernel_h == 3) {
-    TransformWeightsOf<3>(weights, flip_and_swap, U, output_begin, output_end);
+    TransformWeightsOf<6, 3>(weights, flip_and_swap, U, output_begin,
+                             output_end);
+  } else if (alpha_ == 6) {
+    TransformWeightsOf<6, 5>(weights, flip_and_swap, U, output_begin,
+                             output_end);
   } else {
-    TransformWeightsOf<5>(weights, flip_and_swap, U, output_begin, output_end);
+    TransformWeightsOf<8, 5>(weights, flip_and_swap, U, output_begin,
+                             output_end);
   }
 }
 
 template <typename Dtype>
-template <int R>
+template <int A, int R>
 void WinogradConv<Dtype>::TransformWeightsOf(const Dtype* weights,
                                              bool flip_and_swap, Dtype* U,
                                              int output_begin,
@@ -1006,10 +1200,10 @@ void WinogradConv<Dtype>::TransformWeightsOf(const Dtype* weights,
   const int C = g_.channels, O = g_.outputs;
   const size_t plane = static_cast<size_t>(O) * C;
   // kLanes kernels (o, c0 + l) at a time: k[R i + j][l], then G k
-  // (gk[R a + j][l]), then G k G^T (u[6 a + b][l]).
+  // (gk[R a + j][l]), then G k G^T (u[A a + b][l]).
   double k[R * R * kLanes] = {};
-  double gk[kAlpha * R * kLanes];
-  double u[kPos * kLanes];
+  double gk[A * R * kLanes];
+  double u[A * A * kLanes];
   for (int o = output_begin; o < output_end; ++o) {
     for (int c0 = 0; c0 < C; c0 += kLanes) {
       const int lanes = std::min(kLanes, C - c0);
@@ -1024,13 +1218,13 @@ void WinogradConv<Dtype>::TransformWeightsOf(const Dtype* weights,
         }
       }
       for (int j = 0; j < R; ++j) {
-        ApplyG<R>(k + j * kLanes, R * kLanes, gk + j * kLanes);
+        ApplyG<A, R>(k + j * kLanes, R * kLanes, gk + j * kLanes);
       }
-      for (int a = 0; a < kAlpha; ++a) {
-        ApplyG<R>(gk + a * R * kLanes, kLanes, u + a * kAlpha * kLanes);
+      for (int a = 0; a < A; ++a) {
+        ApplyG<A, R>(gk + a * R * kLanes, kLanes, u + a * A * kLanes);
       }
       Dtype* dst = U + static_cast<size_t>(o) * C + c0;
-      for (int pos = 0; pos < kPos; ++pos) {
+      for (int pos = 0; pos < A * A; ++pos) {
         for (int l = 0; l < lanes; ++l) {
           dst[pos * plane + l] = static_cast<Dtype>(u[pos * kLanes + l]);
         }
@@ -1138,16 +1332,19 @@ void WinogradConv<Dtype>::TransformWeightGradient(const Dtype* const* dU,
   if (positions_ == kAlpha1) {
     TransformWeightGradient1D(dU, parts, weight_diff, output_begin, output_end);
   } else if (g_.kernel_h == 3) {
-    TransformWeightGradientOf<3>(dU, parts, weight_diff, output_begin,
-                                 output_end);
+    TransformWeightGradientOf<6, 3>(dU, parts, weight_diff, output_begin,
+                                    output_end);
+  } else if (alpha_ == 6) {
+    TransformWeightGradientOf<6, 5>(dU, parts, weight_diff, output_begin,
+                                    output_end);
   } else {
-    TransformWeightGradientOf<5>(dU, parts, weight_diff, output_begin,
-                                 output_end);
+    TransformWeightGradientOf<8, 5>(dU, parts, weight_diff, output_begin,
+                                    output_end);
   }
 }
 
 template <typename Dtype>
-template <int R>
+template <int A, int R>
 void WinogradConv<Dtype>::TransformWeightGradientOf(const Dtype* const* dU,
                                                     int parts,
                                                     Dtype* weight_diff,
@@ -1155,27 +1352,27 @@ void WinogradConv<Dtype>::TransformWeightGradientOf(const Dtype* const* dU,
                                                     int output_end) const {
   const int C = g_.channels, O = g_.outputs;
   const size_t plane = static_cast<size_t>(O) * C;
-  // kLanes kernels (o, c0 + l) at a time: the summed transform m[6 a +
+  // kLanes kernels (o, c0 + l) at a time: the summed transform m[A a +
   // b][l], then G^T m (t[R i + b][l]), then G^T m G (w[R i + j][l]).
-  double m[kPos * kLanes] = {};
-  double t[R * kAlpha * kLanes];
+  double m[A * A * kLanes] = {};
+  double t[R * A * kLanes];
   double w[R * R * kLanes];
   for (int o = output_begin; o < output_end; ++o) {
     for (int c0 = 0; c0 < C; c0 += kLanes) {
       const int lanes = std::min(kLanes, C - c0);
       const size_t at = static_cast<size_t>(o) * C + c0;
-      for (int pos = 0; pos < kPos; ++pos) {
+      for (int pos = 0; pos < A * A; ++pos) {
         for (int l = 0; l < lanes; ++l) {
           double sum = 0;
           for (int p = 0; p < parts; ++p) sum += dU[p][pos * plane + at + l];
           m[pos * kLanes + l] = sum;
         }
       }
-      for (int b = 0; b < kAlpha; ++b) {
-        ApplyGt<R>(m + b * kLanes, kAlpha * kLanes, t + b * kLanes);
+      for (int b = 0; b < A; ++b) {
+        ApplyGt<A, R>(m + b * kLanes, A * kLanes, t + b * kLanes);
       }
       for (int i = 0; i < R; ++i) {
-        ApplyGt<R>(t + i * kAlpha * kLanes, kLanes, w + i * R * kLanes);
+        ApplyGt<A, R>(t + i * A * kLanes, kLanes, w + i * R * kLanes);
       }
       for (int l = 0; l < lanes; ++l) {
         Dtype* dst = weight_diff + (at + l) * R * R;

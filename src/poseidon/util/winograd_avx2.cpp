@@ -3,8 +3,9 @@
 //
 // Note [Input transform on AVX2]
 // The float transforms on AVX2 CPUs are written with intrinsics rather
-// than left to the compiler. The generic input transform gathers each
-// tile's 6 x 6 window element by element (with a bounds test per element
+// than left to the compiler, one template for the 6x6 and the 8x8
+// transform domains (below, 6x6's figures). The generic input transform gathers
+// each tile's 6 x 6 window element by element (with a bounds test per element
 // for tiles that touch the padding: most of them on small maps, 12 of 16
 // on CIFAR-10 quick's 8 x 8) and copies the transformed tiles out with a
 // memcpy per row; in F(2x2, 5x5)'s first profile (perf, CIFAR-10 quick,
@@ -15,8 +16,8 @@
 // image where all 8 floats lie in the channel's plane; a masked load
 // elsewhere, so nothing outside the image is read: masked loads alone
 // took most of the time on the AVX2 EPYC), an 8 x 8 transpose turns 8
-// tiles' rows into 6 vectors of a column each, B^T runs along the row
-// and, after the 6 rows, down the columns, straight into V's rows, each
+// tiles' rows into 6 (8) vectors of a column each, B^T runs along the
+// row and, after the 6 (8) rows, down the columns, straight into V's rows, each
 // store a whole 64-byte line. The output transform loads M's rows the
 // same way, and the top diff's stores into Z likewise; their m x m of
 // output is still written element by element. The arithmetic is the
@@ -71,8 +72,8 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Transpose8(__m256 in[8]) {
 }
 
 // out[k * step] = (B^T d)[k] for the 6 vectors d[0 .. 5] (ApplyBt's sums).
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt(const __m256* d,
-                                                    __m256* out, int step) {
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt6(const __m256* d,
+                                                     __m256* out, int step) {
   const __m256 four = _mm256_set1_ps(4), five = _mm256_set1_ps(5);
   const __m256 two = _mm256_set1_ps(2);
   const __m256 p = _mm256_fnmadd_ps(four, d[2], d[4]);
@@ -92,8 +93,8 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt(const __m256* d,
 // out[k * step] = (A^T m)[k], k < M, for the 6 vectors m[0 .. 5]
 // (ApplyAt's sums).
 template <int M>
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At(const __m256* m,
-                                                    __m256* out, int step) {
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At6(const __m256* m,
+                                                     __m256* out, int step) {
   const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
   const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
   const __m256 two = _mm256_set1_ps(2);
@@ -111,8 +112,8 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At(const __m256* m,
 // out[k * step] = (A y)[k], k < 6, for the M vectors y[0 .. M - 1]
 // (ApplyA's sums).
 template <int M>
-POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A(const __m256* y, __m256* out,
-                                                   int step) {
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A6(const __m256* y,
+                                                    __m256* out, int step) {
   const __m256 two = _mm256_set1_ps(2);
   if constexpr (M == 4) {
     const __m256 four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
@@ -133,6 +134,108 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A(const __m256* y, __m256* out,
     out[3 * step] = _mm256_fmadd_ps(two, y[1], y[0]);
     out[4 * step] = _mm256_fnmadd_ps(two, y[1], y[0]);
     out[5 * step] = y[1];
+  }
+}
+
+// F(4x4, 5x5)'s 8-point forms (Note [Winograd] in winograd.cpp): out[k *
+// step] = (B^T d)[k] for the 8 vectors d[0 .. 7], B^T that of F(2, 7).
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt8(const __m256* d,
+                                                     __m256* out, int step) {
+  const __m256 c5_25 = _mm256_set1_ps(5.25f), c4_25 = _mm256_set1_ps(4.25f);
+  const __m256 c2_5 = _mm256_set1_ps(2.5f), c1_25 = _mm256_set1_ps(1.25f);
+  const __m256 c0_5 = _mm256_set1_ps(0.5f), c0_25 = _mm256_set1_ps(0.25f);
+  const __m256 c2 = _mm256_set1_ps(2.0f), c4 = _mm256_set1_ps(4.0f);
+  const __m256 c5 = _mm256_set1_ps(5.0f);
+  out[0] = _mm256_fmadd_ps(c5_25, _mm256_sub_ps(d[4], d[2]),
+                           _mm256_sub_ps(d[0], d[6]));
+  out[7 * step] = _mm256_fmadd_ps(c5_25, _mm256_sub_ps(d[3], d[5]),
+                                  _mm256_sub_ps(d[7], d[1]));
+  const __m256 e1 = _mm256_fnmadd_ps(c4_25, d[4], _mm256_add_ps(d[2], d[6]));
+  const __m256 o1 = _mm256_fnmadd_ps(c4_25, d[3], _mm256_add_ps(d[1], d[5]));
+  out[step] = _mm256_add_ps(e1, o1);
+  out[2 * step] = _mm256_sub_ps(e1, o1);
+  const __m256 e2 =
+      _mm256_fnmadd_ps(c1_25, d[4], _mm256_fmadd_ps(c0_25, d[2], d[6]));
+  const __m256 o2 = _mm256_fmadd_ps(
+      c2, d[5], _mm256_fnmadd_ps(c2_5, d[3], _mm256_mul_ps(c0_5, d[1])));
+  out[3 * step] = _mm256_add_ps(e2, o2);
+  out[4 * step] = _mm256_sub_ps(e2, o2);
+  const __m256 e3 = _mm256_fnmadd_ps(c5, d[4], _mm256_fmadd_ps(c4, d[2], d[6]));
+  const __m256 o3 = _mm256_fmadd_ps(
+      c0_5, d[5], _mm256_fnmadd_ps(c2_5, d[3], _mm256_mul_ps(c2, d[1])));
+  out[5 * step] = _mm256_add_ps(e3, o3);
+  out[6 * step] = _mm256_sub_ps(e3, o3);
+}
+
+// out[k * step] = (A^T m)[k], k < 4, for the 8 vectors m[0 .. 7].
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At8(const __m256* m,
+                                                     __m256* out, int step) {
+  const __m256 s1 = _mm256_add_ps(m[1], m[2]), d1 = _mm256_sub_ps(m[1], m[2]);
+  const __m256 s2 = _mm256_add_ps(m[3], m[4]), d2 = _mm256_sub_ps(m[3], m[4]);
+  const __m256 sh = _mm256_add_ps(m[5], m[6]), dh = _mm256_sub_ps(m[5], m[6]);
+  out[0] = _mm256_add_ps(_mm256_add_ps(m[0], s1), _mm256_add_ps(s2, sh));
+  out[step] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d2,
+                              _mm256_fmadd_ps(_mm256_set1_ps(0.5f), dh, d1));
+  out[2 * step] = _mm256_fmadd_ps(
+      _mm256_set1_ps(4.0f), s2, _mm256_fmadd_ps(_mm256_set1_ps(0.25f), sh, s1));
+  out[3 * step] = _mm256_add_ps(
+      _mm256_fmadd_ps(_mm256_set1_ps(8.0f), d2,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0.125f), dh, d1)),
+      m[7]);
+}
+
+// out[k * step] = (A y)[k], k < 8, for the 4 vectors y[0 .. 3].
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A8(const __m256* y,
+                                                    __m256* out, int step) {
+  const __m256 e1 = _mm256_add_ps(y[0], y[2]), o1 = _mm256_add_ps(y[1], y[3]);
+  const __m256 e2 = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), y[2], y[0]);
+  const __m256 o2 =
+      _mm256_fmadd_ps(_mm256_set1_ps(8.0f), y[3], _mm256_add_ps(y[1], y[1]));
+  const __m256 eh = _mm256_fmadd_ps(_mm256_set1_ps(0.25f), y[2], y[0]);
+  const __m256 oh = _mm256_fmadd_ps(_mm256_set1_ps(0.125f), y[3],
+                                    _mm256_mul_ps(_mm256_set1_ps(0.5f), y[1]));
+  out[0] = y[0];
+  out[step] = _mm256_add_ps(e1, o1);
+  out[2 * step] = _mm256_sub_ps(e1, o1);
+  out[3 * step] = _mm256_add_ps(e2, o2);
+  out[4 * step] = _mm256_sub_ps(e2, o2);
+  out[5 * step] = _mm256_add_ps(eh, oh);
+  out[6 * step] = _mm256_sub_ps(eh, oh);
+  out[7 * step] = y[3];
+}
+
+// The forms by the transform domain's edge, kA: 6 (F(4x4, 3x3), F(2x2,
+// 5x5)) or 8 (F(4x4, 5x5)).
+template <int kA>
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt(const __m256* d,
+                                                    __m256* out, int step) {
+  if constexpr (kA == 6) {
+    Bt6(d, out, step);
+  } else {
+    static_assert(kA == 8, "square transform domains are 6x6 or 8x8");
+    Bt8(d, out, step);
+  }
+}
+
+template <int kA, int M>
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void At(const __m256* m,
+                                                    __m256* out, int step) {
+  if constexpr (kA == 6) {
+    At6<M>(m, out, step);
+  } else {
+    static_assert(kA == 8 && M == 4, "the 8x8 domain has 4x4 tiles");
+    At8(m, out, step);
+  }
+}
+
+template <int kA, int M>
+POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void A(const __m256* y, __m256* out,
+                                                   int step) {
+  if constexpr (kA == 6) {
+    A6<M>(y, out, step);
+  } else {
+    static_assert(kA == 8 && M == 4, "the 8x8 domain has 4x4 tiles");
+    A8(y, out, step);
   }
 }
 
@@ -166,9 +269,11 @@ POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline Lanes16 Load16(const float* src,
   return {_mm256_load_ps(tmp), _mm256_load_ps(tmp + 8)};
 }
 
+template <int kA>
 POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
                                       const float* bottom,
                                       ptrdiff_t bottom_step, float* V) {
+  constexpr int kP = kA * kA;
   const int C = g.channels, H = g.height, W = g.width;
   const size_t image_plane = static_cast<size_t>(H) * W;
   const size_t v_plane = static_cast<size_t>(C) * count;
@@ -182,7 +287,7 @@ POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
     TileOrigins(g, first + t0, lanes, image, y0, x0);
     // Per tile: its window's first element's offset from bottom (as an
     // address, since it may lie outside the image), the columns inside
-    // the image (of the first 6), the rows inside it (bit r of rows) and
+    // the image (of the first kA), the rows inside it (bit r of rows) and
     // those whose 8 elements from the window's first column lie inside
     // the channel's plane (bit r of whole), read by a plain load.
     uintptr_t at[16];
@@ -200,12 +305,12 @@ POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
               sizeof(float) *
                   static_cast<uintptr_t>(image[l] * bottom_step +
                                          static_cast<ptrdiff_t>(y) * W + x);
-      // Column x + s is inside for -x <= s < W - x, and s < 6.
+      // Column x + s is inside for -x <= s < W - x, and s < kA.
       const __m256i lo = _mm256_set1_epi32(-x - 1);
-      const __m256i hi = _mm256_set1_epi32(std::min(W - x, kAlpha));
+      const __m256i hi = _mm256_set1_epi32(std::min(W - x, kA));
       mask[l] = _mm256_and_si256(_mm256_cmpgt_epi32(column, lo),
                                  _mm256_cmpgt_epi32(hi, column));
-      for (int r = 0; r < kAlpha; ++r) {
+      for (int r = 0; r < kA; ++r) {
         if (y + r < 0 || y + r >= H) continue;
         rows[l] |= 1u << r;
         const int64_t from = static_cast<int64_t>(y + r) * W + x;
@@ -218,9 +323,9 @@ POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
       const uintptr_t channel = sizeof(float) * c * image_plane;
       // e[h][r][j]: row r of the window after B^T along it (column j), of
       // tiles 8 h to 8 h + 7.
-      __m256 e[2][kPos];
+      __m256 e[2][kP];
       for (int h = 0; h < 2; ++h) {
-        for (int r = 0; r < kAlpha; ++r) {
+        for (int r = 0; r < kA; ++r) {
           __m256 d[8];
           for (int i = 0; i < 8; ++i) {
             const int l = 8 * h + i;
@@ -239,20 +344,20 @@ POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
             }
           }
           Transpose8(d);
-          Bt(d, e[h] + r * kAlpha, 1);
+          Bt<kA>(d, e[h] + r * kA, 1);
         }
       }
       float* v = V + static_cast<size_t>(c) * count + t0;
-      for (int j = 0; j < kAlpha; ++j) {
-        __m256 column_j[2][kAlpha], u[2][kAlpha];
-        for (int r = 0; r < kAlpha; ++r) {
-          column_j[0][r] = e[0][r * kAlpha + j];
-          column_j[1][r] = e[1][r * kAlpha + j];
+      for (int j = 0; j < kA; ++j) {
+        __m256 column_j[2][kA], u[2][kA];
+        for (int r = 0; r < kA; ++r) {
+          column_j[0][r] = e[0][r * kA + j];
+          column_j[1][r] = e[1][r * kA + j];
         }
-        Bt(column_j[0], u[0], 1);
-        Bt(column_j[1], u[1], 1);
-        for (int k = 0; k < kAlpha; ++k) {
-          Store16(v + (k * kAlpha + j) * v_plane, {u[0][k], u[1][k]}, lanes);
+        Bt<kA>(column_j[0], u[0], 1);
+        Bt<kA>(column_j[1], u[1], 1);
+        for (int k = 0; k < kA; ++k) {
+          Store16(v + (k * kA + j) * v_plane, {u[0][k], u[1][k]}, lanes);
         }
       }
     }
@@ -263,7 +368,7 @@ POSEIDON_AVX2 void InputTransformImpl(const Tiling& g, int64_t first, int count,
 // AVX2], the other way): 8 tiles at a time, the products loaded straight
 // from M's rows, A^T down the columns and along the rows in registers,
 // then each tile's m x m written (or added) where it lies in the output.
-template <int kOut>
+template <int kA, int kOut>
 POSEIDON_AVX2 void OutputTransformImpl(const Tiling& g, int64_t first,
                                        int count, const float* M, float* top,
                                        ptrdiff_t top_step, bool accumulate) {
@@ -282,23 +387,24 @@ POSEIDON_AVX2 void OutputTransformImpl(const Tiling& g, int64_t first,
     }
     for (int o = 0; o < O; ++o) {
       const float* src = M + static_cast<size_t>(o) * count + t0;
-      // t[h][k][j]: A^T down column j of the 6 x 6 of tiles 8 h to 8 h + 7.
-      __m256 t[2][kOut * kAlpha];
-      for (int j = 0; j < kAlpha; ++j) {
-        __m256 m[2][kAlpha];
-        for (int r = 0; r < kAlpha; ++r) {
-          const Lanes16 v = Load16(src + (r * kAlpha + j) * m_plane, lanes);
+      // t[h][k][j]: A^T down column j of the kA x kA of tiles 8 h to
+      // 8 h + 7.
+      __m256 t[2][kOut * kA];
+      for (int j = 0; j < kA; ++j) {
+        __m256 m[2][kA];
+        for (int r = 0; r < kA; ++r) {
+          const Lanes16 v = Load16(src + (r * kA + j) * m_plane, lanes);
           m[0][r] = v.lo;
           m[1][r] = v.hi;
         }
-        At<kOut>(m[0], t[0] + j, kAlpha);
-        At<kOut>(m[1], t[1] + j, kAlpha);
+        At<kA, kOut>(m[0], t[0] + j, kA);
+        At<kA, kOut>(m[1], t[1] + j, kA);
       }
       alignas(32) float y[kOut * kOut * 16];
       for (int h = 0; h < 2; ++h) {
         for (int k = 0; k < kOut; ++k) {
           __m256 out[kOut];
-          At<kOut>(t[h] + k * kAlpha, out, 1);
+          At<kA, kOut>(t[h] + k * kA, out, 1);
           for (int s = 0; s < kOut; ++s) {
             _mm256_store_ps(y + (k * kOut + s) * 16 + 8 * h, out[s]);
           }
@@ -325,7 +431,7 @@ POSEIDON_AVX2 void OutputTransformImpl(const Tiling& g, int64_t first,
 // The float top-diff transform on AVX2 CPUs, likewise: each tile's m x m
 // gathered (zero beyond the output), A down the columns and along the rows
 // in registers, stored straight into Z's rows.
-template <int kOut>
+template <int kA, int kOut>
 POSEIDON_AVX2 void TopDiffTransformImpl(const Tiling& g, int64_t first,
                                         int count, const float* top_diff,
                                         ptrdiff_t top_step, int output_begin,
@@ -357,25 +463,25 @@ POSEIDON_AVX2 void TopDiffTransformImpl(const Tiling& g, int64_t first,
           }
         }
       }
-      // t[h][i][s]: A down column s (6 rows out of m) of tiles 8 h to
+      // t[h][i][s]: A down column s (kA rows out of m) of tiles 8 h to
       // 8 h + 7.
-      __m256 t[2][kAlpha * kOut];
+      __m256 t[2][kA * kOut];
       for (int h = 0; h < 2; ++h) {
         for (int s = 0; s < kOut; ++s) {
           __m256 column[kOut];
           for (int r = 0; r < kOut; ++r) {
             column[r] = _mm256_load_ps(y + (r * kOut + s) * 16 + 8 * h);
           }
-          A<kOut>(column, t[h] + s, kOut);
+          A<kA, kOut>(column, t[h] + s, kOut);
         }
       }
       float* dst = Z + static_cast<size_t>(o - output_begin) * count + t0;
-      for (int i = 0; i < kAlpha; ++i) {
-        __m256 z[2][kAlpha];
-        A<kOut>(t[0] + i * kOut, z[0], 1);
-        A<kOut>(t[1] + i * kOut, z[1], 1);
-        for (int j = 0; j < kAlpha; ++j) {
-          Store16(dst + (i * kAlpha + j) * z_plane, {z[0][j], z[1][j]}, lanes);
+      for (int i = 0; i < kA; ++i) {
+        __m256 z[2][kA];
+        A<kA, kOut>(t[0] + i * kOut, z[0], 1);
+        A<kA, kOut>(t[1] + i * kOut, z[1], 1);
+        for (int j = 0; j < kA; ++j) {
+          Store16(dst + (i * kA + j) * z_plane, {z[0][j], z[1][j]}, lanes);
         }
       }
     }
@@ -598,24 +704,25 @@ POSEIDON_AVX2 void TopDiffTransform1DImpl(const Tiling& g, int64_t first,
 // The entry points (winograd_tiles.hpp), without the target attribute:
 // with it, a definition would be another version of the function than
 // the header declares (GCC's function multiversioning).
+template <int kA>
 void InputTransformAvx2(const Tiling& g, int64_t first, int count,
                         const float* bottom, ptrdiff_t bottom_step, float* V) {
-  InputTransformImpl(g, first, count, bottom, bottom_step, V);
+  InputTransformImpl<kA>(g, first, count, bottom, bottom_step, V);
 }
 
-template <int kOut>
+template <int kA, int kOut>
 void OutputTransformAvx2(const Tiling& g, int64_t first, int count,
                          const float* M, float* top, ptrdiff_t top_step,
                          bool accumulate) {
-  OutputTransformImpl<kOut>(g, first, count, M, top, top_step, accumulate);
+  OutputTransformImpl<kA, kOut>(g, first, count, M, top, top_step, accumulate);
 }
 
-template <int kOut>
+template <int kA, int kOut>
 void TopDiffTransformAvx2(const Tiling& g, int64_t first, int count,
                           const float* top_diff, ptrdiff_t top_step,
                           int output_begin, int output_end, float* Z) {
-  TopDiffTransformImpl<kOut>(g, first, count, top_diff, top_step, output_begin,
-                             output_end, Z);
+  TopDiffTransformImpl<kA, kOut>(g, first, count, top_diff, top_step,
+                                 output_begin, output_end, Z);
 }
 
 void InputTransform1DAvx2(const Tiling& g, int64_t first, int count,
@@ -637,14 +744,25 @@ void TopDiffTransform1DAvx2(const Tiling& g, int64_t first, int count,
                          output_end, Z);
 }
 
-template void OutputTransformAvx2<4>(const Tiling&, int64_t, int, const float*,
-                                     float*, ptrdiff_t, bool);
-template void OutputTransformAvx2<2>(const Tiling&, int64_t, int, const float*,
-                                     float*, ptrdiff_t, bool);
-template void TopDiffTransformAvx2<4>(const Tiling&, int64_t, int, const float*,
-                                      ptrdiff_t, int, int, float*);
-template void TopDiffTransformAvx2<2>(const Tiling&, int64_t, int, const float*,
-                                      ptrdiff_t, int, int, float*);
+template void InputTransformAvx2<6>(const Tiling&, int64_t, int, const float*,
+                                    ptrdiff_t, float*);
+template void InputTransformAvx2<8>(const Tiling&, int64_t, int, const float*,
+                                    ptrdiff_t, float*);
+template void OutputTransformAvx2<6, 4>(const Tiling&, int64_t, int,
+                                        const float*, float*, ptrdiff_t, bool);
+template void OutputTransformAvx2<6, 2>(const Tiling&, int64_t, int,
+                                        const float*, float*, ptrdiff_t, bool);
+template void OutputTransformAvx2<8, 4>(const Tiling&, int64_t, int,
+                                        const float*, float*, ptrdiff_t, bool);
+template void TopDiffTransformAvx2<6, 4>(const Tiling&, int64_t, int,
+                                         const float*, ptrdiff_t, int, int,
+                                         float*);
+template void TopDiffTransformAvx2<6, 2>(const Tiling&, int64_t, int,
+                                         const float*, ptrdiff_t, int, int,
+                                         float*);
+template void TopDiffTransformAvx2<8, 4>(const Tiling&, int64_t, int,
+                                         const float*, ptrdiff_t, int, int,
+                                         float*);
 
 }  // namespace winograd
 }  // namespace poseidon

@@ -11,11 +11,6 @@
 namespace poseidon {
 namespace winograd {
 
-// The transformed tile's edge, m + r - 1 for both forms: F(4x4, 3x3) and
-// F(2x2, 5x5) share it, and with it B^T (Note [Winograd]).
-constexpr int kAlpha = 6;
-constexpr int kPos = kAlpha * kAlpha;
-
 // What the tile transforms need of a WinogradConv's geometry.
 struct Tiling {
   int channels, outputs, height, width, pad_h, pad_w;
@@ -23,6 +18,10 @@ struct Tiling {
   // The output tile: m x m (4 or 2) for the square kernels, 1 x 2 or 2 x 1
   // for F(2, 7) along rows or down columns.
   int tile_h, tile_w;
+  // The transform domain's edge, m + r - 1: 6 for F(4x4, 3x3) and F(2x2,
+  // 5x5), which share it and with it B^T; 8 for F(4x4, 5x5) and F(2, 7)
+  // (Note [Winograd]).
+  int alpha;
 };
 
 // For tiles first .. first + lanes - 1: the image each is in and the
@@ -205,16 +204,18 @@ inline void WriteRunOutputs(const Tiling& g, const TileRun& run,
 
 // The float transforms with AVX2 intrinsics (winograd_avx2.cpp, Note
 // [Input transform on AVX2]); for CPUs where Avx2KernelsAvailable(). They
-// compute what the generic InputTransform, OutputTransform<kOut> and
-// TopDiffTransform<kOut> of winograd.cpp do, with the same arguments;
-// kOut is the output tile's edge, 4 or 2.
+// compute what the generic InputTransform<kA>, OutputTransform<kA, kOut>
+// and TopDiffTransform<kA, kOut> of winograd.cpp do, with the same
+// arguments; kA is the transform domain's edge (g.alpha, 6 or 8), kOut the
+// output tile's, 4 or 2: (6, 4), (6, 2) and (8, 4) are instantiated.
+template <int kA>
 void InputTransformAvx2(const Tiling& g, int64_t first, int count,
                         const float* bottom, ptrdiff_t bottom_step, float* V);
-template <int kOut>
+template <int kA, int kOut>
 void OutputTransformAvx2(const Tiling& g, int64_t first, int count,
                          const float* M, float* top, ptrdiff_t top_step,
                          bool accumulate);
-template <int kOut>
+template <int kA, int kOut>
 void TopDiffTransformAvx2(const Tiling& g, int64_t first, int count,
                           const float* top_diff, ptrdiff_t top_step,
                           int output_begin, int output_end, float* Z);

@@ -1,6 +1,6 @@
 // WinogradConvAlgorithm: the float 3x3, 5x5, 1x7 and 7x1 convolutions and
-// both gradients by Winograd's F(4x4, 3x3), F(2x2, 5x5) and F(2, 7) with
-// WinogradConv (util/winograd.hpp).
+// both gradients by Winograd's F(4x4, 3x3), F(4x4, 5x5) or F(2x2, 5x5), and
+// F(2, 7) with WinogradConv (util/winograd.hpp).
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -61,6 +61,19 @@ namespace poseidon {
 // 10.45 -> 9.57 at 1 thread (the net 67.5 -> 66.0), even at 2 threads;
 // GoogLeNet's 5a 5x5 (32 to 128 on 7 x 7, 128 tiles) 2.50 -> 2.69 ms at 1
 // thread and 2.00 -> 2.09 at 2, within the net's noise.
+// Since then 5x5 convolutions go by F(4x4, 5x5) (4 multiplications per
+// output instead of 9, on 8x8 windows) wherever the batch has the tile
+// floor's 4 x 4 tiles, and by F(2x2, 5x5) where only its 2 x 2 ones reach
+// it. Against F(2x2, 5x5) on the AVX2 EPYC (Zen 3), compare_builds.py
+// --conv, forward + backward ms, medians of 5 interleaved runs, 1 thread /
+// 2 threads: CIFAR-10 quick's conv2 52.5 -> 25.2 / 27.0 -> 12.5, its conv3
+// 16.9 -> 9.4 / 8.8 -> 4.9; Inception-V3's 48 to 64 on 35 x 35 (batch 8)
+// 43.5 -> 22.8 / 20.6 -> 12.0; GoogLeNet's 32 to 96 on 28 x 28 36.2 ->
+// 19.0 / 13.4 -> 8.9, 32 to 128 on 14 x 14 13.1 -> 8.7 / 6.4 -> 3.2, 48
+// to 128 on 7 x 7 (32 tiles of 4 x 4) 6.5 -> 4.8 / 2.4 -> 1.9; AlexNet's
+// conv2 (batch 32) 354 -> 191 / 188 -> 98: 1.28 to 2.16 times as fast.
+// Not measured with the AVX-512 kernels (the same transforms, the GEMMs
+// halved).
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -187,12 +200,19 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   g.kernel_h = kh;
   g.kernel_w = kw;
   // Too few tiles to repay the weight transform (Note [Winograd path]).
-  // The output tile: m x m, m + r - 1 = 6, or F(2, 7)'s 2 along the kernel.
-  const int tile_h = square ? 7 - kh : (kh == 1 ? 1 : 2);
-  const int tile_w = square ? 7 - kw : (kw == 1 ? 1 : 2);
-  const int64_t tiles = static_cast<int64_t>(s.num) *
-                        ((s.col_shape[1] + tile_h - 1) / tile_h) *
-                        ((s.col_shape[2] + tile_w - 1) / tile_w);
+  // The output tile: 4 x 4 for 3x3, 4 x 4 (F(4x4, 5x5)) or else 2 x 2
+  // (F(2x2, 5x5)) for 5x5, F(2, 7)'s 2 along the kernel.
+  auto tiles_of = [&](int tile_h, int tile_w) {
+    return static_cast<int64_t>(s.num) *
+           ((s.col_shape[1] + tile_h - 1) / tile_h) *
+           ((s.col_shape[2] + tile_w - 1) / tile_w);
+  };
+  if (square) {
+    g.tile = 4;
+    if (kh == 5 && tiles_of(4, 4) < WinogradMinTiles()) g.tile = 2;
+  }
+  const int64_t tiles = square ? tiles_of(g.tile, g.tile)
+                               : tiles_of(kh == 1 ? 1 : 2, kw == 1 ? 1 : 2);
   if (tiles < WinogradMinTiles()) {
     return Avx512KernelsAvailable() ? "fewer than 100 tiles in the batch"
                                     : "fewer than 32 tiles in the batch";
@@ -212,7 +232,7 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
     return x.channels == y.channels && x.height == y.height &&
            x.width == y.width && x.outputs == y.outputs && x.pad_h == y.pad_h &&
            x.pad_w == y.pad_w && x.kernel_h == y.kernel_h &&
-           x.kernel_w == y.kernel_w;
+           x.kernel_w == y.kernel_w && x.tile == y.tile;
   };
   if (forward_ == nullptr || !same(forward_->geometry(), g)) {
     forward_ = std::make_unique<Wino>(g);
@@ -227,10 +247,12 @@ std::string WinogradConvAlgorithm::Description() const {
   // The GEMMs' kernels, then the tile transforms' (Note [Transforms on
   // AVX2] in util/winograd.cpp).
   const int kh = s_->kernel[0];
-  const std::string form = kh == 5   ? "Winograd F(2x2, 5x5)"
-                           : kh == 3 ? "Winograd F(4x4, 3x3)"
-                           : kh == 1 ? "Winograd F(2, 7) along rows"
-                                     : "Winograd F(2, 7) down columns";
+  const std::string form =
+      kh == 5   ? (forward_->tile_h() == 4 ? "Winograd F(4x4, 5x5)"
+                                           : "Winograd F(2x2, 5x5)")
+      : kh == 3 ? "Winograd F(4x4, 3x3)"
+      : kh == 1 ? "Winograd F(2, 7) along rows"
+                : "Winograd F(2, 7) down columns";
   return form + (Avx512KernelsAvailable() ? " (AVX-512 GEMM, AVX2 transforms)"
                                           : " (AVX2 GEMM and transforms)");
 }
