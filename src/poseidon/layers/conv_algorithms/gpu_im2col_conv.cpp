@@ -32,7 +32,11 @@ namespace poseidon {
 // B is as many images as fit in max_buffer_bytes (col and buffer), at
 // least one; the scratch is gpu::Workspace on the GPU. Everything is
 // deterministic. On the CPU the same code runs with ConvMode::kPortable.
-namespace {
+
+// Named, not anonymous: the passes' lambdas capture a ChunkPlan, and a
+// member function's lambda may not hold a type of internal linkage (GCC's
+// -Wsubobject-linkage).
+namespace gpu_im2col_detail {
 
 // What both passes share: each group's GEMM sizes and offsets, and the
 // scratch split into the column matrix and the channel-major buffer.
@@ -66,7 +70,10 @@ void ForEachChunk(int num, int images, Fn&& fn) {
   for (int n0 = 0; n0 < num; n0 += images) fn(n0, std::min(images, num - n0));
 }
 
-}  // namespace
+}  // namespace gpu_im2col_detail
+
+using gpu_im2col_detail::ChunkPlan;
+using gpu_im2col_detail::ForEachChunk;
 
 template <typename Dtype>
 const char* GpuIm2colConv<Dtype>::Reshape(const ConvShape& s,
