@@ -503,38 +503,10 @@ POSEIDON_AVX2 void TopDiffTransformImpl(const Tiling& g, int64_t first,
 POSEIDON_AVX2 POSEIDON_ALWAYS_INLINE inline void Bt8Step(const float* const* d,
                                                          int i0, float* out,
                                                          size_t stride) {
-  const __m256 d0 = _mm256_loadu_ps(d[0] + i0);
-  const __m256 d1 = _mm256_loadu_ps(d[1] + i0);
-  const __m256 d2 = _mm256_loadu_ps(d[2] + i0);
-  const __m256 d3 = _mm256_loadu_ps(d[3] + i0);
-  const __m256 d4 = _mm256_loadu_ps(d[4] + i0);
-  const __m256 d5 = _mm256_loadu_ps(d[5] + i0);
-  const __m256 d6 = _mm256_loadu_ps(d[6] + i0);
-  const __m256 d7 = _mm256_loadu_ps(d[7] + i0);
-  const __m256 c5_25 = _mm256_set1_ps(5.25f), c4_25 = _mm256_set1_ps(4.25f);
-  const __m256 c2_5 = _mm256_set1_ps(2.5f), c1_25 = _mm256_set1_ps(1.25f);
-  const __m256 c0_5 = _mm256_set1_ps(0.5f), c0_25 = _mm256_set1_ps(0.25f);
-  const __m256 c2 = _mm256_set1_ps(2.0f), c4 = _mm256_set1_ps(4.0f);
-  const __m256 c5 = _mm256_set1_ps(5.0f);
-  float* o = out + i0;
-  _mm256_storeu_ps(
-      o, _mm256_fmadd_ps(c5_25, _mm256_sub_ps(d4, d2), _mm256_sub_ps(d0, d6)));
-  _mm256_storeu_ps(o + 7 * stride, _mm256_fmadd_ps(c5_25, _mm256_sub_ps(d3, d5),
-                                                   _mm256_sub_ps(d7, d1)));
-  const __m256 e1 = _mm256_fnmadd_ps(c4_25, d4, _mm256_add_ps(d2, d6));
-  const __m256 o1 = _mm256_fnmadd_ps(c4_25, d3, _mm256_add_ps(d1, d5));
-  _mm256_storeu_ps(o + stride, _mm256_add_ps(e1, o1));
-  _mm256_storeu_ps(o + 2 * stride, _mm256_sub_ps(e1, o1));
-  const __m256 e2 = _mm256_fnmadd_ps(c1_25, d4, _mm256_fmadd_ps(c0_25, d2, d6));
-  const __m256 o2 = _mm256_fmadd_ps(
-      c2, d5, _mm256_fnmadd_ps(c2_5, d3, _mm256_mul_ps(c0_5, d1)));
-  _mm256_storeu_ps(o + 3 * stride, _mm256_add_ps(e2, o2));
-  _mm256_storeu_ps(o + 4 * stride, _mm256_sub_ps(e2, o2));
-  const __m256 e3 = _mm256_fnmadd_ps(c5, d4, _mm256_fmadd_ps(c4, d2, d6));
-  const __m256 o3 = _mm256_fmadd_ps(
-      c0_5, d5, _mm256_fnmadd_ps(c2_5, d3, _mm256_mul_ps(c2, d1)));
-  _mm256_storeu_ps(o + 5 * stride, _mm256_add_ps(e3, o3));
-  _mm256_storeu_ps(o + 6 * stride, _mm256_sub_ps(e3, o3));
+  __m256 in[8], v[8];
+  for (int s = 0; s < 8; ++s) in[s] = _mm256_loadu_ps(d[s] + i0);
+  Bt8(in, v, 1);
+  for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + k * stride + i0, v[k]);
 }
 
 // y0, y1 = A^T m for m's 8 rows (`stride` apart) at i0 .. i0 + 7.
