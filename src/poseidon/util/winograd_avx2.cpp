@@ -2,32 +2,31 @@
 // util/winograd.cpp (which keeps the generic ones, the reference).
 //
 // Note [Input transform on AVX2]
-// The float transforms on AVX2 CPUs are written with intrinsics rather
-// than left to the compiler, one template for the 6x6 and the 8x8
-// transform domains (below, 6x6's figures). The generic input transform gathers
-// each tile's 6 x 6 window element by element (with a bounds test per element
-// for tiles that touch the padding: most of them on small maps, 12 of 16
-// on CIFAR-10 quick's 8 x 8) and copies the transformed tiles out with a
-// memcpy per row; in F(2x2, 5x5)'s first profile (perf, CIFAR-10 quick,
-// one thread) it took 1.5 times as long as the 36 GEMMs it feeds, and the
-// output and top-diff transforms together as long again. Here 16 tiles
-// go at a time, two vectors of 8 lanes: each row of a tile's window is
-// one load (a plain load ANDed with the mask of its columns inside the
-// image where all 8 floats lie in the channel's plane; a masked load
-// elsewhere, so nothing outside the image is read: masked loads alone
-// took most of the time on the AVX2 EPYC), an 8 x 8 transpose turns 8
-// tiles' rows into 6 (8) vectors of a column each, B^T runs along the
-// row and, after the 6 (8) rows, down the columns, straight into V's rows, each
-// store a whole 64-byte line. The output transform loads M's rows the
-// same way, and the top diff's stores into Z likewise; their m x m of
-// output is still written element by element. The arithmetic is the
-// generic sums' with FMA. Measured (scripts/bench/compare_builds.py on
-// one-layer nets, one thread, medians of 3 interleaved runs, forward and
-// weight gradient ms, against the generic transforms): 3x3, 64 channels
-// on 56 x 56, batch 8: 21.1 -> 14.4 and 20.1 -> 14.4; 256 on 14 x 14:
-// 23.0 -> 18.8 and 23.3 -> 18.2; 64 to 96 on 35 x 35: 13.6 -> 8.0 and
-// 13.7 -> 7.3; 256 on 56 x 56, batch 4 (5 runs): 204 -> 181 and 154 ->
-// 136.
+// The float transforms on AVX2 CPUs are written with intrinsics rather than
+// left to the compiler, one template for the 6x6 and the 8x8 transform
+// domains (below, 6x6's figures). The generic input transform gathers each
+// tile's 6 x 6 window element by element (with a bounds test per element
+// for tiles that touch the padding: most of them on small maps, 12 of 16 on
+// CIFAR-10 quick's 8 x 8) and copies the transformed tiles out with a
+// memcpy per row; in F(2x2, 5x5)'s first profile (perf, CIFAR-10 quick, one
+// thread) it took 1.5 times as long as the 36 GEMMs it feeds, and the
+// output and top-diff transforms together as long again. Here 16 tiles go
+// at a time, two vectors of 8 lanes: each row of a tile's window is one
+// load (a plain load ANDed with the mask of its columns inside the image
+// where all 8 floats lie in the channel's plane; a masked load elsewhere,
+// so nothing outside the image is read: masked loads alone took most of the
+// time on the AVX2 EPYC), an 8 x 8 transpose turns 8 tiles' rows into 6 (8)
+// vectors of a column each, B^T runs along the row and, after the 6 (8)
+// rows, down the columns, straight into V's rows, each store a whole
+// 64-byte line. The output transform loads M's rows the same way, and the
+// top diff's stores into Z likewise; their m x m of output is still written
+// element by element. The arithmetic is the generic sums' with FMA.
+// Measured (scripts/bench/compare_builds.py on one-layer nets, one thread,
+// medians of 3 interleaved runs, forward and weight gradient ms, against
+// the generic transforms): 3x3, 64 channels on 56 x 56, batch 8: 21.1 ->
+// 14.4 and 20.1 -> 14.4; 256 on 14 x 14: 23.0 -> 18.8 and 23.3 -> 18.2; 64
+// to 96 on 35 x 35: 13.6 -> 8.0 and 13.7 -> 7.3; 256 on 56 x 56, batch 4 (5
+// runs): 204 -> 181 and 154 -> 136.
 #include <immintrin.h>
 
 #include <algorithm>
