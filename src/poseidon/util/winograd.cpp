@@ -67,7 +67,7 @@
 // elements, P the positions (36; 64 for F(4x4, 5x5), 8 for F(2, 7)). T is
 // chosen so that they take about 2 MiB (an L2 of a server core, where they are
 // written, multiplied and read back), but at least 64 tiles (narrower GEMMs
-// re-read U, 36 outputs channels elements, for fewer tiles; on the shared
+// re-read U, P outputs channels elements, for fewer tiles; on the shared
 // 2-core development machine, one thread, float, layers of 64 to 512 channels
 // ran 5-10% faster with blocks of 64 tiles than of 32, and 128 or 256 were
 // within the noise of 64) and at most 256, a multiple of 16. So scratch stays
@@ -95,11 +95,11 @@
 // decimal digit in float, which is why this is F(4x4, 3x3).
 //
 // Weight gradient. By transposition of Y's formula, dg = G^T [(A dY A^T)
-// .* (B^T d B)] G per tile; the bracket is summed over tiles as 36 GEMMs
-// per block, dU[pos] (outputs x channels) += Z[pos] (outputs x T) V[pos]^T,
-// with V the forward's input transform and Z the top diff's (A has entries
-// up to 8, as A^T), and the sum is taken back by G^T . G once, in double.
-// Its error, against the sum over images and outputs of |dY| times the
+// .* (B^T d B)] G per tile; the bracket is summed over tiles as P GEMMs
+// per block (one per position), dU[pos] (outputs x channels) += Z[pos] (outputs
+// x T) V[pos]^T, with V the forward's input transform and Z the top diff's (A
+// has entries up to 8, as A^T), and the sum is taken back by G^T . G once, in
+// double. Its error, against the sum over images and outputs of |dY| times the
 // largest |x| of the channel (inputs in [-1, 1]), was at most 3.1 epsilon
 // in float and 4.9 in double on the test shapes; the tests allow 100.
 //
@@ -730,7 +730,8 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform1D(
 // AVX2]), and the AVX2 compilation serves double.
 
 // Gathers and transforms tiles [first, first + count) of the images at
-// bottom into V (36 channels x count matrices).
+// bottom into V (kA^2 channels x count matrices); kA is the transform
+// domain's edge, 6 or 8.
 template <int kA, typename Dtype>
 POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
                                                   int64_t first, int count,
@@ -781,7 +782,7 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
           }
         }
       }
-      // B^T d: down each of the 6 columns; then (B^T d) B: along each row.
+      // B^T d: down each of the kA columns; then (B^T d) B: along each row.
       for (int s = 0; s < kA; ++s) {
         ApplyBt<kA>(d + s * kLanes, kA * kLanes, t + s * kLanes);
       }
@@ -798,7 +799,7 @@ POSEIDON_ALWAYS_INLINE inline void InputTransform(const Tiling& g,
   }
 }
 
-// Transforms the products M (36 outputs x count matrices) of tiles
+// Transforms the products M (kA^2 outputs x count matrices) of tiles
 // [first, first + count) back and writes (or adds) their valid part;
 // kOut is the output tile's edge, m.
 template <int kA, int kOut, typename Dtype>
@@ -825,7 +826,7 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform(const Tiling& g,
         std::memcpy(m + pos * kLanes, src + pos * m_plane,
                     sizeof(Dtype) * lanes);
       }
-      // A^T m: down each of the 6 columns (m rows out); then (A^T m) A:
+      // A^T m: down each of the kA columns (m rows out); then (A^T m) A:
       // along each of those m rows.
       for (int s = 0; s < kA; ++s) {
         ApplyAt<kA, kOut>(m + s * kLanes, kA * kLanes, t + s * kLanes);
@@ -855,8 +856,8 @@ POSEIDON_ALWAYS_INLINE inline void OutputTransform(const Tiling& g,
 
 // Gathers the m x m top-diff tiles [first, first + count) (zero beyond the
 // output) of outputs [output_begin, output_end) and transforms them into
-// Z (36 (output_end - output_begin) x count matrices), A dY A^T; kOut is
-// m.
+// Z (kA^2 (output_end - output_begin) x count matrices), A dY A^T; kOut
+// is m.
 template <int kA, int kOut, typename Dtype>
 POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
     const Tiling& g, int64_t first, int count, const Dtype* top_diff,
@@ -864,7 +865,7 @@ POSEIDON_ALWAYS_INLINE inline void TopDiffTransform(
   const int OH = g.output_h, OW = g.output_w;
   const size_t top_plane = static_cast<size_t>(OH) * OW;
   const size_t z_plane = static_cast<size_t>(output_end - output_begin) * count;
-  // y[r][s][l]: the m x m tiles of up to kLanes tiles; t = A y (6 x m),
+  // y[r][s][l]: the m x m tiles of up to kLanes tiles; t = A y (kA x m),
   // then z = A y A^T (kA x kA).
   Dtype y[kOut * kOut * kLanes];
   Dtype t[kA * kOut * kLanes];
