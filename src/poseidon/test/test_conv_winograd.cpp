@@ -99,8 +99,12 @@ TEST(WinogradConvolutionTest, FiveByFiveLayerMatchesPerImagePath) {
   CheckLayer<Conv>({7, 48, 16, 15}, Param("Convolution", 50, 2, 1, 5));
   CheckLayer<Conv>({9, 48, 13, 14}, Param("Convolution", 64, 3, 1, 5));
   CheckLayer<Conv>({8, 96, 14, 14}, Param("Convolution", 128, 2, 2, 5));
-  // Below the AVX-512 kernels' channel floor: CIFAR-10 quick's conv2 (128
-  // tiles in the batch), 40 channels and 33 outputs.
+  // CIFAR-10 quick's conv2 with 128 tiles of 4 x 4: 32 channels on rows of
+  // 16, F(4x4, 5x5)'s floor with either kernels.
+  CheckLayer<Conv>({8, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5));
+  // Below the AVX-512 kernels' channel floor for F(2x2, 5x5): CIFAR-10
+  // quick's conv2 with 32 tiles of 4 x 4 (128 of 2 x 2), 40 channels and
+  // 33 outputs.
   if (!Avx512KernelsAvailable()) {
     CheckLayer<Conv>({2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5));
     CheckLayer<Conv>({2, 40, 19, 17}, Param("Convolution", 33, 0, 1, 5));
@@ -114,13 +118,16 @@ TEST(WinogradConvolutionTest, OneDimensionalLayerMatchesPerImagePath) {
   // kernel, outputs past 128 (where the direct path stops); pads 0 and 6;
   // sizes that leave a partial last tile or short runs; two groups. (Each
   // above the AVX-512 kernels' floors too: 100 tiles, 48 channels on rows
-  // of 12 or more, else 32.)
-  CheckLayer<Conv>({2, 48, 17, 17}, Rect(136, 1, 7, 0, 3));
+  // of 12 or more, else 32.) The AVX-512 kernels take 7x1 only; the
+  // avx2_paths test runs the 1x7 cases on such a CPU.
   CheckLayer<Conv>({2, 48, 17, 17}, Rect(136, 7, 1, 3, 0));
-  CheckLayer<Conv>({5, 40, 9, 12}, Rect(33, 1, 7, 0, 0));
   CheckLayer<Conv>({3, 40, 12, 9}, Rect(33, 7, 1, 6, 0));
-  CheckLayer<Conv>({2, 48, 5, 30}, Rect(48, 1, 7, 0, 6));
   CheckLayer<Conv>({4, 96, 10, 11}, Rect(80, 7, 1, 2, 0, 2));
+  if (!Avx512KernelsAvailable()) {
+    CheckLayer<Conv>({2, 48, 17, 17}, Rect(136, 1, 7, 0, 3));
+    CheckLayer<Conv>({5, 40, 9, 12}, Rect(33, 1, 7, 0, 0));
+    CheckLayer<Conv>({2, 48, 5, 30}, Rect(48, 1, 7, 0, 6));
+  }
 }
 
 TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
@@ -133,8 +140,9 @@ TEST(WinogradConvolutionTest, DeconvolutionMatchesPerImagePath) {
 
 TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
   // Expected with the AVX-512 kernels and with the AVX2 ones: the channel
-  // floor is 48 there (32 on output rows narrower than 12) and 32 here
-  // (Note [Winograd path]).
+  // floor is 48 there (32 on output rows narrower than 12 and for
+  // F(4x4, 5x5)) and 32 here, and 1x7 goes by F(2, 7) here only (Note
+  // [Winograd path]).
   struct Case {
     std::vector<int> shape;
     LayerParameter param;
@@ -154,10 +162,15 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{12, 16, 10, 10}, Param("Convolution", 32, 1), false, false},
       {{2, 16, 40, 40}, Param("Convolution", 256, 1), false, false},
       {{2, 64, 40, 40}, Param("Convolution", 256, 3), false, false},  // pad 3
-      // 5x5: F(2x2, 5x5), the same floors; pad at most 4.
+      // 5x5: the same floors, but 32 channels for F(4x4, 5x5) with the
+      // AVX-512 kernels too; pad at most 4.
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 5, 1), true, true},
       {{2, 48, 16, 16}, Param("Convolution", 64, 4, 1, 5, 1), true, true},
       {{2, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, true},
+      {{7, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), true, true},
+      {{6, 32, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, true},
+      {{6, 48, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, true},
+      {{7, 24, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, false},
       {{7, 32, 8, 8}, Param("Convolution", 64, 2, 1, 5, 1), true, true},
       {{2, 64, 40, 40}, Param("Convolution", 256, 5, 1, 5, 1), false, false},
       {{2, 16, 16, 16}, Param("Convolution", 32, 2, 1, 5, 1), false, false},
@@ -165,7 +178,7 @@ TEST(WinogradConvolutionTest, ChosenOnlyWhereItPays) {
       {{2, 64, 40, 40}, Param("Convolution", 256, 1, 1, 7, 1), false, false},
       // 1x7 and 7x1: F(2, 7), the same floors (1 x 2 tiles counted); pad
       // at most 6 along the kernel and none across it.
-      {{2, 64, 17, 17}, Rect(192, 1, 7, 0, 3), true, true},
+      {{2, 64, 17, 17}, Rect(192, 1, 7, 0, 3), false, true},
       {{2, 64, 17, 17}, Rect(192, 7, 1, 3, 0), true, true},
       {{2, 32, 17, 17}, Rect(192, 7, 1, 3, 0), false, true},
       {{2, 16, 17, 17}, Rect(192, 1, 7, 0, 3), false, false},

@@ -15,9 +15,9 @@ namespace poseidon {
 // Note [Winograd path]
 // For float 2-D 3x3 convolutions with unit stride and dilation and pad at
 // most 2, with at least WinogradMinChannels() input channels and outputs
-// per group (48 with the AVX-512 kernels, 32 on output rows narrower than 12
-// or with the AVX2 kernels) and at least WinogradMinTiles() 4x4 output
-// tiles in the batch (100 with the AVX-512 kernels, 32 with the AVX2
+// per group (48 with the AVX-512 kernels, 32 on output rows narrower than
+// 12, for F(4x4, 5x5) or with the AVX2 kernels) and at least WinogradMinTiles()
+// 4x4 output tiles in the batch (100 with the AVX-512 kernels, 32 with the AVX2
 // ones), on a CPU where the AVX-512
 // or the AVX2 kernels run (they also do its GEMMs; POSEIDON_KERNELS=blas keeps
 // the im2col reference), kAuto computes the forward pass and both gradients by
@@ -72,8 +72,17 @@ namespace poseidon {
 // 19.0 / 13.4 -> 8.9, 32 to 128 on 14 x 14 13.1 -> 8.7 / 6.4 -> 3.2, 48
 // to 128 on 7 x 7 (32 tiles of 4 x 4) 6.5 -> 4.8 / 2.4 -> 1.9; AlexNet's
 // conv2 (batch 32) 354 -> 191 / 188 -> 98: 1.28 to 2.16 times as fast.
-// Not measured with the AVX-512 kernels (the same transforms, the GEMMs
-// halved).
+// With the AVX-512 kernels, on a 2-core Xeon (family 6, model 167),
+// F(4x4, 5x5) pays from 32 channels on rows of any width, where F(2x2,
+// 5x5) had not (compare_builds.py --model, in the nets, against the
+// direct path, forward / backward ms, 1 thread): CIFAR-10 quick's conv2
+// (batch 100; 5 runs) 9.66 / 20.20 -> 7.01 / 13.28, the net 64.7 -> 54.7
+// (2 threads 42.5 -> 39.1); GoogLeNet's 32 to 96 on 28 x 28 31.6 / 64.1 ->
+// 15.9 / 34.7, 32 to 64 and 32 to 128 on 14 x 14 1.6-1.8 times as fast
+// (batch 32, 3 runs). Hence its floor of 32 there. F(4x4, 3x3) from 32
+// channels still does not pay there (Inception-V3's stem at batch 8, 3
+// runs: conv2_3x3 0.80 times as fast forward and 0.82 backward, conv3_3x3
+// 0.96 and 1.11).
 //
 // Measured (poseidon_train time, batch 8, 2 threads, interleaved runs):
 //  - against im2col + GEMM (more than 128 outputs; a 2-core Xeon):
@@ -129,7 +138,14 @@ namespace poseidon {
 //    interleaved runs: 128 to 128 1x7 21.9 -> 17.8 ms, 160 to 192 7x1
 //    37.6 -> 28.5, 192 to 192 1x7 48.6 -> 34.8; in the whole net (batch
 //    32, one thread, 3 runs) its 26 1x7 and 7x1 layers 3410 -> 2535 ms,
-//    the net 12578 -> 11646.
+//    the net 12578 -> 11646. With the AVX-512 kernels (the Xeon above),
+//    7x1 pays and 1x7 does not: in the net at batch 32, 2 threads, 3
+//    runs, against the direct path (128 outputs) or im2col, the 7x1
+//    layers 1.0-1.28 times as fast forward and 0.95-1.19 backward, the
+//    1x7 ones 0.73-1.06 and 0.71-0.95. So 1x7 goes by F(2, 7) with the
+//    AVX2 kernels only; taking it back from F(2, 7) there (batch 8, 5
+//    runs) made the 13 1x7 layers 1.03 times as fast at 1 thread and
+//    1.09 at 2.
 //
 // Threads. Forward and input gradient: the weights are transformed once
 // per group (4 times their size, in this thread's scratch with the
@@ -155,9 +171,13 @@ namespace {
 // The channel floor (Note [Winograd path]): on AVX2, where the GEMMs run at
 // half the AVX-512 kernel's rate, Winograd pays from fewer channels; with
 // the AVX-512 kernels too where output rows are narrower than 12, the
-// ground of the direct path's output-vector kernel.
-int WinogradMinChannels(const ConvShape& s) {
-  return Avx512KernelsAvailable() && s.col_shape[2] >= 12 ? 48 : 32;
+// ground of the direct path's output-vector kernel, and for F(4x4, 5x5)
+// (`tile` 4 with a 5x5 kernel), 4 multiplications per output against the
+// direct path's 25.
+int WinogradMinChannels(const ConvShape& s, int tile) {
+  if (!Avx512KernelsAvailable()) return 32;
+  if (s.kernel[0] == 5 && tile == 4) return 32;
+  return s.col_shape[2] >= 12 ? 48 : 32;
 }
 
 // The tile floor (Note [Winograd path]): the weight transform has to be
@@ -187,13 +207,9 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   if (!Avx512KernelsAvailable() && !Avx2KernelsAvailable()) {
     return "neither AVX-512 nor AVX2 kernels";
   }
-  const int min_channels = WinogradMinChannels(s);
-  if (s.in_channels / s.group < min_channels ||
-      s.out_channels / s.group < min_channels) {
-    return min_channels == 48
-               ? "fewer than 48 input channels or outputs per group (32 on "
-                 "output rows narrower than 12)"
-               : "fewer than 32 input channels or outputs per group";
+  if (kh == 1 && Avx512KernelsAvailable()) {
+    return "1x7 with the AVX-512 kernels (F(2, 7) along rows is slower "
+           "there)";
   }
   using Wino = WinogradConv<float>;
   auto g = GroupGeometry<Wino::Geometry>(s);
@@ -210,6 +226,14 @@ const char* WinogradConvAlgorithm::Reshape(const ConvShape& s,
   if (square) {
     g.tile = 4;
     if (kh == 5 && tiles_of(4, 4) < WinogradMinTiles()) g.tile = 2;
+  }
+  const int min_channels = WinogradMinChannels(s, g.tile);
+  if (s.in_channels / s.group < min_channels ||
+      s.out_channels / s.group < min_channels) {
+    return min_channels == 48
+               ? "fewer than 48 input channels or outputs per group (32 on "
+                 "output rows narrower than 12 and for F(4x4, 5x5))"
+               : "fewer than 32 input channels or outputs per group";
   }
   const int64_t tiles = square ? tiles_of(g.tile, g.tile)
                                : tiles_of(kh == 1 ? 1 : 2, kw == 1 ? 1 : 2);
