@@ -22,13 +22,16 @@
 // watches the generation number for kSpin before it sleeps, and the caller
 // watches the pending count for as long before it waits on done_cv_; both
 // are atomics, read without the lock (written under it, so the condition
-// variables' protocol is unchanged). OpenMP runtimes do the same (GNU's
-// spin count, Intel's KMP_BLOCKTIME of 200 ms); kSpin is far shorter, so
-// that a pool left idle (a serial layer, the communication threads of a
-// distributed run) gives its cores back within a millisecond. Measured on
-// that VM (compare_builds.py, Inception-V3 at batch 8, 2 threads, medians
-// of 5 interleaved runs): 1903 -> 1671 ms with 200 us of spinning, every
-// pair faster; 1 ms against 200 us 1554 -> 1452 ms (pairs 0.98 to 1.18).
+// variables' protocol is unchanged). OpenMP runtimes spin too (Intel's
+// KMP_BLOCKTIME is 200 ms). Here the spin is short and yields the CPU
+// between rounds, for the case where the cores are oversubscribed (two
+// ranks of 2 threads each on 2 cores, as mpirun starts them by default
+// there, or the communication threads of a distributed run): 1 ms of
+// spinning without the yield made two such CIFAR-10 quick runs 2.1 times
+// slower (58 -> 123 ms); 200 us with it, 0-6% slower (3 pairs). Measured
+// on that VM, not oversubscribed (compare_builds.py, 2 threads, medians
+// of 5 interleaved runs, every pair faster): Inception-V3 at batch 8
+// 1881 -> 1702 ms, CIFAR-10 quick 44.0 -> 38.3.
 #include "poseidon/util/parallel.hpp"
 
 #include <algorithm>
@@ -54,7 +57,7 @@ thread_local bool t_in_parallel_region = false;
 
 // How long a pool thread or the caller spins before it sleeps (Note
 // [Spinning before sleeping]).
-constexpr std::chrono::microseconds kSpin(1000);
+constexpr std::chrono::microseconds kSpin(200);
 
 // One step of a spin-wait: the CPU's pause hint where there is one.
 inline void SpinPause() {
@@ -65,7 +68,8 @@ inline void SpinPause() {
 #endif
 }
 
-// Spins until done() is true or kSpin has passed; returns done().
+// Spins until done() is true or kSpin has passed, yielding the CPU after
+// every 64 pauses; returns done().
 template <typename Done>
 bool SpinFor(const Done& done) {
   const auto until = std::chrono::steady_clock::now() + kSpin;
@@ -75,6 +79,7 @@ bool SpinFor(const Done& done) {
       SpinPause();
     }
     if (std::chrono::steady_clock::now() >= until) return done();
+    std::this_thread::yield();
   }
 }
 
