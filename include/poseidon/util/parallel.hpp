@@ -16,6 +16,10 @@
 //   - another thread is already using the pool (it serves one loop at a
 //     time; the second caller does not wait for it).
 //
+// Waiting: between loops the pool threads spin for up to 200 us, yielding
+// the CPU between rounds, before they sleep, and so does the caller waiting
+// for the other ranges (Note [Spinning before sleeping] in parallel.cpp).
+//
 // Errors: if fn throws, the remaining ranges still run to completion, then
 // the exception of the lowest-numbered failing range is rethrown on the
 // caller.

@@ -28,7 +28,9 @@
 // ranks of 2 threads each on 2 cores, as mpirun starts them by default
 // there, or the communication threads of a distributed run): 1 ms of
 // spinning without the yield made two such CIFAR-10 quick runs 2.1 times
-// slower (58 -> 123 ms); 200 us with it, 0-6% slower (3 pairs). Measured
+// slower (58 -> 123 ms); 200 us with it, 0-6% slower (3 pairs); and one
+// process of 2 threads bound to one core (Open MPI binds each rank of a
+// two-rank job to a core) even, 55.7 against 56.6 ms (3 runs). Measured
 // on that VM, not oversubscribed (compare_builds.py, 2 threads, medians
 // of 5 interleaved runs, every pair faster): Inception-V3 at batch 8
 // 1881 -> 1702 ms, CIFAR-10 quick 44.0 -> 38.3.
